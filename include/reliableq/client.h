@@ -1,0 +1,67 @@
+// Client: pushes jobs into Redis, the way Sidekiq::Client does.
+//
+//   auto client = reliableq::Client::Open(*reliableq::RedisOptions::FromEnvironment());
+//   if (!client.ok()) { ...client.status().ToString()... }
+//   reliableq::Job job;
+//   job.job_class = "HardJob";
+//   job.args = R"([1,"bob"])";
+//   auto jid = (*client)->Push(job);
+//
+// An immediate push is `SADD queues <q>` and `LPUSH queue:<q> <json>` in one
+// MULTI, so a job is in its queue and its queue is listed, or neither. A
+// scheduled push is `ZADD schedule <at> <json>`.
+//
+// Invalid input (empty class or queue, args that are not a JSON array, extra
+// that is not a JSON object) is kInvalidArgument and writes nothing. A push
+// whose reply is lost to a broken connection is reported as kIoError or
+// kTimeout; it may or may not have been stored (as with any network client).
+//
+// Thread safety: a Client is safe to use from many threads at once; calls
+// are serialized on one connection. Open several clients for parallel pushes.
+
+#ifndef RELIABLEQ_CLIENT_H_
+#define RELIABLEQ_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reliableq/job.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/status.h"
+
+namespace reliableq {
+
+class Client {
+ public:
+  // Connects (within options.connect_timeout). Fails with kIoError or
+  // kTimeout naming where it tried.
+  static Result<std::unique_ptr<Client>> Open(const RedisOptions& options);
+
+  virtual ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Pushes one job for immediate execution. Returns its jid.
+  virtual Result<std::string> Push(const Job& job) = 0;
+
+  // Pushes many jobs; each batch of up to 1,000 jobs is one MULTI in one
+  // round trip. Returns the jids in input order. Every job is validated
+  // before anything is written; a batch that fails leaves earlier batches
+  // written (the error says how many jobs were pushed).
+  virtual Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) = 0;
+
+  // Schedules a job to run at `epoch_seconds` (ZADD schedule). A time that
+  // is not in the future pushes it now, as Sidekiq does.
+  virtual Result<std::string> PushAt(const Job& job, double epoch_seconds) = 0;
+
+  // Schedules a job to run `seconds` from now.
+  virtual Result<std::string> PushIn(const Job& job, double seconds) = 0;
+
+ protected:
+  Client() = default;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_CLIENT_H_

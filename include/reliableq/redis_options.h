@@ -1,0 +1,56 @@
+// RedisOptions: where Redis is and how long to wait for it.
+//
+// Accepted URL forms (as Sidekiq's REDIS_URL):
+//   redis://[[user]:password@]host[:port][/db]      port defaults to 6379, db to 0
+//   unix:///path/to/redis.sock[?db=N][&password=P]
+// IPv6 hosts go in brackets: redis://[::1]:6380/2. Percent-escapes in the
+// user and password are decoded.
+//
+// Thread safety: a plain value.
+
+#ifndef RELIABLEQ_REDIS_OPTIONS_H_
+#define RELIABLEQ_REDIS_OPTIONS_H_
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "reliableq/status.h"
+
+namespace reliableq {
+
+struct RedisOptions {
+  // TCP host; ignored when unix_path is set.
+  std::string host = "127.0.0.1";
+  // TCP port.
+  int port = 6379;
+  // Unix socket path; when non-empty it is used instead of host:port.
+  std::string unix_path;
+  // Logical database selected after connecting.
+  int db = 0;
+  // ACL user (Redis 6+); empty means the default user.
+  std::string username;
+  // Password sent with AUTH; empty means no AUTH.
+  std::string password;
+  // How long to wait for a connection (and its AUTH/SELECT) to be made.
+  std::chrono::milliseconds connect_timeout{2000};
+  // How long to wait for the reply to one command before the connection is
+  // declared broken. Blocking commands get their own timeout added to it.
+  std::chrono::milliseconds command_timeout{5000};
+
+  // Parses a URL of one of the forms above. An unknown scheme, a bad port or
+  // db, or trailing garbage is kInvalidArgument with the reason.
+  static Result<RedisOptions> FromUrl(std::string_view url);
+
+  // FromUrl($REDIS_URL) when REDIS_URL is set and non-empty, otherwise the
+  // defaults above (127.0.0.1:6379, db 0).
+  static Result<RedisOptions> FromEnvironment();
+
+  // Where this points, for messages: "127.0.0.1:6379 db 0" or
+  // "unix:/tmp/redis.sock db 0". Never includes the password.
+  std::string Describe() const;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_REDIS_OPTIONS_H_

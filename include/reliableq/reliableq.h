@@ -1,0 +1,13 @@
+// Umbrella header: the whole public API of reliableq.
+#ifndef RELIABLEQ_RELIABLEQ_H_
+#define RELIABLEQ_RELIABLEQ_H_
+
+#include "reliableq/admin.h"
+#include "reliableq/client.h"
+#include "reliableq/handler.h"
+#include "reliableq/job.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/server.h"
+#include "reliableq/status.h"
+
+#endif  // RELIABLEQ_RELIABLEQ_H_

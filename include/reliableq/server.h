@@ -1,0 +1,117 @@
+// Server: runs registered handlers for jobs taken from Redis queues with
+// reliable fetch, so that no job is lost when a worker process dies.
+//
+//   reliableq::ServerOptions options;
+//   options.redis = *reliableq::RedisOptions::FromEnvironment();
+//   options.queues = {{"critical", 0}, {"default", 0}};
+//   auto server = reliableq::Server::Open(options, std::move(registry));
+//   if (!server.ok()) { ... }
+//   reliableq::Status s = (*server)->Run();   // until Stop() or a signal
+//
+// What a running server does (the protocol is in reliableq-schema(7)):
+// - moves each job atomically from `queue:<q>` into its own working list
+//   (LMOVE, or one script for a batch) and runs it on one of `concurrency`
+//   processor threads;
+// - acknowledges a finished job by removing that exact payload from its
+//   working list, in one script with the stats counters;
+// - beats every heartbeat_interval: its heartbeat key (with heartbeat_ttl)
+//   and the Sidekiq process records, so Sidekiq's Web UI and API see it;
+// - every janitor_interval returns the jobs of processes whose heartbeat
+//   expired to their queues.
+//
+// Thread safety: Quiet() and Stop() may be called from any thread, any
+// number of times. Run() may be called once.
+
+#ifndef RELIABLEQ_SERVER_H_
+#define RELIABLEQ_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reliableq/handler.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/status.h"
+
+namespace reliableq {
+
+// One `-q name[,weight]`. Without any weight the queues are strict: a job is
+// always taken from the first non-empty queue in the order given. With
+// weights, each fetch picks queue q with probability weight_q / sum.
+struct QueueSpec {
+  std::string name;
+  int weight = 0;
+};
+
+enum class LogLevel { kError, kWarn, kInfo, kDebug };
+
+struct ServerOptions {
+  // Where Redis is.
+  RedisOptions redis;
+  // The queues to work, in order. Duplicate names are an error.
+  std::vector<QueueSpec> queues = {{"default", 0}};
+  // Number of processor threads, i.e. jobs run at once.
+  int concurrency = 10;
+  // How long TERM waits for running jobs before handing them back.
+  std::chrono::milliseconds shutdown_timeout{25000};
+  // Lifetime of the heartbeat key; a process silent this long is dead.
+  std::chrono::milliseconds heartbeat_ttl{30000};
+  // How often the process beats. Must be at most heartbeat_ttl / 2.
+  std::chrono::milliseconds heartbeat_interval{5000};
+  // How often the janitor looks for dead processes (jittered by up to 20%).
+  std::chrono::milliseconds janitor_interval{5000};
+  // A job whose process died while running it more than this many times
+  // goes to the dead set instead of back to its queue.
+  int max_interruptions = 3;
+  // Sidekiq's tag and labels, shown in the Web UI.
+  std::string tag;
+  std::vector<std::string> labels;
+  // Prefix of reliableq's own keys (working lists, heartbeats, registry).
+  std::string prefix = "reliableq:";
+  // How long one idle BLMOVE waits before it is renewed.
+  std::chrono::milliseconds idle_block_timeout{2000};
+  // Install handlers for TERM, INT (stop), TSTP (quiet) and TTIN (dump
+  // state) on the server's loop. Off by default for embedding programs.
+  bool handle_signals = false;
+  // Messages at this level and above go to stderr.
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+class Server {
+ public:
+  // Checks the options, connects to Redis and loads the scripts. Fails with
+  // kInvalidArgument for bad options (the message names the option) and
+  // kIoError/kTimeout when Redis is unreachable. `registry` may be empty
+  // (jobs of unknown classes then fail), but that is usually a mistake.
+  static Result<std::unique_ptr<Server>> Open(const ServerOptions& options,
+                                              HandlerRegistry registry);
+
+  virtual ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Runs on the calling thread until the server has stopped: after Stop()
+  // (or TERM/INT) and the hand-back of unfinished jobs. Returns OK after a
+  // clean stop, or the first fatal background error.
+  virtual Status Run() = 0;
+
+  // Stops fetching; jobs fetched but not started go back to their queues;
+  // running jobs finish. The process keeps beating with quiet=true.
+  virtual void Quiet() = 0;
+
+  // Quiet, then wait up to shutdown_timeout for running jobs, then hand the
+  // rest back and make Run() return. A second call stops at once (jobs still
+  // go back first).
+  virtual void Stop() = 0;
+
+  // This process's identity: "<hostname>:<pid>:<12 hex>".
+  virtual const std::string& identity() const = 0;
+
+ protected:
+  Server() = default;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_H_

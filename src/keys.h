@@ -1,0 +1,59 @@
+// Key names: the one place that spells every Redis key reliableq uses.
+// Sidekiq's keys are fixed by its data contract; reliableq's own keys carry
+// a configurable prefix ("reliableq:" by default). Pure; reliableq-schema(7)
+// documents each key.
+
+#ifndef RELIABLEQ_KEYS_H_
+#define RELIABLEQ_KEYS_H_
+
+#include <string>
+#include <string_view>
+
+namespace reliableq {
+
+class Keys {
+ public:
+  explicit Keys(std::string prefix = "reliableq:") : prefix_(std::move(prefix)) {}
+
+  // Sidekiq's keys.
+  static constexpr std::string_view kQueues = "queues";          // SET of queue names
+  static constexpr std::string_view kSchedule = "schedule";      // ZSET
+  static constexpr std::string_view kRetry = "retry";            // ZSET
+  static constexpr std::string_view kDead = "dead";              // ZSET
+  static constexpr std::string_view kProcesses = "processes";    // SET of identities
+  static constexpr std::string_view kProcessed = "stat:processed";
+  static constexpr std::string_view kFailed = "stat:failed";
+  static std::string Queue(std::string_view queue) { return "queue:" + std::string(queue); }
+  // Strips "queue:"; returns "" when `key` is not a queue key.
+  static std::string_view QueueName(std::string_view key);
+  static std::string Process(std::string_view identity) { return std::string(identity); }
+  static std::string Work(std::string_view identity) { return std::string(identity) + ":work"; }
+  static std::string Workers(std::string_view identity) {
+    return std::string(identity) + ":workers";
+  }
+  static std::string Signals(std::string_view identity) {
+    return std::string(identity) + "-signals";
+  }
+
+  // reliableq's keys.
+  std::string Working(std::string_view identity, std::string_view queue) const {
+    return prefix_ + "working:" + std::string(identity) + ":" + std::string(queue);
+  }
+  std::string Heartbeat(std::string_view identity) const {
+    return prefix_ + "heartbeat:" + std::string(identity);
+  }
+  std::string Registry() const { return prefix_ + "registry"; }
+  std::string JanitorLease() const { return prefix_ + "janitor"; }
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string prefix_;
+};
+
+// "YYYY-MM-DD" of a UTC epoch time, as in Sidekiq's dated stat keys.
+std::string UtcDate(double epoch_seconds);
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_KEYS_H_

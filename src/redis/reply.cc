@@ -1,0 +1,40 @@
+#include "redis/reply.h"
+
+#include <charconv>
+
+namespace reliableq::redis {
+
+const char* TypeName(const redisReply* reply) {
+  if (reply == nullptr) return "no reply";
+  switch (reply->type) {
+    case REDIS_REPLY_STRING: return "string";
+    case REDIS_REPLY_ARRAY: return "array";
+    case REDIS_REPLY_INTEGER: return "integer";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "status";
+    case REDIS_REPLY_ERROR: return "error";
+  }
+  return "unknown";
+}
+
+Result<int64_t> ToInteger(const redisReply* reply) {
+  if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER) return int64_t{reply->integer};
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    std::string_view text = View(reply);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  return Status::Protocol(std::string("expected an integer reply, got ") + TypeName(reply));
+}
+
+Result<std::string> ToString(const redisReply* reply) {
+  if (reply != nullptr &&
+      (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)) {
+    return std::string(View(reply));
+  }
+  if (reply != nullptr && reply->type == REDIS_REPLY_NIL) return Status::NotFound("nil reply");
+  return Status::Protocol(std::string("expected a string reply, got ") + TypeName(reply));
+}
+
+}  // namespace reliableq::redis
