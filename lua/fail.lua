@@ -1,1 +1,72 @@
+-- fail.lua: move a failed job from its working list to retry or dead.
+--
+-- KEYS[1]  the working list the job was fetched into
+-- KEYS[2]  the target ZSET: retry (mode "retry") or dead (mode "dead");
+--          unused with mode "drop"
+-- KEYS[3]  stat:processed
+-- KEYS[4]  stat:processed:<YYYY-MM-DD>
+-- KEYS[5]  stat:failed
+-- KEYS[6]  stat:failed:<YYYY-MM-DD>
+-- ARGV[1]  the original payload, byte for byte as it was fetched
+-- ARGV[2]  the new payload, already carrying retry_count, error fields and
+--          failed_at/retried_at
+-- ARGV[3]  score: when to retry (float seconds; mode "retry" only)
+-- ARGV[4]  mode: "retry" (ZADD retry score new), "dead" (Sidekiq's dead-set
+--          insert with trims) or "drop" (only remove it)
+-- ARGV[5]  now, float seconds with a fractional part (mode "dead": the
+--          dead-set score)
+-- ARGV[6]  dead max jobs (mode "dead"; integer >= 1)
+-- ARGV[7]  dead timeout in seconds (mode "dead"; integer >= 0)
+-- ARGV[8]  "1": count the execution (processed +1 and failed +1, both the
+--          totals and the dated keys, which expire after 157680000 s);
+--          "0": count nothing (a payload that is not valid JSON, as Sidekiq)
+--
+-- The target is written only when LREM working 1 original removed the job:
+-- if a janitor already gave the job back, it lives in its queue and must not
+-- be in two places. The stats are counted in both cases: the job did run.
+--
+-- Returns 1 when the job was moved, 0 when it was not in the working list.
+-- Errors: RQ_INVALID for a bad mode, count flag, score, now or dead limits;
+-- nothing is written then.
+
+-- @include lib/payload.lua
+
+local mode = ARGV[4]
+if mode ~= 'retry' and mode ~= 'dead' and mode ~= 'drop' then
+  return redis.error_reply('RQ_INVALID fail: mode must be retry, dead or drop, got ' ..
+                           tostring(mode))
+end
+if ARGV[8] ~= '0' and ARGV[8] ~= '1' then
+  return redis.error_reply('RQ_INVALID fail: count flag must be 0 or 1')
+end
+if mode == 'retry' and tonumber(ARGV[3]) == nil then
+  return redis.error_reply('RQ_INVALID fail: bad retry score ' .. tostring(ARGV[3]))
+end
+if mode == 'dead' then
+  if not is_float_seconds(ARGV[5]) then
+    return redis.error_reply('RQ_INVALID fail: now must be float seconds, got ' ..
+                             tostring(ARGV[5]))
+  end
+  if parse_int(ARGV[6], 1) == nil or parse_int(ARGV[7], 0) == nil then
+    return redis.error_reply('RQ_INVALID fail: bad dead max jobs or timeout')
+  end
+end
+
+local moved = redis.call('LREM', KEYS[1], '1', ARGV[1])
+if moved > 0 then
+  if mode == 'retry' then
+    redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+  elseif mode == 'dead' then
+    dead_add(KEYS[2], ARGV[5], ARGV[2], ARGV[6], ARGV[7])
+  end
+end
+if ARGV[8] == '1' then
+  redis.call('INCRBY', KEYS[3], '1')
+  redis.call('INCRBY', KEYS[4], '1')
+  redis.call('EXPIRE', KEYS[4], '157680000')
+  redis.call('INCRBY', KEYS[5], '1')
+  redis.call('INCRBY', KEYS[6], '1')
+  redis.call('EXPIRE', KEYS[6], '157680000')
+end
+if moved > 0 then return 1 end
 return 0

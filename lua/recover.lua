@@ -1,1 +1,103 @@
-return 0
+-- recover.lua: give back the jobs of one working list of a dead process.
+--
+-- KEYS[1]  the heartbeat key of the list's owner
+-- KEYS[2]  the working list (LEFT end: newest fetched; RIGHT end: oldest)
+-- KEYS[3]  queue:<q>, the queue its jobs came from
+-- KEYS[4]  dead (ZSET)
+-- KEYS[5]  queues (SET of queue names)
+-- ARGV[1]  max_interruptions: a job interrupted more often goes to dead
+--          (integer; negative means no limit)
+-- ARGV[2]  now, float seconds with a fractional part
+-- ARGV[3]  limit: the most jobs to look at in this call (integer >= 1)
+-- ARGV[4]  force: "1" to recover even though the heartbeat key exists
+-- ARGV[5]  dry run: "1" to only count what would move
+-- ARGV[6]  dead max jobs (integer >= 1)
+-- ARGV[7]  dead timeout in seconds (integer >= 0)
+-- ARGV[8]  the queue name q (added to `queues` when a job is requeued)
+-- ARGV[9]  offset: the first index of the working list to look at (dry run
+--          only; integer >= 0)
+--
+-- The heartbeat is checked here, inside the same atomic step as the moves,
+-- so a process that beat again since the caller looked keeps its jobs.
+-- Jobs move newest first: each is popped from the LEFT of the working list
+-- and pushed on the RIGHT of the queue, so the oldest ends rightmost and is
+-- taken next, as it would have been. Each one gets interrupted_count + 1;
+-- one interrupted more than max_interruptions times goes to the dead set
+-- with error fields instead. A dry run looks at LRANGE offset ..
+-- offset+limit-1 only and writes nothing.
+--
+-- Returns {"alive", 0, 0, LLEN working} when the heartbeat exists and force
+-- is not set; otherwise {"ok", requeued, dead, remaining}, remaining being
+-- the jobs left in the list (dry run: max(0, LLEN - offset - limit)).
+-- Errors: RQ_INVALID for bad arguments; nothing is written then.
+
+-- @include lib/payload.lua
+
+local max_interruptions = parse_int(ARGV[1])
+local now = ARGV[2]
+local limit = parse_int(ARGV[3], 1)
+local force = ARGV[4]
+local dry_run = ARGV[5]
+local dead_max = parse_int(ARGV[6], 1)
+local dead_timeout = parse_int(ARGV[7], 0)
+local queue_name = ARGV[8]
+if max_interruptions == nil then
+  return redis.error_reply('RQ_INVALID recover: bad max_interruptions ' .. tostring(ARGV[1]))
+end
+if not is_float_seconds(now) then
+  return redis.error_reply('RQ_INVALID recover: now must be float seconds, got ' ..
+                           tostring(now))
+end
+if limit == nil then
+  return redis.error_reply('RQ_INVALID recover: limit must be an integer >= 1')
+end
+if (force ~= '0' and force ~= '1') or (dry_run ~= '0' and dry_run ~= '1') then
+  return redis.error_reply('RQ_INVALID recover: force and dry run must be 0 or 1')
+end
+if dead_max == nil or dead_timeout == nil then
+  return redis.error_reply('RQ_INVALID recover: bad dead max jobs or timeout')
+end
+if queue_name == nil or queue_name == '' then
+  return redis.error_reply('RQ_INVALID recover: the queue name is empty')
+end
+local offset = 0
+if dry_run == '1' then
+  offset = parse_int(ARGV[9], 0)
+  if offset == nil then
+    return redis.error_reply('RQ_INVALID recover: offset must be an integer >= 0')
+  end
+end
+
+if force ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
+  return {'alive', 0, 0, redis.call('LLEN', KEYS[2])}
+end
+
+local requeued, dead = 0, 0
+if dry_run == '1' then
+  local jobs = redis.call('LRANGE', KEYS[2], int_string(offset),
+                          int_string(offset + limit - 1))
+  for _, payload in ipairs(jobs) do
+    local _, goes_dead = interrupt(payload, max_interruptions, now)
+    if goes_dead then dead = dead + 1 else requeued = requeued + 1 end
+  end
+  local remaining = redis.call('LLEN', KEYS[2]) - offset - limit
+  if remaining < 0 then remaining = 0 end
+  return {'ok', requeued, dead, remaining}
+end
+
+for _ = 1, limit do
+  local payload = redis.call('LPOP', KEYS[2])
+  if not payload then break end
+  local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
+  if goes_dead then
+    dead_add(KEYS[4], now, new_payload, dead_max, dead_timeout)
+    dead = dead + 1
+  else
+    redis.call('RPUSH', KEYS[3], new_payload)
+    requeued = requeued + 1
+  end
+end
+if requeued > 0 then
+  redis.call('SADD', KEYS[5], queue_name)
+end
+return {'ok', requeued, dead, redis.call('LLEN', KEYS[2])}

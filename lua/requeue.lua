@@ -1,1 +1,94 @@
-return 0
+-- requeue.lua: a live process gives jobs of one working list back.
+--
+-- KEYS[1]  the working list (LEFT end: newest fetched; RIGHT end: oldest)
+-- KEYS[2]  queue:<q>, the queue its jobs came from
+-- KEYS[3]  dead (ZSET)
+-- KEYS[4]  queues (SET of queue names)
+-- ARGV[1]  mode: "keep" or "interrupt"
+-- ARGV[2]  max_interruptions (mode "interrupt"; integer, negative: no limit)
+-- ARGV[3]  now, float seconds with a fractional part (mode "interrupt")
+-- ARGV[4]  dead max jobs (mode "interrupt"; integer >= 1)
+-- ARGV[5]  dead timeout in seconds (mode "interrupt"; integer >= 0)
+-- ARGV[6]  the queue name q (added to `queues` when a job is requeued)
+-- ARGV[7..]  payloads, byte for byte as fetched; a multiset: the same
+--          string given twice stands for two copies
+--
+-- keep (quiet: hand back what has not started): every job of the working
+-- list that is not one of the listed payloads goes back untouched; the
+-- listed ones (the running jobs) stay in the working list, in their order.
+-- interrupt (stop past the deadline): every job goes back; a listed one was
+-- running, so it goes through the interruption count (requeued with
+-- interrupted_count + 1, or to the dead set with error fields when it was
+-- interrupted more than max_interruptions times); unlisted ones go back
+-- untouched. Listed payloads not in the working list are ignored.
+-- Jobs go back to the RIGHT end of the queue, the oldest rightmost, so they
+-- are taken next and in the order they were fetched.
+--
+-- Returns {requeued, dead, kept}.
+-- Errors: RQ_INVALID for bad arguments; nothing is written then.
+
+-- @include lib/payload.lua
+
+local mode = ARGV[1]
+if mode ~= 'keep' and mode ~= 'interrupt' then
+  return redis.error_reply('RQ_INVALID requeue: mode must be keep or interrupt, got ' ..
+                           tostring(mode))
+end
+if ARGV[6] == nil or ARGV[6] == '' then
+  return redis.error_reply('RQ_INVALID requeue: the queue name is empty')
+end
+local max_interruptions, now, dead_max, dead_timeout
+if mode == 'interrupt' then
+  max_interruptions = parse_int(ARGV[2])
+  now = ARGV[3]
+  dead_max = parse_int(ARGV[4], 1)
+  dead_timeout = parse_int(ARGV[5], 0)
+  if max_interruptions == nil or dead_max == nil or dead_timeout == nil then
+    return redis.error_reply('RQ_INVALID requeue: bad max_interruptions or dead limits')
+  end
+  if not is_float_seconds(now) then
+    return redis.error_reply('RQ_INVALID requeue: now must be float seconds, got ' ..
+                             tostring(now))
+  end
+end
+
+local listed = {}
+for j = 7, #ARGV do
+  listed[ARGV[j]] = (listed[ARGV[j]] or 0) + 1
+end
+
+-- A live process's working lists hold at most its concurrency plus its
+-- prefetch, so the whole list is read at once.
+local jobs = redis.call('LRANGE', KEYS[1], '0', '-1')
+local kept = {}
+local requeued, dead = 0, 0
+for _, payload in ipairs(jobs) do
+  local is_listed = (listed[payload] or 0) > 0
+  if is_listed then listed[payload] = listed[payload] - 1 end
+  if mode == 'keep' and is_listed then
+    kept[#kept + 1] = payload
+  elseif mode == 'interrupt' and is_listed then
+    local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
+    if goes_dead then
+      dead_add(KEYS[3], now, new_payload, dead_max, dead_timeout)
+      dead = dead + 1
+    else
+      redis.call('RPUSH', KEYS[2], new_payload)
+      requeued = requeued + 1
+    end
+  else
+    redis.call('RPUSH', KEYS[2], payload)
+    requeued = requeued + 1
+  end
+end
+
+if #kept < #jobs then
+  redis.call('DEL', KEYS[1])
+  for _, payload in ipairs(kept) do
+    redis.call('RPUSH', KEYS[1], payload)
+  end
+end
+if requeued > 0 then
+  redis.call('SADD', KEYS[4], ARGV[6])
+end
+return {requeued, dead, #kept}

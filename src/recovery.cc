@@ -1,1 +1,212 @@
-// placeholder
+#include "recovery.h"
+
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "job_codec.h"  // FormatEpoch
+#include "lua_scripts.h"
+#include "redis/reply.h"
+
+namespace reliableq {
+
+namespace {
+
+struct Entry {
+  std::string identity;
+  bool readable = false;            // the registry JSON parsed
+  std::vector<std::string> queues;  // unique, in the entry's order
+  bool alive = false;
+};
+
+// One recover.lua reply: {"alive"|"ok", requeued, dead, remaining}.
+struct RecoverReply {
+  bool alive = false;
+  int64_t requeued = 0;
+  int64_t dead = 0;
+  int64_t remaining = 0;
+};
+
+Result<RecoverReply> ParseRecoverReply(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4) {
+    return Status::Protocol(std::string("recover.lua returned ") + redis::TypeName(reply));
+  }
+  Result<std::string> state = redis::ToString(reply->element[0]);
+  Result<int64_t> requeued = redis::ToInteger(reply->element[1]);
+  Result<int64_t> dead = redis::ToInteger(reply->element[2]);
+  Result<int64_t> remaining = redis::ToInteger(reply->element[3]);
+  if (!state.ok() || !requeued.ok() || !dead.ok() || !remaining.ok() ||
+      (*state != "alive" && *state != "ok")) {
+    return Status::Protocol("recover.lua returned an unexpected array");
+  }
+  RecoverReply out;
+  out.alive = *state == "alive";
+  out.requeued = *requeued;
+  out.dead = *dead;
+  out.remaining = *remaining;
+  return out;
+}
+
+// Empties one working list in batches. Sets *alive_again when the owner
+// turned out to be alive inside the script (it beat after the pipeline
+// looked), in which case the list is left to it.
+Status RecoverQueue(redis::Connection& redis, const RecoveryConfig& config,
+                    const std::string& identity, const std::string& now,
+                    QueueRecovery* out, bool* alive_again) {
+  const std::string heartbeat = config.keys.Heartbeat(identity);
+  const std::string working = config.keys.Working(identity, out->queue);
+  const std::string queue = Keys::Queue(out->queue);
+  const std::string max_interruptions = std::to_string(config.max_interruptions);
+  const std::string batch = std::to_string(config.batch);
+  const std::string dead_max = std::to_string(config.dead_max_jobs);
+  const std::string dead_timeout = std::to_string(config.dead_timeout_seconds);
+  const redis::Argv keys = {heartbeat, working, queue, Keys::kDead, Keys::kQueues};
+
+  // The first reply tells how many jobs are left; the calls after it are
+  // bounded by what that count needs plus one, so a list that some other
+  // writer keeps filling cannot hold the pass forever (the next pass goes on).
+  int64_t calls_left = 1;
+  int64_t offset = 0;
+  bool first = true;
+  while (calls_left-- > 0) {
+    const std::string offset_text = std::to_string(offset);
+    Result<redis::ReplyPtr> reply = redis.Eval(
+        ScriptId::kRecover, keys,
+        {max_interruptions, now, batch, config.force ? "1" : "0", config.dry_run ? "1" : "0",
+         dead_max, dead_timeout, out->queue, offset_text});
+    if (!reply.ok()) return reply.status().WithContext("recovering " + working);
+    Result<RecoverReply> parsed = ParseRecoverReply(reply->get());
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->alive) {
+      *alive_again = true;
+      return Status::OK();
+    }
+    out->requeued += parsed->requeued;
+    out->dead += parsed->dead;
+    if (parsed->remaining == 0) break;
+    // A real pass that moved nothing while jobs remain would only spin.
+    if (!config.dry_run && parsed->requeued + parsed->dead == 0) break;
+    if (config.dry_run) offset += config.batch;
+    if (first) {
+      calls_left = (parsed->remaining + config.batch - 1) / config.batch + 1;
+      first = false;
+    }
+  }
+  return Status::OK();
+}
+
+Status Forget(redis::Connection& redis, const RecoveryConfig& config, const Entry& entry) {
+  std::vector<std::string> owned = {
+      config.keys.Heartbeat(entry.identity), config.keys.Registry(),
+      std::string(Keys::kProcesses),         Keys::Process(entry.identity),
+      Keys::Work(entry.identity),            Keys::Workers(entry.identity)};
+  for (const std::string& queue : entry.queues) {
+    owned.push_back(config.keys.Working(entry.identity, queue));
+  }
+  redis::Argv keys(owned.begin(), owned.end());
+  Result<redis::ReplyPtr> reply =
+      redis.Eval(ScriptId::kForget, keys, {entry.identity, config.force ? "1" : "0"});
+  if (!reply.ok()) return reply.status().WithContext("forgetting " + entry.identity);
+  return Status::OK();
+}
+
+}  // namespace
+
+bool ParseRegistryQueues(std::string_view json, std::vector<std::string>* queues) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return false;
+  auto it = doc.FindMember("queues");
+  if (it == doc.MemberEnd() || !it->value.IsArray()) return false;
+  for (const auto& value : it->value.GetArray()) {
+    if (!value.IsString() || value.GetStringLength() == 0) return false;
+    std::string name(value.GetString(), value.GetStringLength());
+    if (std::find(queues->begin(), queues->end(), name) == queues->end()) {
+      queues->push_back(std::move(name));
+    }
+  }
+  return true;
+}
+
+Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryConfig& config,
+                                       double now) {
+  if (config.force && config.identity.empty()) {
+    return Status::InvalidArgument("force needs an identity");
+  }
+  if (config.batch <= 0) return Status::InvalidArgument("the recovery batch must be positive");
+
+  const std::string registry = config.keys.Registry();
+  Result<redis::ReplyPtr> all = redis.Command({"HGETALL", registry});
+  if (!all.ok()) return all.status().WithContext("reading " + registry);
+  const redisReply* flat = all->get();
+  if (flat->type != REDIS_REPLY_ARRAY || flat->elements % 2 != 0) {
+    return Status::Protocol("HGETALL " + registry + " returned " + redis::TypeName(flat));
+  }
+  std::vector<Entry> entries;
+  for (size_t i = 0; i + 1 < flat->elements; i += 2) {
+    Entry entry;
+    entry.identity = std::string(redis::View(flat->element[i]));
+    if (!config.identity.empty() && entry.identity != config.identity) continue;
+    entry.readable = ParseRegistryQueues(redis::View(flat->element[i + 1]), &entry.queues);
+    if (!entry.readable) entry.queues.clear();
+    entries.push_back(std::move(entry));
+  }
+  if (!config.identity.empty() && entries.empty()) {
+    return Status::NotFound("no registered process " + config.identity);
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.identity < b.identity; });
+
+  std::vector<std::string> heartbeats;
+  heartbeats.reserve(entries.size());
+  std::vector<redis::Argv> exists;
+  for (const Entry& entry : entries) heartbeats.push_back(config.keys.Heartbeat(entry.identity));
+  for (const std::string& key : heartbeats) exists.push_back({"EXISTS", key});
+  Result<std::vector<redis::ReplyPtr>> alive = redis.Pipeline(exists);
+  if (!alive.ok()) return alive.status().WithContext("reading heartbeats");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Result<int64_t> found = redis::ToInteger((*alive)[i].get());
+    if (!found.ok()) return found.status().WithContext("EXISTS " + heartbeats[i]);
+    entries[i].alive = *found == 1;
+  }
+
+  const std::string now_text = FormatEpoch(now);
+  RecoveryReport report;
+  for (const Entry& entry : entries) {
+    if (entry.alive && !config.force) continue;
+    IdentityRecovery recovery;
+    recovery.identity = entry.identity;
+    recovery.alive = entry.alive;
+    bool alive_again = false;
+    for (const std::string& queue : entry.queues) {
+      QueueRecovery moved;
+      moved.queue = queue;
+      Status s = RecoverQueue(redis, config, entry.identity, now_text, &moved, &alive_again);
+      if (!s.ok()) return s;
+      recovery.queues.push_back(std::move(moved));
+      if (alive_again) break;
+    }
+    // A process that beat during the pass keeps its remaining lists and its
+    // registration; it stays in this group, marked alive, with what had
+    // already moved before it came back.
+    if (alive_again) recovery.alive = true;
+    if (entry.readable && !alive_again && !config.dry_run) {
+      Status s = Forget(redis, config, entry);
+      if (!s.ok()) return s;
+    }
+    report.identities.push_back(std::move(recovery));
+  }
+  for (const Entry& entry : entries) {
+    if (!entry.alive || config.force) continue;
+    IdentityRecovery recovery;
+    recovery.identity = entry.identity;
+    recovery.alive = true;
+    report.identities.push_back(std::move(recovery));
+  }
+  return report;
+}
+
+}  // namespace reliableq

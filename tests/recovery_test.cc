@@ -1,0 +1,384 @@
+// The janitor pass and Admin end to end on data laid out by hand, as a
+// crashed worker would have left it: registry entries, heartbeats (or their
+// absence), working lists and queues.
+
+#include "recovery.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "job_codec.h"
+#include "keys.h"
+#include "reliableq/admin.h"
+#include "testutil.h"
+
+using namespace reliableq;
+using namespace reliableq::testing;
+
+namespace {
+
+using Strings = std::vector<std::string>;
+
+const std::string kDead1 = "host-a:11:aaaaaaaaaaaa";
+const std::string kDead2 = "host-b:22:bbbbbbbbbbbb";
+const std::string kLive = "host-c:33:cccccccccccc";
+const std::string kBroken = "host-d:44:dddddddddddd";
+
+std::string Entry(const std::string& identity, const Strings& queues) {
+  std::string json = R"({"identity":")" + identity + R"(","hostname":"h","pid":1,)" +
+                     R"("started_at":1700000000.5,"queues":[)";
+  for (size_t i = 0; i < queues.size(); ++i) {
+    json += (i ? ",\"" : "\"") + queues[i] + "\"";
+  }
+  return json + "]}";
+}
+
+std::string Job(const std::string& tag) {
+  return R"({"class":"HardJob","args":[")" + tag +
+         R"("],"queue":"q","jid":"0123456789abcdef01234567","created_at":1700000000.1234567})";
+}
+
+std::string Interrupted(const std::string& payload, int n) {
+  return payload.substr(0, payload.size() - 1) + ",\"interrupted_count\":" + std::to_string(n) +
+         "}";
+}
+
+struct RecoveryFixture : RedisFixture {
+  Keys keys;
+
+  void Register(const std::string& identity, const std::string& entry, bool alive) {
+    Run({"HSET", keys.Registry(), identity, entry});
+    Run({"SADD", "processes", identity});
+    Run({"HSET", identity, "busy", "1"});
+    if (alive) Run({"SET", keys.Heartbeat(identity), "1", "PX", "60000"});
+  }
+
+  // Jobs fetched in this order (the first is the oldest, at the right).
+  void Fetched(const std::string& identity, const std::string& queue, const Strings& jobs) {
+    for (const std::string& job : jobs) Run({"LPUSH", keys.Working(identity, queue), job});
+  }
+
+  // Two dead processes, a live one and one whose registry entry is garbage.
+  void Cluster() {
+    Register(kDead1, Entry(kDead1, {"critical", "default"}), false);
+    Fetched(kDead1, "critical", {Job("c1"), Job("c2")});
+    Fetched(kDead1, "default", {Job("d1")});
+    Register(kDead2, Entry(kDead2, {"default", "default", "low"}), false);
+    Fetched(kDead2, "default", {Interrupted(Job("d2"), 3)});
+    Register(kLive, Entry(kLive, {"default"}), true);
+    Fetched(kLive, "default", {Job("live")});
+    Register(kBroken, "{not json", false);
+    Run({"LPUSH", "queue:default", "waiting"});
+  }
+
+  std::unique_ptr<Admin> OpenAdmin() {
+    auto admin = Admin::Open(options());
+    REQUIRE_MESSAGE(admin.ok(), admin.status().ToString());
+    return std::move(admin.value());
+  }
+
+  std::map<std::string, std::string> Snapshot() {
+    std::map<std::string, std::string> out;
+    auto all = redis().Command({"KEYS", "*"});
+    REQUIRE(all.ok());
+    for (size_t i = 0; i < (*all)->elements; ++i) {
+      std::string key((*all)->element[i]->str, (*all)->element[i]->len);
+      auto dump = redis().Command({"DUMP", key});
+      REQUIRE(dump.ok());
+      out[key] = std::string((*dump)->str, (*dump)->len);
+    }
+    return out;
+  }
+};
+
+// "identity alive queue:requeued/dead ..." for compact comparisons.
+Strings Describe(const RecoveryReport& report) {
+  Strings out;
+  for (const IdentityRecovery& id : report.identities) {
+    std::string line = id.identity + (id.alive ? " alive" : " dead");
+    for (const QueueRecovery& q : id.queues) {
+      line += " " + q.queue + ":" + std::to_string(q.requeued) + "/" + std::to_string(q.dead);
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ParseRegistryQueues reads unique queue names") {
+  Strings queues;
+  CHECK(ParseRegistryQueues(Entry("x", {"b", "a", "b"}), &queues));
+  CHECK(queues == Strings{"b", "a"});
+  for (const char* bad : {"{not json", "[]", R"({"queues":"a"})", R"({"queues":[1]})",
+                          R"({"queues":[""]})", R"({"identity":"x"})"}) {
+    CAPTURE(bad);
+    Strings none;
+    CHECK_FALSE(ParseRegistryQueues(bad, &none));
+  }
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover returns the jobs of dead processes only") {
+  Cluster();
+  auto admin = OpenAdmin();
+  auto report = admin->Recover({});
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Describe(*report) == Strings{kDead1 + " dead critical:2/0 default:1/0",
+                                     kDead2 + " dead default:0/1 low:0/0",
+                                     kBroken + " dead",
+                                     kLive + " alive"});
+  CHECK(LRange("queue:critical") == Strings{Interrupted(Job("c2"), 1), Interrupted(Job("c1"), 1)});
+  CHECK(LRange("queue:default") == Strings{"waiting", Interrupted(Job("d1"), 1)});
+  Strings dead = ZRange("dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].find(R"("interrupted_count":4,"error_class":"Reliableq::Interrupted")") !=
+        std::string::npos);
+  CHECK(SMembers("queues") == Strings{"critical", "default"});
+
+  // The dead are unregistered, everywhere; the live one and the unreadable
+  // entry stay.
+  CHECK(HGet(keys.Registry(), kDead1).empty());
+  CHECK(HGet(keys.Registry(), kDead2).empty());
+  CHECK(HGet(keys.Registry(), kBroken) == "{not json");
+  CHECK(HGet(keys.Registry(), kLive) == Entry(kLive, {"default"}));
+  CHECK(SMembers("processes") == Strings{kLive, kBroken});
+  CHECK_FALSE(Exists(kDead1));
+  CHECK(Exists(kLive));
+  CHECK(LRange(keys.Working(kLive, "default")) == Strings{Job("live")});
+  CHECK(Exists(keys.Heartbeat(kLive)));
+
+  // A second pass finds nothing more to do.
+  auto again = admin->Recover({});
+  REQUIRE(again.ok());
+  CHECK(Describe(*again) == Strings{kBroken + " dead", kLive + " alive"});
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover of one identity touches no other") {
+  Cluster();
+  auto admin = OpenAdmin();
+  RecoverOptions options;
+  options.identity = kDead2;
+  auto report = admin->Recover(options);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead2 + " dead default:0/1 low:0/0"});
+  CHECK(LRange(keys.Working(kDead1, "critical")).size() == 2);
+  CHECK(HGet(keys.Registry(), kDead1) == Entry(kDead1, {"critical", "default"}));
+  CHECK(HGet(keys.Registry(), kDead2).empty());
+
+  options.identity = kLive;
+  report = admin->Recover(options);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kLive + " alive"});
+  CHECK(LRange(keys.Working(kLive, "default")) == Strings{Job("live")});
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover of an unknown identity, or force without one") {
+  Cluster();
+  auto before = Snapshot();
+  auto admin = OpenAdmin();
+  RecoverOptions options;
+  options.identity = "nobody:1:000000000000";
+  auto report = admin->Recover(options);
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.status().IsNotFound());
+  CHECK(report.status().message() == "no registered process nobody:1:000000000000");
+
+  RecoverOptions force;
+  force.force = true;
+  report = admin->Recover(force);
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.status().IsInvalidArgument());
+  CHECK(Snapshot() == before);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover with force takes a live process's jobs") {
+  Cluster();
+  auto admin = OpenAdmin();
+  RecoverOptions options;
+  options.identity = kLive;
+  options.force = true;
+  auto report = admin->Recover(options);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kLive + " alive default:1/0"});
+  CHECK(LRange("queue:default") == Strings{"waiting", Interrupted(Job("live"), 1)});
+  CHECK_FALSE(Exists(keys.Working(kLive, "default")));
+  // Unregistered, heartbeat included: its next beat learns it was declared dead.
+  CHECK(HGet(keys.Registry(), kLive).empty());
+  CHECK_FALSE(Exists(keys.Heartbeat(kLive)));
+  // The others were not looked at.
+  CHECK(LRange(keys.Working(kDead1, "critical")).size() == 2);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover dry run reports the real run and changes nothing") {
+  Cluster();
+  auto admin = OpenAdmin();
+  auto before = Snapshot();
+  RecoverOptions dry;
+  dry.dry_run = true;
+  auto preview = admin->Recover(dry);
+  REQUIRE(preview.ok());
+  CHECK(Snapshot() == before);
+  auto real = admin->Recover({});
+  REQUIRE(real.ok());
+  CHECK(Describe(*preview) == Describe(*real));
+  CHECK(Snapshot() != before);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "a pass loops over batches and keeps the order") {
+  Register(kDead1, Entry(kDead1, {"default"}), false);
+  Strings jobs;
+  for (int i = 0; i < 2500; ++i) jobs.push_back(Job("j" + std::to_string(i)));
+  Fetched(kDead1, "default", jobs);
+  jobs[7] = Interrupted(jobs[7], 3);
+  Run({"LSET", keys.Working(kDead1, "default"), std::to_string(2500 - 1 - 7), jobs[7]});
+
+  RecoveryConfig config;
+  config.batch = 300;
+  config.dry_run = true;
+  auto preview = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(preview.ok());
+  CHECK(Describe(*preview) == Strings{kDead1 + " dead default:2499/1"});
+
+  config.dry_run = false;
+  auto report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead1 + " dead default:2499/1"});
+  Strings queue = LRange("queue:default");
+  REQUIRE(queue.size() == 2499);
+  // Newest leftmost, oldest (the first fetched) rightmost: taken next.
+  CHECK(queue.front() == Interrupted(jobs[2499], 1));
+  CHECK(queue.back() == Interrupted(jobs[0], 1));
+  Strings expected;
+  for (int i = 2499; i >= 0; --i) {
+    if (i != 7) expected.push_back(Interrupted(jobs[i], 1));
+  }
+  CHECK(queue == expected);
+  auto dead = ZRangeWithScores("dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].second == 1700000100.25);
+  CHECK(dead[0].first.find(R"("failed_at":1700000100.250000})") != std::string::npos);
+  CHECK(HGet(keys.Registry(), kDead1).empty());
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "max_interruptions 0 sends every interrupted job dead") {
+  Cluster();
+  auto admin = OpenAdmin();
+  RecoverOptions options;
+  options.identity = kDead1;
+  options.max_interruptions = 0;
+  auto report = admin->Recover(options);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead1 + " dead critical:0/2 default:0/1"});
+  CHECK(ZRange("dead").size() == 3);
+  CHECK_FALSE(Exists("queue:critical"));
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "a pass with another key prefix uses its own keys") {
+  Keys other("app1:");
+  Run({"HSET", other.Registry(), kDead1, Entry(kDead1, {"default"})});
+  Run({"LPUSH", other.Working(kDead1, "default"), Job("p")});
+  Cluster();  // under the default prefix: not this pass's business
+  RecoveryConfig config;
+  config.keys = other;
+  auto report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead1 + " dead default:1/0"});
+  CHECK(LRange("queue:default") == Strings{"waiting", Interrupted(Job("p"), 1)});
+  CHECK(LRange(keys.Working(kDead1, "critical")).size() == 2);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "GetStats reads Sidekiq's figures and reliableq's") {
+  const double now = NowSeconds();
+  Run({"SET", "stat:processed", "42"});
+  Run({"SET", "stat:failed", "7"});
+  Run({"SADD", "queues", "default", "critical", "empty"});
+  // queue:default: the oldest (rightmost) was enqueued 100 s ago, float s.
+  Run({"LPUSH", "queue:default",
+       R"({"class":"A","args":[],"enqueued_at":)" + FormatEpoch(now - 100) + "}"});
+  Run({"LPUSH", "queue:default",
+       R"({"class":"A","args":[],"enqueued_at":)" + FormatEpoch(now - 1) + "}"});
+  // queue:critical: Sidekiq 8 writes integer milliseconds.
+  Run({"LPUSH", "queue:critical",
+       R"({"class":"A","args":[],"enqueued_at":)" +
+           std::to_string(static_cast<long long>((now - 50) * 1000)) + "}"});
+  Run({"ZADD", "schedule", "1", "s1", "2", "s2"});
+  Run({"ZADD", "retry", "1", "r1", "2", "r2", "3", "r3"});
+  Run({"ZADD", "dead", "1", "x"});
+  Run({"SADD", "processes", "p1", "p2", "p3"});
+  Run({"HSET", "p1", "busy", "3"});
+  Run({"HSET", "p2", "busy", "4"});  // p3 has no hash any more: busy 0
+  Run({"HSET", keys.Registry(), "p1", Entry("p1", {"default", "critical"})});
+  Run({"HSET", keys.Registry(), "p9", Entry("p9", {"default"})});
+  Run({"HSET", keys.Registry(), "bad", "{"});
+  Run({"LPUSH", keys.Working("p1", "default"), "a", "b"});
+  Run({"LPUSH", keys.Working("p1", "critical"), "c"});
+  Run({"LPUSH", keys.Working("p9", "default"), "d"});
+  Run({"LPUSH", keys.Working("bad", "default"), "e"});  // unnamed by any entry
+
+  auto admin = OpenAdmin();
+  auto stats = admin->GetStats();
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  CHECK(stats->processed == 42);
+  CHECK(stats->failed == 7);
+  REQUIRE(stats->queues.size() == 3);
+  CHECK(stats->queues[0].name == "critical");
+  CHECK(stats->queues[0].size == 1);
+  CHECK(stats->queues[0].latency == doctest::Approx(50).epsilon(0.05));
+  CHECK(stats->queues[1].name == "default");
+  CHECK(stats->queues[1].size == 2);
+  CHECK(stats->queues[1].latency == doctest::Approx(100).epsilon(0.05));
+  CHECK(stats->queues[2].name == "empty");
+  CHECK(stats->queues[2].size == 0);
+  CHECK(stats->queues[2].latency == 0);
+  CHECK(stats->enqueued == 3);
+  CHECK(stats->scheduled == 2);
+  CHECK(stats->retries == 3);
+  CHECK(stats->dead == 1);
+  CHECK(stats->processes == 3);
+  CHECK(stats->busy == 7);
+  CHECK(stats->in_progress == 4);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "GetStats of an empty Redis is all zeros") {
+  auto admin = OpenAdmin();
+  auto stats = admin->GetStats();
+  REQUIRE(stats.ok());
+  CHECK(stats->processed == 0);
+  CHECK(stats->failed == 0);
+  CHECK(stats->queues.empty());
+  CHECK(stats->enqueued == 0);
+  CHECK(stats->processes == 0);
+  CHECK(stats->busy == 0);
+  CHECK(stats->in_progress == 0);
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "GetStats latency of jobs without a usable enqueued_at") {
+  Run({"SADD", "queues", "a", "b", "c"});
+  Run({"LPUSH", "queue:a", "not json"});
+  Run({"LPUSH", "queue:b", R"({"class":"A","args":[]})"});
+  Run({"LPUSH", "queue:c", R"({"class":"A","enqueued_at":)" + FormatEpoch(NowSeconds() + 3600) +
+                               "}"});  // in the future: clock skew
+  auto admin = OpenAdmin();
+  auto stats = admin->GetStats();
+  REQUIRE(stats.ok());
+  REQUIRE(stats->queues.size() == 3);
+  for (const QueueStats& q : stats->queues) {
+    CAPTURE(q.name);
+    CHECK(q.size == 1);
+    CHECK(q.latency == 0);
+  }
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "GetStats reports a key of the wrong type") {
+  Run({"SADD", "queues", "a"});
+  Run({"SET", "queue:a", "not a list"});
+  auto admin = OpenAdmin();
+  auto stats = admin->GetStats();
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().message().find("queue:a") != std::string::npos);
+}
