@@ -36,6 +36,12 @@ class Client {
  public:
   // Connects (within options.connect_timeout). Fails with kIoError or
   // kTimeout naming where it tried.
+  //
+  // Side effect: if SIGPIPE still has its default action, it is set to
+  // ignored. The connection writes with write(2), and a write to a socket
+  // the server has closed would otherwise end the whole program instead of
+  // failing the call with kIoError. A SIGPIPE handler the program installed
+  // itself is left alone.
   static Result<std::unique_ptr<Client>> Open(const RedisOptions& options);
 
   virtual ~Client();

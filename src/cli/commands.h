@@ -1,0 +1,74 @@
+// The verbs of the `reliableq` program and what they share.
+//
+// main.cc finds the verb and parses its options together with the global
+// ones; the verb's Run gets the result. A verb prints its output to stdout
+// and its errors to stderr through UsageError/RuntimeError, and returns the
+// exit status: kExitOk, kExitRuntime (Redis unreachable, not found, ...) or
+// kExitUsage (the command line is wrong; one line on stderr).
+//
+// Thread safety: the program is single-threaded until `worker` starts a
+// Server.
+
+#ifndef RELIABLEQ_CLI_COMMANDS_H_
+#define RELIABLEQ_CLI_COMMANDS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/args.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/status.h"
+
+namespace reliableq::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Command {
+  // The verb, e.g. "push".
+  std::string_view name;
+  // One line for the list of commands.
+  std::string_view summary;
+  // The help text: synopsis, description and the verb's own options. The
+  // global options are added when it is printed.
+  std::string_view help;
+  // The verb's own options; the global ones are added when parsing.
+  std::vector<OptionSpec> options;
+  // Runs the verb with its parsed arguments; returns the exit status.
+  int (*run)(const ParsedArgs& args);
+};
+
+const Command& PushCommand();
+const Command& StatsCommand();
+const Command& RecoverCommand();
+const Command& WorkerCommand();
+
+// --redis URL, --prefix P and -h/--help: accepted before or after any verb.
+const std::vector<OptionSpec>& GlobalOptions();
+
+// The help of the global options, as printed below every verb's help.
+std::string_view GlobalOptionsHelp();
+
+// Prints "reliableq: <reason> (see 'reliableq VERB --help')" to stderr
+// ("(see 'reliableq --help')" when `verb` is empty) and returns kExitUsage.
+int UsageError(std::string_view verb, std::string_view reason);
+
+// Prints "reliableq: <status.ToString()>" to stderr and returns kExitRuntime.
+int RuntimeError(const Status& status);
+
+// Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0.
+// kInvalidArgument for a URL that does not parse.
+Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
+
+// The prefix of reliableq's own keys: --prefix, else "reliableq:".
+std::string PrefixFromArgs(const ParsedArgs& args);
+
+// Writes `text` to stdout and flushes it; false when that failed (for
+// example a closed pipe), which the verbs report as a runtime error.
+bool WriteOut(std::string_view text);
+
+}  // namespace reliableq::cli
+
+#endif  // RELIABLEQ_CLI_COMMANDS_H_

@@ -1,0 +1,146 @@
+// reliableq push: one job, now, in some seconds or at a time.
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "reliableq/client.h"
+#include "reliableq/job.h"
+
+namespace reliableq::cli {
+
+namespace {
+
+constexpr std::string_view kVerb = "push";
+
+constexpr std::string_view kHelp =
+    "usage: reliableq push CLASS [ARGS_JSON] [-q|--queue QUEUE] [--in SECONDS | --at EPOCH]\n"
+    "                      [--retry N|true|false] [--jid JID] [--extra JSON]\n"
+    "\n"
+    "Pushes one job of class CLASS and prints its jid. ARGS_JSON is the job's\n"
+    "arguments as a JSON array (default: []). The job is Sidekiq's job JSON, so\n"
+    "Sidekiq's tools see it too.\n"
+    "\n"
+    "Options:\n"
+    "  -q, --queue QUEUE    the queue to push to (default: default)\n"
+    "      --in SECONDS     run the job SECONDS from now (decimals allowed); the job\n"
+    "                       waits in the schedule set until then\n"
+    "      --at EPOCH       run the job at EPOCH, in seconds since 1970 (decimals\n"
+    "                       allowed); a time that has passed pushes it now\n"
+    "      --retry N|true|false\n"
+    "                       the job's retry field: true (the default, 25 retries),\n"
+    "                       false (none, and no dead set), or N retries\n"
+    "      --jid JID        the job id (default: 24 random hex digits)\n"
+    "      --extra JSON     further job fields as a JSON object, written after the\n"
+    "                       others, e.g. '{\"retry_queue\":\"low\",\"tags\":[\"a\"]}'\n"
+    "\n"
+    "Examples:\n"
+    "  reliableq push HardJob '[1,\"bob\"]'\n"
+    "  reliableq push Reminder '[42]' -q mail --in 3600\n";
+
+// Only the JSON syntax and the top-level type are checked here, so that a
+// mistyped argument is a usage error even when Redis is unreachable; the
+// Client checks the rest.
+std::optional<std::string> JsonProblem(std::string_view what, const std::string& text,
+                                       rapidjson::Type expected) {
+  rapidjson::Document document;
+  document.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  if (document.HasParseError()) {
+    std::string reason = rapidjson::GetParseError_En(document.GetParseError());
+    if (!reason.empty() && reason.back() == '.') reason.pop_back();
+    return std::string(what) + " is not valid JSON: " + reason + " at offset " +
+           std::to_string(document.GetErrorOffset());
+  }
+  if (document.GetType() == expected) return std::nullopt;
+  const char* kind = document.IsObject()   ? "an object"
+                     : document.IsArray()  ? "an array"
+                     : document.IsString() ? "a string"
+                     : document.IsNumber() ? "a number"
+                                           : "a literal";
+  return std::string(what) + " must be a JSON " +
+         (expected == rapidjson::kArrayType ? "array" : "object") + ", not " + kind;
+}
+
+int Run(const ParsedArgs& args) {
+  const std::vector<std::string>& positionals = args.positionals();
+  if (positionals.empty()) return UsageError(kVerb, "missing CLASS");
+  if (positionals.size() > 2) {
+    return UsageError(kVerb, "unexpected argument '" + positionals[2] + "'");
+  }
+  Job job;
+  job.job_class = positionals[0];
+  if (job.job_class.empty()) return UsageError(kVerb, "CLASS is empty");
+  if (positionals.size() == 2) job.args = positionals[1];
+  if (auto problem = JsonProblem("ARGS_JSON", job.args, rapidjson::kArrayType)) {
+    return UsageError(kVerb, *problem);
+  }
+  if (auto queue = args.Value("queue")) job.queue = *queue;
+  if (job.queue.empty()) return UsageError(kVerb, "the queue name is empty");
+  if (auto retry = args.Value("retry")) {
+    Result<Retry> parsed = Retry::Parse(*retry);
+    if (!parsed.ok()) return UsageError(kVerb, parsed.status().message());
+    job.retry = *parsed;
+  }
+  if (auto jid = args.Value("jid")) {
+    if (jid->empty()) return UsageError(kVerb, "the jid is empty");
+    job.jid = *jid;
+  }
+  if (auto extra = args.Value("extra")) {
+    job.extra = *extra;
+    if (auto problem = JsonProblem("--extra", job.extra, rapidjson::kObjectType)) {
+      return UsageError(kVerb, *problem);
+    }
+  }
+  if (args.Has("in") && args.Has("at")) {
+    return UsageError(kVerb, "--in and --at cannot be used together");
+  }
+  std::optional<double> in, at;
+  if (auto text = args.Value("in")) {
+    in = ParseNumber(*text);
+    if (!in) return UsageError(kVerb, "--in needs a number of seconds, not '" + *text + "'");
+  }
+  if (auto text = args.Value("at")) {
+    at = ParseNumber(*text);
+    if (!at) return UsageError(kVerb, "--at needs epoch seconds, not '" + *text + "'");
+  }
+
+  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (!redis.ok()) return UsageError(kVerb, redis.status().message());
+  Result<std::unique_ptr<Client>> client = Client::Open(*redis);
+  if (!client.ok()) return RuntimeError(client.status());
+  Result<std::string> jid = in   ? (*client)->PushIn(job, *in)
+                            : at ? (*client)->PushAt(job, *at)
+                                 : (*client)->Push(job);
+  // The Client refuses input the checks above let through (a reserved
+  // field in --extra, a jid that is not printable): still the user's input.
+  if (jid.status().IsInvalidArgument()) return UsageError(kVerb, jid.status().message());
+  if (!jid.ok()) return RuntimeError(jid.status());
+  if (!WriteOut(*jid + "\n")) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& PushCommand() {
+  static const Command command = {
+      .name = kVerb,
+      .summary = "push a job, to run now, in some seconds or at a time",
+      .help = kHelp,
+      .options =
+          {
+              {.name = "queue", .short_name = 'q', .takes_value = true},
+              {.name = "in", .takes_value = true},
+              {.name = "at", .takes_value = true},
+              {.name = "retry", .takes_value = true},
+              {.name = "jid", .takes_value = true},
+              {.name = "extra", .takes_value = true},
+          },
+      .run = Run,
+  };
+  return command;
+}
+
+}  // namespace reliableq::cli

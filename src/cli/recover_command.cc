@@ -1,0 +1,163 @@
+// reliableq recover: one janitor pass on demand.
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <string>
+
+#include "cli/commands.h"
+#include "reliableq/admin.h"
+
+namespace reliableq::cli {
+
+namespace {
+
+constexpr std::string_view kVerb = "recover";
+
+constexpr std::string_view kHelp =
+    "usage: reliableq recover [--dry-run] [--identity ID [--force]] [--max-interruptions N]\n"
+    "                         [--json]\n"
+    "\n"
+    "Returns the jobs of dead worker processes (those whose heartbeat key has\n"
+    "expired) from their working lists to the front of their queues, as the\n"
+    "workers' janitor does every few seconds. A job interrupted more than N\n"
+    "times goes to the dead set instead. Safe to run beside live workers.\n"
+    "\n"
+    "Options:\n"
+    "      --dry-run        only show what would move\n"
+    "      --identity ID    only this process (hostname:pid:hex)\n"
+    "      --force          recover ID even though its heartbeat is alive: its jobs\n"
+    "                       may then run twice (needs --identity)\n"
+    "      --max-interruptions N\n"
+    "                       the interruptions a job may have had (default: 3)\n"
+    "      --json           one JSON object instead of text:\n"
+    "                       {\"dry_run\":..,\"identities\":[{\"identity\":..,\"alive\":..,\n"
+    "                        \"queues\":[{\"queue\":..,\"requeued\":..,\"dead\":..}]}]}\n";
+
+std::string AsJson(const RecoveryReport& report, bool dry_run) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.StartObject();
+  writer.Key("dry_run");
+  writer.Bool(dry_run);
+  writer.Key("identities");
+  writer.StartArray();
+  for (const IdentityRecovery& identity : report.identities) {
+    writer.StartObject();
+    writer.Key("identity");
+    writer.String(identity.identity);
+    writer.Key("alive");
+    writer.Bool(identity.alive);
+    writer.Key("queues");
+    writer.StartArray();
+    for (const QueueRecovery& queue : identity.queues) {
+      writer.StartObject();
+      writer.Key("queue");
+      writer.String(queue.queue);
+      writer.Key("requeued");
+      writer.Int64(queue.requeued);
+      writer.Key("dead");
+      writer.Int64(queue.dead);
+      writer.EndObject();
+    }
+    writer.EndArray();
+    writer.EndObject();
+  }
+  writer.EndArray();
+  writer.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+}
+
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string AsText(const RecoveryReport& report, const RecoverOptions& options) {
+  std::string out;
+  int64_t processes = 0, requeued = 0, dead = 0;
+  for (const IdentityRecovery& identity : report.identities) {
+    // A live process is only recovered when forced; listing it otherwise
+    // would suggest something happened to it.
+    if (identity.alive && !options.force) continue;
+    ++processes;
+    std::string moves;
+    int64_t identity_dead = 0;
+    for (const QueueRecovery& queue : identity.queues) {
+      identity_dead += queue.dead;
+      requeued += queue.requeued;
+      if (queue.requeued == 0) continue;
+      if (!moves.empty()) moves += ", ";
+      moves += std::to_string(queue.requeued) + " back to " + queue.queue;
+    }
+    dead += identity_dead;
+    if (identity_dead > 0) {
+      if (!moves.empty()) moves += ", ";
+      moves += std::to_string(identity_dead) + " to dead";
+    }
+    if (moves.empty()) continue;
+    out += identity.identity + ": " + (options.dry_run ? "would move " : "") + moves +
+           (identity.alive ? " (alive, forced)" : "") + "\n";
+  }
+  if (processes == 0) return out + "no dead processes\n";
+  std::string jobs = Plural(requeued + dead, "job", "jobs");
+  out += Plural(processes, "process", "processes") + ": " + jobs +
+         (options.dry_run ? " would be recovered" : " recovered") + " (" +
+         std::to_string(requeued) + " requeued, " + std::to_string(dead) + " to dead)\n";
+  return out;
+}
+
+int Run(const ParsedArgs& args) {
+  if (!args.positionals().empty()) {
+    return UsageError(kVerb, "unexpected argument '" + args.positionals()[0] + "'");
+  }
+  RecoverOptions options;
+  options.dry_run = args.Has("dry-run");
+  options.force = args.Has("force");
+  if (auto identity = args.Value("identity")) {
+    if (identity->empty()) return UsageError(kVerb, "the identity is empty");
+    options.identity = *identity;
+  }
+  if (options.force && options.identity.empty()) {
+    return UsageError(kVerb, "--force needs --identity");
+  }
+  if (auto text = args.Value("max-interruptions")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n) {
+      return UsageError(kVerb,
+                        "--max-interruptions needs a non-negative integer, not '" + *text + "'");
+    }
+    options.max_interruptions = *n;
+  }
+
+  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (!redis.ok()) return UsageError(kVerb, redis.status().message());
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, PrefixFromArgs(args));
+  if (!admin.ok()) return RuntimeError(admin.status());
+  Result<RecoveryReport> report = (*admin)->Recover(options);
+  if (!report.ok()) return RuntimeError(report.status());
+  std::string text = args.Has("json") ? AsJson(*report, options.dry_run) : AsText(*report, options);
+  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& RecoverCommand() {
+  static const Command command = {
+      .name = kVerb,
+      .summary = "return the jobs of dead worker processes to their queues",
+      .help = kHelp,
+      .options =
+          {
+              {.name = "dry-run"},
+              {.name = "identity", .takes_value = true},
+              {.name = "force"},
+              {.name = "max-interruptions", .takes_value = true},
+              {.name = "json"},
+          },
+      .run = Run,
+  };
+  return command;
+}
+
+}  // namespace reliableq::cli

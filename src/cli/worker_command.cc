@@ -1,0 +1,252 @@
+// reliableq worker: runs the job classes of plugins (-r) on a Server until
+// TERM/INT or a remote stop.
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <set>
+#include <string>
+
+#include "cli/commands.h"
+#include "reliableq/plugin.h"
+#include "reliableq/server.h"
+
+namespace reliableq::cli {
+
+namespace {
+
+constexpr std::string_view kVerb = "worker";
+
+constexpr std::string_view kHelp =
+    "usage: reliableq worker -r LIB.so... [-q QUEUE[,WEIGHT]]... [-c|--concurrency N]\n"
+    "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
+    "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
+    "                        [--max-interruptions N] [--tag TAG] [--label LABEL]...\n"
+    "                        [-v|--verbose]\n"
+    "\n"
+    "Runs jobs from the queues with the handlers that the plugins register, with\n"
+    "reliable fetch: a job stays in this process's working list until it is\n"
+    "done, so no job is lost if the process dies. TERM or INT stops it (running\n"
+    "jobs get --timeout seconds, then go back to their queues), TSTP quiets it,\n"
+    "TTIN logs its state. Seconds may have decimals (0.5).\n"
+    "\n"
+    "Options:\n"
+    "  -r, --require LIB.so a plugin: a shared library defining reliableq_register\n"
+    "                       (see reliableq/plugin.h); repeat for several\n"
+    "  -q, --queue QUEUE[,WEIGHT]\n"
+    "                       a queue to work, in order of priority (default: default);\n"
+    "                       with weights, each fetch picks a queue with probability\n"
+    "                       weight / sum of weights\n"
+    "  -c, --concurrency N  jobs run at once (default: 10)\n"
+    "  -t, --timeout SEC    how long a stop waits for running jobs (default: 25)\n"
+    "      --heartbeat-ttl SEC\n"
+    "                       silence after which this process counts as dead\n"
+    "                       (default: 30; at least twice --heartbeat-interval)\n"
+    "      --heartbeat-interval SEC\n"
+    "                       how often the process beats (default: 5)\n"
+    "      --janitor-interval SEC\n"
+    "                       how often dead processes are looked for (default: 5)\n"
+    "      --max-interruptions N\n"
+    "                       a job interrupted more often goes to the dead set\n"
+    "                       (default: 3)\n"
+    "      --tag TAG        Sidekiq's process tag, shown in its Web UI\n"
+    "      --label LABEL    a Sidekiq process label; repeat for several\n"
+    "  -v, --verbose        log debug messages\n";
+
+// Seconds given on the command line, as milliseconds. Refuses what is not a
+// plain number, is negative (or zero when `allow_zero` is false) or is too
+// large to be meant.
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero) {
+  std::optional<double> seconds = ParseNumber(text);
+  if (!seconds || *seconds < 0 || *seconds > 1e9) return std::nullopt;
+  auto ms = std::chrono::milliseconds(std::llround(*seconds * 1000));
+  if (!allow_zero && ms.count() <= 0) return std::nullopt;
+  return ms;
+}
+
+std::string SecondsText(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(ms.count()) / 1000);
+  return buf;
+}
+
+// Reads -q/-c/-t/... into `options`. Returns the usage problem, if any.
+std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* options) {
+  std::vector<std::string> queues = args.Values("queue");
+  if (!queues.empty()) {
+    options->queues.clear();
+    std::set<std::string> seen;
+    for (const std::string& spec : queues) {
+      size_t comma = spec.find(',');
+      QueueSpec queue;
+      queue.name = spec.substr(0, comma);
+      if (queue.name.empty()) return "empty queue name in -q '" + spec + "'";
+      if (comma != std::string::npos) {
+        std::optional<int> weight = ParseCount(std::string_view(spec).substr(comma + 1));
+        if (!weight) {
+          return "queue weight must be a non-negative integer in -q '" + spec + "'";
+        }
+        queue.weight = *weight;
+      }
+      if (!seen.insert(queue.name).second) return "queue '" + queue.name + "' given twice";
+      options->queues.push_back(std::move(queue));
+    }
+  }
+  if (auto text = args.Value("concurrency")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n || *n < 1) return "concurrency must be an integer of at least 1, not '" + *text + "'";
+    options->concurrency = *n;
+  }
+  struct Duration {
+    const char* name;
+    bool allow_zero;
+    std::chrono::milliseconds* field;
+  };
+  const Duration durations[] = {
+      {"timeout", true, &options->shutdown_timeout},
+      {"heartbeat-ttl", false, &options->heartbeat_ttl},
+      {"heartbeat-interval", false, &options->heartbeat_interval},
+      {"janitor-interval", false, &options->janitor_interval},
+  };
+  for (const Duration& duration : durations) {
+    if (auto text = args.Value(duration.name)) {
+      auto ms = ParseSeconds(*text, duration.allow_zero);
+      if (!ms) {
+        return std::string("--") + duration.name + " needs a number of seconds" +
+               (duration.allow_zero ? "" : " above 0") + ", not '" + *text + "'";
+      }
+      *duration.field = *ms;
+    }
+  }
+  if (options->heartbeat_ttl < 2 * options->heartbeat_interval) {
+    return "--heartbeat-ttl (" + SecondsText(options->heartbeat_ttl) +
+           ") must be at least twice --heartbeat-interval (" +
+           SecondsText(options->heartbeat_interval) + ")";
+  }
+  if (auto text = args.Value("max-interruptions")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n) return "--max-interruptions needs a non-negative integer, not '" + *text + "'";
+    options->max_interruptions = *n;
+  }
+  if (auto tag = args.Value("tag")) options->tag = *tag;
+  options->labels = args.Values("label");
+  if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
+  return std::nullopt;
+}
+
+// dlopen searches the library path for a bare name; a file of that name in
+// the current directory is what `-r libjobs.so` means.
+std::string PluginPath(const std::string& name) {
+  struct stat st;
+  if (name.find('/') == std::string::npos && stat(name.c_str(), &st) == 0) return "./" + name;
+  return name;
+}
+
+// Loads one plugin and lets it register its classes. The library stays
+// loaded for the life of the process: its handlers are in the registry.
+Status LoadPlugin(const std::string& name, HandlerRegistry* registry) {
+  std::string path = PluginPath(name);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return Status::InvalidArgument("cannot load plugin '" + name +
+                                   "': " + (error != nullptr ? error : "unknown error"));
+  }
+  dlerror();
+  void* symbol = dlsym(handle, RELIABLEQ_PLUGIN_ENTRY_POINT);
+  if (symbol == nullptr) {
+    return Status::InvalidArgument("plugin '" + name + "' does not define " +
+                                   RELIABLEQ_PLUGIN_ENTRY_POINT);
+  }
+  auto entry = reinterpret_cast<reliableq_register_fn>(symbol);
+  int rc;
+  try {
+    rc = entry(registry, RELIABLEQ_PLUGIN_ABI_VERSION);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("plugin '" + name + "': " + RELIABLEQ_PLUGIN_ENTRY_POINT +
+                                   " threw: " + e.what());
+  } catch (...) {
+    return Status::InvalidArgument("plugin '" + name + "': " + RELIABLEQ_PLUGIN_ENTRY_POINT +
+                                   " threw");
+  }
+  if (rc != 0) {
+    return Status::InvalidArgument("plugin '" + name + "': " + RELIABLEQ_PLUGIN_ENTRY_POINT +
+                                   " returned " + std::to_string(rc) + " (ABI version " +
+                                   std::to_string(RELIABLEQ_PLUGIN_ABI_VERSION) + ")");
+  }
+  return Status::OK();
+}
+
+int Run(const ParsedArgs& args) {
+  if (!args.positionals().empty()) {
+    return UsageError(kVerb, "unexpected argument '" + args.positionals()[0] + "'");
+  }
+  ServerOptions options;
+  if (auto problem = ReadOptions(args, &options)) return UsageError(kVerb, *problem);
+  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (!redis.ok()) return UsageError(kVerb, redis.status().message());
+  options.redis = *redis;
+  options.prefix = PrefixFromArgs(args);
+  options.handle_signals = true;
+
+  // Without handlers every job would fail and, in the end, land in the
+  // dead set: refuse to start instead.
+  std::vector<std::string> plugins = args.Values("require");
+  if (plugins.empty()) return UsageError(kVerb, "no job classes: load a plugin with -r");
+  HandlerRegistry registry;
+  for (const std::string& plugin : plugins) {
+    Status s = LoadPlugin(plugin, &registry);
+    if (!s.ok()) {
+      std::fprintf(stderr, "reliableq: %s\n", s.message().c_str());
+      return kExitRuntime;
+    }
+  }
+  if (registry.empty()) {
+    return UsageError(kVerb,
+                      "no job classes: load a plugin with -r (the plugins given register "
+                      "none)");
+  }
+
+  Result<std::unique_ptr<Server>> server = Server::Open(options, std::move(registry));
+  if (!server.ok()) return RuntimeError(server.status());
+  Status s = (*server)->Run();
+  int code = s.ok() ? kExitOk : RuntimeError(s);
+  // After a hard stop, handlers still running on their threads cannot be
+  // stopped; their jobs are already back in the queues. End the process
+  // here rather than run static destructors underneath them.
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+}  // namespace
+
+const Command& WorkerCommand() {
+  static const Command command = {
+      .name = kVerb,
+      .summary = "run jobs with the handlers of plugins",
+      .help = kHelp,
+      .options =
+          {
+              {.name = "require", .short_name = 'r', .takes_value = true, .repeats = true},
+              {.name = "queue", .short_name = 'q', .takes_value = true, .repeats = true},
+              {.name = "concurrency", .short_name = 'c', .takes_value = true},
+              {.name = "timeout", .short_name = 't', .takes_value = true},
+              {.name = "heartbeat-ttl", .takes_value = true},
+              {.name = "heartbeat-interval", .takes_value = true},
+              {.name = "janitor-interval", .takes_value = true},
+              {.name = "max-interruptions", .takes_value = true},
+              {.name = "tag", .takes_value = true},
+              {.name = "label", .takes_value = true, .repeats = true},
+              {.name = "verbose", .short_name = 'v'},
+          },
+      .run = Run,
+  };
+  return command;
+}
+
+}  // namespace reliableq::cli

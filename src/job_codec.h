@@ -1,0 +1,101 @@
+// The job codec: Sidekiq job JSON in and out. Pure: no I/O beyond reading
+// the kernel's random bytes for new jids.
+//
+// Output follows Ruby's JSON.generate, so that a payload Sidekiq reads and
+// dumps again comes out byte for byte the same: compact, keys in insertion
+// order, raw UTF-8, '/' not escaped, control characters as \n \t ... or
+// \u00xx, floats as Ruby's Float#to_s writes them (1700000000.5, 0.1,
+// 1.0e-07). Input is parsed with full precision, so a float read and written
+// again is the same double.
+//
+// Thread safety: every function may be called from any thread.
+
+#ifndef RELIABLEQ_JOB_CODEC_H_
+#define RELIABLEQ_JOB_CODEC_H_
+
+#include <rapidjson/document.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reliableq/job.h"
+#include "reliableq/status.h"
+
+namespace reliableq {
+
+// Deeper nesting (the job object counts as level 1) is refused, as Ruby's
+// JSON parser refuses it by default: Sidekiq could not read such a job.
+inline constexpr int kMaxJsonDepth = 100;
+
+// Sidekiq cuts error messages to this many characters.
+inline constexpr size_t kMaxErrorMessageChars = 10000;
+
+// A new job id: 24 lowercase hex digits from 12 random bytes (getrandom(2),
+// /dev/urandom where that is missing). Different in a forked child.
+std::string NewJid();
+
+// Epoch seconds as a JSON float with exactly 6 decimals, e.g.
+// "1700000000.123456". There is always a fractional part: Sidekiq 8 reads an
+// integer timestamp as milliseconds. Also used for ZSET scores.
+// Precondition: `seconds` is finite.
+std::string FormatEpoch(double seconds);
+
+// The job JSON of `job`, in this field order: class, args, queue, retry, jid
+// (a new one when job.jid is empty), created_at, enqueued_at (only when
+// given; a scheduled job has none), then the fields of job.extra in their
+// order. `args` is written again compactly from its parsed value.
+// kInvalidArgument with a one-line reason, and nothing else done, when the
+// class or queue is empty or not UTF-8, args is not a JSON array, extra is
+// not a JSON object or names a field set here (class, args, queue, retry,
+// jid, created_at, enqueued_at, at), retry is a negative count, the jid is
+// not printable ASCII, or the JSON nests deeper than kMaxJsonDepth. The jid
+// written is also stored in `*jid` when that is not null.
+Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<double> enqueued_at,
+                              std::string* jid = nullptr);
+
+// A parsed payload. The raw string it came from is never changed.
+struct DecodedJob {
+  rapidjson::Document document;
+};
+
+// Parses a stored payload. kCorruption, with the reason, unless it is a JSON
+// object with a string "class" and an array "args" that nests at most
+// kMaxJsonDepth deep.
+Result<DecodedJob> DecodeJob(std::string_view raw);
+
+// What a failed execution leaves in its job (Sidekiq's retry bookkeeping).
+struct FailureInfo {
+  std::string error_class;
+  // Any bytes; invalid UTF-8 becomes U+FFFD and only the first
+  // kMaxErrorMessageChars characters are kept.
+  std::string error_message;
+  // The queue the job was fetched from.
+  std::string fetched_queue;
+  // Epoch seconds of the failure.
+  double now = 0;
+  // The error's backtrace, innermost call first; may be empty.
+  std::vector<std::string> backtrace;
+};
+
+// The payload `raw` after one more failure, per Sidekiq 6.4.1: queue =
+// retry_queue when that is a non-empty string, else info.fetched_queue;
+// error_message and error_class; then, when retry_count is present,
+// retried_at = now and retry_count + 1, otherwise failed_at = now and
+// retry_count = 0. When the job's `backtrace` field is true or a number N
+// and info.backtrace is not empty, error_backtrace = MIME base64 (a newline
+// after every 60 characters) of the zlib-deflated JSON array of all lines or
+// of the first N. Fields already present are replaced where they stand; new
+// ones are appended; every other field and the order of all of them stay.
+// kCorruption when `raw` does not decode (see DecodeJob) or its retry_count
+// is neither null nor an integer.
+Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
+
+// `value` as Ruby's JSON.generate writes it (see the top of this file).
+// Precondition: `value` nests at most kMaxJsonDepth deep.
+std::string ToJson(const rapidjson::Value& value);
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_JOB_CODEC_H_

@@ -1,0 +1,463 @@
+// The `reliableq` program, run as a child process against the test Redis.
+// Its path comes from $RELIABLEQ_BIN (set by tests/meson.build), the test
+// plugins' from $RELIABLEQ_TEST_PLUGIN_{FAILS,EMPTY,ONE}.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "testutil.h"
+
+extern char** environ;
+
+namespace reliableq {
+namespace {
+
+using testing::NowSeconds;
+using testing::RedisFixture;
+
+struct Outcome {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;
+  std::string err;
+  bool timed_out = false;
+  std::chrono::milliseconds elapsed{0};
+};
+
+std::string EnvPath(const char* name) {
+  const char* value = std::getenv(name);
+  REQUIRE_MESSAGE(value != nullptr, name << " is not set: run the tests through meson");
+  return value;
+}
+
+// Runs the program with `args` and waits for it, at most `limit`; a child
+// still running then is killed. REDIS_URL is removed from its environment
+// unless `redis_url` gives one.
+Outcome RunCli(const std::vector<std::string>& args,
+               std::chrono::milliseconds limit = std::chrono::seconds(20),
+               const char* redis_url = nullptr) {
+  std::string binary = EnvPath("RELIABLEQ_BIN");
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "REDIS_URL=", 10) != 0) env.emplace_back(*e);
+  }
+  if (redis_url != nullptr) env.push_back(std::string("REDIS_URL=") + redis_url);
+
+  int out_pipe[2], err_pipe[2];
+  REQUIRE(pipe2(out_pipe, O_CLOEXEC) == 0);
+  REQUIRE(pipe2(err_pipe, O_CLOEXEC) == 0);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    std::vector<char*> argv = {binary.data()};
+    std::vector<std::string> copy = args;
+    for (std::string& arg : copy) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    execve(binary.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+
+  Outcome outcome;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&outcome.out, &outcome.err};
+  int open_fds = 2;
+  auto deadline = start + limit;
+  while (open_fds > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      outcome.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(fds, 2, static_cast<int>(left.count())) < 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (pollfd& fd : fds) {
+    if (fd.fd >= 0) close(fd.fd);
+  }
+  // Both pipes are closed; the child may still be exiting, but not for long.
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      outcome.timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(1000);
+  }
+  outcome.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  return outcome;
+}
+
+std::vector<std::string> With(std::vector<std::string> args, const std::string& url) {
+  args.push_back("--redis");
+  args.push_back(url);
+  return args;
+}
+
+// A usage error: exit 2, nothing on stdout, exactly one line on stderr in
+// the documented form.
+void CheckUsageError(const Outcome& outcome, const std::string& verb,
+                     const std::string& reason_part = "") {
+  CHECK(!outcome.timed_out);
+  CHECK(outcome.exit_code == 2);
+  CHECK(outcome.out.empty());
+  std::string see =
+      verb.empty() ? "(see 'reliableq --help')\n" : "(see 'reliableq " + verb + " --help')\n";
+  CHECK_MESSAGE(outcome.err.rfind("reliableq: ", 0) == 0, outcome.err);
+  CHECK_MESSAGE(outcome.err.size() >= see.size(), outcome.err);
+  CHECK_MESSAGE(outcome.err.compare(outcome.err.size() - std::min(see.size(), outcome.err.size()),
+                                    see.size(), see) == 0,
+                outcome.err);
+  CHECK_MESSAGE(outcome.err.find('\n') == outcome.err.size() - 1, outcome.err);
+  if (!reason_part.empty())
+    CHECK_MESSAGE(outcome.err.find(reason_part) != std::string::npos, outcome.err);
+}
+
+rapidjson::Document ParseJson(const std::string& text) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseFullPrecisionFlag>(text.c_str());
+  REQUIRE_MESSAGE(!doc.HasParseError(), text);
+  return doc;
+}
+
+bool IsJid(const std::string& text) {
+  return text.size() == 24 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "push prints the jid and writes the job") {
+  Outcome outcome = RunCli(With({"push", "HardJob", R"([1, "bob"])"}, server().Url()));
+  REQUIRE(outcome.exit_code == 0);
+  CHECK(outcome.err.empty());
+  REQUIRE(outcome.out.size() == 25);
+  CHECK(outcome.out.back() == '\n');
+  std::string jid = outcome.out.substr(0, 24);
+  CHECK(IsJid(jid));
+  CHECK(SMembers("queues") == std::vector<std::string>{"default"});
+  std::vector<std::string> list = LRange("queue:default");
+  REQUIRE(list.size() == 1);
+  CHECK(list[0].rfind(R"({"class":"HardJob","args":[1,"bob"],"queue":"default","retry":true,)"
+                      R"("jid":")" +
+                          jid + R"(","created_at":)",
+                      0) == 0);
+  CHECK(ParseJson(list[0])["enqueued_at"].IsDouble());
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "push takes the queue, retry, jid and extra fields") {
+  Outcome outcome = RunCli(With({"push", "Mailer", "-q", "mail", "--retry", "3", "--jid", "jid-1",
+                                 "--extra", R"({"tags":["a"],"retry_queue":"slow"})"},
+                                server().Url()));
+  REQUIRE(outcome.exit_code == 0);
+  CHECK(outcome.out == "jid-1\n");
+  std::vector<std::string> list = LRange("queue:mail");
+  REQUIRE(list.size() == 1);
+  rapidjson::Document job = ParseJson(list[0]);
+  CHECK(std::string(job["class"].GetString()) == "Mailer");
+  CHECK(job["args"].IsArray());
+  CHECK(job["args"].Empty());
+  CHECK(std::string(job["queue"].GetString()) == "mail");
+  CHECK(job["retry"].GetInt() == 3);
+  CHECK(list[0].find(R"(,"tags":["a"],"retry_queue":"slow"})") != std::string::npos);
+
+  // A later option overrides an earlier one.
+  outcome = RunCli(With({"push", "Other", "-q", "first", "--queue", "second"}, server().Url()));
+  REQUIRE(outcome.exit_code == 0);
+  CHECK(!Exists("queue:first"));
+  CHECK(LRange("queue:second").size() == 1);
+
+  // The global option also works before the verb, and --queue=VALUE too.
+  outcome = RunCli({"--redis", server().Url(), "push", "--queue=low", "A", "--retry=false"});
+  REQUIRE(outcome.exit_code == 0);
+  REQUIRE(LRange("queue:low").size() == 1);
+  CHECK(ParseJson(LRange("queue:low")[0])["retry"].IsFalse());
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "push --in and --at schedule the job") {
+  double before = NowSeconds();
+  Outcome in = RunCli(With({"push", "Later", "--in", "60.5"}, server().Url()));
+  double after = NowSeconds();
+  REQUIRE(in.exit_code == 0);
+  CHECK(IsJid(in.out.substr(0, 24)));
+  auto scheduled = ZRangeWithScores("schedule");
+  REQUIRE(scheduled.size() == 1);
+  CHECK(scheduled[0].second >= before + 60.5 - 1e-3);
+  CHECK(scheduled[0].second <= after + 60.5 + 1e-3);
+  CHECK(ParseJson(scheduled[0].first)["jid"].GetString() == in.out.substr(0, 24));
+  CHECK(!Exists("queue:default"));
+  CHECK(!Exists("queues"));
+
+  double at = std::floor(NowSeconds()) + 7200.25;
+  Outcome at_outcome = RunCli(With({"push", "Later", "--at", std::to_string(at)}, server().Url()));
+  REQUIRE(at_outcome.exit_code == 0);
+  scheduled = ZRangeWithScores("schedule");
+  REQUIRE(scheduled.size() == 2);
+  CHECK(std::fabs(scheduled[1].second - at) < 1e-6);
+
+  // A time that has passed pushes now.
+  Outcome past = RunCli(With({"push", "Now", "--at", "1000000000"}, server().Url()));
+  REQUIRE(past.exit_code == 0);
+  CHECK(LRange("queue:default").size() == 1);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "push refuses bad input with a usage error and writes nothing") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"push", "A", "[1,"},                              // ARGS_JSON does not parse
+      {"push", "A", R"({"a":1})"},                       // not an array
+      {"push", "A", "[]", "--extra", "[1]"},             // extra not an object
+      {"push", "A", "[]", "--extra", R"({"jid":"x"})"},  // a field the client sets
+      {"push", "A", "--retry", "maybe"},
+      {"push", "A", "--in", "soon"},
+      {"push", "A", "--at", "nan"},
+      {"push", "A", "--in", "1", "--at", "2"},
+      {"push", "A", "[]", "extra-argument"},
+      {"push"},
+      {"push", ""},
+      {"push", "A", "-q", ""},
+      {"push", "A", "--queue"},  // no value
+      {"push", "A", "--jid", "bad\x01jid"},
+  };
+  for (const auto& args : cases) {
+    std::string command_line;
+    for (const std::string& arg : args) command_line += arg + " ";
+    CAPTURE(command_line);
+    CheckUsageError(RunCli(With(args, server().Url())), "push");
+  }
+  CHECK(Integer({"DBSIZE"}) == 0);
+}
+
+TEST_CASE("unknown options are usage errors on one line") {
+  CheckUsageError(RunCli({"push", "A", "--bogus"}), "push", "unknown option '--bogus'");
+  CheckUsageError(RunCli({"stats", "--bogus=1"}), "stats", "unknown option '--bogus'");
+  CheckUsageError(RunCli({"recover", "-x"}), "recover", "unknown option '-x'");
+  CheckUsageError(RunCli({"worker", "--nope"}), "worker", "unknown option '--nope'");
+  CheckUsageError(RunCli({"stats", "--json=yes"}), "stats", "takes no value");
+  CheckUsageError(RunCli({"--bogus", "stats"}), "", "unknown option '--bogus'");
+  CheckUsageError(RunCli({"-q", "x", "push", "A"}), "", "unknown option '-q'");
+  CheckUsageError(RunCli({}), "", "missing command");
+  CheckUsageError(RunCli({"frobnicate"}), "", "unknown command 'frobnicate'");
+  CheckUsageError(RunCli({"help", "frobnicate"}), "", "unknown command 'frobnicate'");
+  CheckUsageError(RunCli({"stats", "--redis", "http://x"}), "stats", "bad Redis URL");
+}
+
+TEST_CASE("every verb prints its help on stdout with exit 0") {
+  for (std::string verb : {"push", "stats", "recover", "worker"}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{verb, "--help"}, std::vector<std::string>{verb, "-h"},
+          std::vector<std::string>{"help", verb},
+          // Help wins over anything else on the line.
+          std::vector<std::string>{verb, "--bogus", "--help"}}) {
+      Outcome outcome = RunCli(args);
+      CAPTURE(verb);
+      CHECK(outcome.exit_code == 0);
+      CHECK(outcome.err.empty());
+      CHECK(outcome.out.rfind("usage: reliableq " + verb, 0) == 0);
+      CHECK(outcome.out.find("--redis URL") != std::string::npos);
+    }
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, std::vector<std::string>{"-h"},
+        std::vector<std::string>{"help"}}) {
+    Outcome outcome = RunCli(args);
+    CHECK(outcome.exit_code == 0);
+    CHECK(outcome.out.rfind("usage: reliableq [--redis URL]", 0) == 0);
+    for (const char* verb : {"push", "stats", "recover", "worker", "help"}) {
+      CHECK(outcome.out.find(std::string("\n  ") + verb + " ") != std::string::npos);
+    }
+  }
+  Outcome version = RunCli({"--version"});
+  CHECK(version.exit_code == 0);
+  CHECK(version.out == "reliableq 0.1.0\n");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "stats --json counts what was pushed") {
+  for (int i = 0; i < 3; ++i) REQUIRE(RunCli(With({"push", "A"}, server().Url())).exit_code == 0);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(RunCli(With({"push", "B", "-q", "low"}, server().Url())).exit_code == 0);
+  }
+  REQUIRE(RunCli(With({"push", "C", "--in", "600"}, server().Url())).exit_code == 0);
+  Run({"SET", "stat:processed", "7"});
+  Run({"SET", "stat:failed", "2"});
+  Run({"ZADD", "retry", "1700000000", R"({"class":"R","args":[]})"});
+  Run({"ZADD", "dead", "1700000000", R"({"class":"D","args":[]})"});
+  Run({"ZADD", "dead", "1700000001", R"({"class":"E","args":[]})"});
+
+  Outcome outcome = RunCli(With({"stats", "--json"}, server().Url()));
+  REQUIRE(outcome.exit_code == 0);
+  CHECK(outcome.err.empty());
+  CHECK(outcome.out.back() == '\n');
+  CHECK(outcome.out.find('\n') == outcome.out.size() - 1);
+  rapidjson::Document stats = ParseJson(outcome.out);
+  CHECK(stats["processed"].GetInt64() == 7);
+  CHECK(stats["failed"].GetInt64() == 2);
+  CHECK(stats["enqueued"].GetInt64() == 5);
+  CHECK(stats["in_progress"].GetInt64() == 0);
+  CHECK(stats["scheduled"].GetInt64() == 1);
+  CHECK(stats["retries"].GetInt64() == 1);
+  CHECK(stats["dead"].GetInt64() == 2);
+  CHECK(stats["processes"].GetInt64() == 0);
+  CHECK(stats["busy"].GetInt64() == 0);
+  const rapidjson::Value& queues = stats["queues"];
+  REQUIRE(queues.Size() == 2);
+  CHECK(std::string(queues[0]["name"].GetString()) == "default");
+  CHECK(queues[0]["size"].GetInt64() == 3);
+  CHECK(queues[0]["latency"].GetDouble() >= 0);
+  CHECK(queues[0]["latency"].GetDouble() < 60);
+  CHECK(std::string(queues[1]["name"].GetString()) == "low");
+  CHECK(queues[1]["size"].GetInt64() == 2);
+
+  Outcome text = RunCli(With({"stats"}, server().Url()));
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("processed:    7\n") != std::string::npos);
+  CHECK(text.out.find("enqueued:     5\n") != std::string::npos);
+  CHECK(text.out.find("in progress:  0\n") != std::string::npos);
+  CHECK(text.out.find("dead:         2\n") != std::string::npos);
+  CHECK(text.out.find("queue    size  latency\n") != std::string::npos);
+  CHECK(text.out.find("\ndefault     3 ") != std::string::npos);
+  CHECK(text.out.find("\nlow         2 ") != std::string::npos);
+}
+
+TEST_CASE("an unreachable Redis is a runtime error naming it, quickly") {
+  const std::string url = "unix:///nonexistent.sock";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"push", "A", "--redis", url},
+        std::vector<std::string>{"stats", "--redis", url},
+        std::vector<std::string>{"recover", "--dry-run", "--redis", url}}) {
+    Outcome outcome = RunCli(args);
+    CAPTURE(args[0]);
+    CHECK(outcome.exit_code == 1);
+    CHECK(outcome.out.empty());
+    CHECK(outcome.err.rfind("reliableq: IO error: ", 0) == 0);
+    CHECK(outcome.err.find("/nonexistent.sock") != std::string::npos);
+    CHECK(outcome.err.find('\n') == outcome.err.size() - 1);
+    CHECK(outcome.elapsed < std::chrono::seconds(2));
+  }
+  // $REDIS_URL is the default.
+  Outcome from_env = RunCli({"stats"}, std::chrono::seconds(20), url.c_str());
+  CHECK(from_env.exit_code == 1);
+  CHECK(from_env.err.find("/nonexistent.sock") != std::string::npos);
+}
+
+TEST_CASE("recover refuses bad options") {
+  CheckUsageError(RunCli({"recover", "--force"}), "recover", "--force needs --identity");
+  CheckUsageError(RunCli({"recover", "--max-interruptions", "-1"}), "recover",
+                  "--max-interruptions");
+  CheckUsageError(RunCli({"recover", "--max-interruptions", "x"}), "recover",
+                  "--max-interruptions");
+  CheckUsageError(RunCli({"recover", "--identity"}), "recover", "needs a value");
+  CheckUsageError(RunCli({"recover", "now"}), "recover", "unexpected argument 'now'");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "recover with no registered process moves nothing") {
+  Outcome outcome = RunCli(With({"recover"}, server().Url()));
+  CHECK(outcome.exit_code == 0);
+  CHECK(outcome.out == "no dead processes\n");
+  outcome = RunCli(With({"recover", "--json", "--dry-run"}, server().Url()));
+  CHECK(outcome.exit_code == 0);
+  rapidjson::Document report = ParseJson(outcome.out);
+  CHECK(report["dry_run"].IsTrue());
+  CHECK(report["identities"].IsArray());
+  CHECK(report["identities"].Empty());
+  // An identity that is not registered is a runtime error.
+  outcome =
+      RunCli(With({"recover", "--identity", "nohost:1:abcdefabcdef", "--force"}, server().Url()));
+  CHECK(outcome.exit_code == 1);
+  CHECK(outcome.err.rfind("reliableq: Not found: ", 0) == 0);
+  CHECK(Integer({"DBSIZE"}) == 0);
+}
+
+TEST_CASE("worker refuses bad options before it loads anything") {
+  CheckUsageError(RunCli({"worker"}), "worker", "no job classes: load a plugin with -r");
+  CheckUsageError(RunCli({"worker", "-q", "default"}), "worker", "no job classes");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-q", "a", "-q", "b", "-q", "a"}), "worker",
+                  "queue 'a' given twice");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-q", "a,b"}), "worker", "weight");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-q", "a,-1"}), "worker", "weight");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-q", ",3"}), "worker", "empty queue name");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-c", "0"}), "worker", "concurrency");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--concurrency", "many"}), "worker",
+                  "concurrency");
+  CheckUsageError(
+      RunCli({"worker", "-r", "x.so", "--heartbeat-ttl", "9", "--heartbeat-interval", "5"}),
+      "worker", "at least twice");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--heartbeat-ttl", "2"}), "worker",
+                  "at least twice");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--heartbeat-interval", "0"}), "worker",
+                  "--heartbeat-interval");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "-t", "soon"}), "worker", "--timeout");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--janitor-interval", "-1"}), "worker",
+                  "--janitor-interval");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--max-interruptions", "1.5"}), "worker",
+                  "--max-interruptions");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "leftover"}), "worker", "unexpected argument");
+}
+
+TEST_CASE("worker stops with exit 1 when a plugin cannot be used") {
+  auto check_runtime_error = [](const Outcome& outcome, const std::string& part) {
+    CHECK(!outcome.timed_out);
+    CHECK(outcome.exit_code == 1);
+    CHECK(outcome.out.empty());
+    CHECK_MESSAGE(outcome.err.rfind("reliableq: ", 0) == 0, outcome.err);
+    CHECK_MESSAGE(outcome.err.find(part) != std::string::npos, outcome.err);
+    CHECK(outcome.err.find('\n') == outcome.err.size() - 1);
+  };
+  check_runtime_error(RunCli({"worker", "-r", "/nonexistent/libjobs.so"}),
+                      "cannot load plugin '/nonexistent/libjobs.so'");
+  // A library without the entry point.
+  check_runtime_error(RunCli({"worker", "-r", "libc.so.6"}),
+                      "plugin 'libc.so.6' does not define reliableq_register");
+  std::string fails = EnvPath("RELIABLEQ_TEST_PLUGIN_FAILS");
+  check_runtime_error(RunCli({"worker", "-r", fails}),
+                      "plugin '" + fails + "': reliableq_register returned 7");
+  // A good plugin first does not save a bad one after it.
+  std::string one = EnvPath("RELIABLEQ_TEST_PLUGIN_ONE");
+  check_runtime_error(RunCli({"worker", "-r", one, "-r", "/nonexistent/b.so"}),
+                      "/nonexistent/b.so");
+  // Loaded fine, but Redis is not there: Server::Open fails.
+  Outcome outcome = RunCli({"worker", "-r", one, "--redis", "unix:///nonexistent.sock"});
+  check_runtime_error(outcome, "/nonexistent.sock");
+  CHECK(outcome.elapsed < std::chrono::seconds(2));
+}
+
+TEST_CASE("worker refuses plugins that register no class") {
+  std::string empty = EnvPath("RELIABLEQ_TEST_PLUGIN_EMPTY");
+  CheckUsageError(RunCli({"worker", "-r", empty}), "worker", "no job classes");
+}
+
+}  // namespace
+}  // namespace reliableq

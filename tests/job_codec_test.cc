@@ -1,0 +1,483 @@
+#include "job_codec.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace reliableq {
+namespace {
+
+Job MakeJob(std::string args = "[]", std::string extra = "{}") {
+  Job job;
+  job.job_class = "HardJob";
+  job.args = std::move(args);
+  job.extra = std::move(extra);
+  job.jid = "0123456789abcdef01234567";
+  return job;
+}
+
+std::vector<std::string> Keys(const rapidjson::Value& object) {
+  std::vector<std::string> keys;
+  for (const auto& member : object.GetObject()) keys.emplace_back(member.name.GetString());
+  return keys;
+}
+
+std::string Base64Decode(const std::string& text) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (char c : text) {
+    size_t index = kAlphabet.find(c);
+    if (index == std::string::npos) continue;  // '=' and newlines
+    buffer = (buffer << 6) | static_cast<uint32_t>(index);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+std::string Inflate(const std::string& deflated) {
+  std::string out(1 << 16, '\0');
+  uLongf size = out.size();
+  int rc = uncompress(reinterpret_cast<Bytef*>(out.data()), &size,
+                      reinterpret_cast<const Bytef*>(deflated.data()), deflated.size());
+  REQUIRE(rc == Z_OK);
+  out.resize(size);
+  return out;
+}
+
+// A job as Sidekiq 6.4.1 writes it after one failure: its defaults come
+// first, then the item's fields, then the retry bookkeeping, with extras.
+const char kRubyPayload[] =
+    R"({"retry":5,"queue":"default","backtrace":true,"class":"HardJob",)"
+    R"("args":[1,"bob",{"k":[1.5,null,true]},-7,1.0e-07],"jid":"b4a577edbccf1d805744efa9",)"
+    R"("created_at":1700000000.1234567,"enqueued_at":1700000000.123456,)"
+    R"("error_message":"undefined method `x' for nil:NilClass","error_class":"NoMethodError",)"
+    R"("failed_at":1700000001.5,"retry_count":0,)"
+    R"("error_backtrace":"eJyLVkpUigUABBgBXg==\n","tags":["a/b","é"],)"
+    R"("wrapped":"Mailer","bid":"Xy/z"})";
+
+TEST_CASE("EncodeJob writes Sidekiq's fields in order, compactly") {
+  Job job = MakeJob(" [1, 2,\n \"x\"] ");
+  auto json = EncodeJob(job, 1700000000.5, 1700000001.25);
+  REQUIRE(json.ok());
+  CHECK(*json == R"({"class":"HardJob","args":[1,2,"x"],"queue":"default","retry":true,)"
+                 R"("jid":"0123456789abcdef01234567","created_at":1700000000.5,)"
+                 R"("enqueued_at":1700000001.25})");
+}
+
+TEST_CASE("EncodeJob leaves enqueued_at out of a scheduled job and writes retry as given") {
+  Job job = MakeJob();
+  job.queue = "low";
+  job.retry = Retry::Times(3);
+  auto json = EncodeJob(job, 1700000000.0, std::nullopt);
+  REQUIRE(json.ok());
+  CHECK(*json == R"({"class":"HardJob","args":[],"queue":"low","retry":3,)"
+                 R"("jid":"0123456789abcdef01234567","created_at":1700000000.0})");
+  job.retry = Retry::Disabled();
+  json = EncodeJob(job, 1700000000.0, std::nullopt);
+  REQUIRE(json.ok());
+  CHECK(json->find(R"("retry":false,)") != std::string::npos);
+}
+
+TEST_CASE("timestamps in payloads are floats with at most microsecond digits") {
+  auto json = EncodeJob(MakeJob(), 1700000000.1234567, 1700000000.9999999);
+  REQUIRE(json.ok());
+  CHECK(json->find(R"("created_at":1700000000.123457,)") != std::string::npos);
+  CHECK(json->find(R"("enqueued_at":1700000001.0})") != std::string::npos);
+}
+
+TEST_CASE("EncodeJob gives a new jid when none is set") {
+  Job job = MakeJob();
+  job.jid.clear();
+  auto a = EncodeJob(job, 1, 1);
+  auto b = EncodeJob(job, 1, 1);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto da = DecodeJob(*a);
+  auto db = DecodeJob(*b);
+  REQUIRE(da.ok());
+  REQUIRE(db.ok());
+  std::string jid_a = da->document["jid"].GetString();
+  CHECK(jid_a.size() == 24);
+  CHECK(jid_a != db->document["jid"].GetString());
+}
+
+TEST_CASE("a round trip keeps unknown keys, their order and every float exactly") {
+  Job job = MakeJob(R"([1700000000.1234567, 0.1, 1e-7, 1.0, 100, -0.0, 18446744073709551615,
+                        -9223372036854775808, {"b": 1, "a": [2.5e300]}])",
+                    R"({"zeta": 1, "alpha": {"y": 2, "x": 3}, "tags": ["a"], "retry_queue": "q"})");
+  auto json = EncodeJob(job, 1700000000.25, 1700000000.5);
+  REQUIRE(json.ok());
+  CHECK(json->find(R"("args":[1700000000.1234567,0.1,1.0e-07,1.0,100,-0.0,18446744073709551615,)"
+                   R"(-9223372036854775808,{"b":1,"a":[2.5e+300]}])") != std::string::npos);
+
+  auto decoded = DecodeJob(*json);
+  REQUIRE(decoded.ok());
+  const rapidjson::Document& doc = decoded->document;
+  CHECK(Keys(doc) == std::vector<std::string>{"class", "args", "queue", "retry", "jid",
+                                              "created_at", "enqueued_at", "zeta", "alpha", "tags",
+                                              "retry_queue"});
+  CHECK(Keys(doc["alpha"]) == std::vector<std::string>{"y", "x"});
+  const rapidjson::Value& args = doc["args"];
+  CHECK(args[0].GetDouble() == 1700000000.1234567);
+  CHECK(args[1].GetDouble() == 0.1);
+  CHECK(args[2].GetDouble() == 1e-7);
+  CHECK(args[3].IsDouble());
+  CHECK(args[4].IsInt());
+  CHECK(args[6].GetUint64() == 18446744073709551615ULL);
+  CHECK(doc["created_at"].IsDouble());
+  CHECK(doc["created_at"].GetDouble() == 1700000000.25);
+  // Decoding and writing again changes no byte.
+  CHECK(ToJson(doc) == *json);
+}
+
+TEST_CASE("strings are raw UTF-8, '/' is not escaped, control characters are") {
+  auto json = EncodeJob(MakeJob(R"(["é/ü", "\u00e9\u2028", "a\"b\\c\n\t\r\b\f\u0001\u001f"])"), 1,
+                        std::nullopt);
+  REQUIRE(json.ok());
+  std::string expected = "\"args\":[\"é/ü\",\"é\xE2\x80\xA8\",";
+  expected += R"("a\"b\\c\n\t\r\b\f\u0001\u001f"])";
+  CHECK(json->find(expected) != std::string::npos);
+}
+
+TEST_CASE("floats are written as Ruby's Float#to_s writes them") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[1.0]", "[1.0]"},
+      {"[1e2]", "[100.0]"},
+      {"[1e15]", "[1000000000000000.0]"},
+      {"[1e16]", "[1.0e+16]"},
+      {"[1.5e16]", "[1.5e+16]"},
+      {"[0.0001]", "[0.0001]"},
+      {"[0.00001]", "[1.0e-05]"},
+      {"[1.25e-5]", "[1.25e-05]"},
+      {"[5e-324]", "[5.0e-324]"},
+      {"[-0.0]", "[-0.0]"},
+      {"[0.0]", "[0.0]"},
+      {"[123456.789]", "[123456.789]"},
+      {"[-1.5e300]", "[-1.5e+300]"},
+      {"[0.30000000000000004]", "[0.30000000000000004]"},
+  };
+  for (const auto& [in, out] : cases) {
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseFullPrecisionFlag>(in);
+    REQUIRE(!doc.HasParseError());
+    CHECK_MESSAGE(ToJson(doc) == out, in);
+  }
+}
+
+TEST_CASE("a payload written by Sidekiq decodes and dumps to the same bytes") {
+  auto decoded = DecodeJob(kRubyPayload);
+  REQUIRE(decoded.ok());
+  const rapidjson::Document& doc = decoded->document;
+  CHECK(std::string(doc["class"].GetString()) == "HardJob");
+  CHECK(doc["args"].Size() == 5);
+  CHECK(doc["retry_count"].GetInt() == 0);
+  CHECK(doc["created_at"].GetDouble() == 1700000000.1234567);
+  CHECK(ToJson(doc) == kRubyPayload);
+}
+
+TEST_CASE("DecodeJob refuses what is not a job") {
+  const char* bad[] = {
+      "",
+      "not json",
+      R"({"class":"A","args":[]} trailing)",
+      "[]",
+      R"("text")",
+      R"({"args":[]})",
+      R"({"class":1,"args":[]})",
+      R"({"class":"A"})",
+      R"({"class":"A","args":{}})",
+      R"({"class":"A","args":"[]"})",
+  };
+  for (const char* raw : bad) {
+    auto decoded = DecodeJob(raw);
+    CHECK_MESSAGE(decoded.status().IsCorruption(), raw);
+  }
+  CHECK(DecodeJob(R"({"class":"A","args":[]})").ok());
+}
+
+TEST_CASE("DecodeJob refuses nesting deeper than Sidekiq can read") {
+  // The job object, args and 98 more arrays: 100 levels.
+  std::string ok = R"({"class":"A","args":)" + std::string(99, '[') + std::string(99, ']') + "}";
+  CHECK(DecodeJob(ok).ok());
+  std::string deep =
+      R"({"class":"A","args":)" + std::string(100, '[') + std::string(100, ']') + "}";
+  CHECK(DecodeJob(deep).status().IsCorruption());
+  // Far too deep for a recursive parser: refused, not a crash.
+  std::string hostile = R"({"class":"A","args":)" + std::string(200000, '[');
+  CHECK(DecodeJob(hostile).status().IsCorruption());
+}
+
+TEST_CASE("EncodeJob refuses invalid jobs with a one-line reason") {
+  auto check_invalid = [](const Job& job, const char* reason) {
+    auto json = EncodeJob(job, 1700000000, 1700000000);
+    CHECK_MESSAGE(json.status().IsInvalidArgument(), reason);
+    CHECK(json.status().message().find('\n') == std::string::npos);
+    CHECK(!json.status().message().empty());
+  };
+  Job job = MakeJob();
+  job.job_class = "";
+  check_invalid(job, "empty class");
+  job = MakeJob();
+  job.job_class = "Bad\xff";
+  check_invalid(job, "class not UTF-8");
+  job = MakeJob();
+  job.queue = "";
+  check_invalid(job, "empty queue");
+  check_invalid(MakeJob("[1,"), "args not JSON");
+  check_invalid(MakeJob(""), "args empty");
+  check_invalid(MakeJob("[1] [2]"), "args with trailing text");
+  check_invalid(MakeJob(R"({"a":1})"), "args an object");
+  check_invalid(MakeJob("1"), "args a number");
+  check_invalid(MakeJob("[\"\xff\"]"), "args not UTF-8");
+  check_invalid(MakeJob(std::string(100, '[') + std::string(100, ']')), "args too deep");
+  check_invalid(MakeJob("[]", "[]"), "extra an array");
+  check_invalid(MakeJob("[]", "{"), "extra not JSON");
+  for (const char* reserved :
+       {"class", "args", "queue", "retry", "jid", "created_at", "enqueued_at", "at"}) {
+    check_invalid(MakeJob("[]", std::string("{\"") + reserved + "\":1}"), reserved);
+  }
+  job = MakeJob();
+  job.retry = Retry::Times(-1);
+  check_invalid(job, "negative retry");
+  job = MakeJob();
+  job.jid = "abc\ndef";
+  check_invalid(job, "jid not printable");
+  job = MakeJob();
+  job.jid = "jid-\xc3\xa9";
+  check_invalid(job, "jid not ASCII");
+  // The limits themselves are fine.
+  CHECK(EncodeJob(MakeJob(std::string(99, '[') + std::string(99, ']')), 1, 1).ok());
+  CHECK(EncodeJob(MakeJob("[]", R"({"backtrace":true,"retry_queue":"low","at2":1})"), 1, 1).ok());
+}
+
+TEST_CASE("FormatEpoch always has six decimals") {
+  CHECK(FormatEpoch(1700000000) == "1700000000.000000");
+  CHECK(FormatEpoch(1700000000.123456) == "1700000000.123456");
+  CHECK(FormatEpoch(0.5) == "0.500000");
+  for (double t : {0.0, 1.0, 1e9, 1700000000.0, 4102444800.0, 1700000000.999999}) {
+    std::string text = FormatEpoch(t);
+    CHECK(text.find('.') == text.size() - 7);
+  }
+}
+
+TEST_CASE("Retry parses and writes its three forms") {
+  CHECK(*Retry::Parse("true") == Retry::Enabled());
+  CHECK(*Retry::Parse("false") == Retry::Disabled());
+  CHECK(*Retry::Parse("0") == Retry::Times(0));
+  CHECK(*Retry::Parse("25") == Retry::Times(25));
+  for (const char* bad : {"", "-1", "yes", "True", "1.5", " 3", "1234567890", "+2"}) {
+    CHECK_MESSAGE(Retry::Parse(bad).status().IsInvalidArgument(), bad);
+  }
+  CHECK(Retry::Enabled().ToJson() == "true");
+  CHECK(Retry::Disabled().ToJson() == "false");
+  CHECK(Retry::Times(7).ToJson() == "7");
+}
+
+TEST_CASE("jids are 24 lowercase hex digits and differ") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 10000; ++i) {
+    std::string jid = NewJid();
+    REQUIRE(jid.size() == 24);
+    CHECK(jid.find_first_not_of("0123456789abcdef") == std::string::npos);
+    seen.insert(jid);
+  }
+  CHECK(seen.size() == 10000);
+}
+
+TEST_CASE("a forked child does not repeat its parent's jids") {
+  NewJid();  // fills this thread's buffer of random bytes
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::string jid = NewJid();
+    ssize_t n = write(fds[1], jid.data(), jid.size());
+    _exit(n == static_cast<ssize_t>(jid.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string parent = NewJid();
+  char buf[32] = {};
+  ssize_t n = read(fds[0], buf, sizeof(buf));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(n == 24);
+  CHECK(std::string(buf, 24) != parent);
+}
+
+TEST_CASE("RecordFailure on a first failure") {
+  const char raw[] = R"({"class":"HardJob","args":[1.5],"queue":"default","retry":true,"jid":"j1",)"
+                     R"("created_at":1700000000.5,"enqueued_at":1700000000.5,"zz":{"b":1,"a":2}})";
+  FailureInfo info;
+  info.error_class = "RuntimeError";
+  info.error_message = "boom \"quoted\"";
+  info.fetched_queue = "critical";
+  info.now = 1700000100.25;
+  auto out = RecordFailure(raw, info);
+  REQUIRE(out.ok());
+  CHECK(*out == R"({"class":"HardJob","args":[1.5],"queue":"critical","retry":true,"jid":"j1",)"
+                R"("created_at":1700000000.5,"enqueued_at":1700000000.5,"zz":{"b":1,"a":2},)"
+                R"("error_message":"boom \"quoted\"","error_class":"RuntimeError",)"
+                R"("failed_at":1700000100.25,"retry_count":0})");
+}
+
+TEST_CASE("RecordFailure on a later failure replaces fields in place") {
+  const char raw[] = R"({"retry":true,"queue":"critical","class":"HardJob","args":[],"jid":"j1",)"
+                     R"("error_message":"old","error_class":"OldError","failed_at":1700000100.25,)"
+                     R"("retry_count":2,"extra":"kept"})";
+  FailureInfo info;
+  info.error_class = "NewError";
+  info.error_message = "new";
+  info.fetched_queue = "critical";
+  info.now = 1700000200.0;
+  auto out = RecordFailure(raw, info);
+  REQUIRE(out.ok());
+  CHECK(*out == R"({"retry":true,"queue":"critical","class":"HardJob","args":[],"jid":"j1",)"
+                R"("error_message":"new","error_class":"NewError","failed_at":1700000100.25,)"
+                R"("retry_count":3,"extra":"kept","retried_at":1700000200.0})");
+}
+
+TEST_CASE("RecordFailure sends the job to its retry_queue") {
+  const char raw[] = R"({"class":"A","args":[],"queue":"default","retry_queue":"slow"})";
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "default";
+  info.now = 1700000000;
+  auto out = RecordFailure(raw, info);
+  REQUIRE(out.ok());
+  CHECK(out->find(R"("queue":"slow",)") != std::string::npos);
+  // An empty retry_queue does not count.
+  auto out2 = RecordFailure(R"({"class":"A","args":[],"queue":"x","retry_queue":""})", info);
+  REQUIRE(out2.ok());
+  CHECK(out2->find(R"("queue":"default",)") != std::string::npos);
+}
+
+TEST_CASE("RecordFailure keeps 10,000 characters of the message, cut between characters") {
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "q";
+  info.now = 1700000000;
+  auto message_of = [&](const std::string& message) {
+    info.error_message = message;
+    auto out = RecordFailure(R"({"class":"A","args":[]})", info);
+    REQUIRE(out.ok());
+    auto decoded = DecodeJob(*out);
+    REQUIRE(decoded.ok());
+    return std::string(decoded->document["error_message"].GetString());
+  };
+  // 9,999 ASCII characters and then two-byte ones: the 10,000th is kept
+  // whole, the 10,001st is gone.
+  std::string message = std::string(9999, 'a') + "éü";
+  CHECK(message_of(message) == std::string(9999, 'a') + "é");
+  // Three-byte characters only: 10,000 of them, 30,000 bytes.
+  std::string wide;
+  for (int i = 0; i < 10001; ++i) wide += "€";
+  std::string kept = message_of(wide);
+  CHECK(kept.size() == 30000);
+  CHECK(kept.substr(kept.size() - 3) == "€");
+  // Shorter messages are kept as they are.
+  CHECK(message_of("short") == "short");
+}
+
+TEST_CASE("RecordFailure replaces invalid UTF-8 in the message by U+FFFD") {
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "q";
+  info.now = 1700000000;
+  info.error_message = std::string(
+      "ab\xff\xfe"
+      "cd\xe2\x82",
+      8);
+  auto out = RecordFailure(R"({"class":"A","args":[]})", info);
+  REQUIRE(out.ok());
+  CHECK(out->find("\"error_message\":\"ab\xEF\xBF\xBD\xEF\xBF\xBD"
+                  "cd\xEF\xBF\xBD\"") != std::string::npos);
+  // A replaced byte counts as one character towards the cut.
+  info.error_message = std::string(10005, '\xff');
+  out = RecordFailure(R"({"class":"A","args":[]})", info);
+  REQUIRE(out.ok());
+  auto decoded = DecodeJob(*out);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->document["error_message"].GetStringLength() == 30000);
+}
+
+TEST_CASE("RecordFailure stores the backtrace the job asks for") {
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "q";
+  info.now = 1700000000;
+  for (int i = 0; i < 5; ++i) {
+    info.backtrace.push_back("app/jobs/hard_job.rb:" + std::to_string(i) + ":in `perform'");
+  }
+  auto backtrace_of = [&](const std::string& raw) -> std::string {
+    auto out = RecordFailure(raw, info);
+    REQUIRE(out.ok());
+    auto decoded = DecodeJob(*out);
+    REQUIRE(decoded.ok());
+    auto it = decoded->document.FindMember("error_backtrace");
+    if (it == decoded->document.MemberEnd()) return "(none)";
+    std::string encoded = it->value.GetString();
+    // MIME base64: lines of 60 characters, each ended by a newline.
+    size_t start = 0;
+    while (start < encoded.size()) {
+      size_t end = encoded.find('\n', start);
+      REQUIRE(end != std::string::npos);
+      if (end + 1 < encoded.size()) CHECK(end - start == 60);
+      CHECK(end - start <= 60);
+      start = end + 1;
+    }
+    return Inflate(Base64Decode(encoded));
+  };
+  std::string all = backtrace_of(R"({"class":"A","args":[],"backtrace":true})");
+  CHECK(all == R"(["app/jobs/hard_job.rb:0:in `perform'","app/jobs/hard_job.rb:1:in `perform'",)"
+               R"("app/jobs/hard_job.rb:2:in `perform'","app/jobs/hard_job.rb:3:in `perform'",)"
+               R"("app/jobs/hard_job.rb:4:in `perform'"])");
+  CHECK(backtrace_of(R"({"class":"A","args":[],"backtrace":2})") ==
+        R"(["app/jobs/hard_job.rb:0:in `perform'","app/jobs/hard_job.rb:1:in `perform'"])");
+  CHECK(backtrace_of(R"({"class":"A","args":[],"backtrace":false})") == "(none)");
+  CHECK(backtrace_of(R"({"class":"A","args":[]})") == "(none)");
+  // Replaced in place on a later failure.
+  auto out = RecordFailure(
+      R"({"class":"A","args":[],"backtrace":1,"error_backtrace":"old","retry_count":0,"x":1})",
+      info);
+  REQUIRE(out.ok());
+  CHECK(out->find(R"("backtrace":1,"error_backtrace":"eJ)") != std::string::npos);
+  // No backtrace known: nothing stored.
+  info.backtrace.clear();
+  CHECK(backtrace_of(R"({"class":"A","args":[],"backtrace":true})") == "(none)");
+}
+
+TEST_CASE("RecordFailure refuses payloads it cannot update") {
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "q";
+  info.now = 1700000000;
+  CHECK(RecordFailure("{", info).status().IsCorruption());
+  CHECK(RecordFailure(R"({"class":"A"})", info).status().IsCorruption());
+  CHECK(
+      RecordFailure(R"({"class":"A","args":[],"retry_count":"2"})", info).status().IsCorruption());
+  CHECK(
+      RecordFailure(R"({"class":"A","args":[],"retry_count":1.5})", info).status().IsCorruption());
+  // null means "no count yet", as in Ruby.
+  auto out = RecordFailure(R"({"class":"A","args":[],"retry_count":null})", info);
+  REQUIRE(out.ok());
+  CHECK(out->find(R"("retry_count":0,)") != std::string::npos);
+  CHECK(out->find(R"("failed_at":1700000000.0)") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace reliableq
