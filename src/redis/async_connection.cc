@@ -1,1 +1,302 @@
-// placeholder
+#include "redis/async_connection.h"
+
+#include <hiredis/adapters/libuv.h>
+
+#include <cassert>
+#include <utility>
+
+#include "redis/errors.h"
+#include "redis/reply.h"
+
+namespace reliableq::redis {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often pending commands are checked against their deadlines.
+constexpr uint64_t kWatchdogMillis = 50;
+
+}  // namespace
+
+struct AsyncConnection::Request {
+  Request(AsyncConnection* o, ReplyCallback cb, Clock::time_point d)
+      : owner(o), callback(std::move(cb)), deadline(d) {}
+  AsyncConnection* owner;
+  ReplyCallback callback;
+  Clock::time_point deadline;
+  // A script is sent again with EVAL when the server has lost it.
+  bool is_script = false;
+  bool resent = false;
+  ScriptId script{};
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+  std::string numkeys;
+};
+
+AsyncConnection::AsyncConnection(uv_loop_t* loop, RedisOptions options)
+    : loop_(loop), options_(std::move(options)), timer_(new uv_timer_t) {
+  uv_timer_init(loop_, timer_);
+  timer_->data = this;
+}
+
+AsyncConnection::~AsyncConnection() {
+  user_close_ = true;
+  Close();
+  uv_close(reinterpret_cast<uv_handle_t*>(timer_),
+           [](uv_handle_t* handle) { delete reinterpret_cast<uv_timer_t*>(handle); });
+}
+
+void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
+  assert(state_ == State::kIdle && context_ == nullptr);
+  on_ready_ = std::move(on_ready);
+  user_close_ = false;
+  client_id_ = 0;
+  redisAsyncContext* context =
+      options_.unix_path.empty()
+          ? redisAsyncConnect(options_.host.c_str(), options_.port)
+          : redisAsyncConnectUnix(options_.unix_path.c_str());
+  if (context == nullptr) {
+    FinishConnect(Status::IoError("out of memory connecting to " + options_.Describe()));
+    return;
+  }
+  if (context->err != 0) {
+    Status s = FromTransportError(context->err, context->errstr, options_.Describe());
+    redisAsyncFree(context);
+    FinishConnect(s.WithContext("cannot connect"));
+    return;
+  }
+  if (redisLibuvAttach(context, loop_) != REDIS_OK) {
+    redisAsyncFree(context);
+    FinishConnect(Status::IoError("cannot watch the Redis socket (" + options_.Describe() + ")"));
+    return;
+  }
+  context->data = this;
+  redisAsyncSetConnectCallback(context, &AsyncConnection::OnConnectThunk);
+  redisAsyncSetDisconnectCallback(context, &AsyncConnection::OnDisconnectThunk);
+  context_ = context;
+  state_ = State::kConnecting;
+  closing_status_ = Status::OK();
+  connect_deadline_ = Clock::now() + options_.connect_timeout;
+  ArmTimer();
+  // hiredis queues these until the socket is writable, so the handshake
+  // costs no extra round trip.
+  Handshake();
+}
+
+void AsyncConnection::Handshake() {
+  auto fail_on_error = [this](const char* what) {
+    return [this, what](const Status& status, redisReply*) {
+      if (!status.ok()) {
+        Status why = status.WithContext(std::string(what) + " at " + options_.Describe());
+        Abort(why);
+        FinishConnect(why);
+      }
+    };
+  };
+  std::string db = std::to_string(options_.db);
+  auto* self = this;
+  auto send = [self](const std::vector<std::string_view>& argv, ReplyCallback callback) {
+    auto* request = new Request(self, std::move(callback),
+                                Clock::now() + self->options_.connect_timeout);
+    return self->Send(request, argv);
+  };
+  if (!options_.password.empty()) {
+    std::vector<std::string_view> auth = {"AUTH"};
+    if (!options_.username.empty()) auth.push_back(options_.username);
+    auth.push_back(options_.password);
+    if (!send(auth, fail_on_error("AUTH")).ok()) return;
+  }
+  if (options_.db != 0) {
+    if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
+  }
+  send({"CLIENT", "ID"}, [this](const Status& status, redisReply* reply) {
+    if (!status.ok()) {
+      Status why = status.WithContext("CLIENT ID at " + options_.Describe());
+      Abort(why);
+      FinishConnect(why);
+      return;
+    }
+    Result<int64_t> id = ToInteger(reply);
+    client_id_ = id.ok() ? *id : 0;
+    last_client_id_ = client_id_;
+    state_ = State::kReady;
+    FinishConnect(Status::OK());
+  });
+}
+
+void AsyncConnection::FinishConnect(const Status& status) {
+  if (!on_ready_) return;  // already reported
+  auto on_ready = std::move(on_ready_);
+  on_ready_ = nullptr;
+  on_ready(status);
+}
+
+Status AsyncConnection::Send(Request* request, const std::vector<std::string_view>& argv) {
+  if (context_ == nullptr) {
+    delete request;
+    return Status::IoError("not connected to Redis at " + options_.Describe());
+  }
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (std::string_view arg : argv) {
+    ptrs.push_back(arg.data());
+    lens.push_back(arg.size());
+  }
+  if (redisAsyncCommandArgv(context_, &AsyncConnection::OnReplyThunk, request,
+                            static_cast<int>(ptrs.size()), ptrs.data(), lens.data()) != REDIS_OK) {
+    delete request;
+    return Status::IoError("cannot send to Redis at " + options_.Describe());
+  }
+  pending_.push_back(request);
+  ArmTimer();
+  return Status::OK();
+}
+
+Status AsyncConnection::Command(const std::vector<std::string_view>& argv, ReplyCallback callback,
+                                std::chrono::milliseconds extra_timeout) {
+  if (state_ != State::kReady) {
+    return Status::IoError("not connected to Redis at " + options_.Describe());
+  }
+  auto* request =
+      new Request(this, std::move(callback),
+                              Clock::now() + options_.command_timeout + extra_timeout);
+  return Send(request, argv);
+}
+
+Status AsyncConnection::Eval(ScriptId script, std::vector<std::string> keys,
+                             std::vector<std::string> args, ReplyCallback callback) {
+  if (state_ != State::kReady) {
+    return Status::IoError("not connected to Redis at " + options_.Describe());
+  }
+  auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
+  request->is_script = true;
+  request->script = script;
+  request->keys = std::move(keys);
+  request->args = std::move(args);
+  request->numkeys = std::to_string(request->keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + request->keys.size() + request->args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(GetScript(script).sha1);
+  argv.push_back(request->numkeys);
+  for (const std::string& k : request->keys) argv.push_back(k);
+  for (const std::string& a : request->args) argv.push_back(a);
+  return Send(request, argv);
+}
+
+void AsyncConnection::OnReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
+  auto* request = static_cast<Request*>(privdata);
+  request->owner->OnReply(request, static_cast<redisReply*>(reply));
+}
+
+void AsyncConnection::OnReply(Request* request, redisReply* reply) {
+  assert(!pending_.empty() && pending_.front() == request);
+  pending_.pop_front();
+  Status status;
+  if (reply == nullptr) {
+    status = !closing_status_.ok()
+                 ? closing_status_
+                 : Status::IoError("connection to Redis at " + options_.Describe() + " lost");
+  } else if (reply->type == REDIS_REPLY_ERROR) {
+    status = FromErrorReply(View(reply));
+    if (request->is_script && !request->resent && IsNoScript(status) && context_ != nullptr) {
+      // The script cache was flushed (or the server restarted): EVAL puts
+      // the script back and runs it; the caller sees only that reply.
+      request->resent = true;
+      request->deadline = Clock::now() + options_.command_timeout;
+      std::vector<std::string_view> argv;
+      argv.push_back("EVAL");
+      argv.push_back(GetScript(request->script).source);
+      argv.push_back(request->numkeys);
+      for (const std::string& k : request->keys) argv.push_back(k);
+      for (const std::string& a : request->args) argv.push_back(a);
+      ReplyCallback callback = request->callback;
+      Status sent = Send(request, argv);  // deletes request on failure
+      if (!sent.ok()) callback(sent, nullptr);
+      return;
+    }
+  }
+  ReplyCallback callback = std::move(request->callback);
+  delete request;
+  if (callback) callback(status, status.ok() ? reply : nullptr);
+}
+
+void AsyncConnection::OnConnectThunk(const redisAsyncContext* context, int status) {
+  auto* self = static_cast<AsyncConnection*>(context->data);
+  if (status == REDIS_OK) return;  // ready once the handshake replies arrive
+  // hiredis frees the context after this callback, without calling the
+  // disconnect callback (it was never connected).
+  Status why = FromTransportError(context->err, context->errstr, self->options_.Describe())
+                   .WithContext("cannot connect");
+  self->closing_status_ = why;
+  self->context_ = nullptr;
+  self->state_ = State::kIdle;
+  self->FinishConnect(why);
+}
+
+void AsyncConnection::OnDisconnectThunk(const redisAsyncContext* context, int status) {
+  auto* self = static_cast<AsyncConnection*>(context->data);
+  Status why = !self->closing_status_.ok() ? self->closing_status_
+               : status == REDIS_OK
+                   ? Status::IoError("connection closed")
+                   : FromTransportError(context->err, context->errstr, self->options_.Describe());
+  self->OnDisconnected(why);
+}
+
+void AsyncConnection::OnDisconnected(const Status& why) {
+  context_ = nullptr;
+  bool was_ready = state_ == State::kReady;
+  state_ = State::kIdle;
+  client_id_ = 0;
+  FinishConnect(why);
+  if (was_ready && !user_close_ && on_disconnect_) on_disconnect_(why);
+}
+
+void AsyncConnection::Abort(const Status& why) {
+  if (context_ == nullptr) return;
+  closing_status_ = why;
+  redisAsyncContext* context = context_;
+  // Inside a hiredis callback the free is deferred until it returns; either
+  // way the context must not be used from here on.
+  context_ = nullptr;
+  bool was_connecting = state_ == State::kConnecting;
+  redisAsyncFree(context);
+  if (was_connecting) {
+    state_ = State::kIdle;
+    FinishConnect(why);
+  }
+}
+
+void AsyncConnection::Close() {
+  user_close_ = true;
+  on_ready_ = nullptr;
+  Abort(Status::Shutdown("connection closed"));
+  state_ = State::kIdle;
+}
+
+void AsyncConnection::ArmTimer() {
+  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(timer_))) {
+    uv_timer_start(timer_, &AsyncConnection::OnTimerThunk, kWatchdogMillis, kWatchdogMillis);
+  }
+}
+
+void AsyncConnection::OnTimerThunk(uv_timer_t* timer) {
+  auto* self = static_cast<AsyncConnection*>(timer->data);
+  auto now = Clock::now();
+  if (self->state_ == State::kConnecting && now >= self->connect_deadline_) {
+    Status why = Status::Timeout("no connection to Redis at " + self->options_.Describe() +
+                                 " within " +
+                                 std::to_string(self->options_.connect_timeout.count()) + " ms");
+    self->Abort(why);
+    self->FinishConnect(why);
+  } else if (!self->pending_.empty() && now >= self->pending_.front()->deadline) {
+    self->Abort(Status::Timeout("Redis at " + self->options_.Describe() +
+                                " did not answer in time; connection dropped"));
+  }
+  if (self->pending_.empty() && self->state_ != State::kConnecting) uv_timer_stop(timer);
+}
+
+}  // namespace reliableq::redis

@@ -1,1 +1,256 @@
-// placeholder
+#include "server/processor_pool.h"
+
+#include <cxxabi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <typeinfo>
+
+#include "job_codec.h"
+#include "log.h"
+
+namespace reliableq {
+
+namespace {
+
+double NowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && readable != nullptr ? readable : name;
+  std::free(readable);
+  return out;
+}
+
+}  // namespace
+
+struct ProcessorPool::State {
+  struct Slot {
+    bool busy = false;
+    FetchedJob job;
+    double started_at = 0;
+  };
+
+  HandlerRegistry registry;
+  std::vector<std::string> queue_names;
+  std::function<void()> wake;
+
+  mutable std::mutex mu;
+  std::condition_variable work_available;
+  std::deque<FetchedJob> ready;           // guarded by mu
+  std::vector<FinishedJob> finished;      // guarded by mu
+  std::vector<Slot> slots;                // guarded by mu
+  size_t running = 0;                     // guarded by mu
+  size_t idle_waiters = 0;                // guarded by mu
+  bool stopping = false;                  // guarded by mu
+  bool wake_enabled = true;               // guarded by mu
+  size_t exited = 0;                      // guarded by mu
+  std::condition_variable thread_exited;
+
+  void Loop(int slot_index);
+  FinishedJob Run(const FetchedJob& job);
+};
+
+ProcessorPool::ProcessorPool(int threads, HandlerRegistry registry,
+                             std::vector<std::string> queue_names, std::function<void()> wake)
+    : state_(std::make_shared<State>()) {
+  state_->registry = std::move(registry);
+  state_->queue_names = std::move(queue_names);
+  state_->wake = std::move(wake);
+  state_->slots.resize(static_cast<size_t>(threads));
+}
+
+ProcessorPool::~ProcessorPool() { Shutdown(std::chrono::milliseconds(0)); }
+
+void ProcessorPool::Start() {
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    std::shared_ptr<State> state = state_;
+    int slot = static_cast<int>(i);
+    threads_.emplace_back([state, slot] { state->Loop(slot); });
+  }
+}
+
+void ProcessorPool::State::Loop(int slot_index) {
+  SetLogThreadName("p" + std::to_string(slot_index));
+  Slot& slot = slots[static_cast<size_t>(slot_index)];
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    while (ready.empty() && !stopping) {
+      ++idle_waiters;
+      work_available.wait(lock);
+      --idle_waiters;
+    }
+    if (ready.empty()) break;  // stopping, nothing left to start
+    slot.job = std::move(ready.front());
+    ready.pop_front();
+    slot.busy = true;
+    slot.started_at = NowSeconds();
+    ++running;
+    lock.unlock();
+
+    FinishedJob outcome = Run(slot.job);
+
+    lock.lock();
+    slot.busy = false;
+    --running;
+    bool was_empty = finished.empty();
+    finished.push_back(std::move(outcome));
+    if (was_empty && wake_enabled) wake();
+  }
+  ++exited;
+  thread_exited.notify_all();
+}
+
+FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
+  FinishedJob done;
+  done.queue = job.queue;
+  done.payload = job.payload;
+  Result<DecodedJob> decoded = DecodeJob(job.payload);
+  if (!decoded.ok()) {
+    done.outcome = Outcome::kInvalid;
+    done.error = decoded.status().message();
+    return done;
+  }
+  const std::string& queue = queue_names[job.queue];
+  JobView view(job.payload, queue, decoded->document);
+  JobLogContext context(view.job_class(), view.jid());
+  std::string error_class, error_message;
+  auto started = std::chrono::steady_clock::now();
+  const Handler* handler = registry.Find(view.job_class());
+  if (handler == nullptr) {
+    error_class = "Reliableq::UnknownJobClass";
+    error_message = "no handler is registered for class '" + std::string(view.job_class()) +
+                    "' in this worker";
+  } else {
+    Log(LogLevel::kDebug, "start");
+    try {
+      (*handler)(view);
+    } catch (const std::exception& e) {
+      error_class = Demangle(typeid(e).name());
+      error_message = e.what();
+    } catch (...) {
+      std::type_info* type = abi::__cxa_current_exception_type();
+      error_class = type != nullptr ? Demangle(type->name()) : "unknown exception";
+      error_message = "a non-standard exception was thrown";
+    }
+  }
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (error_class.empty()) {
+    Log(LogLevel::kDebug, "done: %.6f sec", elapsed);
+    return done;
+  }
+  Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", elapsed, error_class.c_str(),
+      error_message.c_str());
+  done.outcome = Outcome::kFailed;
+  done.error = error_class + ": " + error_message;
+  FailureInfo info;
+  info.error_class = std::move(error_class);
+  info.error_message = std::move(error_message);
+  info.fetched_queue = queue;
+  info.now = NowSeconds();
+  Result<std::string> failed = RecordFailure(job.payload, info);
+  if (failed.ok()) {
+    done.failed_payload = std::move(failed.value());
+  } else {
+    // A payload Sidekiq could not retry either (say, a retry_count that is
+    // not an integer): it goes to the dead set as it was, with the reason in
+    // the log.
+    done.failed_payload = job.payload;
+    done.error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
+  }
+  return done;
+}
+
+void ProcessorPool::Submit(std::vector<FetchedJob>* jobs) {
+  if (jobs->empty()) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (FetchedJob& job : *jobs) state_->ready.push_back(std::move(job));
+  size_t waiters = state_->idle_waiters;
+  if (jobs->size() >= waiters) {
+    state_->work_available.notify_all();
+  } else {
+    for (size_t i = 0; i < jobs->size(); ++i) state_->work_available.notify_one();
+  }
+  jobs->clear();
+}
+
+std::vector<FetchedJob> ProcessorPool::TakeNotStarted() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<FetchedJob> out(std::make_move_iterator(state_->ready.begin()),
+                              std::make_move_iterator(state_->ready.end()));
+  state_->ready.clear();
+  return out;
+}
+
+void ProcessorPool::TakeFinished(std::vector<FinishedJob>* out) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (out->empty()) {
+    out->swap(state_->finished);
+  } else {
+    for (FinishedJob& job : state_->finished) out->push_back(std::move(job));
+    state_->finished.clear();
+  }
+}
+
+size_t ProcessorPool::ready() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->ready.size();
+}
+
+size_t ProcessorPool::running() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->running;
+}
+
+std::vector<RunningJob> ProcessorPool::Running() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<RunningJob> out;
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    const State::Slot& slot = state_->slots[i];
+    if (!slot.busy) continue;
+    out.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
+  }
+  return out;
+}
+
+void ProcessorPool::HeldPayloads(bool include_ready,
+                                 std::vector<std::vector<std::string>>* per_queue) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (const State::Slot& slot : state_->slots) {
+    if (slot.busy) (*per_queue)[slot.job.queue].push_back(slot.job.payload);
+  }
+  for (const FinishedJob& job : state_->finished) (*per_queue)[job.queue].push_back(job.payload);
+  if (include_ready) {
+    for (const FetchedJob& job : state_->ready) (*per_queue)[job.queue].push_back(job.payload);
+  }
+}
+
+void ProcessorPool::Shutdown(std::chrono::milliseconds wait) {
+  if (threads_.empty()) return;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->stopping = true;
+  state_->wake_enabled = false;
+  state_->ready.clear();
+  state_->work_available.notify_all();
+  state_->thread_exited.wait_for(lock, wait, [this] { return state_->exited == threads_.size(); });
+  bool all_exited = state_->exited == threads_.size();
+  lock.unlock();
+  for (std::thread& thread : threads_) {
+    // A thread still in a handler cannot be stopped; it holds its own
+    // reference to the state, so it may run on after the pool is gone.
+    if (all_exited) {
+      thread.join();
+    } else {
+      thread.detach();
+    }
+  }
+  threads_.clear();
+}
+
+}  // namespace reliableq

@@ -1,1 +1,1218 @@
-// placeholder
+// The reliable worker. Everything that talks to Redis runs on one libuv loop
+// thread; handlers run on the ProcessorPool's threads. Protocol and keys:
+// man/reliableq-schema.7.
+//
+// The loop keeps three kinds of Redis connection:
+// - `command_`: pipelined scripts (fetch, ack, fail, heartbeat, requeue) in
+//   the order they must take effect; ordering on this one connection is what
+//   makes "ack before hand-back" and "register before fetch" hold;
+// - one blocking connection per queue, used only while the worker is idle,
+//   each running BLMOVE so that a pushed job starts about a millisecond later;
+// - the janitor's own blocking-API connection, used on libuv's thread pool so
+//   that a long recovery never stalls the loop.
+//
+// No job ever exists only in this process's memory: it is moved by LMOVE,
+// BLMOVE or a script, and whenever the process is unsure what Redis holds
+// (a lost reply, a lost heartbeat, quiet, stop) it reconciles from Redis: the
+// jobs in its working lists that it is not running go back to their queues.
+
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "job_codec.h"
+#include "keys.h"
+#include "log.h"
+#include "recovery.h"
+#include "redis/async_connection.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
+#include "reliableq/server.h"
+#include "server/processor_pool.h"
+
+namespace reliableq {
+
+Server::~Server() = default;
+
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Sidekiq's retention of the dead set (data contract 3.4).
+constexpr int64_t kDeadMaxJobs = 10000;
+constexpr int64_t kDeadTimeoutSeconds = 180 * 24 * 3600;
+// Reconnect back-off bounds.
+constexpr uint64_t kReconnectMinMillis = 100;
+constexpr uint64_t kReconnectMaxMillis = 2000;
+// How often the stop sequence looks whether running jobs have finished.
+constexpr uint64_t kStopPollMillis = 20;
+// A hand-back that cannot reach Redis gives up after this long; the janitor
+// of another process then recovers the jobs once the heartbeat expires.
+constexpr milliseconds kHandBackPatience{10000};
+
+double NowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string Hostname() {
+  if (const char* dyno = std::getenv("DYNO"); dyno != nullptr && *dyno) return dyno;
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+int64_t RssKilobytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages_total = 0, pages_resident = 0;
+  int n = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<int64_t>(pages_resident) * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteString(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::string ReplyText(const redisReply* r) {
+  return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+             ? std::string(r->str, r->len)
+             : std::string();
+}
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(const ServerOptions& options, HandlerRegistry registry);
+  ~ServerImpl() override;
+
+  Status Init();
+  Status Run() override;
+  void Quiet() override { Request(&quiet_requested_); }
+  void Stop() override { Request(&stop_requested_); }
+  const std::string& identity() const override { return identity_; }
+
+ private:
+  enum class Phase { kStarting, kRunning, kQuiet, kStopping, kFinishing, kStopped };
+
+  struct Queue {
+    std::string name;
+    int weight = 0;
+    std::string queue_key;
+    std::string working_key;
+    std::unique_ptr<redis::AsyncConnection> blocking;
+    bool blocking_armed = false;
+    bool blocking_connecting = false;
+  };
+
+  // Cross-thread requests (Quiet/Stop from any thread or a signal).
+  void Request(std::atomic<int>* counter);
+  void OnControl();
+
+  // Connections.
+  void ConnectCommand();
+  void OnCommandReady(const Status& status);
+  void OnCommandLost(const Status& status);
+  void ScheduleReconnect();
+
+  // Heartbeat.
+  void Beat();
+  void OnBeat(const Status& status, redisReply* reply, bool first, std::set<int64_t> published);
+  std::string RegistryEntry() const;
+  std::string InfoJson() const;
+  void HandleSignal(const std::string& name);
+  void DumpState();
+
+  // Fetch, run, acknowledge.
+  void FetchMore();
+  void OnFetched(const Status& status, redisReply* reply, std::vector<uint32_t> order,
+                 size_t wanted);
+  std::vector<uint32_t> FetchOrder();
+  void ArmBlocking();
+  void ArmBlocking(uint32_t index);
+  void OnBlockingLost(int64_t old_client_id);
+  void OnFinished();
+  void SendCompletions();
+  size_t Wanted() const;
+
+  // Reconciliation and hand-back.
+  void Reconcile(bool drop_ready);
+  void SendRequeue(const char* mode, std::vector<std::vector<std::string>> listed,
+                   std::function<void(const Status&)> done);
+  void KillBlocking();
+
+  // Janitor.
+  void ScheduleJanitor(bool now);
+  static void JanitorWork(uv_work_t* work);
+  static void JanitorDone(uv_work_t* work, int status);
+
+  // Shutdown.
+  void EnterQuiet();
+  void BeginStop();
+  void OnStopPoll();
+  void FinishStop(bool hard);
+  void HandBack();
+  void CloseAll();
+
+  ServerOptions options_;
+  Keys keys_;
+  std::string identity_;
+  std::string hostname_;
+  double started_at_ = 0;
+  int prefetch_ = 1;
+  std::vector<Queue> queues_;
+  bool weighted_ = false;
+  std::mt19937_64 random_;
+
+  uv_loop_t loop_;
+  bool loop_initialized_ = false;
+  uv_async_t control_async_;
+  uv_async_t finished_async_;
+  uv_timer_t heartbeat_timer_;
+  uv_timer_t janitor_timer_;
+  uv_timer_t reconnect_timer_;
+  uv_timer_t stop_timer_;
+  std::vector<uv_signal_t*> signals_;
+  uv_work_t janitor_work_;
+
+  std::mutex control_mu_;
+  bool control_open_ = false;  // guarded by control_mu_
+  std::atomic<int> quiet_requested_{0};
+  std::atomic<int> stop_requested_{0};
+  int stop_seen_ = 0;
+
+  std::unique_ptr<redis::AsyncConnection> command_;
+  std::unique_ptr<ProcessorPool> pool_;
+  Phase phase_ = Phase::kStarting;
+  bool registered_ = false;
+  bool beat_inflight_ = false;
+  bool beat_again_ = false;
+  std::set<int64_t> published_clients_;
+  int64_t rtt_us_ = 0;
+  bool fetch_inflight_ = false;
+  bool idle_ = false;
+  int reconciling_ = 0;
+  bool reconcile_needed_ = false;
+  uint64_t reconnect_delay_ = kReconnectMinMillis;
+
+  // Outcomes taken from the pool and not yet confirmed by Redis.
+  std::vector<FinishedJob> unsent_;
+  size_t completions_inflight_ = 0;
+
+  // Janitor (its work runs on the thread pool; these are touched there only
+  // while janitor_running_ is true, and by the loop otherwise).
+  bool janitor_running_ = false;
+  std::unique_ptr<redis::Connection> janitor_redis_;
+  Result<RecoveryReport> janitor_result_ = RecoveryReport{};
+  bool janitor_ran_pass_ = false;
+
+  // Stop.
+  Clock::time_point stop_deadline_;
+  Clock::time_point handback_deadline_;
+  bool hard_stop_ = false;
+  bool handback_inflight_ = false;
+  int handback_attempts_ = 0;
+  std::vector<std::vector<std::string>> hard_running_;
+};
+
+ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
+    : options_(options), keys_(options.prefix), random_(std::random_device{}()) {
+  hostname_ = Hostname();
+  identity_ = hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12);
+  std::vector<std::string> names;
+  for (const QueueSpec& spec : options_.queues) {
+    Queue q;
+    q.name = spec.name;
+    q.weight = spec.weight;
+    q.queue_key = Keys::Queue(spec.name);
+    q.working_key = keys_.Working(identity_, spec.name);
+    if (spec.weight > 0) weighted_ = true;
+    names.push_back(spec.name);
+    queues_.push_back(std::move(q));
+  }
+  // A few jobs beyond the thread count keep threads busy across the round
+  // trip of the next fetch without holding many jobs back from other workers.
+  prefetch_ = std::max(1, options_.concurrency / 4);
+  pool_ = std::make_unique<ProcessorPool>(options_.concurrency, std::move(registry), names,
+                                          [this] { uv_async_send(&finished_async_); });
+}
+
+ServerImpl::~ServerImpl() {
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_open_ = false;
+  }
+  pool_->Shutdown(milliseconds(0));
+  for (uv_signal_t* s : signals_) delete s;
+  if (loop_initialized_) {
+    // Run() closes every handle before it returns; a server that was opened
+    // and never run closes them here.
+    if (phase_ != Phase::kStopped) CloseAll();
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+  }
+}
+
+Status ServerImpl::Init() {
+  if (options_.queues.empty()) return Status::InvalidArgument("no queues to work");
+  std::set<std::string> seen;
+  for (const QueueSpec& q : options_.queues) {
+    if (q.name.empty()) return Status::InvalidArgument("a queue name is empty");
+    if (q.weight < 0) return Status::InvalidArgument("queue weights must be >= 0");
+    if (!seen.insert(q.name).second) {
+      return Status::InvalidArgument("queue '" + q.name + "' is given twice");
+    }
+  }
+  if (options_.concurrency < 1) return Status::InvalidArgument("concurrency must be >= 1");
+  if (options_.heartbeat_interval.count() <= 0 ||
+      options_.heartbeat_ttl < 2 * options_.heartbeat_interval) {
+    return Status::InvalidArgument("heartbeat ttl must be at least twice the heartbeat interval");
+  }
+  if (options_.janitor_interval.count() <= 0) {
+    return Status::InvalidArgument("janitor interval must be positive");
+  }
+  if (options_.shutdown_timeout.count() < 0) {
+    return Status::InvalidArgument("shutdown timeout must be >= 0");
+  }
+  if (options_.idle_block_timeout < milliseconds(1000)) {
+    // BLMOVE takes whole seconds on Redis 6.2.
+    return Status::InvalidArgument("idle block timeout must be at least 1 s");
+  }
+  SetLogLevel(options_.log_level);
+
+  // Fail fast, with where we tried, when Redis is not there; and make sure
+  // the server speaks LMOVE (Redis >= 6.2).
+  Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options_.redis);
+  if (!probe.ok()) return probe.status();
+  Result<redis::ReplyPtr> lmove =
+      (*probe)->Command({"LMOVE", keys_.prefix() + "probe:none", keys_.prefix() + "probe:none",
+                         "RIGHT", "LEFT"});
+  if (!lmove.ok()) {
+    return Status::InvalidArgument("Redis at " + options_.redis.Describe() +
+                                   " does not support LMOVE (Redis 6.2 or later is needed): " +
+                                   lmove.status().message());
+  }
+  Status loaded = (*probe)->LoadScripts();
+  if (!loaded.ok()) return loaded;
+  Result<redis::ReplyPtr> policy = (*probe)->Command({"CONFIG", "GET", "maxmemory-policy"});
+  if (policy.ok() && (*policy)->type == REDIS_REPLY_ARRAY && (*policy)->elements == 2) {
+    std::string value = ReplyText((*policy)->element[1]);
+    if (value != "noeviction") {
+      Log(LogLevel::kWarn,
+          "Redis maxmemory-policy is '%s': Redis may evict jobs; set it to noeviction",
+          value.c_str());
+    }
+  }
+  janitor_redis_ = std::move(probe.value());
+
+  if (uv_loop_init(&loop_) != 0) return Status::IoError("cannot create the event loop");
+  loop_initialized_ = true;
+  loop_.data = this;
+  uv_async_init(&loop_, &control_async_, [](uv_async_t* h) {
+    static_cast<ServerImpl*>(h->loop->data)->OnControl();
+  });
+  uv_async_init(&loop_, &finished_async_, [](uv_async_t* h) {
+    static_cast<ServerImpl*>(h->loop->data)->OnFinished();
+  });
+  uv_timer_init(&loop_, &heartbeat_timer_);
+  uv_timer_init(&loop_, &janitor_timer_);
+  uv_timer_init(&loop_, &reconnect_timer_);
+  uv_timer_init(&loop_, &stop_timer_);
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_open_ = true;
+  }
+  command_ = std::make_unique<redis::AsyncConnection>(&loop_, options_.redis);
+  command_->SetOnDisconnect([this](const Status& s) { OnCommandLost(s); });
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    queues_[i].blocking = std::make_unique<redis::AsyncConnection>(&loop_, options_.redis);
+    queues_[i].blocking->SetOnDisconnect([this, i](const Status& s) {
+      Log(LogLevel::kWarn, "idle connection for queue %s lost: %s", queues_[i].name.c_str(),
+          s.ToString().c_str());
+      queues_[i].blocking_armed = false;
+      OnBlockingLost(queues_[i].blocking->last_client_id());
+    });
+  }
+  if (options_.handle_signals) {
+    for (int signum : {SIGTERM, SIGINT, SIGTSTP, SIGTTIN}) {
+      auto* handle = new uv_signal_t;
+      uv_signal_init(&loop_, handle);
+      signals_.push_back(handle);
+      uv_signal_start(handle, [](uv_signal_t* h, int sig) {
+        auto* self = static_cast<ServerImpl*>(h->loop->data);
+        if (sig == SIGTSTP) {
+          self->HandleSignal("TSTP");
+        } else if (sig == SIGTTIN) {
+          self->HandleSignal("TTIN");
+        } else {
+          self->HandleSignal("TERM");
+        }
+      }, signum);
+    }
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// Control
+
+void ServerImpl::Request(std::atomic<int>* counter) {
+  counter->fetch_add(1);
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (control_open_) uv_async_send(&control_async_);
+}
+
+void ServerImpl::OnControl() {
+  if (quiet_requested_.exchange(0) > 0) HandleSignal("TSTP");
+  int stops = stop_requested_.exchange(0);
+  for (int i = 0; i < stops; ++i) HandleSignal("TERM");
+}
+
+void ServerImpl::HandleSignal(const std::string& name) {
+  if (name == "TSTP") {
+    Log(LogLevel::kInfo, "quiet: no new jobs; jobs not started go back to their queues");
+    EnterQuiet();
+  } else if (name == "TERM") {
+    if (++stop_seen_ == 1) {
+      Log(LogLevel::kInfo, "stopping: waiting up to %.1f s for %zu running jobs",
+          options_.shutdown_timeout.count() / 1000.0, pool_->running());
+      BeginStop();
+    } else if (phase_ == Phase::kStopping) {
+      Log(LogLevel::kWarn, "second stop request: handing running jobs back now");
+      FinishStop(true);
+    }
+  } else if (name == "TTIN") {
+    DumpState();
+  } else {
+    Log(LogLevel::kWarn, "ignoring unknown signal '%s'", name.c_str());
+  }
+}
+
+void ServerImpl::DumpState() {
+  std::vector<RunningJob> running = pool_->Running();
+  Log(LogLevel::kInfo, "state: identity=%s phase=%d concurrency=%d running=%zu ready=%zu "
+      "unacknowledged=%zu redis=%s",
+      identity_.c_str(), static_cast<int>(phase_), options_.concurrency, running.size(),
+      pool_->ready(), unsent_.size() + completions_inflight_,
+      command_->ready() ? "connected" : "disconnected");
+  double now = NowSeconds();
+  std::vector<bool> busy(static_cast<size_t>(options_.concurrency), false);
+  for (const RunningJob& job : running) {
+    busy[static_cast<size_t>(job.slot)] = true;
+    Result<DecodedJob> decoded = DecodeJob(job.payload);
+    std::string cls = "?", jid = "?";
+    if (decoded.ok()) {
+      const auto& doc = decoded->document;
+      if (doc["class"].IsString()) cls = doc["class"].GetString();
+      auto it = doc.FindMember("jid");
+      if (it != doc.MemberEnd() && it->value.IsString()) jid = it->value.GetString();
+    }
+    Log(LogLevel::kInfo, "processor p%d: running %s jid=%s from queue %s for %.3f s", job.slot,
+        cls.c_str(), jid.c_str(), queues_[job.queue].name.c_str(), now - job.started_at);
+  }
+  for (size_t i = 0; i < busy.size(); ++i) {
+    if (!busy[i]) Log(LogLevel::kInfo, "processor p%zu: idle", i);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Connections
+
+void ServerImpl::ConnectCommand() {
+  command_->Connect([this](const Status& s) { OnCommandReady(s); });
+}
+
+void ServerImpl::OnCommandReady(const Status& status) {
+  if (phase_ == Phase::kStopped) return;
+  if (!status.ok()) {
+    Log(LogLevel::kWarn, "Redis unreachable: %s; retrying", status.ToString().c_str());
+    ScheduleReconnect();
+    return;
+  }
+  reconnect_delay_ = kReconnectMinMillis;
+  // Register (or confirm registration) before anything is fetched: a working
+  // list must always belong to a registered process.
+  Beat();
+}
+
+void ServerImpl::OnCommandLost(const Status& status) {
+  Log(LogLevel::kWarn, "lost the Redis connection: %s", status.ToString().c_str());
+  fetch_inflight_ = false;
+  beat_inflight_ = false;
+  // A fetch reply may have been lost with jobs in it: they sit in our
+  // working lists unseen until we reconcile.
+  reconcile_needed_ = true;
+  ScheduleReconnect();
+}
+
+void ServerImpl::ScheduleReconnect() {
+  if (phase_ == Phase::kStopped) return;
+  uint64_t delay = reconnect_delay_;
+  reconnect_delay_ = std::min<uint64_t>(reconnect_delay_ * 2, kReconnectMaxMillis);
+  uv_timer_start(&reconnect_timer_, [](uv_timer_t* t) {
+    static_cast<ServerImpl*>(t->loop->data)->ConnectCommand();
+  }, delay, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeat
+
+std::string ServerImpl::RegistryEntry() const {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("identity");
+  WriteString(w, identity_);
+  w.Key("hostname");
+  WriteString(w, hostname_);
+  w.Key("pid");
+  w.Int(static_cast<int>(getpid()));
+  w.Key("started_at");
+  std::string started = FormatEpoch(started_at_);
+  w.RawValue(started.c_str(), started.size(), rapidjson::kNumberType);
+  w.Key("queues");
+  w.StartArray();
+  for (const Queue& q : queues_) WriteString(w, q.name);
+  w.EndArray();
+  // The janitor kills these connections before it recovers this process, so
+  // that a stopped-but-alive process cannot move a job into a working list
+  // after its registration is gone.
+  w.Key("clients");
+  w.StartArray();
+  if (command_->client_id() != 0) w.Int64(command_->client_id());
+  for (const Queue& q : queues_) {
+    if (q.blocking->client_id() != 0) w.Int64(q.blocking->client_id());
+  }
+  w.EndArray();
+  w.EndObject();
+  return buf.GetString();
+}
+
+std::string ServerImpl::InfoJson() const {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("hostname");
+  WriteString(w, hostname_);
+  w.Key("started_at");
+  std::string started = FormatEpoch(started_at_);
+  w.RawValue(started.c_str(), started.size(), rapidjson::kNumberType);
+  w.Key("pid");
+  w.Int(static_cast<int>(getpid()));
+  w.Key("tag");
+  WriteString(w, options_.tag);
+  w.Key("concurrency");
+  w.Int(options_.concurrency);
+  w.Key("queues");
+  w.StartArray();
+  for (const Queue& q : queues_) WriteString(w, q.name);
+  w.EndArray();
+  w.Key("labels");
+  w.StartArray();
+  for (const std::string& label : options_.labels) WriteString(w, label);
+  w.EndArray();
+  w.Key("identity");
+  WriteString(w, identity_);
+  w.Key("version");
+  WriteString(w, "reliableq 0.1.0");
+  w.EndObject();
+  return buf.GetString();
+}
+
+void ServerImpl::Beat() {
+  if (phase_ == Phase::kStopped || !command_->ready()) return;
+  if (beat_inflight_) {
+    beat_again_ = true;
+    return;
+  }
+  beat_inflight_ = true;
+  beat_again_ = false;
+  bool first = !registered_;
+  std::set<int64_t> published;
+  if (command_->client_id() != 0) published.insert(command_->client_id());
+  for (const Queue& q : queues_) {
+    if (q.blocking->client_id() != 0) published.insert(q.blocking->client_id());
+  }
+
+  auto ping_sent = Clock::now();
+  command_->Command({"PING"}, [this, ping_sent](const Status& s, redisReply*) {
+    if (s.ok()) {
+      rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - ping_sent)
+                    .count();
+    }
+  });
+
+  std::vector<RunningJob> running = pool_->Running();
+  std::string id = identity_;
+  std::vector<std::string> keys = {keys_.Heartbeat(id), keys_.Registry(),
+                                   std::string(Keys::kProcesses), Keys::Process(id),
+                                   Keys::Work(id), Keys::Workers(id), Keys::Signals(id)};
+  bool quiet = phase_ != Phase::kStarting && phase_ != Phase::kRunning;
+  std::vector<std::string> args = {id,
+                                   std::to_string(options_.heartbeat_ttl.count()),
+                                   RegistryEntry(),
+                                   InfoJson(),
+                                   std::to_string(running.size()),
+                                   FormatEpoch(NowSeconds()),
+                                   quiet ? "true" : "false",
+                                   std::to_string(RssKilobytes()),
+                                   std::to_string(rtt_us_)};
+  for (const RunningJob& job : running) {
+    rapidjson::StringBuffer buf;
+    JsonWriter w(buf);
+    w.StartObject();
+    w.Key("queue");
+    WriteString(w, queues_[job.queue].name);
+    w.Key("payload");
+    WriteString(w, job.payload);
+    w.Key("run_at");
+    w.Int64(static_cast<int64_t>(job.started_at));
+    w.EndObject();
+    args.push_back("p" + std::to_string(job.slot));
+    args.push_back(buf.GetString());
+  }
+  Status sent = command_->Eval(
+      ScriptId::kHeartbeat, std::move(keys), std::move(args),
+      [this, first, published](const Status& s, redisReply* r) { OnBeat(s, r, first, published); });
+  if (!sent.ok()) beat_inflight_ = false;
+}
+
+void ServerImpl::OnBeat(const Status& status, redisReply* reply, bool first,
+                        std::set<int64_t> published) {
+  beat_inflight_ = false;
+  if (phase_ == Phase::kStopped) return;
+  if (!status.ok()) {
+    Log(LogLevel::kWarn, "heartbeat failed: %s", status.ToString().c_str());
+    return;  // the connection's own recovery will beat again
+  }
+  bool existed = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+                 reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1;
+  std::string signal = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2
+                           ? ReplyText(reply->element[1])
+                           : std::string();
+  published_clients_ = std::move(published);
+  bool was_registered = registered_;
+  registered_ = true;
+  if (first) {
+    Log(LogLevel::kInfo, "started %s: concurrency %d, queues %zu, heartbeat ttl %.1f s",
+        identity_.c_str(), options_.concurrency, queues_.size(),
+        options_.heartbeat_ttl.count() / 1000.0);
+    ScheduleJanitor(true);
+    if (phase_ == Phase::kStarting) phase_ = Phase::kRunning;
+    // Jobs left in our (brand new) working lists cannot exist, but a
+    // reconcile costs one round trip and makes start-up uniform.
+    Reconcile(false);
+  } else if (!existed && was_registered) {
+    Log(LogLevel::kWarn,
+        "heartbeat key was gone: this process was taken for dead and its jobs may have been "
+        "recovered by a janitor; re-registered, dropping jobs not yet started");
+    Reconcile(true);
+  } else if (reconcile_needed_) {
+    Reconcile(false);
+  }
+  if (!signal.empty()) HandleSignal(signal);
+  if (beat_again_) Beat();
+  ArmBlocking();
+}
+
+// ---------------------------------------------------------------------------
+// Fetch
+
+size_t ServerImpl::Wanted() const {
+  size_t held = pool_->ready() + pool_->running();
+  size_t limit = static_cast<size_t>(options_.concurrency + prefetch_);
+  return held >= limit ? 0 : limit - held;
+}
+
+std::vector<uint32_t> ServerImpl::FetchOrder() {
+  std::vector<uint32_t> order;
+  if (!weighted_) {
+    for (uint32_t i = 0; i < queues_.size(); ++i) order.push_back(i);
+    return order;
+  }
+  // Sidekiq's weighted order: each queue repeated `weight` times, shuffled,
+  // first occurrences kept.
+  std::vector<uint32_t> repeated;
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    for (int w = 0; w < std::max(1, queues_[i].weight); ++w) repeated.push_back(i);
+  }
+  std::shuffle(repeated.begin(), repeated.end(), random_);
+  std::vector<bool> seen(queues_.size(), false);
+  for (uint32_t i : repeated) {
+    if (!seen[i]) {
+      seen[i] = true;
+      order.push_back(i);
+    }
+  }
+  return order;
+}
+
+void ServerImpl::FetchMore() {
+  if (phase_ != Phase::kRunning || !registered_ || !command_->ready() || fetch_inflight_ ||
+      reconciling_ > 0) {
+    return;
+  }
+  size_t wanted = Wanted();
+  if (wanted == 0) return;
+  std::vector<uint32_t> order = FetchOrder();
+  std::vector<std::string> keys;
+  keys.reserve(order.size() * 2);
+  for (uint32_t i : order) {
+    keys.push_back(queues_[i].queue_key);
+    keys.push_back(queues_[i].working_key);
+  }
+  fetch_inflight_ = true;
+  Status sent = command_->Eval(
+      ScriptId::kFetch, std::move(keys), {std::to_string(wanted)},
+      [this, order, wanted](const Status& s, redisReply* r) { OnFetched(s, r, order, wanted); });
+  if (!sent.ok()) fetch_inflight_ = false;
+}
+
+void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<uint32_t> order,
+                           size_t wanted) {
+  fetch_inflight_ = false;
+  if (!status.ok()) {
+    if (!status.IsShutdown()) Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
+    reconcile_needed_ = true;
+    return;
+  }
+  std::vector<FetchedJob> jobs;
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    jobs.reserve(reply->elements / 2);
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+      int64_t pair = reply->element[i]->integer;  // 1-based index into `order`
+      if (pair < 1 || static_cast<size_t>(pair) > order.size()) continue;
+      jobs.push_back({order[static_cast<size_t>(pair - 1)],
+                      std::string(reply->element[i + 1]->str, reply->element[i + 1]->len)});
+    }
+  }
+  size_t got = jobs.size();
+  if (phase_ != Phase::kRunning) {
+    // Quiet or stop began while the fetch was on its way: these jobs go
+    // straight back (they are in our working lists, so nothing is lost
+    // meanwhile).
+    reconcile_needed_ = true;
+    Reconcile(false);
+    return;
+  }
+  pool_->Submit(&jobs);
+  idle_ = got < wanted;
+  if (idle_) {
+    ArmBlocking();
+  } else {
+    FetchMore();
+  }
+}
+
+void ServerImpl::ArmBlocking() {
+  if (!idle_) return;
+  for (uint32_t i = 0; i < queues_.size(); ++i) ArmBlocking(i);
+}
+
+void ServerImpl::ArmBlocking(uint32_t index) {
+  Queue& q = queues_[index];
+  if (phase_ != Phase::kRunning || !registered_ || !idle_ || q.blocking_armed ||
+      reconciling_ > 0 || Wanted() == 0) {
+    return;
+  }
+  if (!q.blocking->ready()) {
+    if (q.blocking_connecting) return;
+    q.blocking_connecting = true;
+    q.blocking->Connect([this, index](const Status& s) {
+      queues_[index].blocking_connecting = false;
+      if (!s.ok()) {
+        Log(LogLevel::kWarn, "idle connection for queue %s: %s", queues_[index].name.c_str(),
+            s.ToString().c_str());
+        return;  // tried again when the worker is next idle
+      }
+      // Publish the new connection's id in the registry before it may move
+      // a job; the beat's reply arms it.
+      Beat();
+    });
+    return;
+  }
+  if (published_clients_.count(q.blocking->client_id()) == 0) {
+    Beat();
+    return;
+  }
+  std::string timeout = std::to_string(options_.idle_block_timeout.count() / 1000);
+  q.blocking_armed = true;
+  Status sent = q.blocking->Command(
+      {"BLMOVE", q.queue_key, q.working_key, "RIGHT", "LEFT", timeout},
+      [this, index](const Status& s, redisReply* reply) {
+        Queue& queue = queues_[index];
+        queue.blocking_armed = false;
+        if (!s.ok()) return;  // OnBlockingLost handles broken connections
+        if (reply->type == REDIS_REPLY_STRING) {
+          std::vector<FetchedJob> jobs;
+          jobs.push_back({index, std::string(reply->str, reply->len)});
+          if (phase_ != Phase::kRunning) {
+            reconcile_needed_ = true;
+            Reconcile(false);
+            return;
+          }
+          pool_->Submit(&jobs);
+          // More may be waiting on this or other queues: a batch fetch
+          // decides whether the worker is still idle.
+          idle_ = false;
+          FetchMore();
+          return;
+        }
+        ArmBlocking(index);  // timed out: wait again
+      },
+      options_.idle_block_timeout);
+  if (!sent.ok()) q.blocking_armed = false;
+}
+
+void ServerImpl::OnBlockingLost(int64_t old_client_id) {
+  // A BLMOVE reply may have been lost, leaving a job in our working list
+  // that we never saw. Reconcile once Redis surely dropped that client.
+  if (old_client_id != 0 && command_->ready()) {
+    command_->Command({"CLIENT", "KILL", "ID", std::to_string(old_client_id)},
+                      [](const Status&, redisReply*) {});
+  }
+  reconcile_needed_ = true;
+  Reconcile(false);
+}
+
+// ---------------------------------------------------------------------------
+// Completions
+
+void ServerImpl::OnFinished() {
+  pool_->TakeFinished(&unsent_);
+  if (phase_ == Phase::kStopped) return;
+  SendCompletions();
+  FetchMore();
+}
+
+void ServerImpl::SendCompletions() {
+  if (unsent_.empty() || !command_->ready()) return;
+  std::vector<FinishedJob> batch;
+  batch.swap(unsent_);
+  std::string date = UtcDate(NowSeconds());
+  std::string processed_day = std::string(Keys::kProcessed) + ":" + date;
+  std::string failed_day = std::string(Keys::kFailed) + ":" + date;
+
+  // Each script owns the outcomes it carries: if Redis does not confirm it,
+  // they go back to unsent_ and are sent again after reconnecting, before
+  // any reconcile could mistake a finished job for a stray.
+  auto send = [this](ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
+                     std::vector<FinishedJob> carried) {
+    auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(carried));
+    ++completions_inflight_;
+    Status sent = command_->Eval(script, std::move(keys), std::move(args),
+                                 [this, owned](const Status& s, redisReply*) {
+      --completions_inflight_;
+      if (s.ok() || phase_ == Phase::kStopped) return;
+      Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
+          owned->size(), s.ToString().c_str());
+      for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
+    });
+    if (!sent.ok()) {
+      --completions_inflight_;
+      for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
+    }
+  };
+
+  // One ack script for every success: LREM each exact payload and INCRBY
+  // the processed counters in one atomic step.
+  std::vector<std::string> ack_keys = {std::string(Keys::kProcessed), processed_day};
+  std::vector<int> key_of_queue(queues_.size(), 0);
+  std::vector<std::string> ack_args;
+  std::vector<FinishedJob> acked;
+  for (FinishedJob& job : batch) {
+    if (job.outcome != Outcome::kSucceeded) continue;
+    if (key_of_queue[job.queue] == 0) {
+      ack_keys.push_back(queues_[job.queue].working_key);
+      key_of_queue[job.queue] = static_cast<int>(ack_keys.size());
+    }
+    ack_args.push_back(std::to_string(key_of_queue[job.queue]));
+    ack_args.push_back(job.payload);
+    acked.push_back(std::move(job));
+  }
+  if (!acked.empty()) send(ScriptId::kAck, std::move(ack_keys), std::move(ack_args), std::move(acked));
+
+  for (FinishedJob& job : batch) {
+    if (job.outcome == Outcome::kSucceeded) continue;
+    bool invalid = job.outcome == Outcome::kInvalid;
+    Log(LogLevel::kWarn, "%s job to the dead set: %s", invalid ? "invalid" : "failed",
+        job.error.c_str());
+    std::string now = FormatEpoch(NowSeconds());
+    std::vector<std::string> keys = {queues_[job.queue].working_key, std::string(Keys::kDead),
+                                     std::string(Keys::kProcessed), processed_day,
+                                     std::string(Keys::kFailed), failed_day};
+    std::vector<std::string> args = {job.payload,
+                                     invalid ? job.payload : job.failed_payload,
+                                     now,
+                                     "dead",
+                                     now,
+                                     std::to_string(kDeadMaxJobs),
+                                     std::to_string(kDeadTimeoutSeconds),
+                                     invalid ? "0" : "1"};
+    std::vector<FinishedJob> carried;
+    carried.push_back(std::move(job));
+    send(ScriptId::kFail, std::move(keys), std::move(args), std::move(carried));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reconciliation and hand-back
+
+void ServerImpl::SendRequeue(const char* mode, std::vector<std::vector<std::string>> listed,
+                             std::function<void(const Status&)> done) {
+  auto remaining = std::make_shared<size_t>(queues_.size());
+  auto first_error = std::make_shared<Status>();
+  std::string now = FormatEpoch(NowSeconds());
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    std::vector<std::string> keys = {queues_[i].working_key, queues_[i].queue_key,
+                                     std::string(Keys::kDead), std::string(Keys::kQueues)};
+    std::vector<std::string> args = {mode,
+                                     std::to_string(options_.max_interruptions),
+                                     now,
+                                     std::to_string(kDeadMaxJobs),
+                                     std::to_string(kDeadTimeoutSeconds),
+                                     queues_[i].name};
+    for (std::string& payload : listed[i]) args.push_back(std::move(payload));
+    auto on_reply = [this, i, remaining, first_error, done](const Status& s, redisReply* r) {
+      if (!s.ok() && first_error->ok()) *first_error = s;
+      if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+          (r->element[0]->integer > 0 || r->element[1]->integer > 0)) {
+        Log(LogLevel::kInfo, "handed back to queue %s: %lld jobs, to the dead set: %lld",
+            queues_[i].name.c_str(), r->element[0]->integer, r->element[1]->integer);
+      }
+      if (--*remaining == 0) done(*first_error);
+    };
+    Status sent = command_->Eval(ScriptId::kRequeue, std::move(keys), std::move(args), on_reply);
+    if (!sent.ok()) {
+      if (first_error->ok()) *first_error = sent;
+      if (--*remaining == 0) done(*first_error);
+    }
+  }
+}
+
+void ServerImpl::Reconcile(bool drop_ready) {
+  if (!command_->ready() || phase_ == Phase::kFinishing || phase_ == Phase::kStopped) {
+    reconcile_needed_ = true;
+    return;
+  }
+  reconcile_needed_ = false;
+  if (drop_ready || phase_ != Phase::kRunning) {
+    std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
+    if (!dropped.empty()) {
+      Log(LogLevel::kInfo, "%zu fetched jobs not started: back to their queues",
+          dropped.size());
+    }
+  }
+  // Outcomes first, on the same connection: a finished job must be
+  // acknowledged before the reconcile could mistake it for a stray.
+  pool_->TakeFinished(&unsent_);
+  SendCompletions();
+  std::vector<std::vector<std::string>> keep(queues_.size());
+  pool_->HeldPayloads(/*include_ready=*/true, &keep);
+  for (const FinishedJob& job : unsent_) keep[job.queue].push_back(job.payload);
+  ++reconciling_;
+  SendRequeue("keep", std::move(keep), [this](const Status& s) {
+    --reconciling_;
+    if (!s.ok()) {
+      reconcile_needed_ = true;
+      if (!s.IsShutdown()) Log(LogLevel::kWarn, "reconcile failed: %s", s.ToString().c_str());
+      return;
+    }
+    if (phase_ == Phase::kRunning) {
+      FetchMore();
+    }
+  });
+}
+
+void ServerImpl::KillBlocking() {
+  for (Queue& q : queues_) {
+    int64_t id = q.blocking->client_id();
+    q.blocking->Close();
+    q.blocking_armed = false;
+    // Closing our end does not tell us when Redis has dropped the client;
+    // CLIENT KILL on the command connection, ordered before the hand-back,
+    // makes sure no BLMOVE can complete after it.
+    if (id != 0 && command_->ready()) {
+      command_->Command({"CLIENT", "KILL", "ID", std::to_string(id)},
+                        [](const Status&, redisReply*) {});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Janitor
+
+void ServerImpl::ScheduleJanitor(bool now) {
+  if (phase_ == Phase::kStopped || phase_ == Phase::kFinishing) return;
+  uint64_t delay = 0;
+  if (!now) {
+    // Jitter spreads the passes of many workers.
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    delay = static_cast<uint64_t>(options_.janitor_interval.count() * jitter(random_));
+  }
+  uv_timer_start(&janitor_timer_, [](uv_timer_t* t) {
+    auto* self = static_cast<ServerImpl*>(t->loop->data);
+    if (self->janitor_running_ || self->phase_ == Phase::kStopped ||
+        self->phase_ == Phase::kFinishing) {
+      return;
+    }
+    self->janitor_running_ = true;
+    self->janitor_work_.data = self;
+    uv_queue_work(&self->loop_, &self->janitor_work_, &ServerImpl::JanitorWork,
+                  &ServerImpl::JanitorDone);
+  }, delay, 0);
+}
+
+void ServerImpl::JanitorWork(uv_work_t* work) {
+  auto* self = static_cast<ServerImpl*>(work->data);
+  self->janitor_ran_pass_ = false;
+  if (!self->janitor_redis_) {
+    auto connection = redis::Connection::Open(self->options_.redis);
+    if (!connection.ok()) {
+      self->janitor_result_ = connection.status();
+      return;
+    }
+    self->janitor_redis_ = std::move(connection.value());
+  }
+  // One pass per interval across all workers: the lease expires on its own,
+  // so a janitor that dies holding it delays the next pass by one interval.
+  std::string lease_ms = std::to_string(self->options_.janitor_interval.count());
+  auto lease = self->janitor_redis_->Command(
+      {"SET", self->keys_.JanitorLease(), self->identity_, "NX", "PX", lease_ms});
+  if (!lease.ok()) {
+    self->janitor_result_ = lease.status();
+    return;
+  }
+  if ((*lease)->type == REDIS_REPLY_NIL) {
+    self->janitor_result_ = RecoveryReport{};
+    return;
+  }
+  RecoveryConfig config;
+  config.keys = self->keys_;
+  config.max_interruptions = self->options_.max_interruptions;
+  config.dead_max_jobs = kDeadMaxJobs;
+  config.dead_timeout_seconds = kDeadTimeoutSeconds;
+  self->janitor_ran_pass_ = true;
+  self->janitor_result_ = RunRecoveryPass(*self->janitor_redis_, config, NowSeconds());
+}
+
+void ServerImpl::JanitorDone(uv_work_t* work, int) {
+  auto* self = static_cast<ServerImpl*>(work->data);
+  self->janitor_running_ = false;
+  if (!self->janitor_result_.ok()) {
+    Log(LogLevel::kWarn, "janitor pass failed: %s",
+        self->janitor_result_.status().ToString().c_str());
+  } else {
+    for (const IdentityRecovery& id : self->janitor_result_->identities) {
+      if (id.alive) continue;
+      int64_t requeued = 0, dead = 0;
+      for (const QueueRecovery& q : id.queues) {
+        requeued += q.requeued;
+        dead += q.dead;
+      }
+      Log(LogLevel::kInfo, "janitor: process %s is dead: %lld jobs back to their queues, "
+          "%lld to the dead set", id.identity.c_str(), static_cast<long long>(requeued),
+          static_cast<long long>(dead));
+    }
+  }
+  if (self->phase_ == Phase::kFinishing || self->phase_ == Phase::kStopped) {
+    if (self->phase_ == Phase::kStopped) self->CloseAll();
+    return;
+  }
+  self->ScheduleJanitor(false);
+}
+
+// ---------------------------------------------------------------------------
+// Quiet and stop
+
+void ServerImpl::EnterQuiet() {
+  if (phase_ == Phase::kStarting || phase_ == Phase::kRunning) phase_ = Phase::kQuiet;
+  else if (phase_ != Phase::kQuiet) return;
+  idle_ = false;
+  KillBlocking();
+  Reconcile(true);
+  Beat();  // tell the Web UI at once
+}
+
+void ServerImpl::BeginStop() {
+  if (phase_ == Phase::kStopping || phase_ == Phase::kFinishing || phase_ == Phase::kStopped) {
+    return;
+  }
+  EnterQuiet();
+  phase_ = Phase::kStopping;
+  stop_deadline_ = Clock::now() + options_.shutdown_timeout;
+  uv_timer_start(&stop_timer_, [](uv_timer_t* t) {
+    static_cast<ServerImpl*>(t->loop->data)->OnStopPoll();
+  }, 0, kStopPollMillis);
+}
+
+void ServerImpl::OnStopPoll() {
+  if (phase_ != Phase::kStopping) return;
+  bool drained = pool_->running() == 0 && pool_->ready() == 0;
+  if (drained) {
+    FinishStop(false);
+  } else if (Clock::now() >= stop_deadline_) {
+    Log(LogLevel::kWarn, "shutdown timeout: %zu jobs still running go back to their queues",
+        pool_->running());
+    FinishStop(true);
+  }
+}
+
+void ServerImpl::FinishStop(bool hard) {
+  if (phase_ == Phase::kFinishing || phase_ == Phase::kStopped) return;
+  if (phase_ != Phase::kStopping) EnterQuiet();
+  phase_ = Phase::kFinishing;
+  hard_stop_ = hard;
+  uv_timer_stop(&stop_timer_);
+  uv_timer_stop(&janitor_timer_);
+  KillBlocking();
+  pool_->TakeFinished(&unsent_);
+  hard_running_.assign(queues_.size(), {});
+  if (hard) {
+    for (const RunningJob& job : pool_->Running()) {
+      hard_running_[job.queue].push_back(job.payload);
+    }
+    // The threads still in a handler cannot be stopped; their outcomes no
+    // longer matter, because their jobs go back to the queues now.
+    pool_->Shutdown(milliseconds(0));
+  }
+  handback_deadline_ = Clock::now() + kHandBackPatience;
+  HandBack();
+}
+
+void ServerImpl::HandBack() {
+  if (phase_ != Phase::kFinishing || handback_inflight_) return;
+  if (Clock::now() >= handback_deadline_) {
+    Log(LogLevel::kError,
+        "cannot reach Redis to hand jobs back; they stay in this process's working lists and "
+        "a janitor returns them once the heartbeat expires");
+    CloseAll();
+    return;
+  }
+  if (!command_->ready()) {
+    // The reconnect timer brings the connection back; look again shortly.
+    uv_timer_start(&stop_timer_, [](uv_timer_t* t) {
+      static_cast<ServerImpl*>(t->loop->data)->HandBack();
+    }, 50, 0);
+    return;
+  }
+  handback_inflight_ = true;
+  ++handback_attempts_;
+  SendCompletions();
+  // Clean stop: nothing runs, so every job left in a working list (one a
+  // BLMOVE moved as its connection closed, say) goes back untouched. Hard
+  // stop: the jobs still running go back with interrupted_count + 1.
+  SendRequeue(hard_stop_ ? "interrupt" : "keep",
+              hard_stop_ ? hard_running_ : std::vector<std::vector<std::string>>(queues_.size()),
+              [this](const Status& s) {
+                if (!s.ok()) {
+                  handback_inflight_ = false;
+                  HandBack();
+                  return;
+                }
+                std::string id = identity_;
+                std::vector<std::string> keys = {keys_.Heartbeat(id), keys_.Registry(),
+                                                 std::string(Keys::kProcesses), Keys::Process(id),
+                                                 Keys::Work(id), Keys::Workers(id)};
+                for (const Queue& q : queues_) keys.push_back(q.working_key);
+                Status sent = command_->Eval(
+                    ScriptId::kForget, std::move(keys), {id, "1"},
+                    [this](const Status& s2, redisReply* r) {
+                      handback_inflight_ = false;
+                      bool forgotten = s2.ok() && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+                      if (forgotten) {
+                        Log(LogLevel::kInfo, "stopped %s", identity_.c_str());
+                        CloseAll();
+                      } else if (handback_attempts_ < 20) {
+                        HandBack();  // a job arrived meanwhile: hand it back too
+                      } else {
+                        Log(LogLevel::kError, "could not empty the working lists; leaving them "
+                            "to the janitor");
+                        CloseAll();
+                      }
+                    });
+                if (!sent.ok()) {
+                  handback_inflight_ = false;
+                  HandBack();
+                }
+              });
+}
+
+void ServerImpl::CloseAll() {
+  phase_ = Phase::kStopped;
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (!control_open_ && uv_is_closing(reinterpret_cast<uv_handle_t*>(&control_async_))) return;
+    control_open_ = false;
+  }
+  if (janitor_running_) return;  // JanitorDone calls back here
+  pool_->Shutdown(milliseconds(hard_stop_ ? 0 : 1000));
+  command_->Close();
+  for (Queue& q : queues_) q.blocking->Close();
+  auto close = [](auto* handle) {
+    uv_handle_t* h = reinterpret_cast<uv_handle_t*>(handle);
+    if (!uv_is_closing(h)) uv_close(h, nullptr);
+  };
+  close(&control_async_);
+  close(&finished_async_);
+  close(&heartbeat_timer_);
+  close(&janitor_timer_);
+  close(&reconnect_timer_);
+  close(&stop_timer_);
+  for (uv_signal_t* s : signals_) close(s);
+  // The connections' own handles close when they are destroyed.
+  command_.reset();
+  for (Queue& q : queues_) q.blocking.reset();
+}
+
+Status ServerImpl::Run() {
+  if (!loop_initialized_) return Status::Shutdown("server was not opened");
+  started_at_ = NowSeconds();
+  SetLogThreadName("loop");
+  pool_->Start();
+  uint64_t interval = static_cast<uint64_t>(options_.heartbeat_interval.count());
+  uv_timer_start(&heartbeat_timer_, [](uv_timer_t* t) {
+    static_cast<ServerImpl*>(t->loop->data)->Beat();
+  }, interval, interval);
+  ConnectCommand();
+  // Quiet/Stop may have been asked before Run.
+  OnControl();
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  // Every failure while running (Redis down, a script error) is retried and
+  // logged; Run ends only by Stop.
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options,
+                                             HandlerRegistry registry) {
+  // hiredis writes with write(2): a connection Redis closed must be an error,
+  // not SIGPIPE.
+  struct sigaction current;
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+  auto server = std::make_unique<ServerImpl>(options, std::move(registry));
+  Status s = server->Init();
+  if (!s.ok()) return s;
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace reliableq

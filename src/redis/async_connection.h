@@ -1,0 +1,112 @@
+// AsyncConnection: one non-blocking hiredis connection driven by a libuv
+// loop, with the timeouts hiredis 0.14 lacks.
+//
+// Callback contract (as hiredis and libuv state theirs): a call that returns
+// a non-OK Status never calls its callback; otherwise the callback is called
+// exactly once, on the loop thread: with OK and the reply, or with a non-OK
+// Status and a null reply (error reply, timeout, broken or closed connection).
+// The reply is valid only during the callback.
+//
+// A connection is made once; when it breaks (EOF, I/O error, a command
+// unanswered past its deadline) every pending callback fails, the
+// on_disconnect callback runs, and the object can Connect() again.
+//
+// Thread safety: loop thread only. Do not destroy the object from inside one
+// of its callbacks; Close() is fine there.
+
+#ifndef RELIABLEQ_REDIS_ASYNC_CONNECTION_H_
+#define RELIABLEQ_REDIS_ASYNC_CONNECTION_H_
+
+#include <hiredis/async.h>
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lua_scripts.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/status.h"
+
+namespace reliableq::redis {
+
+class AsyncConnection {
+ public:
+  using ReplyCallback = std::function<void(const Status& status, redisReply* reply)>;
+
+  AsyncConnection(uv_loop_t* loop, RedisOptions options);
+  ~AsyncConnection();
+  AsyncConnection(const AsyncConnection&) = delete;
+  AsyncConnection& operator=(const AsyncConnection&) = delete;
+
+  // Connects, authenticates, selects the database and asks for this
+  // connection's CLIENT ID. `on_ready` runs once: OK when commands may be
+  // sent, or the reason it failed (within options.connect_timeout).
+  void Connect(std::function<void(const Status&)> on_ready);
+
+  // Runs once each time an established connection breaks (not after Close).
+  void SetOnDisconnect(std::function<void(const Status&)> on_disconnect) {
+    on_disconnect_ = std::move(on_disconnect);
+  }
+
+  bool ready() const { return state_ == State::kReady; }
+  // Redis's id for this connection (CLIENT ID); 0 before it is ready.
+  int64_t client_id() const { return client_id_; }
+  // The id of the last connection that was ready, also after it broke.
+  int64_t last_client_id() const { return last_client_id_; }
+  // Commands sent and not yet answered.
+  size_t pending() const { return pending_.size(); }
+
+  // Sends one command. `extra_timeout` is added to the command timeout, for
+  // blocking commands. Fails (without calling back) when not ready.
+  Status Command(const std::vector<std::string_view>& argv, ReplyCallback callback,
+                 std::chrono::milliseconds extra_timeout = std::chrono::milliseconds(0));
+
+  // Runs an embedded script by EVALSHA; on NOSCRIPT sends it again with
+  // EVAL before calling back, so the caller sees one reply either way.
+  Status Eval(ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
+              ReplyCallback callback);
+
+  // Drops the connection: pending callbacks fail with kShutdown.
+  void Close();
+
+ private:
+  enum class State { kIdle, kConnecting, kReady };
+  struct Request;
+
+  static void OnConnectThunk(const redisAsyncContext* context, int status);
+  static void OnDisconnectThunk(const redisAsyncContext* context, int status);
+  static void OnReplyThunk(redisAsyncContext* context, void* reply, void* privdata);
+  static void OnTimerThunk(uv_timer_t* timer);
+
+  Status Send(Request* request, const std::vector<std::string_view>& argv);
+  void OnReply(Request* request, redisReply* reply);
+  void OnDisconnected(const Status& why);
+  void Handshake();
+  void FinishConnect(const Status& status);
+  void Abort(const Status& why);
+  void ArmTimer();
+
+  uv_loop_t* loop_;
+  RedisOptions options_;
+  redisAsyncContext* context_ = nullptr;  // owned by hiredis once attached
+  State state_ = State::kIdle;
+  int64_t client_id_ = 0;
+  int64_t last_client_id_ = 0;
+  uv_timer_t* timer_;  // freed in its close callback
+  std::chrono::steady_clock::time_point connect_deadline_;
+  std::function<void(const Status&)> on_ready_;
+  std::function<void(const Status&)> on_disconnect_;
+  // Requests in the order sent; Redis answers in the same order.
+  std::deque<Request*> pending_;
+  // Why the context is going away, for the callbacks it fails.
+  Status closing_status_;
+  bool user_close_ = false;
+};
+
+}  // namespace reliableq::redis
+
+#endif  // RELIABLEQ_REDIS_ASYNC_CONNECTION_H_

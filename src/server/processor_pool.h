@@ -1,0 +1,105 @@
+// ProcessorPool: the threads that run handlers, and the hand-off between
+// them and the loop thread.
+//
+// The loop thread submits fetched jobs; a processor takes one, runs its
+// handler with no lock held, and posts the outcome to a finished list. The
+// first outcome posted into an empty list calls `wake` (uv_async_send, which
+// coalesces), so the loop sends one ack script for everything that finished
+// since it last looked. One mutex guards the ready queue, the finished list
+// and each slot's current job; a processor takes it once per job, to post
+// its outcome and take the next job together.
+//
+// The pool's state is shared with its threads, so after a hard stop the
+// threads still running a handler can be left behind safely (Detach).
+//
+// Thread safety: Submit, TakeNotStarted, TakeFinished and the readers are
+// for the loop thread; `wake` is called from processor threads.
+
+#ifndef RELIABLEQ_SERVER_PROCESSOR_POOL_H_
+#define RELIABLEQ_SERVER_PROCESSOR_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reliableq/handler.h"
+
+namespace reliableq {
+
+// A job moved into one of this process's working lists.
+struct FetchedJob {
+  uint32_t queue = 0;   // index into the server's queue list
+  std::string payload;  // exactly as stored in Redis
+};
+
+enum class Outcome : uint8_t {
+  kSucceeded,
+  kFailed,   // the handler threw, or no handler knows the class
+  kInvalid,  // the payload is not a job (bad JSON, no class or args)
+};
+
+struct FinishedJob {
+  uint32_t queue = 0;
+  std::string payload;         // the exact fetched string, for LREM
+  Outcome outcome = Outcome::kSucceeded;
+  std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
+  std::string error;           // kFailed/kInvalid: one line for the log
+};
+
+struct RunningJob {
+  int slot = 0;
+  uint32_t queue = 0;
+  std::string payload;
+  double started_at = 0;  // epoch seconds
+};
+
+class ProcessorPool {
+ public:
+  // `queue_names[i]` is the name of queue index i (for JobView::queue).
+  ProcessorPool(int threads, HandlerRegistry registry, std::vector<std::string> queue_names,
+                std::function<void()> wake);
+  ~ProcessorPool();
+  ProcessorPool(const ProcessorPool&) = delete;
+  ProcessorPool& operator=(const ProcessorPool&) = delete;
+
+  void Start();
+
+  // Queues jobs to run, in order.
+  void Submit(std::vector<FetchedJob>* jobs);
+
+  // Removes and returns the jobs submitted but not started.
+  std::vector<FetchedJob> TakeNotStarted();
+
+  // Moves every posted outcome into `out` (appending).
+  void TakeFinished(std::vector<FinishedJob>* out);
+
+  size_t ready() const;
+  size_t running() const;
+
+  // The jobs running now.
+  std::vector<RunningJob> Running() const;
+
+  // Appends, per queue index, the payloads the pool still holds: running,
+  // finished but not taken, and (when `include_ready`) not started.
+  void HeldPayloads(bool include_ready, std::vector<std::vector<std::string>>* per_queue) const;
+
+  // Stops the threads once the ready queue is empty and calls `wake` no
+  // more. Joins threads that finish within `wait`; the others are detached
+  // with their handler still running (their outcomes are dropped).
+  void Shutdown(std::chrono::milliseconds wait);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_PROCESSOR_POOL_H_

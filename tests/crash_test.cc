@@ -1,0 +1,293 @@
+// Real worker processes (`reliableq worker -r libdemo_jobs.so`), killed with
+// real signals. These are the tests behind the promise that no job is lost:
+// every job pushed before a SIGKILL completes after recovery.
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "keys.h"
+#include "process.h"
+#include "reliableq/client.h"
+#include "testutil.h"
+
+using namespace reliableq;
+using namespace reliableq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Short liveness settings so that recovery happens within seconds.
+constexpr double kTtl = 1.0;
+constexpr double kJanitor = 0.5;
+
+class WorkerFixture : public RedisFixture {
+ public:
+  WorkerFixture() {
+    char templ[] = "/tmp/reliableq-crash-XXXXXX";
+    dir_ = mkdtemp(templ);
+    record_log_ = dir_ + "/executions.log";
+  }
+  ~WorkerFixture() {
+    workers_.clear();  // SIGKILLs what still runs
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    int ignored = std::system(cmd.c_str());
+    (void)ignored;
+  }
+
+  // Starts `reliableq worker` with the demo plugin and short timings.
+  ChildProcess& StartWorker(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
+                                     "worker",
+                                     "--redis", server().Url(),
+                                     "-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"),
+                                     "--heartbeat-ttl", std::to_string(kTtl),
+                                     "--heartbeat-interval", "0.25"};
+    if (std::find(extra.begin(), extra.end(), "--janitor-interval") == extra.end()) {
+      extra.push_back("--janitor-interval");
+      extra.push_back(std::to_string(kJanitor));
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string log = dir_ + "/worker" + std::to_string(workers_.size()) + ".log";
+    workers_.push_back(std::make_unique<ChildProcess>(
+        argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + record_log_}, log));
+    return *workers_.back();
+  }
+
+  // The jids RecordJob wrote, with how often each ran.
+  std::map<std::string, int> Executions() {
+    std::map<std::string, int> counts;
+    std::ifstream in(record_log_);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) ++counts[line];
+    }
+    return counts;
+  }
+
+  // The identity of a worker, from the processes set, by its pid.
+  std::string IdentityOf(pid_t pid) {
+    std::string found;
+    WaitUntil([&] {
+      for (const std::string& id : SMembers("processes")) {
+        if (id.find(":" + std::to_string(pid) + ":") != std::string::npos) found = id;
+      }
+      return !found.empty();
+    });
+    return found;
+  }
+
+  std::unique_ptr<Client> OpenClient() {
+    auto client = Client::Open(options());
+    REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+    return std::move(client.value());
+  }
+
+  std::string dir_;
+  std::string record_log_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+std::string Push(Client& client, const std::string& cls, const std::string& args) {
+  Job job;
+  job.job_class = cls;
+  job.args = args;
+  auto jid = client.Push(job);
+  REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
+  return *jid;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(WorkerFixture, "SIGKILL mid-run: every job completes, none is lost") {
+  auto client = OpenClient();
+  std::set<std::string> pushed;
+  for (int i = 0; i < 300; ++i) pushed.insert(Push(*client, "RecordJob", "[\"x\", 5]"));
+  ChildProcess& first = StartWorker({"-c", "5"});
+  std::string first_id = IdentityOf(first.pid());
+  REQUIRE_FALSE(first_id.empty());
+  REQUIRE(WaitUntil([&] { return Executions().size() >= 40; }));
+  first.Signal(SIGKILL);
+  REQUIRE(first.Wait(5s));
+  auto killed_at = std::chrono::steady_clock::now();
+  const std::string orphan_list = Keys().Working(first_id, "default");
+  size_t orphaned = static_cast<size_t>(Integer({"LLEN", orphan_list}));
+  INFO("jobs orphaned by the kill: " << orphaned);
+  CHECK(orphaned > 0);
+
+  StartWorker({"-c", "5"});
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", orphan_list}) == 0; }, 15s));
+  double recovery = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at)
+                        .count();
+  // I3: back within heartbeat ttl + janitor interval (plus scheduling slack).
+  CHECK(recovery < kTtl + kJanitor + 2.0);
+
+  REQUIRE(WaitUntil([&] {
+    return Executions().size() == pushed.size() && Integer({"LLEN", "queue:default"}) == 0;
+  }, 60s));
+  std::map<std::string, int> runs = Executions();
+  size_t lost = 0, twice = 0;
+  for (const std::string& jid : pushed) {
+    if (runs.count(jid) == 0) ++lost;
+    if (runs[jid] > 1) ++twice;
+  }
+  CHECK(lost == 0);
+  // Only jobs the killed worker held can run twice (I2).
+  CHECK(twice <= orphaned);
+  CHECK(runs.size() == pushed.size());
+  // The dead process is gone from every record.
+  REQUIRE(WaitUntil([&] { return HGet(Keys().Registry(), first_id).empty(); }));
+  CHECK(SMembers("processes").size() == 1);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "a job that kills its worker every time ends in the dead set") {
+  auto client = OpenClient();
+  std::string jid = Push(*client, "CrashJob", "[]");
+  int crashes = 0;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    ChildProcess& worker = StartWorker({"-c", "1", "--max-interruptions", "3"});
+    bool ended = WaitUntil([&] { return !worker.running() || Integer({"ZCARD", "dead"}) == 1; },
+                           15s);
+    REQUIRE(ended);
+    if (!worker.running()) {
+      int status = *worker.Wait(0ms);
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == SIGABRT);
+      ++crashes;
+      continue;
+    }
+    worker.Signal(SIGTERM);
+    auto status = worker.Wait(10s);
+    REQUIRE(status);
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 0);
+    break;
+  }
+  // I4: runs max_interruptions + 1 times, then stops in the dead set.
+  CHECK(crashes == 4);
+  std::vector<std::string> dead = ZRange("dead");
+  REQUIRE(dead.size() == 1);
+  rapidjson::Document doc;
+  doc.Parse(dead[0].c_str());
+  REQUIRE_FALSE(doc.HasParseError());
+  CHECK(std::string(doc["jid"].GetString()) == jid);
+  CHECK(doc["interrupted_count"].GetInt() == 4);
+  CHECK(std::string(doc["error_class"].GetString()) == "Reliableq::Interrupted");
+  CHECK(std::string(doc["error_message"].GetString()).find("interrupted 4 times") !=
+        std::string::npos);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "TERM waits for the timeout, then hands the running job back") {
+  auto client = OpenClient();
+  std::string jid = Push(*client, "SleepJob", "[5000]");
+  ChildProcess& worker = StartWorker({"-c", "2", "-t", "0.5"});
+  std::string id = IdentityOf(worker.pid());
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "1"; }));
+  auto began = std::chrono::steady_clock::now();
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(10s);
+  REQUIRE(status);
+  CHECK(std::chrono::steady_clock::now() - began < 3s);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  std::vector<std::string> queued = LRange("queue:default");
+  REQUIRE(queued.size() == 1);
+  CHECK(queued[0].find(jid) != std::string::npos);
+  CHECK(queued[0].find("\"interrupted_count\":1") != std::string::npos);
+  CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 0);
+  CHECK(SMembers("processes").empty());
+  CHECK(HGet(Keys().Registry(), id).empty());
+  CHECK_FALSE(Exists(Keys().Heartbeat(id)));
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "a second TERM stops at once, still handing jobs back") {
+  auto client = OpenClient();
+  Push(*client, "SleepJob", "[8000]");
+  ChildProcess& worker = StartWorker({"-c", "1", "-t", "20"});
+  std::string id = IdentityOf(worker.pid());
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "1"; }));
+  worker.Signal(SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  CHECK(worker.running());  // waiting for the job, up to 20 s
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(5s);
+  REQUIRE(status);
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(Integer({"LLEN", "queue:default"}) == 1);
+  CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 0);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "TSTP quiets: prefetched jobs go back, nothing new is taken") {
+  auto client = OpenClient();
+  for (int i = 0; i < 3; ++i) Push(*client, "RecordJob", "[\"x\", 600]");
+  ChildProcess& worker = StartWorker({"-c", "1"});
+  std::string id = IdentityOf(worker.pid());
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "1"; }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 2; }));
+  worker.Signal(SIGTSTP);
+  REQUIRE(WaitUntil([&] { return HGet(id, "quiet") == "true"; }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", "queue:default"}) == 2; }));
+  // The running job finishes and is acknowledged; nothing else starts.
+  REQUIRE(WaitUntil([&] { return Executions().size() == 1; }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 0; }));
+  Push(*client, "RecordJob", "[\"x\"]");
+  std::this_thread::sleep_for(500ms);
+  CHECK(Executions().size() == 1);
+  CHECK(Integer({"LLEN", "queue:default"}) == 3);
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(5s);
+  REQUIRE(status);
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(Integer({"LLEN", "queue:default"}) == 3);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "recover --dry-run changes nothing; recover moves the jobs") {
+  auto client = OpenClient();
+  Push(*client, "SleepJob", "[10000]");
+  Push(*client, "SleepJob", "[10000]");
+  // A janitor interval far beyond the test, so only the CLI recovers.
+  ChildProcess& worker = StartWorker({"-c", "2", "--janitor-interval", "600"});
+  std::string id = IdentityOf(worker.pid());
+  const std::string list = Keys().Working(id, "default");
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "2"; }));
+  worker.Signal(SIGKILL);
+  REQUIRE(worker.Wait(5s));
+  REQUIRE(WaitUntil([&] { return !Exists(Keys().Heartbeat(id)); }, 5s));
+
+  auto dump = [&](const std::string& key) {
+    auto reply = redis().Command({"DUMP", key});
+    REQUIRE(reply.ok());
+    return std::string((*reply)->str ? (*reply)->str : "", (*reply)->len);
+  };
+  std::string before_list = dump(list), before_registry = dump(Keys().Registry());
+  CommandResult dry = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url(),
+                                  "--dry-run", "--json"});
+  CHECK(dry.exit_code == 0);
+  INFO(dry.out << dry.err);
+  CHECK(dry.out.find(id) != std::string::npos);
+  CHECK(dry.out.find("\"requeued\":2") != std::string::npos);
+  CHECK(dump(list) == before_list);
+  CHECK(dump(Keys().Registry()) == before_registry);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+
+  CommandResult real = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis",
+                                   server().Url(), "--json"});
+  CHECK(real.exit_code == 0);
+  CHECK(real.out.find("\"requeued\":2") != std::string::npos);
+  CHECK(Integer({"LLEN", "queue:default"}) == 2);
+  CHECK(Integer({"LLEN", list}) == 0);
+  CHECK(HGet(Keys().Registry(), id).empty());
+}

@@ -1,0 +1,449 @@
+// The worker in-process: a Server with handlers registered from the test,
+// against the private redis-server. Crash cases with real processes are in
+// crash_test.cc.
+
+#include "reliableq/server.h"
+
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "keys.h"
+#include "reliableq/client.h"
+#include "testutil.h"
+
+using namespace reliableq;
+using namespace reliableq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs a server on its own thread; stops it (and joins) on destruction.
+class RunningServer {
+ public:
+  RunningServer(ServerOptions options, HandlerRegistry registry) {
+    auto server = Server::Open(options, std::move(registry));
+    REQUIRE_MESSAGE(server.ok(), server.status().ToString());
+    server_ = std::move(server.value());
+    thread_ = std::thread([this] {
+      result_ = server_->Run();
+      done_ = true;
+    });
+  }
+  ~RunningServer() { StopAndWait(); }
+
+  Server& server() { return *server_; }
+  const std::string& identity() const { return server_->identity(); }
+
+  // Stops and waits for Run to return (bounded); true if it returned OK.
+  bool StopAndWait(std::chrono::milliseconds limit = 10s) {
+    if (!thread_.joinable()) return result_.ok();
+    server_->Stop();
+    bool finished = WaitUntil([this] { return done_.load(); }, limit);
+    REQUIRE_MESSAGE(finished, "Server::Run did not return after Stop");
+    thread_.join();
+    return result_.ok();
+  }
+  bool done() const { return done_.load(); }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  Status result_;
+};
+
+ServerOptions FastOptions(const RedisOptions& redis) {
+  ServerOptions options;
+  options.redis = redis;
+  options.concurrency = 4;
+  options.heartbeat_ttl = 1000ms;
+  options.heartbeat_interval = 200ms;
+  options.janitor_interval = 300ms;
+  options.shutdown_timeout = 2000ms;
+  options.idle_block_timeout = 1000ms;
+  options.log_level = LogLevel::kError;
+  return options;
+}
+
+std::string PushJob(Client& client, const std::string& cls, const std::string& args,
+                    const std::string& queue = "default") {
+  Job job;
+  job.job_class = cls;
+  job.args = args;
+  job.queue = queue;
+  auto jid = client.Push(job);
+  REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
+  return *jid;
+}
+
+std::unique_ptr<Client> OpenClient(const RedisOptions& options) {
+  auto client = Client::Open(options);
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  return std::move(client.value());
+}
+
+// A gate handlers wait on until the test opens it (shared, so a handler
+// left running after a hard stop never touches freed memory).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> waiting{0};
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    ++waiting;
+    cv.wait_for(lock, 20s, [this] { return open; });
+    --waiting;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+rapidjson::Document Parse(const std::string& json) {
+  rapidjson::Document doc;
+  doc.Parse(json.c_str());
+  REQUIRE_FALSE_MESSAGE(doc.HasParseError(), json);
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(RedisFixture, "every pushed job runs once, is acknowledged and counted") {
+  auto client = OpenClient(options());
+  std::set<std::string> jids;
+  for (int i = 0; i < 300; ++i) {
+    jids.insert(PushJob(*client, "Count", "[" + std::to_string(i) + "]", i % 2 ? "a" : "b"));
+  }
+  auto seen = std::make_shared<std::multiset<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Count", [seen, mu](const JobView& job) {
+    REQUIRE(job.args().IsArray());
+    std::lock_guard<std::mutex> lock(*mu);
+    seen->insert(std::string(job.jid()));
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"a", 0}, {"b", 0}};
+  RunningServer server(opts, std::move(registry));
+  Keys keys;
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return seen->size() == 300;
+  }));
+  REQUIRE(WaitUntil([&] { return Get("stat:processed") == "300"; }));
+  CHECK(Integer({"LLEN", keys.Working(server.identity(), "a")}) == 0);
+  CHECK(Integer({"LLEN", keys.Working(server.identity(), "b")}) == 0);
+  CHECK(Integer({"LLEN", "queue:a"}) == 0);
+  CHECK(Get("stat:processed:" + UtcDate(NowSeconds())) == "300");
+  CHECK(Integer({"TTL", "stat:processed:" + UtcDate(NowSeconds())}) > 157680000 - 100);
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    CHECK(std::set<std::string>(seen->begin(), seen->end()) == jids);
+    CHECK(seen->size() == jids.size());  // none twice
+  }
+  CHECK(server.StopAndWait());
+  // A clean stop removes every trace of the process.
+  CHECK_FALSE(Exists(keys.Heartbeat(server.identity())));
+  CHECK(HGet(keys.Registry(), server.identity()).empty());
+  CHECK(SMembers("processes").empty());
+  CHECK_FALSE(Exists(server.identity()));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "strict queue order takes the first non-empty queue first") {
+  auto client = OpenClient(options());
+  for (int i = 0; i < 20; ++i) PushJob(*client, "Order", "[\"low\"]", "low");
+  for (int i = 0; i < 20; ++i) PushJob(*client, "Order", "[\"high\"]", "high");
+  auto order = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Order", [order, mu](const JobView& job) {
+    std::lock_guard<std::mutex> lock(*mu);
+    order->push_back(job.args()[0].GetString());
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;
+  opts.queues = {{"high", 0}, {"low", 0}};
+  RunningServer server(opts, std::move(registry));
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return order->size() == 40;
+  }));
+  std::lock_guard<std::mutex> lock(*mu);
+  for (int i = 0; i < 20; ++i) CHECK((*order)[static_cast<size_t>(i)] == "high");
+  for (int i = 20; i < 40; ++i) CHECK((*order)[static_cast<size_t>(i)] == "low");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "an idle worker picks up a pushed job without polling") {
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Ping", [started](const JobView&) { ++*started; });
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"one", 0}, {"two", 0}};
+  opts.idle_block_timeout = 5000ms;  // far longer than the waits below
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  // Let the worker go idle on its blocking connections first.
+  REQUIRE(WaitUntil([&] { return Integer({"SCARD", "processes"}) == 1; }));
+  std::this_thread::sleep_for(300ms);
+  for (const char* queue : {"two", "one"}) {
+    int before = started->load();
+    PushJob(*client, "Ping", "[]", queue);
+    // Not a speed test (tools/bench measures that): the job must start well
+    // before the 5 s block timeout, i.e. without waiting for a poll.
+    CHECK(WaitUntil([&] { return started->load() == before + 1; }, 2000ms));
+  }
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "bad payloads and unknown classes go to the dead set") {
+  Run({"SADD", "queues", "default"});
+  Run({"LPUSH", "queue:default", "{not json"});
+  Run({"LPUSH", "queue:default", R"({"class":"X","args":"not an array","jid":"j1"})"});
+  auto client = OpenClient(options());
+  std::string unknown = PushJob(*client, "NobodyKnowsMe", "[1]");
+  std::string thrower = PushJob(*client, "Thrower", "[2]");
+  std::string good = PushJob(*client, "Good", "[3]");
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Good", [ran](const JobView&) { ++*ran; });
+  registry.Register("Thrower", [](const JobView&) { throw std::invalid_argument("bad card"); });
+  RunningServer server(FastOptions(options()), std::move(registry));
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "dead"}) == 4 && ran->load() == 1; }));
+  std::vector<std::string> dead = ZRange("dead");
+  // Unparsable payloads are kept byte for byte.
+  CHECK(std::count(dead.begin(), dead.end(), "{not json") == 1);
+  CHECK(std::count(dead.begin(), dead.end(),
+                   R"({"class":"X","args":"not an array","jid":"j1"})") == 1);
+  bool saw_unknown = false, saw_thrower = false;
+  for (const std::string& entry : dead) {
+    if (entry.find(unknown) != std::string::npos) {
+      saw_unknown = true;
+      auto doc = Parse(entry);
+      CHECK(std::string(doc["error_class"].GetString()) == "Reliableq::UnknownJobClass");
+      CHECK(std::string(doc["error_message"].GetString()).find("NobodyKnowsMe") !=
+            std::string::npos);
+      CHECK(doc["retry_count"].GetInt() == 0);
+      CHECK(doc["failed_at"].IsDouble());
+    }
+    if (entry.find(thrower) != std::string::npos) {
+      saw_thrower = true;
+      auto doc = Parse(entry);
+      CHECK(std::string(doc["error_class"].GetString()) == "std::invalid_argument");
+      CHECK(std::string(doc["error_message"].GetString()) == "bad card");
+      CHECK(std::string(doc["queue"].GetString()) == "default");
+    }
+  }
+  CHECK(saw_unknown);
+  CHECK(saw_thrower);
+  // Failures count as processed and failed; unparsable payloads count as
+  // neither (Sidekiq's rule).
+  REQUIRE(WaitUntil([&] { return Get("stat:processed") == "3"; }));
+  CHECK(Get("stat:failed") == "2");
+  CHECK(Integer({"LLEN", Keys().Working(server.identity(), "default")}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "heartbeat writes the records Sidekiq's API reads") {
+  auto gate = std::make_shared<Gate>();
+  HandlerRegistry registry;
+  registry.Register("Hold", [gate](const JobView&) { gate->Wait(); });
+  ServerOptions opts = FastOptions(options());
+  opts.tag = "billing";
+  opts.labels = {"blue"};
+  opts.queues = {{"critical", 0}, {"default", 0}};
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  std::string jid = PushJob(*client, "Hold", "[\"x\"]", "critical");
+  REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
+  const std::string id = server.identity();
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "1"; }));
+
+  CHECK(SMembers("processes") == std::vector<std::string>{id});
+  auto info = Parse(HGet(id, "info"));
+  CHECK(std::string(info["identity"].GetString()) == id);
+  CHECK(std::string(info["tag"].GetString()) == "billing");
+  CHECK(info["concurrency"].GetInt() == 4);
+  CHECK(info["pid"].GetInt() == getpid());
+  CHECK(info["started_at"].IsDouble());
+  CHECK(info["queues"].Size() == 2);
+  CHECK(std::string(info["queues"][0].GetString()) == "critical");
+  CHECK(std::string(info["labels"][0].GetString()) == "blue");
+  CHECK(HGet(id, "quiet") == "false");
+  CHECK(HGet(id, "beat").find('.') != std::string::npos);
+  CHECK(std::stoll(HGet(id, "rss")) > 0);
+  CHECK(Integer({"TTL", id}) > 0);
+  CHECK(Integer({"TTL", id}) <= 60);
+  long long heartbeat_ttl = Integer({"PTTL", Keys().Heartbeat(id)});
+  CHECK(heartbeat_ttl > 0);
+  CHECK(heartbeat_ttl <= 1000);
+  auto registry_entry = Parse(HGet(Keys().Registry(), id));
+  CHECK(registry_entry["queues"].Size() == 2);
+  CHECK(registry_entry["clients"].Size() >= 1);
+  for (const std::string& work_key : {id + ":work", id + ":workers"}) {
+    CAPTURE(work_key);
+    REQUIRE(Integer({"HLEN", work_key}) == 1);
+    CHECK(Integer({"TTL", work_key}) <= 60);
+    auto all = redis().Command({"HGETALL", work_key});
+    REQUIRE(all.ok());
+    auto work = Parse(std::string((*all)->element[1]->str, (*all)->element[1]->len));
+    CHECK(std::string(work["queue"].GetString()) == "critical");
+    CHECK(work["run_at"].IsInt64());
+    std::string payload = work["payload"].GetString();
+    CHECK(payload.find(jid) != std::string::npos);
+    // The payload is the exact fetched string.
+    CHECK(LRange(Keys().Working(id, "critical")) == std::vector<std::string>{payload});
+  }
+  gate->Open();
+  REQUIRE(WaitUntil([&] { return HGet(id, "busy") == "0"; }));
+  CHECK(Integer({"HLEN", id + ":work"}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "quiet stops fetching and gives back jobs not started") {
+  auto gate = std::make_shared<Gate>();
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Hold", [gate, ran](const JobView&) {
+    gate->Wait();
+    ++*ran;
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  for (int i = 0; i < 5; ++i) PushJob(*client, "Hold", "[" + std::to_string(i) + "]");
+  REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
+  const std::string working = Keys().Working(server.identity(), "default");
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", working}) == 2; }));  // 1 running + prefetch
+
+  server.server().Quiet();
+  // The prefetched job goes back to the head of its queue; the running one stays.
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", "queue:default"}) == 4; }));
+  CHECK(Integer({"LLEN", working}) == 1);
+  REQUIRE(WaitUntil([&] { return HGet(server.identity(), "quiet") == "true"; }));
+  // The next job to be taken is the one handed back ("[1]").
+  CHECK(LRange("queue:default").back().find("\"args\":[1]") != std::string::npos);
+  gate->Open();
+  REQUIRE(WaitUntil([&] { return ran->load() == 1 && Integer({"LLEN", working}) == 0; }));
+  std::this_thread::sleep_for(300ms);
+  CHECK(ran->load() == 1);  // nothing new fetched while quiet
+  CHECK(Integer({"LLEN", "queue:default"}) == 4);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "stop hands running jobs back after the timeout") {
+  auto gate = std::make_shared<Gate>();
+  HandlerRegistry registry;
+  registry.Register("Hold", [gate](const JobView&) { gate->Wait(); });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 2;
+  opts.shutdown_timeout = 300ms;
+  auto client = OpenClient(options());
+  std::string a = PushJob(*client, "Hold", "[\"a\"]");
+  std::string b = PushJob(*client, "Hold", "[\"b\"]");
+  {
+    RunningServer server(opts, std::move(registry));
+    REQUIRE(WaitUntil([&] { return gate->waiting.load() == 2; }));
+    const std::string id = server.identity();
+    auto began = std::chrono::steady_clock::now();
+    CHECK(server.StopAndWait(5s));
+    CHECK(std::chrono::steady_clock::now() - began < 3s);
+    std::vector<std::string> queued = LRange("queue:default");
+    REQUIRE(queued.size() == 2);
+    for (const std::string& payload : queued) {
+      auto doc = Parse(payload);
+      CHECK(doc["interrupted_count"].GetInt() == 1);
+    }
+    // The jobs went back to the head: `a` was taken first, so it is next.
+    CHECK(queued.back().find(a) != std::string::npos);
+    CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 0);
+    CHECK(SMembers("processes").empty());
+    CHECK(HGet(Keys().Registry(), id).empty());
+  }
+  gate->Open();  // release the handler threads left behind
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a remote TSTP through the signals list quiets the process") {
+  HandlerRegistry registry;
+  registry.Register("Noop", [](const JobView&) {});
+  RunningServer server(FastOptions(options()), std::move(registry));
+  REQUIRE(WaitUntil([&] { return HGet(server.identity(), "quiet") == "false"; }));
+  Run({"LPUSH", server.identity() + "-signals", "TSTP"});
+  REQUIRE(WaitUntil([&] { return HGet(server.identity(), "quiet") == "true"; }, 3s));
+  auto client = OpenClient(options());
+  PushJob(*client, "Noop", "[]");
+  std::this_thread::sleep_for(400ms);
+  CHECK(Integer({"LLEN", "queue:default"}) == 1);
+  // A remote TERM stops it.
+  Run({"LPUSH", server.identity() + "-signals", "TERM"});
+  CHECK(WaitUntil([&] { return server.done(); }, 5s));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "the janitor returns the jobs of a dead process") {
+  // A process that registered, took two jobs and died: its heartbeat key is
+  // gone, its working list remains.
+  Keys keys;
+  const std::string dead_id = "deadhost:4242:0123456789ab";
+  Run({"HSET", keys.Registry(), dead_id,
+       R"({"identity":"deadhost:4242:0123456789ab","hostname":"deadhost","pid":4242,)"
+       R"("started_at":1700000000.5,"queues":["default"],"clients":[]})"});
+  Run({"SADD", "processes", dead_id});
+  const std::string j1 = R"({"class":"Noop","args":[1],"queue":"default","jid":"aaa"})";
+  const std::string j2 = R"({"class":"Noop","args":[2],"queue":"default","jid":"bbb"})";
+  Run({"LPUSH", keys.Working(dead_id, "default"), j1});
+  Run({"LPUSH", keys.Working(dead_id, "default"), j2});
+  auto ran = std::make_shared<std::multiset<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Noop", [ran, mu](const JobView& job) {
+    std::lock_guard<std::mutex> lock(*mu);
+    ran->insert(std::string(job.jid()));
+  });
+  RunningServer server(FastOptions(options()), std::move(registry));
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return ran->size() == 2;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    CHECK(ran->count("aaa") == 1);
+    CHECK(ran->count("bbb") == 1);
+  }
+  CHECK(Integer({"LLEN", keys.Working(dead_id, "default")}) == 0);
+  REQUIRE(WaitUntil([&] { return HGet(keys.Registry(), dead_id).empty(); }));
+  CHECK(SMembers("processes") == std::vector<std::string>{server.identity()});
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Slow", [ran](const JobView&) {
+    std::this_thread::sleep_for(50ms);
+    ++*ran;
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 2;
+  RunningServer server(opts, std::move(registry));
+  const std::string id = server.identity();
+  REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(id)); }));
+  auto client = OpenClient(options());
+  for (int i = 0; i < 40; ++i) PushJob(*client, "Slow", "[]");
+  REQUIRE(WaitUntil([&] { return ran->load() >= 4; }));
+  // Declare it dead behind its back, as an expired heartbeat would, and let
+  // a janitor act on it.
+  Run({"DEL", Keys().Heartbeat(id)});
+  REQUIRE(WaitUntil([&] { return ran->load() >= 40 && Integer({"LLEN", "queue:default"}) == 0 &&
+                                 Integer({"LLEN", Keys().Working(id, "default")}) == 0; },
+                    15s));
+  CHECK(ran->load() >= 40);  // some may run twice (I2b), none is lost
+  REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(id)); }));
+  CHECK_FALSE(HGet(Keys().Registry(), id).empty());
+}
