@@ -10,6 +10,14 @@ std::string_view Keys::QueueName(std::string_view key) {
   return key.substr(kPrefix.size());
 }
 
+std::string Keys::ClientName(std::string_view identity) const {
+  std::string name = prefix_ + std::string(identity);
+  for (char& c : name) {
+    if (c == ' ' || c == '\n' || c == '\r') c = '_';
+  }
+  return name;
+}
+
 std::string UtcDate(double epoch_seconds) {
   time_t t = static_cast<time_t>(epoch_seconds);
   tm parts;

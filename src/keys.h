@@ -44,6 +44,9 @@ class Keys {
   }
   std::string Registry() const { return prefix_ + "registry"; }
   std::string JanitorLease() const { return prefix_ + "janitor"; }
+  // The CLIENT SETNAME of a worker's connections; the janitor matches it
+  // before it kills them. Redis refuses spaces in names.
+  std::string ClientName(std::string_view identity) const;
 
   const std::string& prefix() const { return prefix_; }
 

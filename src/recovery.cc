@@ -19,8 +19,72 @@ struct Entry {
   std::string identity;
   bool readable = false;            // the registry JSON parsed
   std::vector<std::string> queues;  // unique, in the entry's order
+  std::vector<int64_t> clients;     // its Redis connections, as it last published them
   bool alive = false;
 };
+
+// The "clients" array of a registry entry; empty when absent or unreadable.
+std::vector<int64_t> ParseRegistryClients(std::string_view json) {
+  std::vector<int64_t> ids;
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return ids;
+  auto it = doc.FindMember("clients");
+  if (it == doc.MemberEnd() || !it->value.IsArray()) return ids;
+  for (const auto& id : it->value.GetArray()) {
+    if (id.IsInt64() && id.GetInt64() > 0) ids.push_back(id.GetInt64());
+  }
+  return ids;
+}
+
+// Closes the Redis connections of a process about to be recovered.
+//
+// A process that is stopped (SIGSTOP, a long GC-like pause, a frozen VM)
+// rather than dead still has its BLMOVE blocked in Redis, and Redis serves a
+// blocked client whatever the state of its process. Without this, a job
+// pushed after the janitor unregistered such a process could land in the
+// working list of a process nobody will ever recover. After CLIENT KILL
+// returns, none of its commands can run any more; if it wakes up, it
+// reconnects and registers again before it fetches.
+//
+// Only connections whose name is the one the process gave them are killed:
+// ids start again from 1 when Redis restarts, so an old id may now belong to
+// somebody else.
+Status FenceConnections(redis::Connection& redis, const RecoveryConfig& config,
+                        const Entry& entry) {
+  if (entry.clients.empty()) return Status::OK();
+  std::vector<std::string> ids;
+  for (int64_t id : entry.clients) ids.push_back(std::to_string(id));
+  redis::Argv list = {"CLIENT", "LIST", "ID"};
+  for (const std::string& id : ids) list.push_back(id);
+  Result<redis::ReplyPtr> listed = redis.Command(list);
+  if (!listed.ok()) return listed.status().WithContext("CLIENT LIST of " + entry.identity);
+  const std::string expected = "name=" + config.keys.ClientName(entry.identity);
+  std::string_view text = redis::View(listed->get());
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    bool named = false;
+    std::string_view id;
+    size_t start = 0;
+    while (start < line.size()) {
+      size_t space = line.find(' ', start);
+      std::string_view field = line.substr(start, space - start);
+      if (field.substr(0, 3) == "id=") id = field.substr(3);
+      if (field == expected) named = true;
+      if (space == std::string_view::npos) break;
+      start = space + 1;
+    }
+    if (!named || id.empty()) continue;
+    Result<redis::ReplyPtr> killed = redis.Command({"CLIENT", "KILL", "ID", id});
+    // "No such client": it went away by itself meanwhile, which is as good.
+    if (!killed.ok() && !killed.status().IsScript()) {
+      return killed.status().WithContext("CLIENT KILL of " + entry.identity);
+    }
+  }
+  return Status::OK();
+}
 
 // One recover.lua reply: {"alive"|"ok", requeued, dead, remaining}.
 struct RecoverReply {
@@ -152,6 +216,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     if (!config.identity.empty() && entry.identity != config.identity) continue;
     entry.readable = ParseRegistryQueues(redis::View(flat->element[i + 1]), &entry.queues);
     if (!entry.readable) entry.queues.clear();
+    entry.clients = ParseRegistryClients(redis::View(flat->element[i + 1]));
     entries.push_back(std::move(entry));
   }
   if (!config.identity.empty() && entries.empty()) {
@@ -181,6 +246,10 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     recovery.identity = entry.identity;
     recovery.alive = entry.alive;
     bool alive_again = false;
+    if (!config.dry_run) {
+      Status fenced = FenceConnections(redis, config, entry);
+      if (!fenced.ok()) return fenced;
+    }
     for (const std::string& queue : entry.queues) {
       QueueRecovery moved;
       moved.queue = queue;

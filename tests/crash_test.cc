@@ -291,3 +291,34 @@ TEST_CASE_FIXTURE(WorkerFixture, "recover --dry-run changes nothing; recover mov
   CHECK(Integer({"LLEN", list}) == 0);
   CHECK(HGet(Keys().Registry(), id).empty());
 }
+
+TEST_CASE_FIXTURE(WorkerFixture, "a stopped worker cannot take a job after it was recovered") {
+  // The zombie is idle, with a BLMOVE blocked in Redis for 30 s.
+  ChildProcess& zombie = StartWorker({"-c", "1", "--janitor-interval", "600"});
+  std::string id = IdentityOf(zombie.pid());
+  REQUIRE_FALSE(id.empty());
+  REQUIRE(WaitUntil([&] {
+    auto clients = redis().Command({"CLIENT", "LIST"});
+    return clients.ok() &&
+           std::string((*clients)->str, (*clients)->len).find("cmd=blmove") != std::string::npos;
+  }));
+  zombie.Signal(SIGSTOP);
+  REQUIRE(WaitUntil([&] { return !Exists(Keys().Heartbeat(id)); }, 5s));
+  CommandResult recovered =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url()});
+  REQUIRE(recovered.exit_code == 0);
+  REQUIRE(HGet(Keys().Registry(), id).empty());
+
+  // Redis would serve this job to the zombie's blocked BLMOVE if the
+  // janitor had not closed the zombie's connections first; with the zombie
+  // unregistered and then killed, nobody would ever recover it.
+  auto client = OpenClient();
+  std::string jid = Push(*client, "RecordJob", "[\"x\"]");
+  std::this_thread::sleep_for(100ms);
+  zombie.Signal(SIGKILL);
+  REQUIRE(zombie.Wait(5s));
+  CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 0);
+
+  StartWorker({"-c", "1"});
+  CHECK(WaitUntil([&] { return Executions().count(jid) == 1; }, 10s));
+}

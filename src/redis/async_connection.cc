@@ -110,6 +110,9 @@ void AsyncConnection::Handshake() {
   if (options_.db != 0) {
     if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
   }
+  if (!client_name_.empty()) {
+    if (!send({"CLIENT", "SETNAME", client_name_}, fail_on_error("CLIENT SETNAME")).ok()) return;
+  }
   send({"CLIENT", "ID"}, [this](const Status& status, redisReply* reply) {
     if (!status.ok()) {
       Status why = status.WithContext("CLIENT ID at " + options_.Describe());

@@ -52,6 +52,9 @@ class AsyncConnection {
     on_disconnect_ = std::move(on_disconnect);
   }
 
+  // Sent with CLIENT SETNAME on every (re)connect when non-empty.
+  void set_client_name(std::string name) { client_name_ = std::move(name); }
+
   bool ready() const { return state_ == State::kReady; }
   // Redis's id for this connection (CLIENT ID); 0 before it is ready.
   int64_t client_id() const { return client_id_; }
@@ -92,6 +95,7 @@ class AsyncConnection {
 
   uv_loop_t* loop_;
   RedisOptions options_;
+  std::string client_name_;
   redisAsyncContext* context_ = nullptr;  // owned by hiredis once attached
   State state_ = State::kIdle;
   int64_t client_id_ = 0;

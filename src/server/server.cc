@@ -339,9 +339,11 @@ Status ServerImpl::Init() {
     control_open_ = true;
   }
   command_ = std::make_unique<redis::AsyncConnection>(&loop_, options_.redis);
+  command_->set_client_name(keys_.ClientName(identity_));
   command_->SetOnDisconnect([this](const Status& s) { OnCommandLost(s); });
   for (uint32_t i = 0; i < queues_.size(); ++i) {
     queues_[i].blocking = std::make_unique<redis::AsyncConnection>(&loop_, options_.redis);
+    queues_[i].blocking->set_client_name(keys_.ClientName(identity_));
     queues_[i].blocking->SetOnDisconnect([this, i](const Status& s) {
       Log(LogLevel::kWarn, "idle connection for queue %s lost: %s", queues_[i].name.c_str(),
           s.ToString().c_str());
