@@ -247,8 +247,11 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     recovery.alive = entry.alive;
     bool alive_again = false;
     if (!config.dry_run) {
+      // Where the server refuses CLIENT (an ACL without it, a renamed
+      // command), recovery goes on unfenced: jobs stuck behind a dead
+      // process would be worse than the window the fence closes.
       Status fenced = FenceConnections(redis, config, entry);
-      if (!fenced.ok()) return fenced;
+      if (!fenced.ok() && fenced.IsRetryable()) return fenced;
     }
     for (const std::string& queue : entry.queues) {
       QueueRecovery moved;
