@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -63,38 +64,48 @@ Status CheckTransaction(const std::vector<redis::ReplyPtr>& replies) {
   return Status::OK();
 }
 
+// A job ready to be stored, after the client middleware.
+struct Encoded {
+  std::string payload;
+  std::string queue;
+  std::string jid;
+  bool stopped = false;  // a middleware stopped the push
+};
+
 class ClientImpl : public Client {
  public:
-  explicit ClientImpl(std::unique_ptr<redis::Connection> connection)
-      : connection_(std::move(connection)) {}
+  ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options)
+      : connection_(std::move(connection)), options_(std::move(options)) {}
 
   Result<std::string> Push(const Job& job) override {
     double now = NowSeconds();
-    std::string jid;
-    Result<std::string> json = EncodeJob(job, now, now, &jid);
-    if (!json.ok()) return json.status();
-    std::string queue_key = Keys::Queue(job.queue);
+    Result<Encoded> encoded = Encode(job, now, now);
+    if (!encoded.ok()) return encoded.status();
+    if (encoded->stopped) return std::string();
+    const std::string& queue = encoded->queue;
+    std::string queue_key = Keys::Queue(queue);
     std::vector<redis::Argv> commands = {
         {"MULTI"},
-        {"SADD", Keys::kQueues, job.queue},
-        {"LPUSH", queue_key, *json},
+        {"SADD", Keys::kQueues, queue},
+        {"LPUSH", queue_key, encoded->payload},
         {"EXEC"},
     };
     Status s = RunTransaction(commands);
     if (!s.ok()) return s.WithContext("push to " + queue_key);
-    return jid;
+    return encoded->jid;
   }
 
   Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) override {
     // Everything is encoded before anything is sent, so that one bad job
     // leaves Redis untouched.
     double now = NowSeconds();
-    std::vector<std::string> payloads(jobs.size());
+    std::vector<Encoded> encoded(jobs.size());
     std::vector<std::string> jids(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      Result<std::string> json = EncodeJob(jobs[i], now, now, &jids[i]);
-      if (!json.ok()) return json.status().WithContext("job " + std::to_string(i));
-      payloads[i] = std::move(json.value());
+      Result<Encoded> one = Encode(jobs[i], now, now);
+      if (!one.ok()) return one.status().WithContext("job " + std::to_string(i));
+      encoded[i] = std::move(one.value());
+      if (!encoded[i].stopped) jids[i] = encoded[i].jid;
     }
 
     for (size_t begin = 0; begin < jobs.size(); begin += kBatchSize) {
@@ -104,10 +115,12 @@ class ClientImpl : public Client {
       std::vector<std::string_view> queues;
       std::unordered_map<std::string_view, std::vector<size_t>> members;
       for (size_t i = begin; i < end; ++i) {
-        auto [it, added] = members.try_emplace(jobs[i].queue);
-        if (added) queues.push_back(jobs[i].queue);
+        if (encoded[i].stopped) continue;
+        auto [it, added] = members.try_emplace(encoded[i].queue);
+        if (added) queues.push_back(encoded[i].queue);
         it->second.push_back(i);
       }
+      if (queues.empty()) continue;
       std::vector<std::string> queue_keys;
       queue_keys.reserve(queues.size());
       std::vector<redis::Argv> commands;
@@ -119,7 +132,7 @@ class ClientImpl : public Client {
       for (std::string_view queue : queues) {
         queue_keys.push_back(Keys::Queue(queue));
         redis::Argv lpush = {"LPUSH", queue_keys.back()};
-        for (size_t i : members[queue]) lpush.push_back(payloads[i]);
+        for (size_t i : members[queue]) lpush.push_back(encoded[i].payload);
         commands.push_back(std::move(lpush));
       }
       commands.push_back({"EXEC"});
@@ -139,13 +152,14 @@ class ClientImpl : public Client {
     double now = NowSeconds();
     if (epoch_seconds <= now) return Push(job);
     // A scheduled job gets enqueued_at when it is moved to its queue.
-    std::string jid;
-    Result<std::string> json = EncodeJob(job, now, std::nullopt, &jid);
-    if (!json.ok()) return json.status();
+    Result<Encoded> encoded = Encode(job, now, std::nullopt);
+    if (!encoded.ok()) return encoded.status();
+    if (encoded->stopped) return std::string();
+    std::string jid = encoded->jid;
     std::string score = FormatEpoch(epoch_seconds);
     Result<redis::ReplyPtr> reply = [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      return connection_->Command({"ZADD", Keys::kSchedule, score, *json});
+      return connection_->Command({"ZADD", Keys::kSchedule, score, encoded->payload});
     }();
     if (!reply.ok()) return reply.status().WithContext("schedule");
     if ((*reply)->type != REDIS_REPLY_INTEGER) {
@@ -162,6 +176,41 @@ class ClientImpl : public Client {
   }
 
  private:
+  // The job's JSON after the middleware chain, and the queue it names then.
+  Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
+    Encoded out;
+    Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
+    if (!json.ok()) return json.status();
+    out.queue = job.queue;
+    if (options_.middleware.empty()) {
+      out.payload = std::move(json.value());
+      return out;
+    }
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseFullPrecisionFlag>(json->data(), json->size());
+    for (const ClientMiddleware& middleware : options_.middleware) {
+      if (!middleware(doc)) {
+        out.stopped = true;
+        return out;
+      }
+    }
+    auto string_field = [&doc](const char* name) -> std::string {
+      if (!doc.IsObject()) return {};
+      auto it = doc.FindMember(name);
+      if (it == doc.MemberEnd() || !it->value.IsString()) return {};
+      return {it->value.GetString(), it->value.GetStringLength()};
+    };
+    out.queue = string_field("queue");
+    bool has_args = doc.IsObject() && doc.HasMember("args") && doc["args"].IsArray();
+    if (out.queue.empty() || string_field("class").empty() || !has_args) {
+      return Status::InvalidArgument(
+          "a client middleware left the job without a class, an args array or a queue");
+    }
+    out.jid = string_field("jid");
+    out.payload = ToJson(doc);
+    return out;
+  }
+
   // Sends MULTI ... EXEC in one round trip and checks every reply.
   Status RunTransaction(const std::vector<redis::Argv>& commands) {
     Result<std::vector<redis::ReplyPtr>> replies = [&] {
@@ -174,17 +223,20 @@ class ClientImpl : public Client {
 
   std::mutex mu_;
   std::unique_ptr<redis::Connection> connection_;  // guarded by mu_
+  const ClientOptions options_;
 };
 
 }  // namespace
 
 Client::~Client() = default;
 
-Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options) {
+Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
+                                             ClientOptions client_options) {
   IgnoreDefaultSigpipe();
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Client>(new ClientImpl(std::move(connection.value())));
+  return std::unique_ptr<Client>(
+      new ClientImpl(std::move(connection.value()), std::move(client_options)));
 }
 
 }  // namespace reliableq

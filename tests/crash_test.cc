@@ -322,3 +322,40 @@ TEST_CASE_FIXTURE(WorkerFixture, "a stopped worker cannot take a job after it wa
   StartWorker({"-c", "1"});
   CHECK(WaitUntil([&] { return Executions().count(jid) == 1; }, 10s));
 }
+
+TEST_CASE_FIXTURE(WorkerFixture, "SIGKILL between a failure and its retry leaves one copy") {
+  auto client = OpenClient();
+  std::string jid = Push(*client, "FailSlowlyJob", "[]");
+  std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "worker", "--redis", server().Url(),
+                                   "-r", BuildPath("RELIABLEQ_CRASH_PLUGIN"), "-c", "1",
+                                   "--heartbeat-ttl", "1", "--heartbeat-interval", "0.25",
+                                   "--janitor-interval", "0.5"};
+  auto worker = std::make_unique<ChildProcess>(argv, std::vector<std::string>{},
+                                               dir_ + "/failing.log");
+  std::string id = IdentityOf(worker->pid());
+  // The handler has thrown and the worker is deciding the retry: the job
+  // is still in the working list, and nowhere else.
+  REQUIRE(WaitUntil([&] { return worker->Log().find("failing slowly") != std::string::npos; }));
+  worker->Signal(SIGKILL);
+  REQUIRE(worker->Wait(5s));
+  auto copies = [&] {
+    size_t n = 0;
+    for (const std::string& key : {std::string("queue:default"), Keys().Working(id, "default")}) {
+      for (const std::string& payload : LRange(key)) n += payload.find(jid) != std::string::npos;
+    }
+    for (const char* set : {"retry", "dead", "schedule"}) {
+      for (const std::string& payload : ZRange(set)) n += payload.find(jid) != std::string::npos;
+    }
+    return n;
+  };
+  CHECK(copies() == 1);
+  CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 1);
+  // A janitor returns it to its queue: still exactly one copy.
+  CommandResult recovered = {};
+  REQUIRE(WaitUntil([&] {
+    recovered = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url()});
+    return Integer({"LLEN", "queue:default"}) == 1;
+  }, 5s));
+  CHECK(copies() == 1);
+  CHECK(Integer({"ZCARD", "retry"}) == 0);
+}

@@ -111,6 +111,12 @@ struct Gate {
   }
 };
 
+std::string FormatEpochForTest(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", seconds);
+  return buf;
+}
+
 rapidjson::Document Parse(const std::string& json) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
@@ -206,7 +212,7 @@ TEST_CASE_FIXTURE(RedisFixture, "an idle worker picks up a pushed job without po
   }
 }
 
-TEST_CASE_FIXTURE(RedisFixture, "bad payloads and unknown classes go to the dead set") {
+TEST_CASE_FIXTURE(RedisFixture, "bad payloads go to the dead set; failures are retried") {
   Run({"SADD", "queues", "default"});
   Run({"LPUSH", "queue:default", "{not json"});
   Run({"LPUSH", "queue:default", R"({"class":"X","args":"not an array","jid":"j1"})"});
@@ -218,30 +224,35 @@ TEST_CASE_FIXTURE(RedisFixture, "bad payloads and unknown classes go to the dead
   HandlerRegistry registry;
   registry.Register("Good", [ran](const JobView&) { ++*ran; });
   registry.Register("Thrower", [](const JobView&) { throw std::invalid_argument("bad card"); });
+  double before = NowSeconds();
   RunningServer server(FastOptions(options()), std::move(registry));
-  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "dead"}) == 4 && ran->load() == 1; }));
+  REQUIRE(WaitUntil([&] {
+    return Integer({"ZCARD", "dead"}) == 2 && Integer({"ZCARD", "retry"}) == 2 && ran->load() == 1;
+  }));
   std::vector<std::string> dead = ZRange("dead");
   // Unparsable payloads are kept byte for byte.
   CHECK(std::count(dead.begin(), dead.end(), "{not json") == 1);
   CHECK(std::count(dead.begin(), dead.end(),
                    R"({"class":"X","args":"not an array","jid":"j1"})") == 1);
   bool saw_unknown = false, saw_thrower = false;
-  for (const std::string& entry : dead) {
+  for (const auto& [entry, score] : ZRangeWithScores("retry")) {
+    auto doc = Parse(entry);
+    // First failure: retry_count 0, failed_at now, back in 15..24 s.
+    CHECK(doc["retry_count"].GetInt() == 0);
+    CHECK(doc["failed_at"].IsDouble());
+    CHECK(score >= before + 15);
+    CHECK(score <= NowSeconds() + 24);
+    CHECK(std::string(doc["queue"].GetString()) == "default");
     if (entry.find(unknown) != std::string::npos) {
       saw_unknown = true;
-      auto doc = Parse(entry);
       CHECK(std::string(doc["error_class"].GetString()) == "Reliableq::UnknownJobClass");
       CHECK(std::string(doc["error_message"].GetString()).find("NobodyKnowsMe") !=
             std::string::npos);
-      CHECK(doc["retry_count"].GetInt() == 0);
-      CHECK(doc["failed_at"].IsDouble());
     }
     if (entry.find(thrower) != std::string::npos) {
       saw_thrower = true;
-      auto doc = Parse(entry);
       CHECK(std::string(doc["error_class"].GetString()) == "std::invalid_argument");
       CHECK(std::string(doc["error_message"].GetString()) == "bad card");
-      CHECK(std::string(doc["queue"].GetString()) == "default");
     }
   }
   CHECK(saw_unknown);
@@ -251,6 +262,169 @@ TEST_CASE_FIXTURE(RedisFixture, "bad payloads and unknown classes go to the dead
   REQUIRE(WaitUntil([&] { return Get("stat:processed") == "3"; }));
   CHECK(Get("stat:failed") == "2");
   CHECK(Integer({"LLEN", Keys().Working(server.identity(), "default")}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "retries run again, then the job dies with its hooks called") {
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto exhausted = std::make_shared<std::atomic<int>>(0);
+  auto deaths = std::make_shared<std::atomic<int>>(0);
+  auto last_count = std::make_shared<std::atomic<int>>(-1);
+  HandlerRegistry registry;
+  JobClassOptions job_options;
+  // A short schedule so the test sees every retry.
+  job_options.retry_in = [](int, const JobError&) { return RetryIn::After(0.001); };
+  job_options.on_retries_exhausted = [exhausted, last_count](const JobView& job,
+                                                             const JobError& error) {
+    CHECK(error.message == "always");
+    last_count->store(job.retry_count().value_or(-1));
+    ++*exhausted;
+  };
+  registry.Register("Flaky", [attempts](const JobView&) {
+    ++*attempts;
+    throw std::runtime_error("always");
+  }, job_options);
+  registry.Register("Once", [](const JobView&) { throw std::runtime_error("never again"); });
+  ServerOptions opts = FastOptions(options());
+  opts.scheduled_poll_interval = 100ms;
+  opts.random_below = [](int) { return 0; };  // no jitter: retries are due at once
+  opts.death_handlers.push_back([deaths](const JobView&, const JobError&) { ++*deaths; });
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  Job job;
+  job.job_class = "Flaky";
+  job.retry = Retry::Times(2);
+  REQUIRE(client->Push(job).ok());
+  Job no_retry;
+  no_retry.job_class = "Once";
+  no_retry.retry = Retry::Disabled();
+  REQUIRE(client->Push(no_retry).ok());
+  // retry: 2 means three runs.
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "dead"}) == 1; }, 10s));
+  CHECK(attempts->load() == 3);
+  CHECK(exhausted->load() == 1);
+  CHECK(last_count->load() == 2);
+  REQUIRE(WaitUntil([&] { return deaths->load() == 2; }));  // Flaky's death and Once's drop
+  auto dead = Parse(ZRange("dead")[0]);
+  CHECK(std::string(dead["class"].GetString()) == "Flaky");
+  CHECK(dead["retry_count"].GetInt() == 2);
+  CHECK(dead["retried_at"].IsDouble());
+  CHECK(Integer({"ZCARD", "retry"}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts within about a second of its time") {
+  auto started = std::make_shared<std::atomic<double>>(0);
+  HandlerRegistry registry;
+  registry.Register("Later", [started](const JobView& job) {
+    started->store(NowSeconds());
+    // Promotion stamps enqueued_at as a float, keeping everything else.
+    CHECK(job.payload()["enqueued_at"].IsDouble());
+    CHECK(job.args()[0].GetDouble() == 1.5);
+  });
+  RunningServer server(FastOptions(options()), std::move(registry));
+  REQUIRE(WaitUntil([&] { return Integer({"SCARD", "processes"}) == 1; }));
+  auto client = OpenClient(options());
+  Job job;
+  job.job_class = "Later";
+  job.args = "[1.5]";
+  double at = NowSeconds() + 1.0;
+  REQUIRE(client->PushAt(job, at).ok());
+  CHECK(Integer({"ZCARD", "schedule"}) == 1);
+  REQUIRE(WaitUntil([&] { return started->load() > 0; }, 10s));
+  CHECK(started->load() >= at);
+  // Default poll interval 0.5 s with one process: at most 0.75 s late,
+  // plus the time to run; not a benchmark, a bound on the poller's spread.
+  CHECK(started->load() - at < 1.5);
+  CHECK(Integer({"ZCARD", "schedule"}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "middleware wraps every job and sees its failure") {
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Fine", [](const JobView&) {});
+  registry.Register("Broken", [](const JobView&) { throw std::logic_error("broken"); });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;
+  opts.middleware.push_back([seen, mu](const JobView& job, const std::function<void()>& next) {
+    {
+      std::lock_guard<std::mutex> lock(*mu);
+      seen->push_back("outer " + std::string(job.job_class()));
+    }
+    try {
+      next();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(*mu);
+      seen->push_back(std::string("saw ") + e.what());
+      throw;
+    }
+  });
+  opts.middleware.push_back([seen, mu](const JobView& job, const std::function<void()>& next) {
+    {
+      std::lock_guard<std::mutex> lock(*mu);
+      seen->push_back("inner " + std::string(job.job_class()));
+    }
+    next();
+  });
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  PushJob(*client, "Fine", "[]");
+  REQUIRE(WaitUntil([&] { return Get("stat:processed") == "1"; }));
+  PushJob(*client, "Broken", "[]");
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) == 1; }));
+  std::lock_guard<std::mutex> lock(*mu);
+  CHECK(*seen == std::vector<std::string>{"outer Fine", "inner Fine", "outer Broken",
+                                          "inner Broken", "saw broken"});
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "client middleware can change or stop a push") {
+  ClientOptions client_options;
+  client_options.middleware.push_back([](rapidjson::Document& job) {
+    if (std::string(job["class"].GetString()) == "Blocked") return false;
+    job["queue"].SetString("rerouted", job.GetAllocator());
+    job.AddMember("tenant", "acme", job.GetAllocator());
+    return true;
+  });
+  auto client = Client::Open(options(), client_options);
+  REQUIRE(client.ok());
+  Job job;
+  job.job_class = "Any";
+  auto jid = (*client)->Push(job);
+  REQUIRE(jid.ok());
+  CHECK(jid->size() == 24);
+  std::vector<std::string> queued = LRange("queue:rerouted");
+  REQUIRE(queued.size() == 1);
+  CHECK(queued[0].find("\"tenant\":\"acme\"") != std::string::npos);
+  CHECK(SMembers("queues") == std::vector<std::string>{"rerouted"});
+  Job blocked;
+  blocked.job_class = "Blocked";
+  auto stopped = (*client)->Push(blocked);
+  REQUIRE(stopped.ok());
+  CHECK(stopped->empty());
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "the dead set is trimmed by count and by age") {
+  // An entry older than the timeout, and a limit of 3 (Sidekiq's rank trim
+  // keeps limit - 1).
+  Run({"ZADD", "dead", FormatEpochForTest(NowSeconds() - 400 * 24 * 3600.0), "ancient"});
+  HandlerRegistry registry;
+  registry.Register("Die", [](const JobView&) { throw std::runtime_error("x"); });
+  ServerOptions opts = FastOptions(options());
+  opts.dead_max_jobs = 3;
+  opts.dead_timeout = std::chrono::hours(24 * 180);
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  for (int i = 0; i < 5; ++i) {
+    Job job;
+    job.job_class = "Die";
+    job.args = "[" + std::to_string(i) + "]";
+    job.retry = Retry::Times(0);
+    REQUIRE(client->Push(job).ok());
+  }
+  REQUIRE(WaitUntil([&] { return Get("stat:failed") == "5"; }));
+  std::vector<std::string> dead = ZRange("dead");
+  CHECK(dead.size() == 2);
+  CHECK(std::find(dead.begin(), dead.end(), "ancient") == dead.end());
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "heartbeat writes the records Sidekiq's API reads") {

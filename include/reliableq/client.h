@@ -22,6 +22,9 @@
 #ifndef RELIABLEQ_CLIENT_H_
 #define RELIABLEQ_CLIENT_H_
 
+#include <rapidjson/document.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +34,19 @@
 #include "reliableq/status.h"
 
 namespace reliableq {
+
+// Sidekiq's client middleware: called in the order added, with the job JSON
+// as it is about to be stored, before every push (immediate, scheduled or
+// bulk). It may change any field, the queue included. Return false to stop
+// the push: nothing is written, and Push/PushAt/PushIn return an empty jid
+// (PushBulk an empty jid in that job's place). A job a middleware leaves
+// without a string class, an array args or a non-empty queue is
+// kInvalidArgument. Called on the pushing thread.
+using ClientMiddleware = std::function<bool(rapidjson::Document& job)>;
+
+struct ClientOptions {
+  std::vector<ClientMiddleware> middleware;
+};
 
 class Client {
  public:
@@ -42,7 +58,8 @@ class Client {
   // the server has closed would otherwise end the whole program instead of
   // failing the call with kIoError. A SIGPIPE handler the program installed
   // itself is left alone.
-  static Result<std::unique_ptr<Client>> Open(const RedisOptions& options);
+  static Result<std::unique_ptr<Client>> Open(const RedisOptions& options,
+                                              ClientOptions client_options = {});
 
   virtual ~Client();
   Client(const Client&) = delete;

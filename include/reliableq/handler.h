@@ -81,19 +81,65 @@ class JobView {
 // Runs one job. Throw to fail it.
 using Handler = std::function<void(const JobView& job)>;
 
+// What a failed execution threw, as hooks see it.
+struct JobError {
+  std::string error_class;  // the exception's type, e.g. "std::runtime_error"
+  std::string message;      // what()
+};
+
+// A job class's answer to "when should this failed job run again?"
+// (Sidekiq's sidekiq_retry_in).
+class RetryIn {
+ public:
+  // Sidekiq's schedule: count^4 + 15 seconds, plus jitter.
+  static RetryIn Default() { return RetryIn(Kind::kDefault, 0); }
+  // After `seconds` (> 0), plus the same jitter as the default.
+  static RetryIn After(double seconds) { return RetryIn(Kind::kAfter, seconds); }
+  // Drop the job: no retry, no dead set, no hooks.
+  static RetryIn Discard() { return RetryIn(Kind::kDiscard, 0); }
+  // Send it to the dead set now.
+  static RetryIn Kill() { return RetryIn(Kind::kKill, 0); }
+
+  enum class Kind { kDefault, kAfter, kDiscard, kKill };
+  Kind kind() const { return kind_; }
+  double seconds() const { return seconds_; }
+
+ private:
+  RetryIn(Kind kind, double seconds) : kind_(kind), seconds_(seconds) {}
+  Kind kind_;
+  double seconds_;
+};
+
+// Options of one job class, like Sidekiq's sidekiq_options and blocks.
+struct JobClassOptions {
+  // Called after a failure that may be retried, with the retry count (0 on
+  // the first failure) and the error. Empty: RetryIn::Default().
+  std::function<RetryIn(int count, const JobError& error)> retry_in;
+  // Called once when the job will not be retried any more (its retries are
+  // used up, or its `retry` is 0), before it goes to the dead set
+  // (Sidekiq's sidekiq_retries_exhausted).
+  std::function<void(const JobView& job, const JobError& error)> on_retries_exhausted;
+};
+
 // Job class name -> handler. Header-only, so that a plugin built against
 // these headers needs no symbol of the library to register its classes.
 class HandlerRegistry {
  public:
-  // Adds or replaces the handler for `job_class`.
-  void Register(std::string job_class, Handler handler) {
-    handlers_[std::move(job_class)] = std::move(handler);
+  // Adds or replaces the handler (and options) for `job_class`.
+  void Register(std::string job_class, Handler handler, JobClassOptions options = {}) {
+    handlers_[std::move(job_class)] = Entry{std::move(handler), std::move(options)};
   }
 
   // The handler for `job_class`, or nullptr when none is registered.
   const Handler* Find(std::string_view job_class) const {
     auto it = handlers_.find(job_class);
-    return it == handlers_.end() ? nullptr : &it->second;
+    return it == handlers_.end() ? nullptr : &it->second.handler;
+  }
+
+  // The options of `job_class`, or nullptr when it is not registered.
+  const JobClassOptions* Options(std::string_view job_class) const {
+    auto it = handlers_.find(job_class);
+    return it == handlers_.end() ? nullptr : &it->second.options;
   }
 
   // The registered class names, sorted.
@@ -106,7 +152,11 @@ class HandlerRegistry {
   bool empty() const { return handlers_.empty(); }
 
  private:
-  std::map<std::string, Handler, std::less<>> handlers_;
+  struct Entry {
+    Handler handler;
+    JobClassOptions options;
+  };
+  std::map<std::string, Entry, std::less<>> handlers_;
 };
 
 }  // namespace reliableq

@@ -26,6 +26,8 @@
 #define RELIABLEQ_SERVER_H_
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,17 @@ struct QueueSpec {
 
 enum class LogLevel { kError, kWarn, kInfo, kDebug };
 
+// Wraps the execution of every job, like Sidekiq's server middleware:
+// call `next()` to run the rest of the chain and the handler; an exception
+// from `next()` is the job's failure, which a middleware may catch, look at,
+// and rethrow (or not: then the job succeeded). Not calling `next()` skips
+// the job, which then counts as done. Runs on processor threads.
+using ServerMiddleware = std::function<void(const JobView& job, const std::function<void()>& next)>;
+
+// Called for every job that goes to the dead set after failing, or that is
+// dropped because its `retry` is false (Sidekiq's death handlers).
+using DeathHandler = std::function<void(const JobView& job, const JobError& error)>;
+
 struct ServerOptions {
   // Where Redis is.
   RedisOptions redis;
@@ -64,6 +77,25 @@ struct ServerOptions {
   // A job whose process died while running it more than this many times
   // goes to the dead set instead of back to its queue.
   int max_interruptions = 3;
+  // The retries of a job whose `retry` is true (Sidekiq's max_retries).
+  int max_retries = 25;
+  // The dead set keeps at most this many jobs (Sidekiq's dead_max_jobs;
+  // the trim leaves one fewer) ...
+  int64_t dead_max_jobs = 10000;
+  // ... and none older than this (dead_timeout_in_seconds).
+  std::chrono::seconds dead_timeout{180 * 24 * 3600};
+  // How often, on average, the whole cluster looks for due jobs in
+  // `schedule` and `retry`: each process waits about (number of processes x
+  // this), so a due job starts within about this long whatever the number
+  // of processes (Sidekiq's average_scheduled_poll_interval is 5 s).
+  std::chrono::milliseconds scheduled_poll_interval{500};
+  // The randomness of retry jitter: a uniform integer in [0, n). Empty: a
+  // generator per thread seeded from std::random_device. Set it to make
+  // retry times predictable (tests). Called on processor threads.
+  std::function<int(int n)> random_below;
+  // Outermost first.
+  std::vector<ServerMiddleware> middleware;
+  std::vector<DeathHandler> death_handlers;
   // Sidekiq's tag and labels, shown in the Web UI.
   std::string tag;
   std::vector<std::string> labels;

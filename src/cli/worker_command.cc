@@ -26,7 +26,8 @@ constexpr std::string_view kHelp =
     "usage: reliableq worker -r LIB.so... [-q QUEUE[,WEIGHT]]... [-c|--concurrency N]\n"
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
-    "                        [--max-interruptions N] [--tag TAG] [--label LABEL]...\n"
+    "                        [--max-interruptions N] [--max-retries N]\n"
+    "                        [--poll-interval SEC] [--tag TAG] [--label LABEL]...\n"
     "                        [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that the plugins register, with\n"
@@ -54,6 +55,10 @@ constexpr std::string_view kHelp =
     "      --max-interruptions N\n"
     "                       a job interrupted more often goes to the dead set\n"
     "                       (default: 3)\n"
+    "      --max-retries N  retries of a failing job whose retry is true (default: 25)\n"
+    "      --poll-interval SEC\n"
+    "                       how often, on average across all workers, due scheduled\n"
+    "                       jobs and retries are moved to their queues (default: 0.5)\n"
     "      --tag TAG        Sidekiq's process tag, shown in its Web UI\n"
     "      --label LABEL    a Sidekiq process label; repeat for several\n"
     "  -v, --verbose        log debug messages\n";
@@ -112,6 +117,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       {"heartbeat-ttl", false, &options->heartbeat_ttl},
       {"heartbeat-interval", false, &options->heartbeat_interval},
       {"janitor-interval", false, &options->janitor_interval},
+      {"poll-interval", false, &options->scheduled_poll_interval},
   };
   for (const Duration& duration : durations) {
     if (auto text = args.Value(duration.name)) {
@@ -132,6 +138,11 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
     std::optional<int> n = ParseCount(*text);
     if (!n) return "--max-interruptions needs a non-negative integer, not '" + *text + "'";
     options->max_interruptions = *n;
+  }
+  if (auto text = args.Value("max-retries")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n) return "--max-retries needs a non-negative integer, not '" + *text + "'";
+    options->max_retries = *n;
   }
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
@@ -240,6 +251,8 @@ const Command& WorkerCommand() {
               {.name = "heartbeat-interval", .takes_value = true},
               {.name = "janitor-interval", .takes_value = true},
               {.name = "max-interruptions", .takes_value = true},
+              {.name = "max-retries", .takes_value = true},
+              {.name = "poll-interval", .takes_value = true},
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
               {.name = "verbose", .short_name = 'v'},

@@ -110,17 +110,19 @@ void AsyncConnection::Handshake() {
   if (options_.db != 0) {
     if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
   }
+  // The name and id only serve the janitor's fencing of dead workers; a
+  // server whose ACL refuses CLIENT still gets a working connection.
   if (!client_name_.empty()) {
-    if (!send({"CLIENT", "SETNAME", client_name_}, fail_on_error("CLIENT SETNAME")).ok()) return;
+    if (!send({"CLIENT", "SETNAME", client_name_}, nullptr).ok()) return;
   }
   send({"CLIENT", "ID"}, [this](const Status& status, redisReply* reply) {
-    if (!status.ok()) {
+    if (!status.ok() && status.IsRetryable()) {
       Status why = status.WithContext("CLIENT ID at " + options_.Describe());
       Abort(why);
       FinishConnect(why);
       return;
     }
-    Result<int64_t> id = ToInteger(reply);
+    Result<int64_t> id = status.ok() ? ToInteger(reply) : Result<int64_t>(status);
     client_id_ = id.ok() ? *id : 0;
     last_client_id_ = client_id_;
     state_ = State::kReady;

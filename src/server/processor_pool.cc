@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <random>
 #include <typeinfo>
 
 #include "job_codec.h"
@@ -36,8 +37,7 @@ struct ProcessorPool::State {
     double started_at = 0;
   };
 
-  HandlerRegistry registry;
-  std::vector<std::string> queue_names;
+  ProcessorConfig config;
   std::function<void()> wake;
 
   mutable std::mutex mu;
@@ -54,15 +54,15 @@ struct ProcessorPool::State {
 
   void Loop(int slot_index);
   FinishedJob Run(const FetchedJob& job);
+  void PlanFailed(const FetchedJob& job, const rapidjson::Document& document, JobError error,
+                  FinishedJob* done);
 };
 
-ProcessorPool::ProcessorPool(int threads, HandlerRegistry registry,
-                             std::vector<std::string> queue_names, std::function<void()> wake)
+ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
     : state_(std::make_shared<State>()) {
-  state_->registry = std::move(registry);
-  state_->queue_names = std::move(queue_names);
+  state_->slots.resize(static_cast<size_t>(config.threads));
+  state_->config = std::move(config);
   state_->wake = std::move(wake);
-  state_->slots.resize(static_cast<size_t>(threads));
 }
 
 ProcessorPool::~ProcessorPool() { Shutdown(std::chrono::milliseconds(0)); }
@@ -116,55 +116,128 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
     done.error = decoded.status().message();
     return done;
   }
-  const std::string& queue = queue_names[job.queue];
+  const std::string& queue = config.queue_names[job.queue];
   JobView view(job.payload, queue, decoded->document);
   JobLogContext context(view.job_class(), view.jid());
-  std::string error_class, error_message;
+  JobError error;
   auto started = std::chrono::steady_clock::now();
-  const Handler* handler = registry.Find(view.job_class());
+  const Handler* handler = config.registry.Find(view.job_class());
   if (handler == nullptr) {
-    error_class = "Reliableq::UnknownJobClass";
-    error_message = "no handler is registered for class '" + std::string(view.job_class()) +
+    // Sidekiq fails a job whose class it cannot load the same way: it is
+    // retried, so a rolling deploy that adds the class picks it up later.
+    error.error_class = "Reliableq::UnknownJobClass";
+    error.message = "no handler is registered for class '" + std::string(view.job_class()) +
                     "' in this worker";
   } else {
     Log(LogLevel::kDebug, "start");
+    const std::vector<ServerMiddleware>& chain = config.middleware;
+    std::function<void(size_t)> call = [&](size_t i) {
+      if (i == chain.size()) {
+        (*handler)(view);
+      } else {
+        chain[i](view, [&call, i] { call(i + 1); });
+      }
+    };
     try {
-      (*handler)(view);
+      if (chain.empty()) {
+        (*handler)(view);
+      } else {
+        call(0);
+      }
     } catch (const std::exception& e) {
-      error_class = Demangle(typeid(e).name());
-      error_message = e.what();
+      error.error_class = Demangle(typeid(e).name());
+      error.message = e.what();
     } catch (...) {
       std::type_info* type = abi::__cxa_current_exception_type();
-      error_class = type != nullptr ? Demangle(type->name()) : "unknown exception";
-      error_message = "a non-standard exception was thrown";
+      error.error_class = type != nullptr ? Demangle(type->name()) : "unknown exception";
+      error.message = "a non-standard exception was thrown";
     }
   }
   double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (error_class.empty()) {
+  if (error.error_class.empty()) {
     Log(LogLevel::kDebug, "done: %.6f sec", elapsed);
     return done;
   }
-  Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", elapsed, error_class.c_str(),
-      error_message.c_str());
-  done.outcome = Outcome::kFailed;
-  done.error = error_class + ": " + error_message;
+  Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", elapsed, error.error_class.c_str(),
+      error.message.c_str());
+  PlanFailed(job, decoded->document, std::move(error), &done);
+  return done;
+}
+
+void ProcessorPool::State::PlanFailed(const FetchedJob& job, const rapidjson::Document& document,
+                                      JobError error, FinishedJob* done) {
+  thread_local std::mt19937 random{std::random_device{}()};
+  done->outcome = Outcome::kFailed;
+  done->error = error.error_class + ": " + error.message;
+  const std::string& queue = config.queue_names[job.queue];
+  double now = NowSeconds();
   FailureInfo info;
-  info.error_class = std::move(error_class);
-  info.error_message = std::move(error_message);
+  info.error_class = error.error_class;
+  info.error_message = error.message;
   info.fetched_queue = queue;
-  info.now = NowSeconds();
+  info.now = now;
   Result<std::string> failed = RecordFailure(job.payload, info);
   if (failed.ok()) {
-    done.failed_payload = std::move(failed.value());
+    done->failed_payload = std::move(failed.value());
   } else {
     // A payload Sidekiq could not retry either (say, a retry_count that is
     // not an integer): it goes to the dead set as it was, with the reason in
     // the log.
-    done.failed_payload = job.payload;
-    done.error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
+    done->failed_payload = job.payload;
+    done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
+    done->action = FailureAction::kDead;
+    done->score = now;
+    return;
   }
-  return done;
+
+  std::string_view job_class;
+  if (auto it = document.FindMember("class"); it->value.IsString()) {
+    job_class = {it->value.GetString(), it->value.GetStringLength()};
+  }
+  const JobClassOptions* options = config.registry.Options(job_class);
+  std::function<RetryIn(int)> retry_in;
+  if (options != nullptr && options->retry_in) {
+    retry_in = [options, &error](int count) {
+      try {
+        return options->retry_in(count, error);
+      } catch (const std::exception& e) {
+        Log(LogLevel::kWarn, "retry_in failed (%s): default schedule", e.what());
+        return RetryIn::Default();
+      }
+    };
+  }
+  RandomBelow below = config.random_below ? RandomBelow(config.random_below) : [](int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(random);
+  };
+  FailurePlan plan = PlanFailure(document, config.max_retries, now, retry_in, below);
+  done->action = plan.action;
+  done->score = plan.action == FailureAction::kRetry ? plan.retry_at : now;
+
+  if (plan.exhausted || plan.death) {
+    // Hooks see the job as it now stands, with the failure recorded.
+    Result<DecodedJob> failed_doc = DecodeJob(done->failed_payload);
+    if (failed_doc.ok()) {
+      JobView failed_view(done->failed_payload, queue, failed_doc->document);
+      auto guarded = [&](const char* what, const auto& hook) {
+        try {
+          hook(failed_view, error);
+        } catch (const std::exception& e) {
+          Log(LogLevel::kWarn, "%s threw: %s", what, e.what());
+        } catch (...) {
+          Log(LogLevel::kWarn, "%s threw", what);
+        }
+      };
+      if (plan.exhausted && options != nullptr && options->on_retries_exhausted) {
+        guarded("retries-exhausted hook", options->on_retries_exhausted);
+      }
+      if (plan.death) {
+        for (const DeathHandler& handler : config.death_handlers) {
+          guarded("death handler", handler);
+        }
+      }
+    }
+  }
 }
 
 void ProcessorPool::Submit(std::vector<FetchedJob>* jobs) {

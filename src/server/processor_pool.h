@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "reliableq/handler.h"
+#include "reliableq/server.h"
+#include "retry.h"
 
 namespace reliableq {
 
@@ -50,6 +52,21 @@ struct FinishedJob {
   Outcome outcome = Outcome::kSucceeded;
   std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
   std::string error;           // kFailed/kInvalid: one line for the log
+  // kFailed: where it goes, and its score there (retry time or time of death).
+  FailureAction action = FailureAction::kDead;
+  double score = 0;
+};
+
+// What processors need to know besides the handlers.
+struct ProcessorConfig {
+  int threads = 10;
+  HandlerRegistry registry;
+  // queue_names[i] is the name of queue index i (for JobView::queue).
+  std::vector<std::string> queue_names;
+  int max_retries = 25;
+  std::function<int(int n)> random_below;  // empty: per-thread generator
+  std::vector<ServerMiddleware> middleware;
+  std::vector<DeathHandler> death_handlers;
 };
 
 struct RunningJob {
@@ -61,9 +78,7 @@ struct RunningJob {
 
 class ProcessorPool {
  public:
-  // `queue_names[i]` is the name of queue index i (for JobView::queue).
-  ProcessorPool(int threads, HandlerRegistry registry, std::vector<std::string> queue_names,
-                std::function<void()> wake);
+  ProcessorPool(ProcessorConfig config, std::function<void()> wake);
   ~ProcessorPool();
   ProcessorPool(const ProcessorPool&) = delete;
   ProcessorPool& operator=(const ProcessorPool&) = delete;

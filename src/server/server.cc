@@ -51,9 +51,10 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Sidekiq's retention of the dead set (data contract 3.4).
-constexpr int64_t kDeadMaxJobs = 10000;
-constexpr int64_t kDeadTimeoutSeconds = 180 * 24 * 3600;
+// Due members promoted per script call; a full batch makes the poller go
+// again at once, alternating between schedule and retry, so a huge retry
+// set never keeps scheduled jobs waiting (Sidekiq issue 3889).
+constexpr size_t kPromoteBatch = 100;
 // Reconnect back-off bounds.
 constexpr uint64_t kReconnectMinMillis = 100;
 constexpr uint64_t kReconnectMaxMillis = 2000;
@@ -157,6 +158,11 @@ class ServerImpl final : public Server {
                    std::function<void(const Status&)> done);
   void KillBlocking();
 
+  // Scheduled jobs and retries.
+  void SchedulePoll(bool now);
+  void Poll();
+  void PromoteDue(std::string_view set, redisReply* members, std::function<void(bool)> done);
+
   // Janitor.
   void ScheduleJanitor(bool now);
   static void JanitorWork(uv_work_t* work);
@@ -188,6 +194,7 @@ class ServerImpl final : public Server {
   uv_timer_t janitor_timer_;
   uv_timer_t reconnect_timer_;
   uv_timer_t stop_timer_;
+  uv_timer_t poll_timer_;
   std::vector<uv_signal_t*> signals_;
   uv_work_t janitor_work_;
 
@@ -206,6 +213,8 @@ class ServerImpl final : public Server {
   std::set<int64_t> published_clients_;
   int64_t rtt_us_ = 0;
   bool fetch_inflight_ = false;
+  bool poll_inflight_ = false;
+  int64_t process_count_ = 1;
   bool idle_ = false;
   int reconciling_ = 0;
   bool reconcile_needed_ = false;
@@ -249,7 +258,15 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
   // A few jobs beyond the thread count keep threads busy across the round
   // trip of the next fetch without holding many jobs back from other workers.
   prefetch_ = std::max(1, options_.concurrency / 4);
-  pool_ = std::make_unique<ProcessorPool>(options_.concurrency, std::move(registry), names,
+  ProcessorConfig config;
+  config.threads = options_.concurrency;
+  config.registry = std::move(registry);
+  config.queue_names = std::move(names);
+  config.max_retries = options_.max_retries;
+  config.random_below = options_.random_below;
+  config.middleware = options_.middleware;
+  config.death_handlers = options_.death_handlers;
+  pool_ = std::make_unique<ProcessorPool>(std::move(config),
                                           [this] { uv_async_send(&finished_async_); });
 }
 
@@ -334,6 +351,7 @@ Status ServerImpl::Init() {
   uv_timer_init(&loop_, &janitor_timer_);
   uv_timer_init(&loop_, &reconnect_timer_);
   uv_timer_init(&loop_, &stop_timer_);
+  uv_timer_init(&loop_, &poll_timer_);
   {
     std::lock_guard<std::mutex> lock(control_mu_);
     control_open_ = true;
@@ -616,6 +634,7 @@ void ServerImpl::OnBeat(const Status& status, redisReply* reply, bool first,
         identity_.c_str(), options_.concurrency, queues_.size(),
         options_.heartbeat_ttl.count() / 1000.0);
     ScheduleJanitor(true);
+    SchedulePoll(false);
     if (phase_ == Phase::kStarting) phase_ = Phase::kRunning;
     // Jobs left in our (brand new) working lists cannot exist, but a
     // reconcile costs one round trip and makes start-up uniform.
@@ -853,19 +872,31 @@ void ServerImpl::SendCompletions() {
   for (FinishedJob& job : batch) {
     if (job.outcome == Outcome::kSucceeded) continue;
     bool invalid = job.outcome == Outcome::kInvalid;
-    Log(LogLevel::kWarn, "%s job to the dead set: %s", invalid ? "invalid" : "failed",
-        job.error.c_str());
+    FailureAction action = invalid ? FailureAction::kDead : job.action;
+    const char* mode = action == FailureAction::kRetry  ? "retry"
+                       : action == FailureAction::kDead ? "dead"
+                                                        : "drop";
+    if (invalid) {
+      Log(LogLevel::kWarn, "not a job, to the dead set as it is: %s", job.error.c_str());
+    } else if (action == FailureAction::kRetry) {
+      Log(LogLevel::kInfo, "will retry in %.0f s: %s", job.score - NowSeconds(),
+          job.error.c_str());
+    } else {
+      Log(LogLevel::kWarn, "%s: %s", action == FailureAction::kDead ? "to the dead set" : "dropped",
+          job.error.c_str());
+    }
     std::string now = FormatEpoch(NowSeconds());
-    std::vector<std::string> keys = {queues_[job.queue].working_key, std::string(Keys::kDead),
-                                     std::string(Keys::kProcessed), processed_day,
-                                     std::string(Keys::kFailed), failed_day};
+    std::vector<std::string> keys = {
+        queues_[job.queue].working_key,
+        std::string(action == FailureAction::kRetry ? Keys::kRetry : Keys::kDead),
+        std::string(Keys::kProcessed), processed_day, std::string(Keys::kFailed), failed_day};
     std::vector<std::string> args = {job.payload,
                                      invalid ? job.payload : job.failed_payload,
+                                     action == FailureAction::kRetry ? FormatEpoch(job.score) : now,
+                                     mode,
                                      now,
-                                     "dead",
-                                     now,
-                                     std::to_string(kDeadMaxJobs),
-                                     std::to_string(kDeadTimeoutSeconds),
+                                     std::to_string(options_.dead_max_jobs),
+                                     std::to_string(options_.dead_timeout.count()),
                                      invalid ? "0" : "1"};
     std::vector<FinishedJob> carried;
     carried.push_back(std::move(job));
@@ -887,8 +918,8 @@ void ServerImpl::SendRequeue(const char* mode, std::vector<std::vector<std::stri
     std::vector<std::string> args = {mode,
                                      std::to_string(options_.max_interruptions),
                                      now,
-                                     std::to_string(kDeadMaxJobs),
-                                     std::to_string(kDeadTimeoutSeconds),
+                                     std::to_string(options_.dead_max_jobs),
+                                     std::to_string(options_.dead_timeout.count()),
                                      queues_[i].name};
     for (std::string& payload : listed[i]) args.push_back(std::move(payload));
     auto on_reply = [this, i, remaining, first_error, done](const Status& s, redisReply* r) {
@@ -958,14 +989,116 @@ void ServerImpl::KillBlocking() {
 }
 
 // ---------------------------------------------------------------------------
+// Scheduled jobs and retries
+
+void ServerImpl::SchedulePoll(bool now) {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStarting) return;
+  uint64_t delay = 0;
+  if (!now) {
+    // Sidekiq's spread: each process waits about process_count x the
+    // interval, uniformly in [0.5, 1.5) of that, so the cluster as a whole
+    // polls about once per interval whatever its size.
+    std::uniform_real_distribution<double> spread(0.5, 1.5);
+    double average = static_cast<double>(options_.scheduled_poll_interval.count()) *
+                     static_cast<double>(std::max<int64_t>(1, process_count_));
+    delay = static_cast<uint64_t>(average * spread(random_));
+  }
+  uv_timer_start(&poll_timer_, [](uv_timer_t* t) {
+    static_cast<ServerImpl*>(t->loop->data)->Poll();
+  }, delay, 0);
+}
+
+void ServerImpl::Poll() {
+  if (phase_ != Phase::kRunning || poll_inflight_ || !command_->ready()) {
+    SchedulePoll(false);
+    return;
+  }
+  poll_inflight_ = true;
+  command_->Command({"SCARD", Keys::kProcesses}, [this](const Status& s, redisReply* r) {
+    if (s.ok() && r->type == REDIS_REPLY_INTEGER) process_count_ = r->integer;
+  });
+  // Both sets, one batch each, schedule first: a huge retry set can never
+  // keep due scheduled jobs waiting behind it.
+  std::string now = FormatEpoch(NowSeconds());
+  std::string limit = std::to_string(kPromoteBatch);
+  auto full = std::make_shared<bool>(false);
+  auto remaining = std::make_shared<int>(2);
+  auto finished = [this, full, remaining](bool batch_was_full) {
+    *full = *full || batch_was_full;
+    if (--*remaining > 0) return;
+    poll_inflight_ = false;
+    SchedulePoll(*full);
+  };
+  for (std::string_view set : {Keys::kSchedule, Keys::kRetry}) {
+    Status sent = command_->Command(
+        {"ZRANGEBYSCORE", set, "-inf", now, "LIMIT", "0", limit},
+        [this, set, finished](const Status& s, redisReply* r) {
+          if (!s.ok() || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+            finished(false);
+            return;
+          }
+          PromoteDue(set, r, finished);
+        });
+    if (!sent.ok()) finished(false);
+  }
+}
+
+void ServerImpl::PromoteDue(std::string_view set, redisReply* members,
+                            std::function<void(bool)> done) {
+  bool full = members->elements >= kPromoteBatch;
+  std::vector<std::string> keys = {std::string(set), std::string(Keys::kQueues),
+                                   std::string(Keys::kDead)};
+  std::vector<std::string> args = {FormatEpoch(NowSeconds()),
+                                   std::to_string(options_.dead_max_jobs),
+                                   std::to_string(options_.dead_timeout.count())};
+  for (size_t i = 0; i < members->elements; ++i) {
+    std::string member(members->element[i]->str, members->element[i]->len);
+    rapidjson::Document doc;
+    doc.Parse(member.data(), member.size());
+    std::string queue;
+    if (!doc.HasParseError() && doc.IsObject()) {
+      auto it = doc.FindMember("queue");
+      queue = it != doc.MemberEnd() && it->value.IsString() && it->value.GetStringLength() > 0
+                  ? std::string(it->value.GetString(), it->value.GetStringLength())
+                  : "default";
+    }
+    size_t index = 0;  // 0: not a job, to the dead set
+    if (!queue.empty()) {
+      std::string key = Keys::Queue(queue);
+      auto found = std::find(keys.begin() + 3, keys.end(), key);
+      index = static_cast<size_t>(found - keys.begin()) + 1;
+      if (found == keys.end()) keys.push_back(std::move(key));
+    }
+    args.push_back(std::to_string(index));
+    args.push_back(queue);
+    args.push_back(std::move(member));
+  }
+  Status sent = command_->Eval(
+      ScriptId::kPromote, std::move(keys), std::move(args),
+      [this, set, full, done](const Status& s, redisReply* r) {
+        if (!s.ok()) {
+          Log(LogLevel::kWarn, "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()),
+              set.data(), s.ToString().c_str());
+        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+          Log(LogLevel::kDebug, "%.*s: %lld due jobs enqueued, %lld to the dead set",
+              static_cast<int>(set.size()), set.data(), r->element[0]->integer,
+              r->element[1]->integer);
+        }
+        done(s.ok() && full);
+      });
+  if (!sent.ok()) done(false);
+}
+
+// ---------------------------------------------------------------------------
 // Janitor
 
 void ServerImpl::ScheduleJanitor(bool now) {
   if (phase_ == Phase::kStopped || phase_ == Phase::kFinishing) return;
   uint64_t delay = 0;
   if (!now) {
-    // Jitter spreads the passes of many workers.
-    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    // Jitter spreads the passes of many workers; it only ever shortens the
+    // wait, so recovery stays within heartbeat ttl + janitor interval (I3).
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
     delay = static_cast<uint64_t>(options_.janitor_interval.count() * jitter(random_));
   }
   uv_timer_start(&janitor_timer_, [](uv_timer_t* t) {
@@ -1008,8 +1141,8 @@ void ServerImpl::JanitorWork(uv_work_t* work) {
   RecoveryConfig config;
   config.keys = self->keys_;
   config.max_interruptions = self->options_.max_interruptions;
-  config.dead_max_jobs = kDeadMaxJobs;
-  config.dead_timeout_seconds = kDeadTimeoutSeconds;
+  config.dead_max_jobs = self->options_.dead_max_jobs;
+  config.dead_timeout_seconds = self->options_.dead_timeout.count();
   self->janitor_ran_pass_ = true;
   self->janitor_result_ = RunRecoveryPass(*self->janitor_redis_, config, NowSeconds());
 }
@@ -1083,6 +1216,7 @@ void ServerImpl::FinishStop(bool hard) {
   hard_stop_ = hard;
   uv_timer_stop(&stop_timer_);
   uv_timer_stop(&janitor_timer_);
+  uv_timer_stop(&poll_timer_);
   KillBlocking();
   pool_->TakeFinished(&unsent_);
   hard_running_.assign(queues_.size(), {});
@@ -1177,6 +1311,7 @@ void ServerImpl::CloseAll() {
   close(&janitor_timer_);
   close(&reconnect_timer_);
   close(&stop_timer_);
+  close(&poll_timer_);
   for (uv_signal_t* s : signals_) close(s);
   // The connections' own handles close when they are destroyed.
   command_.reset();

@@ -1,0 +1,69 @@
+-- promote.lua: move due jobs of `schedule` or `retry` to their queues.
+--
+-- KEYS[1]    the sorted set the jobs are due in: schedule or retry
+-- KEYS[2]    queues (SET of queue names)
+-- KEYS[3]    dead (ZSET), for members that are not a job
+-- KEYS[4..]  queue:<q> for every queue named by the jobs below
+-- ARGV[1]    now, float seconds with a fractional part: the new enqueued_at
+-- ARGV[2]    dead max jobs (integer >= 1)
+-- ARGV[3]    dead timeout in seconds (integer >= 0)
+-- ARGV[3j+1] k_j: the index into KEYS (>= 4) of member j's queue, or 0 when
+--            the member is not a job (it goes to dead as it is)
+-- ARGV[3j+2] the name of that queue (added to `queues`)
+-- ARGV[3j+3] member j, byte for byte as it is stored in KEYS[1]
+--
+-- The caller read the members with ZRANGEBYSCORE; each is moved only if
+-- ZREM still removes it here, so two processes promoting the same member
+-- push it once, and a member is always in the set or in its queue, never
+-- in neither (Sidekiq's poller pops and pushes in two steps and can lose a
+-- job between them). The pushed payload is the member with enqueued_at set
+-- to now, edited as text: every other byte stays.
+--
+-- Returns {promoted, dead, skipped}: skipped members were no longer in the
+-- set (somebody else promoted or deleted them).
+-- Errors: RQ_INVALID for bad arguments; nothing is written then.
+
+-- @include lib/payload.lua
+
+local now = ARGV[1]
+if not is_float_seconds(now) then
+  return redis.error_reply('RQ_INVALID promote: now must be float seconds, got ' ..
+                           tostring(now))
+end
+local dead_max = parse_int(ARGV[2], 1)
+local dead_timeout = parse_int(ARGV[3], 0)
+if dead_max == nil or dead_timeout == nil then
+  return redis.error_reply('RQ_INVALID promote: bad dead limits')
+end
+if (#ARGV - 3) % 3 ~= 0 then
+  return redis.error_reply('RQ_INVALID promote: ARGV must end in (key index, name, member) triples')
+end
+for j = 4, #ARGV, 3 do
+  local k = parse_int(ARGV[j], 0)
+  if k == nil or (k ~= 0 and (k < 4 or k > #KEYS)) then
+    return redis.error_reply('RQ_INVALID promote: bad queue index ' .. tostring(ARGV[j]))
+  end
+end
+
+local promoted, dead, skipped = 0, 0, 0
+for j = 4, #ARGV, 3 do
+  local k = tonumber(ARGV[j])
+  local name, member = ARGV[j + 1], ARGV[j + 2]
+  if redis.call('ZREM', KEYS[1], member) == 0 then
+    skipped = skipped + 1
+  elseif k == 0 then
+    dead_add(KEYS[3], now, member, dead_max, dead_timeout)
+    dead = dead + 1
+  else
+    local payload = json_set_field(member, 'enqueued_at', now)
+    if payload == nil then
+      dead_add(KEYS[3], now, member, dead_max, dead_timeout)
+      dead = dead + 1
+    else
+      redis.call('LPUSH', KEYS[k], payload)
+      redis.call('SADD', KEYS[2], name)
+      promoted = promoted + 1
+    end
+  end
+end
+return {promoted, dead, skipped}

@@ -1,0 +1,73 @@
+#include "retry.h"
+
+#include <cmath>
+
+namespace reliableq {
+
+double DefaultRetryDelay(int count, const RandomBelow& random) {
+  double c = count;
+  return c * c * c * c + 15 + random(10) * (c + 1);
+}
+
+FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
+                        const std::function<RetryIn(int count)>& retry_in,
+                        const RandomBelow& random) {
+  FailurePlan plan;
+  auto field = [&job](const char* name) -> const rapidjson::Value* {
+    auto it = job.FindMember(name);
+    return it == job.MemberEnd() ? nullptr : &it->value;
+  };
+  const rapidjson::Value* retry_count = field("retry_count");
+  plan.count = retry_count != nullptr && retry_count->IsInt() ? retry_count->GetInt() + 1 : 0;
+
+  // Ruby truthiness: only false and nil turn retries off; 0 is truthy and
+  // sends the first failure to the dead set.
+  const rapidjson::Value* retry = field("retry");
+  if (retry != nullptr && (retry->IsFalse() || retry->IsNull())) {
+    plan.action = FailureAction::kDrop;
+    plan.death = true;
+    return plan;
+  }
+  int max = max_retries;
+  if (retry != nullptr && retry->IsInt()) max = retry->GetInt();
+
+  bool exhausted;
+  const rapidjson::Value* retry_for = field("retry_for");
+  if (retry_for != nullptr && retry_for->IsNumber()) {
+    const rapidjson::Value* failed_at = field("failed_at");
+    double first = failed_at != nullptr && failed_at->IsNumber() ? failed_at->GetDouble() : now;
+    exhausted = first + retry_for->GetDouble() < now;
+  } else {
+    exhausted = plan.count >= max;
+  }
+
+  if (!exhausted) {
+    RetryIn custom = retry_in ? retry_in(plan.count) : RetryIn::Default();
+    switch (custom.kind()) {
+      case RetryIn::Kind::kDiscard:
+        plan.action = FailureAction::kDrop;
+        return plan;
+      case RetryIn::Kind::kKill:
+        plan.action = FailureAction::kDead;
+        return plan;
+      case RetryIn::Kind::kAfter:
+        if (custom.seconds() > 0) {
+          plan.action = FailureAction::kRetry;
+          plan.retry_at = now + custom.seconds() + random(10) * (plan.count + 1);
+          return plan;
+        }
+        [[fallthrough]];
+      case RetryIn::Kind::kDefault:
+        plan.action = FailureAction::kRetry;
+        plan.retry_at = now + DefaultRetryDelay(plan.count, random);
+        return plan;
+    }
+  }
+  plan.exhausted = true;
+  plan.death = true;
+  const rapidjson::Value* dead = field("dead");
+  plan.action = dead != nullptr && dead->IsFalse() ? FailureAction::kDrop : FailureAction::kDead;
+  return plan;
+}
+
+}  // namespace reliableq

@@ -1,0 +1,144 @@
+#include "retry.h"
+
+#include <doctest/doctest.h>
+
+using namespace reliableq;
+
+namespace {
+
+rapidjson::Document Job(const char* json) {
+  rapidjson::Document doc;
+  doc.Parse(json);
+  REQUIRE_FALSE(doc.HasParseError());
+  return doc;
+}
+
+// A random source that always answers `value` (clamped below n).
+RandomBelow Fixed(int value) {
+  return [value](int n) { return value < n ? value : n - 1; };
+}
+
+constexpr double kNow = 1700000000.0;
+
+}  // namespace
+
+TEST_CASE("the default delay is Sidekiq's count^4 + 15 + rand(10) * (count + 1)") {
+  CHECK(DefaultRetryDelay(0, Fixed(0)) == 15);
+  CHECK(DefaultRetryDelay(0, Fixed(9)) == 24);
+  CHECK(DefaultRetryDelay(1, Fixed(0)) == 16);
+  CHECK(DefaultRetryDelay(3, Fixed(0)) == 96);
+  CHECK(DefaultRetryDelay(3, Fixed(5)) == 96 + 5 * 4);
+  CHECK(DefaultRetryDelay(24, Fixed(0)) == 331791);
+  // 25 retries add up to about 20.4 days before jitter (data contract 3.3).
+  double total = 0;
+  for (int c = 0; c < 25; ++c) total += DefaultRetryDelay(c, Fixed(0));
+  CHECK(total == 1763395);
+  // The random source is asked for a number below 10.
+  int asked = 0;
+  DefaultRetryDelay(2, [&asked](int n) {
+    asked = n;
+    return 0;
+  });
+  CHECK(asked == 10);
+}
+
+TEST_CASE("retry true retries up to max_retries, then the job is dead") {
+  auto first = PlanFailure(Job(R"({"class":"A","args":[],"retry":true})"), 25, kNow, {}, Fixed(0));
+  CHECK(first.action == FailureAction::kRetry);
+  CHECK(first.count == 0);
+  CHECK(first.retry_at == kNow + 15);
+  CHECK_FALSE(first.exhausted);
+
+  auto later = PlanFailure(Job(R"({"class":"A","args":[],"retry":true,"retry_count":3})"), 25, kNow,
+                           {}, Fixed(2));
+  CHECK(later.action == FailureAction::kRetry);
+  CHECK(later.count == 4);
+  CHECK(later.retry_at == kNow + 256 + 15 + 2 * 5);
+
+  auto last = PlanFailure(Job(R"({"class":"A","args":[],"retry":true,"retry_count":24})"), 25,
+                          kNow, {}, Fixed(0));
+  CHECK(last.action == FailureAction::kDead);
+  CHECK(last.count == 25);
+  CHECK(last.exhausted);
+  CHECK(last.death);
+
+  // A missing `retry` is Sidekiq's default, true.
+  CHECK(PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow, {}, Fixed(0)).action ==
+        FailureAction::kRetry);
+  // max_retries comes from the server.
+  CHECK(PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 2, kNow, {}, Fixed(0))
+            .action == FailureAction::kDead);
+}
+
+TEST_CASE("retry N allows N retries; 0 sends the first failure to the dead set") {
+  auto zero = PlanFailure(Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow, {}, Fixed(0));
+  CHECK(zero.action == FailureAction::kDead);
+  CHECK(zero.exhausted);
+  auto two_first = PlanFailure(Job(R"({"class":"A","args":[],"retry":2})"), 25, kNow, {}, Fixed(0));
+  CHECK(two_first.action == FailureAction::kRetry);
+  auto two_second = PlanFailure(Job(R"({"class":"A","args":[],"retry":2,"retry_count":0})"), 25,
+                                kNow, {}, Fixed(0));
+  CHECK(two_second.action == FailureAction::kRetry);
+  auto two_third = PlanFailure(Job(R"({"class":"A","args":[],"retry":2,"retry_count":1})"), 25,
+                               kNow, {}, Fixed(0));
+  CHECK(two_third.action == FailureAction::kDead);
+}
+
+TEST_CASE("retry false drops the job and runs the death handlers") {
+  auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry":false})"), 25, kNow, {}, Fixed(0));
+  CHECK(plan.action == FailureAction::kDrop);
+  CHECK(plan.death);
+  CHECK_FALSE(plan.exhausted);
+}
+
+TEST_CASE("dead false keeps an exhausted job out of the dead set") {
+  auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry":0,"dead":false})"), 25, kNow, {},
+                          Fixed(0));
+  CHECK(plan.action == FailureAction::kDrop);
+  CHECK(plan.exhausted);
+  CHECK(plan.death);
+}
+
+TEST_CASE("retry_for ends retries by time, not count") {
+  auto young = PlanFailure(
+      Job(R"({"class":"A","args":[],"retry_for":3600,"retry_count":40,"failed_at":1699999000.0})"),
+      25, kNow, {}, Fixed(0));
+  CHECK(young.action == FailureAction::kRetry);
+  auto old = PlanFailure(
+      Job(R"({"class":"A","args":[],"retry_for":60,"retry_count":0,"failed_at":1699999000.0})"), 25,
+      kNow, {}, Fixed(0));
+  CHECK(old.action == FailureAction::kDead);
+  CHECK(old.exhausted);
+}
+
+TEST_CASE("a class's retry_in can set the delay, discard or kill") {
+  auto custom = PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 25, kNow,
+                            [](int count) {
+                              CHECK(count == 2);
+                              return RetryIn::After(100);
+                            },
+                            Fixed(3));
+  CHECK(custom.action == FailureAction::kRetry);
+  CHECK(custom.retry_at == kNow + 100 + 3 * 3);
+  auto discard = PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow,
+                             [](int) { return RetryIn::Discard(); }, Fixed(0));
+  CHECK(discard.action == FailureAction::kDrop);
+  CHECK_FALSE(discard.death);
+  auto kill = PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow,
+                          [](int) { return RetryIn::Kill(); }, Fixed(0));
+  CHECK(kill.action == FailureAction::kDead);
+  CHECK_FALSE(kill.exhausted);
+  // A non-positive delay falls back to the default schedule.
+  auto zero = PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow,
+                          [](int) { return RetryIn::After(0); }, Fixed(0));
+  CHECK(zero.retry_at == kNow + 15);
+  // retry_in is not asked once the retries are used up.
+  bool asked = false;
+  PlanFailure(Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow,
+              [&asked](int) {
+                asked = true;
+                return RetryIn::Default();
+              },
+              Fixed(0));
+  CHECK_FALSE(asked);
+}
