@@ -214,6 +214,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     Entry entry;
     entry.identity = std::string(redis::View(flat->element[i]));
     if (!config.identity.empty() && entry.identity != config.identity) continue;
+    if (entry.identity == config.skip_identity) continue;
     entry.readable = ParseRegistryQueues(redis::View(flat->element[i + 1]), &entry.queues);
     if (!entry.readable) entry.queues.clear();
     entry.clients = ParseRegistryClients(redis::View(flat->element[i + 1]));

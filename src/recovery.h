@@ -42,6 +42,10 @@ struct RecoveryConfig {
   bool dry_run = false;
   // Only this identity; empty means every registered identity.
   std::string identity;
+  // Never this identity: a worker's own janitor knows its process is alive
+  // even when its heartbeat lapsed (a Redis outage); its next beat
+  // re-registers it and hands back what it must.
+  std::string skip_identity;
   // Recover `identity` even though its heartbeat is alive (and unregister
   // it, so that its next beat finds itself declared dead). Needs identity.
   bool force = false;

@@ -10,13 +10,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "keys.h"
+#include "reliableq/admin.h"
 #include "reliableq/client.h"
 #include "testutil.h"
 
@@ -597,27 +600,140 @@ TEST_CASE_FIXTURE(RedisFixture, "the janitor returns the jobs of a dead process"
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {
-  auto ran = std::make_shared<std::atomic<int>>(0);
+  auto runs = std::make_shared<std::map<std::string, int>>();
+  auto mu = std::make_shared<std::mutex>();
   HandlerRegistry registry;
-  registry.Register("Slow", [ran](const JobView&) {
+  registry.Register("Slow", [runs, mu](const JobView& job) {
     std::this_thread::sleep_for(50ms);
-    ++*ran;
+    std::lock_guard<std::mutex> lock(*mu);
+    ++(*runs)[std::string(job.jid())];
   });
   ServerOptions opts = FastOptions(options());
-  opts.concurrency = 2;
+  opts.concurrency = 4;  // prefetch 1: one job waits in memory
   RunningServer server(opts, std::move(registry));
   const std::string id = server.identity();
   REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(id)); }));
   auto client = OpenClient(options());
-  for (int i = 0; i < 40; ++i) PushJob(*client, "Slow", "[]");
-  REQUIRE(WaitUntil([&] { return ran->load() >= 4; }));
-  // Declare it dead behind its back, as an expired heartbeat would, and let
-  // a janitor act on it.
+  std::vector<Job> jobs(40);
+  for (Job& job : jobs) job.job_class = "Slow";
+  auto jids = client->PushBulk(jobs);
+  REQUIRE(jids.ok());
+  auto ran = [&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return runs->size();
+  };
+  REQUIRE(WaitUntil([&] { return ran() >= 4; }));
+  // Its heartbeat vanishes, as when it expires: the next beat must notice,
+  // re-register, and hand back the fetched job it had not started (no
+  // janitor took it, so it must run exactly once, from the queue).
   Run({"DEL", Keys().Heartbeat(id)});
-  REQUIRE(WaitUntil([&] { return ran->load() >= 40 && Integer({"LLEN", "queue:default"}) == 0 &&
-                                 Integer({"LLEN", Keys().Working(id, "default")}) == 0; },
-                    15s));
-  CHECK(ran->load() >= 40);  // some may run twice (I2b), none is lost
   REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(id)); }));
+  REQUIRE(WaitUntil([&] { return ran() == 40; }, 15s));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 0; }));
   CHECK_FALSE(HGet(Keys().Registry(), id).empty());
+  std::lock_guard<std::mutex> lock(*mu);
+  for (const std::string& jid : *jids) CHECK((*runs)[jid] == 1);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "after a recovery behind its back a worker drops what it had not started") {
+  auto gate = std::make_shared<Gate>();
+  auto runs = std::make_shared<std::map<std::string, int>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Held", [gate, runs, mu](const JobView& job) {
+    {
+      std::lock_guard<std::mutex> lock(*mu);
+      ++(*runs)[std::string(job.args()[0].GetString())];
+    }
+    if (std::string(job.args()[0].GetString()) == "running") gate->Wait();
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;  // one running, one prefetched
+  RunningServer server(opts, std::move(registry));
+  const std::string id = server.identity();
+  auto client = OpenClient(options());
+  PushJob(*client, "Held", "[\"running\"]");
+  PushJob(*client, "Held", "[\"prefetched\"]");
+  REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 2; }));
+  // A janitor takes the process for dead (forced): both jobs go back to the
+  // queue, its connections are closed and its registration removed.
+  auto admin = Admin::Open(options());
+  REQUIRE(admin.ok());
+  RecoverOptions recover;
+  recover.identity = id;
+  recover.force = true;
+  auto report = (*admin)->Recover(recover);
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Integer({"LLEN", "queue:default"}) == 2);
+  // The worker notices at its next beat, re-registers, and must drop the
+  // prefetched job rather than run it from memory as well as from the queue.
+  REQUIRE(WaitUntil([&] { return !HGet(Keys().Registry(), id).empty(); }));
+  gate->Open();
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return (*runs)["prefetched"] >= 1 && (*runs)["running"] >= 2;
+  }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", "queue:default"}) == 0 &&
+                                 Integer({"LLEN", Keys().Working(id, "default")}) == 0; }));
+  std::this_thread::sleep_for(300ms);
+  std::lock_guard<std::mutex> lock(*mu);
+  CHECK((*runs)["prefetched"] == 1);  // I2: it was never running
+  CHECK((*runs)["running"] == 2);     // I2b: its process was declared dead mid-run
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "connections killed under load: every job runs exactly once") {
+  // Nobody is declared dead (long ttl) and no handler fails, so I2 allows
+  // no duplicate at all, however often the worker loses its connections.
+  auto runs = std::make_shared<std::map<std::string, int>>();
+  auto mu = std::make_shared<std::mutex>();
+  HandlerRegistry registry;
+  registry.Register("Work", [runs, mu](const JobView& job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(job.args()[0].GetInt()));
+    std::lock_guard<std::mutex> lock(*mu);
+    ++(*runs)[std::string(job.jid())];
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 16;
+  opts.heartbeat_ttl = 60000ms;
+  opts.heartbeat_interval = 200ms;
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  std::vector<Job> jobs;
+  for (int i = 0; i < 1500; ++i) {
+    Job job;
+    job.job_class = "Work";
+    job.args = "[" + std::to_string(1 + i % 20) + "]";
+    jobs.push_back(job);
+  }
+  auto jids = client->PushBulk(jobs);
+  REQUIRE(jids.ok());
+  const std::string name = "name=" + Keys().ClientName(server.identity());
+  int kills = 0;
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return runs->size() == jids->size();
+  };
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(150ms);
+    auto list = redis().Command({"CLIENT", "LIST"});
+    REQUIRE(list.ok());
+    std::istringstream lines(std::string((*list)->str, (*list)->len));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find(name + " ") == std::string::npos) continue;
+      std::string id = line.substr(3, line.find(' ') - 3);
+      if (redis().Command({"CLIENT", "KILL", "ID", id}).ok()) ++kills;
+    }
+  }
+  REQUIRE(done());
+  INFO("connections killed: " << kills);
+  CHECK(kills >= 5);
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(server.identity(), "default")}) == 0; }));
+  std::lock_guard<std::mutex> lock(*mu);
+  int twice = 0;
+  for (const std::string& jid : *jids) twice += (*runs)[jid] > 1;
+  CHECK(twice == 0);
+  CHECK(runs->size() == jids->size());
 }

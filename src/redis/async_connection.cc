@@ -1,6 +1,5 @@
 #include "redis/async_connection.h"
 
-#include <hiredis/adapters/libuv.h>
 
 #include <cassert>
 #include <utility>
@@ -17,6 +16,82 @@ using Clock = std::chrono::steady_clock;
 // How often pending commands are checked against their deadlines.
 constexpr uint64_t kWatchdogMillis = 50;
 
+// The glue between hiredis and libuv. hiredis ships one (adapters/libuv.h),
+// but the one in Debian's hiredis 0.14 drops poll errors: when libuv reports
+// POLLERR (a write to a socket whose peer died, say) it stops the handle and
+// the adapter returns, so the dead connection goes unnoticed until a command
+// times out. This one hands the error to hiredis as a read, so hiredis reads
+// the socket's error and drops the connection at once; everything else is
+// as the stock adapter does it, including freeing only in the close callback.
+struct UvEvents {
+  redisAsyncContext* context;
+  uv_poll_t handle;
+  int events;
+};
+
+void UvPoll(uv_poll_t* handle, int status, int events) {
+  auto* p = static_cast<UvEvents*>(handle->data);
+  if (p->context == nullptr) return;
+  if (status != 0) {
+    redisAsyncHandleRead(p->context);
+    // Still connected (the error was transient): libuv stopped the handle,
+    // so start it again.
+    if (p->context != nullptr && p->events != 0) uv_poll_start(&p->handle, p->events, UvPoll);
+    return;
+  }
+  if (events & UV_READABLE) redisAsyncHandleRead(p->context);
+  if (p->context != nullptr && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->context);
+}
+
+void UvUpdate(UvEvents* p, int events) {
+  p->events = events;
+  if (events != 0) {
+    uv_poll_start(&p->handle, events, UvPoll);
+  } else {
+    uv_poll_stop(&p->handle);
+  }
+}
+
+void UvAddRead(void* data) {
+  auto* p = static_cast<UvEvents*>(data);
+  UvUpdate(p, p->events | UV_READABLE);
+}
+void UvDelRead(void* data) {
+  auto* p = static_cast<UvEvents*>(data);
+  UvUpdate(p, p->events & ~UV_READABLE);
+}
+void UvAddWrite(void* data) {
+  auto* p = static_cast<UvEvents*>(data);
+  UvUpdate(p, p->events | UV_WRITABLE);
+}
+void UvDelWrite(void* data) {
+  auto* p = static_cast<UvEvents*>(data);
+  UvUpdate(p, p->events & ~UV_WRITABLE);
+}
+void UvCleanup(void* data) {
+  auto* p = static_cast<UvEvents*>(data);
+  p->context = nullptr;  // hiredis frees the context after this
+  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle),
+           [](uv_handle_t* h) { delete static_cast<UvEvents*>(h->data); });
+}
+
+bool UvAttach(redisAsyncContext* context, uv_loop_t* loop) {
+  if (context->ev.data != nullptr) return false;
+  auto* p = new UvEvents{context, {}, 0};
+  if (uv_poll_init(loop, &p->handle, context->c.fd) != 0) {
+    delete p;
+    return false;
+  }
+  p->handle.data = p;
+  context->ev.addRead = UvAddRead;
+  context->ev.delRead = UvDelRead;
+  context->ev.addWrite = UvAddWrite;
+  context->ev.delWrite = UvDelWrite;
+  context->ev.cleanup = UvCleanup;
+  context->ev.data = p;
+  return true;
+}
+
 }  // namespace
 
 struct AsyncConnection::Request {
@@ -25,13 +100,6 @@ struct AsyncConnection::Request {
   AsyncConnection* owner;
   ReplyCallback callback;
   Clock::time_point deadline;
-  // A script is sent again with EVAL when the server has lost it.
-  bool is_script = false;
-  bool resent = false;
-  ScriptId script{};
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
-  std::string numkeys;
 };
 
 AsyncConnection::AsyncConnection(uv_loop_t* loop, RedisOptions options)
@@ -66,7 +134,7 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     FinishConnect(s.WithContext("cannot connect"));
     return;
   }
-  if (redisLibuvAttach(context, loop_) != REDIS_OK) {
+  if (!UvAttach(context, loop_)) {
     redisAsyncFree(context);
     FinishConnect(Status::IoError("cannot watch the Redis socket (" + options_.Describe() + ")"));
     return;
@@ -109,6 +177,14 @@ void AsyncConnection::Handshake() {
   }
   if (options_.db != 0) {
     if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
+  }
+  // Every script is in the server's cache before the connection is ready.
+  // Resending a script after a NOSCRIPT reply would run it after commands
+  // sent later (another client may have loaded those scripts already), and
+  // callers rely on their commands taking effect in the order sent: an ack
+  // must never land after a hand-back.
+  for (size_t i = 0; i < kScriptCount; ++i) {
+    if (!send({"SCRIPT", "LOAD", kScripts[i].source}, fail_on_error("SCRIPT LOAD")).ok()) return;
   }
   // The name and id only serve the janitor's fencing of dead workers; a
   // server whose ACL refuses CLIENT still gets a working connection.
@@ -176,19 +252,15 @@ Status AsyncConnection::Eval(ScriptId script, std::vector<std::string> keys,
   if (state_ != State::kReady) {
     return Status::IoError("not connected to Redis at " + options_.Describe());
   }
-  auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
-  request->is_script = true;
-  request->script = script;
-  request->keys = std::move(keys);
-  request->args = std::move(args);
-  request->numkeys = std::to_string(request->keys.size());
+  std::string numkeys = std::to_string(keys.size());
   std::vector<std::string_view> argv;
-  argv.reserve(3 + request->keys.size() + request->args.size());
+  argv.reserve(3 + keys.size() + args.size());
   argv.push_back("EVALSHA");
   argv.push_back(GetScript(script).sha1);
-  argv.push_back(request->numkeys);
-  for (const std::string& k : request->keys) argv.push_back(k);
-  for (const std::string& a : request->args) argv.push_back(a);
+  argv.push_back(numkeys);
+  for (const std::string& k : keys) argv.push_back(k);
+  for (const std::string& a : args) argv.push_back(a);
+  auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
   return Send(request, argv);
 }
 
@@ -207,20 +279,15 @@ void AsyncConnection::OnReply(Request* request, redisReply* reply) {
                  : Status::IoError("connection to Redis at " + options_.Describe() + " lost");
   } else if (reply->type == REDIS_REPLY_ERROR) {
     status = FromErrorReply(View(reply));
-    if (request->is_script && !request->resent && IsNoScript(status) && context_ != nullptr) {
-      // The script cache was flushed (or the server restarted): EVAL puts
-      // the script back and runs it; the caller sees only that reply.
-      request->resent = true;
-      request->deadline = Clock::now() + options_.command_timeout;
-      std::vector<std::string_view> argv;
-      argv.push_back("EVAL");
-      argv.push_back(GetScript(request->script).source);
-      argv.push_back(request->numkeys);
-      for (const std::string& k : request->keys) argv.push_back(k);
-      for (const std::string& a : request->args) argv.push_back(a);
-      ReplyCallback callback = request->callback;
-      Status sent = Send(request, argv);  // deletes request on failure
-      if (!sent.ok()) callback(sent, nullptr);
+    if (IsNoScript(status)) {
+      // The cache was flushed under us (SCRIPT FLUSH). Commands sent after
+      // this one may run while it did not, so the order callers rely on is
+      // gone: drop the connection; the next handshake loads the scripts.
+      status = Status::IoError("Redis lost its scripts (SCRIPT FLUSH?); reconnecting");
+      ReplyCallback callback = std::move(request->callback);
+      delete request;
+      Abort(status);
+      if (callback) callback(status, nullptr);
       return;
     }
   }

@@ -68,8 +68,10 @@ class AsyncConnection {
   Status Command(const std::vector<std::string_view>& argv, ReplyCallback callback,
                  std::chrono::milliseconds extra_timeout = std::chrono::milliseconds(0));
 
-  // Runs an embedded script by EVALSHA; on NOSCRIPT sends it again with
-  // EVAL before calling back, so the caller sees one reply either way.
+  // Runs an embedded script by EVALSHA. The handshake loads every script,
+  // so the reply is the script's; should the server lose its scripts
+  // meanwhile (SCRIPT FLUSH), the connection is dropped rather than the
+  // script resent out of order.
   Status Eval(ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
               ReplyCallback callback);
 

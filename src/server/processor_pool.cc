@@ -48,6 +48,7 @@ struct ProcessorPool::State {
   size_t running = 0;                     // guarded by mu
   size_t idle_waiters = 0;                // guarded by mu
   bool stopping = false;                  // guarded by mu
+  std::chrono::steady_clock::time_point lease;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
   size_t exited = 0;                      // guarded by mu
   std::condition_variable thread_exited;
@@ -80,14 +81,24 @@ void ProcessorPool::State::Loop(int slot_index) {
   Slot& slot = slots[static_cast<size_t>(slot_index)];
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    while (ready.empty() && !stopping) {
+    while (!stopping && (ready.empty() || std::chrono::steady_clock::now() >= lease)) {
       ++idle_waiters;
-      work_available.wait(lock);
+      if (ready.empty()) {
+        work_available.wait(lock);
+      } else {
+        // Work is waiting but the lease ran out: SetLease wakes us when the
+        // next beat confirms it (the timeout only bounds a lost wake-up).
+        work_available.wait_for(lock, std::chrono::milliseconds(100));
+      }
       --idle_waiters;
     }
-    if (ready.empty()) break;  // stopping, nothing left to start
+    if (stopping) break;  // Shutdown cleared the ready queue
     slot.job = std::move(ready.front());
     ready.pop_front();
+    // Wake-ups are chained: each thread that takes a job wakes one more
+    // only if work is still waiting. Short jobs then run on the threads
+    // already awake instead of paying a context switch each.
+    if (!ready.empty() && idle_waiters > 0) work_available.notify_one();
     slot.busy = true;
     slot.started_at = NowSeconds();
     ++running;
@@ -240,16 +251,18 @@ void ProcessorPool::State::PlanFailed(const FetchedJob& job, const rapidjson::Do
   }
 }
 
+void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  bool extended = until > state_->lease;
+  state_->lease = until;
+  if (extended && !state_->ready.empty()) state_->work_available.notify_all();
+}
+
 void ProcessorPool::Submit(std::vector<FetchedJob>* jobs) {
   if (jobs->empty()) return;
   std::lock_guard<std::mutex> lock(state_->mu);
   for (FetchedJob& job : *jobs) state_->ready.push_back(std::move(job));
-  size_t waiters = state_->idle_waiters;
-  if (jobs->size() >= waiters) {
-    state_->work_available.notify_all();
-  } else {
-    for (size_t i = 0; i < jobs->size(); ++i) state_->work_available.notify_one();
-  }
+  if (state_->idle_waiters > 0) state_->work_available.notify_one();
   jobs->clear();
 }
 

@@ -18,6 +18,7 @@
 #ifndef RELIABLEQ_SERVER_PROCESSOR_POOL_H_
 #define RELIABLEQ_SERVER_PROCESSOR_POOL_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -87,6 +88,14 @@ class ProcessorPool {
 
   // Queues jobs to run, in order.
   void Submit(std::vector<FetchedJob>* jobs);
+
+  // Jobs start only before `until`: the time up to which this process is
+  // sure it has not been declared dead (its last confirmed heartbeat plus
+  // the ttl). A process paused past its ttl may find, on waking, that a
+  // janitor has already handed back the jobs it had fetched; its next beat
+  // tells, and until then nothing new starts. Before the first call nothing
+  // starts at all.
+  void SetLease(std::chrono::steady_clock::time_point until);
 
   // Removes and returns the jobs submitted but not started.
   std::vector<FetchedJob> TakeNotStarted();

@@ -55,6 +55,8 @@ using Clock = std::chrono::steady_clock;
 // again at once, alternating between schedule and retry, so a huge retry
 // set never keeps scheduled jobs waiting (Sidekiq issue 3889).
 constexpr size_t kPromoteBatch = 100;
+// The longest a janitor pass holds the lease.
+constexpr int64_t kJanitorLeaseCapMillis = 5000;
 // Reconnect back-off bounds.
 constexpr uint64_t kReconnectMinMillis = 100;
 constexpr uint64_t kReconnectMaxMillis = 2000;
@@ -120,6 +122,7 @@ class ServerImpl final : public Server {
     std::unique_ptr<redis::AsyncConnection> blocking;
     bool blocking_armed = false;
     bool blocking_connecting = false;
+    bool unblock_sent = false;
   };
 
   // Cross-thread requests (Quiet/Stop from any thread or a signal).
@@ -134,7 +137,8 @@ class ServerImpl final : public Server {
 
   // Heartbeat.
   void Beat();
-  void OnBeat(const Status& status, redisReply* reply, bool first, std::set<int64_t> published);
+  void OnBeat(const Status& status, redisReply* reply, bool first, std::set<int64_t> published,
+              Clock::time_point sent_at);
   std::string RegistryEntry() const;
   std::string InfoJson() const;
   void HandleSignal(const std::string& name);
@@ -154,6 +158,7 @@ class ServerImpl final : public Server {
 
   // Reconciliation and hand-back.
   void Reconcile(bool drop_ready);
+  void MaybeReconcile();
   void SendRequeue(const char* mode, std::vector<std::vector<std::string>> listed,
                    std::function<void(const Status&)> done);
   void KillBlocking();
@@ -175,6 +180,9 @@ class ServerImpl final : public Server {
   void FinishStop(bool hard);
   void HandBack();
   void CloseAll();
+  // CloseAll on the next loop turn: never from inside a hiredis callback,
+  // where the connection objects must outlive the call.
+  void RequestClose();
 
   ServerOptions options_;
   Keys keys_;
@@ -195,6 +203,7 @@ class ServerImpl final : public Server {
   uv_timer_t reconnect_timer_;
   uv_timer_t stop_timer_;
   uv_timer_t poll_timer_;
+  uv_timer_t close_timer_;
   std::vector<uv_signal_t*> signals_;
   uv_work_t janitor_work_;
 
@@ -217,7 +226,15 @@ class ServerImpl final : public Server {
   int64_t process_count_ = 1;
   bool idle_ = false;
   int reconciling_ = 0;
-  bool reconcile_needed_ = false;
+  // A reconcile is owed: set when this process may have jobs in its
+  // working lists that it does not know of (a lost reply, a lost heartbeat,
+  // quiet). No fetch starts while it is owed, and it is sent only once no
+  // fetch or BLMOVE reply can still arrive, so nothing fetched can be
+  // handed back and run as well.
+  bool reconcile_pending_ = false;
+  // Ids of our own connections that broke: killed before the next
+  // reconcile, so that nothing they still had queued runs after it.
+  std::vector<int64_t> stale_clients_;
   uint64_t reconnect_delay_ = kReconnectMinMillis;
 
   // Outcomes taken from the pool and not yet confirmed by Redis.
@@ -276,7 +293,6 @@ ServerImpl::~ServerImpl() {
     control_open_ = false;
   }
   pool_->Shutdown(milliseconds(0));
-  for (uv_signal_t* s : signals_) delete s;
   if (loop_initialized_) {
     // Run() closes every handle before it returns; a server that was opened
     // and never run closes them here.
@@ -284,6 +300,8 @@ ServerImpl::~ServerImpl() {
     uv_run(&loop_, UV_RUN_DEFAULT);
     uv_loop_close(&loop_);
   }
+  // Only now: libuv may use a handle until its close has run.
+  for (uv_signal_t* s : signals_) delete s;
 }
 
 Status ServerImpl::Init() {
@@ -314,16 +332,23 @@ Status ServerImpl::Init() {
   SetLogLevel(options_.log_level);
 
   // Fail fast, with where we tried, when Redis is not there; and make sure
-  // the server speaks LMOVE (Redis >= 6.2).
+  // the server speaks LMOVE and BLMOVE (Redis >= 6.2).
   Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options_.redis);
   if (!probe.ok()) return probe.status();
-  Result<redis::ReplyPtr> lmove =
-      (*probe)->Command({"LMOVE", keys_.prefix() + "probe:none", keys_.prefix() + "probe:none",
-                         "RIGHT", "LEFT"});
-  if (!lmove.ok()) {
-    return Status::InvalidArgument("Redis at " + options_.redis.Describe() +
-                                   " does not support LMOVE (Redis 6.2 or later is needed): " +
-                                   lmove.status().message());
+  Result<redis::ReplyPtr> info = (*probe)->Command({"INFO", "server"});
+  if (!info.ok()) return info.status().WithContext("INFO server");
+  std::string_view text = redis::View(info->get());
+  size_t at = text.find("redis_version:");
+  int major = 0, minor = 0;
+  if (at == std::string_view::npos ||
+      std::sscanf(std::string(text.substr(at + 14, 16)).c_str(), "%d.%d", &major, &minor) != 2) {
+    return Status::Protocol("cannot read redis_version from INFO at " +
+                            options_.redis.Describe());
+  }
+  if (major < 6 || (major == 6 && minor < 2)) {
+    return Status::InvalidArgument("Redis at " + options_.redis.Describe() + " is version " +
+                                   std::to_string(major) + "." + std::to_string(minor) +
+                                   "; reliable fetch needs LMOVE, Redis 6.2 or later");
   }
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
@@ -352,6 +377,7 @@ Status ServerImpl::Init() {
   uv_timer_init(&loop_, &reconnect_timer_);
   uv_timer_init(&loop_, &stop_timer_);
   uv_timer_init(&loop_, &poll_timer_);
+  uv_timer_init(&loop_, &close_timer_);
   {
     std::lock_guard<std::mutex> lock(control_mu_);
     control_open_ = true;
@@ -473,11 +499,11 @@ void ServerImpl::OnCommandReady(const Status& status) {
 
 void ServerImpl::OnCommandLost(const Status& status) {
   Log(LogLevel::kWarn, "lost the Redis connection: %s", status.ToString().c_str());
-  fetch_inflight_ = false;
   beat_inflight_ = false;
   // A fetch reply may have been lost with jobs in it: they sit in our
   // working lists unseen until we reconcile.
-  reconcile_needed_ = true;
+  if (command_->last_client_id() != 0) stale_clients_.push_back(command_->last_client_id());
+  Reconcile(false);
   ScheduleReconnect();
 }
 
@@ -556,7 +582,9 @@ std::string ServerImpl::InfoJson() const {
 }
 
 void ServerImpl::Beat() {
-  if (phase_ == Phase::kStopped || !command_->ready()) return;
+  // Not while finishing: a beat landing after forget.lua would register
+  // the stopped process again.
+  if (phase_ == Phase::kFinishing || phase_ == Phase::kStopped || !command_->ready()) return;
   if (beat_inflight_) {
     beat_again_ = true;
     return;
@@ -607,14 +635,17 @@ void ServerImpl::Beat() {
     args.push_back("p" + std::to_string(job.slot));
     args.push_back(buf.GetString());
   }
+  auto sent_at = Clock::now();
   Status sent = command_->Eval(
       ScriptId::kHeartbeat, std::move(keys), std::move(args),
-      [this, first, published](const Status& s, redisReply* r) { OnBeat(s, r, first, published); });
+      [this, first, published, sent_at](const Status& s, redisReply* r) {
+        OnBeat(s, r, first, published, sent_at);
+      });
   if (!sent.ok()) beat_inflight_ = false;
 }
 
 void ServerImpl::OnBeat(const Status& status, redisReply* reply, bool first,
-                        std::set<int64_t> published) {
+                        std::set<int64_t> published, Clock::time_point sent_at) {
   beat_inflight_ = false;
   if (phase_ == Phase::kStopped) return;
   if (!status.ok()) {
@@ -644,9 +675,13 @@ void ServerImpl::OnBeat(const Status& status, redisReply* reply, bool first,
         "heartbeat key was gone: this process was taken for dead and its jobs may have been "
         "recovered by a janitor; re-registered, dropping jobs not yet started");
     Reconcile(true);
-  } else if (reconcile_needed_) {
-    Reconcile(false);
+  } else {
+    MaybeReconcile();
   }
+  // The key lives until at least sent_at + ttl, so no janitor can take our
+  // jobs before then (a tenth is kept back for clock drift). Extended only
+  // now, after the jobs a lost heartbeat invalidated were dropped above.
+  pool_->SetLease(sent_at + options_.heartbeat_ttl * 9 / 10);
   if (!signal.empty()) HandleSignal(signal);
   if (beat_again_) Beat();
   ArmBlocking();
@@ -686,7 +721,7 @@ std::vector<uint32_t> ServerImpl::FetchOrder() {
 
 void ServerImpl::FetchMore() {
   if (phase_ != Phase::kRunning || !registered_ || !command_->ready() || fetch_inflight_ ||
-      reconciling_ > 0) {
+      reconciling_ > 0 || reconcile_pending_) {
     return;
   }
   size_t wanted = Wanted();
@@ -710,7 +745,7 @@ void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<
   fetch_inflight_ = false;
   if (!status.ok()) {
     if (!status.IsShutdown()) Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
-    reconcile_needed_ = true;
+    Reconcile(false);
     return;
   }
   std::vector<FetchedJob> jobs;
@@ -728,11 +763,15 @@ void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<
     // Quiet or stop began while the fetch was on its way: these jobs go
     // straight back (they are in our working lists, so nothing is lost
     // meanwhile).
-    reconcile_needed_ = true;
     Reconcile(false);
     return;
   }
   pool_->Submit(&jobs);
+  if (reconcile_pending_) {
+    // Submitted first, so the reconcile keeps them.
+    MaybeReconcile();
+    return;
+  }
   idle_ = got < wanted;
   if (idle_) {
     ArmBlocking();
@@ -749,7 +788,7 @@ void ServerImpl::ArmBlocking() {
 void ServerImpl::ArmBlocking(uint32_t index) {
   Queue& q = queues_[index];
   if (phase_ != Phase::kRunning || !registered_ || !idle_ || q.blocking_armed ||
-      reconciling_ > 0 || Wanted() == 0) {
+      reconciling_ > 0 || reconcile_pending_ || Wanted() == 0) {
     return;
   }
   if (!q.blocking->ready()) {
@@ -774,25 +813,36 @@ void ServerImpl::ArmBlocking(uint32_t index) {
   }
   std::string timeout = std::to_string(options_.idle_block_timeout.count() / 1000);
   q.blocking_armed = true;
+  q.unblock_sent = false;
   Status sent = q.blocking->Command(
       {"BLMOVE", q.queue_key, q.working_key, "RIGHT", "LEFT", timeout},
       [this, index](const Status& s, redisReply* reply) {
         Queue& queue = queues_[index];
         queue.blocking_armed = false;
-        if (!s.ok()) return;  // OnBlockingLost handles broken connections
+        if (!s.ok()) {
+          MaybeReconcile();
+          return;  // OnBlockingLost handles broken connections
+        }
         if (reply->type == REDIS_REPLY_STRING) {
           std::vector<FetchedJob> jobs;
           jobs.push_back({index, std::string(reply->str, reply->len)});
           if (phase_ != Phase::kRunning) {
-            reconcile_needed_ = true;
             Reconcile(false);
             return;
           }
           pool_->Submit(&jobs);
+          if (reconcile_pending_) {
+            MaybeReconcile();
+            return;
+          }
           // More may be waiting on this or other queues: a batch fetch
           // decides whether the worker is still idle.
           idle_ = false;
           FetchMore();
+          return;
+        }
+        if (reconcile_pending_) {
+          MaybeReconcile();
           return;
         }
         ArmBlocking(index);  // timed out: wait again
@@ -804,11 +854,7 @@ void ServerImpl::ArmBlocking(uint32_t index) {
 void ServerImpl::OnBlockingLost(int64_t old_client_id) {
   // A BLMOVE reply may have been lost, leaving a job in our working list
   // that we never saw. Reconcile once Redis surely dropped that client.
-  if (old_client_id != 0 && command_->ready()) {
-    command_->Command({"CLIENT", "KILL", "ID", std::to_string(old_client_id)},
-                      [](const Status&, redisReply*) {});
-  }
-  reconcile_needed_ = true;
+  if (old_client_id != 0) stale_clients_.push_back(old_client_id);
   Reconcile(false);
 }
 
@@ -940,18 +986,48 @@ void ServerImpl::SendRequeue(const char* mode, std::vector<std::vector<std::stri
 }
 
 void ServerImpl::Reconcile(bool drop_ready) {
-  if (!command_->ready() || phase_ == Phase::kFinishing || phase_ == Phase::kStopped) {
-    reconcile_needed_ = true;
-    return;
-  }
-  reconcile_needed_ = false;
+  if (phase_ == Phase::kFinishing || phase_ == Phase::kStopped) return;
   if (drop_ready || phase_ != Phase::kRunning) {
+    // Even while disconnected: these must not start. They are in our
+    // working lists, and the reconcile (or the janitor) hands them back.
     std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
     if (!dropped.empty()) {
       Log(LogLevel::kInfo, "%zu fetched jobs not started: back to their queues",
           dropped.size());
     }
   }
+  reconcile_pending_ = true;
+  MaybeReconcile();
+}
+
+void ServerImpl::MaybeReconcile() {
+  if (!reconcile_pending_ || reconciling_ > 0 || !command_->ready() ||
+      phase_ == Phase::kFinishing || phase_ == Phase::kStopped) {
+    return;  // OnBeat comes back here once the connection is up
+  }
+  // Wait for every reply that may still bring a job: such a job would be
+  // handed back by the requeue and run here as well. Idle BLMOVEs are cut
+  // short with CLIENT UNBLOCK.
+  bool waiting = fetch_inflight_;
+  for (Queue& q : queues_) {
+    if (!q.blocking_armed) continue;
+    waiting = true;
+    if (!q.unblock_sent && q.blocking->client_id() != 0) {
+      q.unblock_sent = true;
+      command_->Command({"CLIENT", "UNBLOCK", std::to_string(q.blocking->client_id())},
+                        [](const Status&, redisReply*) {});
+    }
+  }
+  if (waiting) return;
+  reconcile_pending_ = false;
+  // Connections of ours that broke may still have commands queued in Redis
+  // (a half-open socket); killing them first means none runs after the
+  // requeue.
+  for (int64_t id : stale_clients_) {
+    command_->Command({"CLIENT", "KILL", "ID", std::to_string(id)},
+                      [](const Status&, redisReply*) {});
+  }
+  stale_clients_.clear();
   // Outcomes first, on the same connection: a finished job must be
   // acknowledged before the reconcile could mistake it for a stray.
   pool_->TakeFinished(&unsent_);
@@ -963,12 +1039,14 @@ void ServerImpl::Reconcile(bool drop_ready) {
   SendRequeue("keep", std::move(keep), [this](const Status& s) {
     --reconciling_;
     if (!s.ok()) {
-      reconcile_needed_ = true;
+      reconcile_pending_ = true;
       if (!s.IsShutdown()) Log(LogLevel::kWarn, "reconcile failed: %s", s.ToString().c_str());
       return;
     }
     if (phase_ == Phase::kRunning) {
+      MaybeReconcile();
       FetchMore();
+      ArmBlocking();
     }
   });
 }
@@ -979,12 +1057,9 @@ void ServerImpl::KillBlocking() {
     q.blocking->Close();
     q.blocking_armed = false;
     // Closing our end does not tell us when Redis has dropped the client;
-    // CLIENT KILL on the command connection, ordered before the hand-back,
-    // makes sure no BLMOVE can complete after it.
-    if (id != 0 && command_->ready()) {
-      command_->Command({"CLIENT", "KILL", "ID", std::to_string(id)},
-                        [](const Status&, redisReply*) {});
-    }
+    // the CLIENT KILL that the next reconcile or hand-back sends first on
+    // the command connection makes sure no BLMOVE completes after it.
+    if (id != 0) stale_clients_.push_back(id);
   }
 }
 
@@ -1125,9 +1200,12 @@ void ServerImpl::JanitorWork(uv_work_t* work) {
     }
     self->janitor_redis_ = std::move(connection.value());
   }
-  // One pass per interval across all workers: the lease expires on its own,
-  // so a janitor that dies holding it delays the next pass by one interval.
-  std::string lease_ms = std::to_string(self->options_.janitor_interval.count());
+  // About one pass per interval across all workers. The lease expires on
+  // its own, so a janitor that dies holding it delays the next pass by at
+  // most the lease; the cap keeps a worker with a long interval from
+  // holding back the others.
+  std::string lease_ms = std::to_string(
+      std::min<int64_t>(self->options_.janitor_interval.count(), kJanitorLeaseCapMillis));
   auto lease = self->janitor_redis_->Command(
       {"SET", self->keys_.JanitorLease(), self->identity_, "NX", "PX", lease_ms});
   if (!lease.ok()) {
@@ -1141,6 +1219,7 @@ void ServerImpl::JanitorWork(uv_work_t* work) {
   RecoveryConfig config;
   config.keys = self->keys_;
   config.max_interruptions = self->options_.max_interruptions;
+  config.skip_identity = self->identity_;
   config.dead_max_jobs = self->options_.dead_max_jobs;
   config.dead_timeout_seconds = self->options_.dead_timeout.count();
   self->janitor_ran_pass_ = true;
@@ -1167,7 +1246,7 @@ void ServerImpl::JanitorDone(uv_work_t* work, int) {
     }
   }
   if (self->phase_ == Phase::kFinishing || self->phase_ == Phase::kStopped) {
-    if (self->phase_ == Phase::kStopped) self->CloseAll();
+    if (self->phase_ == Phase::kStopped) self->RequestClose();
     return;
   }
   self->ScheduleJanitor(false);
@@ -1238,7 +1317,7 @@ void ServerImpl::HandBack() {
     Log(LogLevel::kError,
         "cannot reach Redis to hand jobs back; they stay in this process's working lists and "
         "a janitor returns them once the heartbeat expires");
-    CloseAll();
+    RequestClose();
     return;
   }
   if (!command_->ready()) {
@@ -1250,6 +1329,11 @@ void ServerImpl::HandBack() {
   }
   handback_inflight_ = true;
   ++handback_attempts_;
+  for (int64_t id : stale_clients_) {
+    command_->Command({"CLIENT", "KILL", "ID", std::to_string(id)},
+                      [](const Status&, redisReply*) {});
+  }
+  stale_clients_.clear();
   SendCompletions();
   // Clean stop: nothing runs, so every job left in a working list (one a
   // BLMOVE moved as its connection closed, say) goes back untouched. Hard
@@ -1274,13 +1358,13 @@ void ServerImpl::HandBack() {
                       bool forgotten = s2.ok() && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
                       if (forgotten) {
                         Log(LogLevel::kInfo, "stopped %s", identity_.c_str());
-                        CloseAll();
+                        RequestClose();
                       } else if (handback_attempts_ < 20) {
                         HandBack();  // a job arrived meanwhile: hand it back too
                       } else {
                         Log(LogLevel::kError, "could not empty the working lists; leaving them "
                             "to the janitor");
-                        CloseAll();
+                        RequestClose();
                       }
                     });
                 if (!sent.ok()) {
@@ -1288,6 +1372,13 @@ void ServerImpl::HandBack() {
                   HandBack();
                 }
               });
+}
+
+void ServerImpl::RequestClose() {
+  phase_ = Phase::kStopped;
+  uv_timer_start(&close_timer_, [](uv_timer_t* t) {
+    static_cast<ServerImpl*>(t->loop->data)->CloseAll();
+  }, 0, 0);
 }
 
 void ServerImpl::CloseAll() {
@@ -1312,6 +1403,7 @@ void ServerImpl::CloseAll() {
   close(&reconnect_timer_);
   close(&stop_timer_);
   close(&poll_timer_);
+  close(&close_timer_);
   for (uv_signal_t* s : signals_) close(s);
   // The connections' own handles close when they are destroyed.
   command_.reset();
