@@ -357,6 +357,14 @@ TEST_CASE("interrupt counts, and sends a job dead past max_interruptions") {
     CHECK_FALSE(dead);
     CHECK(out == R"({"interrupted_count":1001})");
   }
+  SUBCASE("a fractional or negative counter is read as a whole count") {
+    CHECK(lib.Interrupt(R"({"interrupted_count":2.7})", 3, now).first ==
+          R"({"interrupted_count":3})");
+    CHECK(lib.Interrupt(R"({"interrupted_count":-4})", 3, now).first ==
+          R"({"interrupted_count":1})");
+    CHECK(lib.Interrupt(R"({"interrupted_count":1e300})", -1, now).first ==
+          R"({"interrupted_count":1000000001})");
+  }
   SUBCASE("a non-numeric counter restarts at 1") {
     auto [out, dead] = lib.Interrupt(R"({"interrupted_count":"x"})", 3, now);
     CHECK_FALSE(dead);

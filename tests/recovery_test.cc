@@ -292,6 +292,52 @@ TEST_CASE_FIXTURE(RecoveryFixture, "a pass with another key prefix uses its own 
   CHECK(LRange(keys.Working(kDead1, "critical")).size() == 2);
 }
 
+TEST_CASE_FIXTURE(RecoveryFixture, "a pass closes the named connections of dead processes") {
+  // Connections as workers leave them: named after their identity, with
+  // their ids published in the registry entry.
+  struct Client {
+    std::unique_ptr<redis::Connection> connection;
+    std::string id;
+  };
+  auto open = [&](const std::string& name) {
+    auto connection = redis::Connection::Open(options());
+    REQUIRE(connection.ok());
+    Client client{std::move(connection.value()), ""};
+    REQUIRE(client.connection->Command({"CLIENT", "SETNAME", name}).ok());
+    auto id = client.connection->Command({"CLIENT", "ID"});
+    REQUIRE(id.ok());
+    client.id = std::to_string((*id)->integer);
+    return client;
+  };
+  auto connected = [&](const Client& client) {
+    auto listed = redis().Command({"CLIENT", "LIST", "ID", client.id});
+    REQUIRE(listed.ok());
+    return (*listed)->len > 0;
+  };
+  Client dead = open(keys.ClientName(kDead1));
+  Client reused = open("somebody-else");  // an id kDead1 published, now someone else's
+  Client live = open(keys.ClientName(kLive));
+  auto with_clients = [](std::string entry, const Strings& ids) {
+    entry.pop_back();
+    entry += ",\"clients\":[";
+    for (size_t i = 0; i < ids.size(); ++i) entry += (i ? "," : "") + ids[i];
+    return entry + "]}";
+  };
+  Register(kDead1, with_clients(Entry(kDead1, {"default"}), {dead.id, reused.id}), false);
+  Register(kLive, with_clients(Entry(kLive, {"default"}), {live.id}), true);
+
+  RecoveryConfig config;
+  config.dry_run = true;
+  REQUIRE(RunRecoveryPass(redis(), config, 1700000100.25).ok());
+  CHECK(connected(dead));  // a dry run closes nothing
+
+  config.dry_run = false;
+  REQUIRE(RunRecoveryPass(redis(), config, 1700000100.25).ok());
+  CHECK(WaitUntil([&] { return !connected(dead); }, std::chrono::seconds(2)));
+  CHECK(connected(reused));
+  CHECK(connected(live));
+}
+
 TEST_CASE_FIXTURE(RecoveryFixture, "GetStats reads Sidekiq's figures and reliableq's") {
   const double now = NowSeconds();
   Run({"SET", "stat:processed", "42"});

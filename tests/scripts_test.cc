@@ -28,11 +28,12 @@ constexpr const char* kDeadTimeout = "15552000";
 // digits than cjson keeps, UTF-8, escapes, a NUL byte, and a nested field
 // named like the counter the scripts edit.
 std::string Job(int n) {
-  return std::string(R"({"class":"HardJob","args":[{"interrupted_count":9},"caf\u00e9 ☃ \"q\" \\",)") +
-         std::to_string(n) + R"(],"retry":true,"queue":"default","jid":"0123456789abcdef0123456)" +
+  return std::string(R"({"class":"HardJob","args":[{"interrupted_count":9},)") +
+         R"("caf\u00e9 ☃ \"q\" \\",)" + std::to_string(n) +
+         R"(],"retry":true,"queue":"default","jid":"0123456789abcdef0123456)" +
          std::to_string(n % 10) +
-         R"(","created_at":1700000000.1234567,"enqueued_at":1700000000.7654321,"big":12345678901234567890,)"
-         R"("nul":")" + std::string("\0", 1) + R"("})";
+         R"(","created_at":1700000000.1234567,"enqueued_at":1700000000.7654321,)" +
+         R"("big":12345678901234567890,"nul":")" + std::string("\0", 1) + R"("})";
 }
 
 // `payload` (with no top-level interrupted_count) after n interruptions.
@@ -152,8 +153,9 @@ TEST_CASE_FIXTURE(ScriptFixture, "ack removes exact strings and counts every pai
   // Job(2) twice: both copies go. A payload one byte off is not acked.
   std::string near = Job(1);
   near.back() = ' ';
-  Strings got = Eval(ScriptId::kAck, {"stat:processed", "stat:processed:2023-11-14", kWorkA, kWorkB},
-                     {"3", Job(2), "4", Job(3), "3", Job(2), "3", near, "4", Job(9)});
+  Strings got =
+      Eval(ScriptId::kAck, {"stat:processed", "stat:processed:2023-11-14", kWorkA, kWorkB},
+           {"3", Job(2), "4", Job(3), "3", Job(2), "3", near, "4", Job(9)});
   CHECK(got == Strings{"3"});
   CHECK(LRange(kWorkA) == Strings{Job(1)});
   CHECK_FALSE(Exists(kWorkB));
@@ -412,7 +414,9 @@ struct RecoverArgs {
 struct RecoverFixture : ScriptFixture {
   std::string heartbeat = keys.Heartbeat("h:1:abc");
   redis::Argv Keys5() { return {heartbeat, kWorkA, "queue:a", "dead", "queues"}; }
-  Strings Recover(const RecoverArgs& args) { return Eval(ScriptId::kRecover, Keys5(), args.Argv()); }
+  Strings Recover(const RecoverArgs& args) {
+    return Eval(ScriptId::kRecover, Keys5(), args.Argv());
+  }
   // Fetches jobs 1..n from queue:a into the working list, 1 first.
   void Fetched(int n) {
     for (int i = 1; i <= n; ++i) Run({"LPUSH", kWorkA, Job(i)});
@@ -470,7 +474,8 @@ TEST_CASE_FIXTURE(RecoverFixture, "recover sends jobs over max_interruptions dea
   const std::string at_limit = Interrupted(Job(1), 3);
   const std::string below = Interrupted(Job(2), 2);
   const std::string failed_before =
-      R"({"class":"A","args":[],"failed_at":1690000000.5,"error_class":"Boom","interrupted_count":3})";
+      R"({"class":"A","args":[],"failed_at":1690000000.5,"error_class":"Boom",)"
+      R"("interrupted_count":3})";
   Run({"LPUSH", kWorkA, at_limit});
   Run({"LPUSH", kWorkA, below});
   Run({"LPUSH", kWorkA, failed_before});
