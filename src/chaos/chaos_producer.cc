@@ -1,0 +1,200 @@
+// chaos_producer: pushes ChaosJob jobs for tools/chaos and writes down which
+// pushes Redis acknowledged.
+//
+//   chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S
+//                  --queues Q1,Q2 --accepted FILE --unknown FILE
+//                  [--deadline SECONDS]
+//
+// Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
+// new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
+// Q[id % number of queues]. When Redis answers the push, "id\n" is appended
+// to the accepted file; when it does not (an error, a lost reply while Redis
+// restarts), "id<TAB>reason\n" goes to the unknown file: that job may or may
+// not be stored, so it is not counted as accepted, and the next attempt uses
+// the next id. Attempts go on until `count` pushes were accepted, paced at
+// `rate` accepted pushes per second.
+//
+// Both files are flushed after every line, so a reader sees every push that
+// was acknowledged before it looked.
+//
+// Prints "accepted A unknown U" and exits 0 when `count` pushes were
+// accepted; exits 1 when the deadline passed first, 2 on bad arguments.
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reliableq/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string redis;
+  long long first_id = -1;
+  long long count = -1;
+  double rate = 0;
+  std::vector<std::string> queues;
+  std::string accepted;
+  std::string unknown;
+  double deadline = 3600;
+};
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "chaos_producer: %s\n"
+               "usage: chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S\n"
+               "                      --queues Q1,Q2 --accepted FILE --unknown FILE\n"
+               "                      [--deadline SECONDS]\n",
+               problem.c_str());
+  return 2;
+}
+
+bool ParseNumber(const char* text, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0) return false;
+  *out = value;
+  return true;
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) parts.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return parts;
+}
+
+// Returns the usage problem, or "" when the options are complete.
+std::string ParseOptions(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; i += 2) {
+    std::string name = argv[i];
+    if (i + 1 >= argc) return "option " + name + " needs a value";
+    const char* value = argv[i + 1];
+    double number = 0;
+    if (name == "--redis") {
+      options->redis = value;
+    } else if (name == "--queues") {
+      options->queues = SplitCommas(value);
+    } else if (name == "--accepted") {
+      options->accepted = value;
+    } else if (name == "--unknown") {
+      options->unknown = value;
+    } else if (name == "--first-id" || name == "--count" || name == "--rate" ||
+               name == "--deadline") {
+      if (!ParseNumber(value, &number) || number < 0) {
+        return name + " needs a non-negative number, not '" + value + "'";
+      }
+      if (name == "--first-id") options->first_id = static_cast<long long>(number);
+      if (name == "--count") options->count = static_cast<long long>(number);
+      if (name == "--rate") options->rate = number;
+      if (name == "--deadline") options->deadline = number;
+    } else {
+      return "unknown option " + name;
+    }
+  }
+  if (options->redis.empty() || options->first_id < 0 || options->count < 0 || options->rate <= 0 ||
+      options->queues.empty() || options->accepted.empty() || options->unknown.empty()) {
+    return "--redis, --first-id, --count, --rate (> 0), --queues, --accepted and --unknown "
+           "are required";
+  }
+  return "";
+}
+
+// Appends one line and flushes it; a record that cannot be written makes
+// the whole count meaningless, so it ends the program.
+void AppendLine(FILE* file, const std::string& line, const std::string& path) {
+  if (std::fputs(line.c_str(), file) == EOF || std::fputc('\n', file) == EOF ||
+      std::fflush(file) != 0) {
+    std::fprintf(stderr, "chaos_producer: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  std::string problem = ParseOptions(argc, argv, &options);
+  if (!problem.empty()) return Usage(problem);
+  reliableq::Result<reliableq::RedisOptions> redis =
+      reliableq::RedisOptions::FromUrl(options.redis);
+  if (!redis.ok()) return Usage(redis.status().ToString());
+  // Short timeouts: while Redis restarts, an attempt should fail fast and be
+  // counted as unknown rather than hold the producer.
+  redis->connect_timeout = std::chrono::milliseconds(1000);
+  redis->command_timeout = std::chrono::milliseconds(2000);
+
+  FILE* accepted = std::fopen(options.accepted.c_str(), "a");
+  FILE* unknown = std::fopen(options.unknown.c_str(), "a");
+  if (accepted == nullptr || unknown == nullptr) {
+    std::fprintf(stderr, "chaos_producer: cannot open %s or %s: %s\n", options.accepted.c_str(),
+                 options.unknown.c_str(), std::strerror(errno));
+    return 1;
+  }
+
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(options.deadline));
+  std::unique_ptr<reliableq::Client> client;
+  long long next_id = options.first_id;
+  long long accepted_count = 0;
+  long long unknown_count = 0;
+  while (accepted_count < options.count) {
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr, "chaos_producer: deadline passed after %lld of %lld pushes\n",
+                   accepted_count, options.count);
+      std::printf("accepted %lld unknown %lld\n", accepted_count, unknown_count);
+      return 1;
+    }
+    // Pace by accepted pushes, so that a Redis outage is caught up after.
+    auto due = start + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(accepted_count / options.rate));
+    std::this_thread::sleep_until(due);
+    if (client == nullptr) {
+      reliableq::Result<std::unique_ptr<reliableq::Client>> opened =
+          reliableq::Client::Open(*redis);
+      if (!opened.ok()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;  // nothing was sent: no id is used up
+      }
+      client = std::move(opened.value());
+    }
+    const long long id = next_id++;
+    reliableq::Job job;
+    job.job_class = "ChaosJob";
+    job.args = "[" + std::to_string(id) + "]";
+    job.queue = options.queues[static_cast<size_t>(id) % options.queues.size()];
+    reliableq::Result<std::string> jid = client->Push(job);
+    if (jid.ok()) {
+      AppendLine(accepted, std::to_string(id), options.accepted);
+      ++accepted_count;
+    } else {
+      std::string reason = jid.status().ToString();
+      for (char& c : reason) {
+        if (c == '\n' || c == '\t') c = ' ';
+      }
+      AppendLine(unknown, std::to_string(id) + "\t" + reason, options.unknown);
+      ++unknown_count;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::fclose(accepted);
+  std::fclose(unknown);
+  std::printf("accepted %lld unknown %lld\n", accepted_count, unknown_count);
+  return 0;
+}
