@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
+#include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
+#include "job_codec.h"
 #include "keys.h"
 #include "recovery.h"
 #include "redis/connection.h"
@@ -52,7 +56,7 @@ std::vector<std::string> StringArray(const redisReply* reply) {
 // future (clock skew) reads as 0.
 double Latency(std::string_view payload, double now) {
   rapidjson::Document doc;
-  doc.Parse(payload.data(), payload.size());
+  doc.Parse<rapidjson::kParseIterativeFlag>(payload.data(), payload.size());
   if (doc.HasParseError() || !doc.IsObject()) return 0;
   auto it = doc.FindMember("enqueued_at");
   if (it == doc.MemberEnd() || !it->value.IsNumber()) return 0;
@@ -64,6 +68,105 @@ double Latency(std::string_view payload, double now) {
   return latency > 0 ? latency : 0;
 }
 
+// Members per script call of the bulk moves: a batch keeps Redis busy for
+// well under a millisecond, and the set is walked in few round trips.
+constexpr int64_t kBulkBatch = 100;
+
+// ZSCAN rounds (of COUNT kScanCount) before a jid search gives up; enough
+// for sets of a billion members.
+constexpr int kMaxScanRounds = 1000000;
+constexpr std::string_view kScanCount = "1000";
+
+// The text a JSON writer puts between the quotes of the string `text`, as
+// Ruby's JSON.generate writes it: how a jid appears inside a payload.
+std::string JsonEscaped(std::string_view text) {
+  rapidjson::Value value(rapidjson::StringRef(text.data(), text.size()));
+  std::string quoted = ToJson(value);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// `text` as a literal inside a Redis glob pattern.
+std::string GlobLiteral(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+double ParseScore(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_STRING) return 0;
+  return std::strtod(reply->str, nullptr);
+}
+
+std::string StringMember(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return {};
+  return {it->value.GetString(), it->value.GetStringLength()};
+}
+
+std::optional<std::string> OptionalString(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return std::nullopt;
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+SetEntry MakeEntry(std::string payload, double score) {
+  SetEntry entry;
+  entry.score = score;
+  entry.valid = DecodeJob(payload).ok();
+  // Iterative: a member nested absurdly deep must not exhaust the stack.
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(payload.data(), payload.size());
+  if (!doc.HasParseError() && doc.IsObject()) {
+    entry.jid = StringMember(doc, "jid");
+    entry.job_class = StringMember(doc, "class");
+    entry.queue = StringMember(doc, "queue");
+    auto count = doc.FindMember("retry_count");
+    if (count != doc.MemberEnd() && count->value.IsInt64()) {
+      entry.retry_count = count->value.GetInt64();
+    }
+    entry.error_class = OptionalString(doc, "error_class");
+    entry.error_message = OptionalString(doc, "error_message");
+  }
+  entry.payload = std::move(payload);
+  return entry;
+}
+
+// The entries of a flat WITHSCORES reply (member, score, member, ...).
+std::vector<SetEntry> EntriesOf(const redisReply* reply) {
+  std::vector<SetEntry> entries;
+  if (reply->type != REDIS_REPLY_ARRAY) return entries;
+  for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+    entries.push_back(
+        MakeEntry(std::string(redis::View(reply->element[i])), ParseScore(reply->element[i + 1])));
+  }
+  return entries;
+}
+
+// The queue a job of `entry` is pushed to, as Sidekiq's client and the
+// poller choose it.
+std::string TargetQueue(const SetEntry& entry) {
+  return entry.queue.empty() ? "default" : entry.queue;
+}
+
+// The two counters a move script returns ({moved, missing}).
+Result<std::pair<int64_t, int64_t>> MoveCounts(const redisReply* reply, std::string_view what) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string(what) + ": unexpected reply of type " +
+                            redis::TypeName(reply));
+  }
+  return std::make_pair(int64_t{reply->element[0]->integer}, int64_t{reply->element[1]->integer});
+}
+
+std::string GoneMessage(JobSet set, std::string_view jid) {
+  return "the entry with jid " + std::string(jid) + " left " + std::string(JobSetKey(set)) +
+         " meanwhile; nothing was done";
+}
+
 class AdminImpl final : public Admin {
  public:
   AdminImpl(std::unique_ptr<redis::Connection> redis, std::string prefix)
@@ -71,8 +174,29 @@ class AdminImpl final : public Admin {
 
   Result<Stats> GetStats() override;
   Result<RecoveryReport> Recover(const RecoverOptions& options) override;
+  Result<SetListing> List(JobSet set, int64_t limit) override;
+  Result<SetEntry> Find(JobSet set, std::string_view jid) override;
+  Result<SetEntry> RetryNow(JobSet set, std::string_view jid) override;
+  Result<BulkResult> RetryAll(JobSet set) override;
+  Result<SetEntry> Delete(JobSet set, std::string_view jid) override;
+  Result<int64_t> DeleteAll(JobSet set) override;
+  Result<SetEntry> Kill(std::string_view jid, const DeadSetLimits& limits) override;
+  Result<BulkResult> KillAll(const DeadSetLimits& limits) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<int64_t> ClearQueue(std::string_view name) override;
 
  private:
+  // Members [offset, offset + count) of `set` in its display order.
+  Result<std::vector<SetEntry>> Range(JobSet set, int64_t offset, int64_t count);
+  // Runs `commands` in one MULTI; the reply of EXEC (an array).
+  Result<redis::ReplyPtr> Transaction(const std::vector<redis::Argv>& commands,
+                                      std::string_view what);
+  // One retry_now.lua call for `entries` (all valid).
+  Result<std::pair<int64_t, int64_t>> PushNow(JobSet set, const std::vector<SetEntry>& entries);
+  // One kill.lua call for `entries`.
+  Result<std::pair<int64_t, int64_t>> MoveToDead(const std::vector<SetEntry>& entries,
+                                                 const DeadSetLimits& limits);
+
   std::unique_ptr<redis::Connection> redis_;
   Keys keys_;
 };
@@ -177,7 +301,287 @@ Result<RecoveryReport> AdminImpl::Recover(const RecoverOptions& options) {
   return RunRecoveryPass(*redis_, config, NowSeconds());
 }
 
+Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64_t count) {
+  std::string start = std::to_string(offset);
+  std::string stop = count > 0 ? std::to_string(offset + count - 1) : "-1";
+  // The dead set is shown latest death first, the others next due first.
+  std::string_view command = set == JobSet::kDead ? "ZREVRANGE" : "ZRANGE";
+  Result<redis::ReplyPtr> reply =
+      redis_->Command({command, JobSetKey(set), start, stop, "WITHSCORES"});
+  if (!reply.ok()) return reply.status().WithContext("reading " + std::string(JobSetKey(set)));
+  return EntriesOf(reply->get());
+}
+
+Result<redis::ReplyPtr> AdminImpl::Transaction(const std::vector<redis::Argv>& commands,
+                                               std::string_view what) {
+  std::vector<redis::Argv> all;
+  all.push_back({"MULTI"});
+  all.insert(all.end(), commands.begin(), commands.end());
+  all.push_back({"EXEC"});
+  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(all);
+  if (!replies.ok()) return replies.status().WithContext(std::string(what));
+  for (const redis::ReplyPtr& reply : *replies) {
+    Status s = CheckReply(reply.get(), what);
+    if (!s.ok()) return s;
+  }
+  redis::ReplyPtr exec = std::move(replies->back());
+  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != commands.size()) {
+    return Status::Protocol(std::string(what) + ": EXEC answered " + redis::TypeName(exec.get()));
+  }
+  for (size_t i = 0; i < exec->elements; ++i) {
+    Status s = CheckReply(exec->element[i], what);
+    if (!s.ok()) return s;
+  }
+  return exec;
+}
+
+Result<SetListing> AdminImpl::List(JobSet set, int64_t limit) {
+  if (limit < 0) return Status::InvalidArgument("the limit must be 0 (all) or more");
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", JobSetKey(set)});
+  if (!size.ok()) return size.status().WithContext("reading " + std::string(JobSetKey(set)));
+  Result<std::vector<SetEntry>> entries = Range(set, 0, limit);
+  if (!entries.ok()) return entries.status();
+  SetListing listing;
+  listing.size = (*size)->integer;
+  listing.entries = std::move(entries.value());
+  // The set may have grown between the two reads.
+  listing.size = std::max(listing.size, static_cast<int64_t>(listing.entries.size()));
+  return listing;
+}
+
+Result<SetEntry> AdminImpl::Find(JobSet set, std::string_view jid) {
+  if (jid.empty()) return Status::InvalidArgument("the jid is empty");
+  // ZSCAN's MATCH keeps the search on the server, as Sidekiq's find_job
+  // does; the pattern only narrows it down, the parsed jid decides.
+  std::string pattern = "*" + GlobLiteral(JsonEscaped(jid)) + "*";
+  std::string cursor = "0";
+  std::set<std::string> seen;
+  std::vector<SetEntry> found;
+  for (int round = 0;; ++round) {
+    if (round == kMaxScanRounds) {
+      return Status::Timeout("searching " + std::string(JobSetKey(set)) + " did not finish");
+    }
+    Result<redis::ReplyPtr> reply =
+        redis_->Command({"ZSCAN", JobSetKey(set), cursor, "MATCH", pattern, "COUNT", kScanCount});
+    if (!reply.ok()) return reply.status().WithContext("searching " + std::string(JobSetKey(set)));
+    const redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+      return Status::Protocol("ZSCAN answered " + std::string(redis::TypeName(r)));
+    }
+    cursor = std::string(redis::View(r->element[0]));
+    // ZSCAN may return a member more than once.
+    for (SetEntry& entry : EntriesOf(r->element[1])) {
+      if (entry.jid != jid || !seen.insert(entry.payload).second) continue;
+      found.push_back(std::move(entry));
+    }
+    if (cursor == "0") break;
+  }
+  if (found.empty()) {
+    return Status::NotFound("no job with jid " + std::string(jid) + " in " +
+                            std::string(JobSetKey(set)));
+  }
+  auto first = std::min_element(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.score, a.payload) < std::tie(b.score, b.payload);
+  });
+  return std::move(*first);
+}
+
+Result<std::pair<int64_t, int64_t>> AdminImpl::PushNow(JobSet set,
+                                                       const std::vector<SetEntry>& entries) {
+  std::vector<std::string> keys = {std::string(JobSetKey(set)), std::string(Keys::kQueues)};
+  std::vector<std::string> args = {FormatEpoch(NowSeconds()),
+                                   set == JobSet::kScheduled ? "0" : "1"};
+  for (const SetEntry& entry : entries) {
+    std::string queue = TargetQueue(entry);
+    std::string key = Keys::Queue(queue);
+    auto found = std::find(keys.begin() + 2, keys.end(), key);
+    args.push_back(std::to_string(found - keys.begin() + 1));
+    if (found == keys.end()) keys.push_back(std::move(key));
+    args.push_back(std::move(queue));
+    args.push_back(entry.payload);
+  }
+  redis::Argv key_views(keys.begin(), keys.end());
+  redis::Argv arg_views(args.begin(), args.end());
+  Result<redis::ReplyPtr> reply = redis_->Eval(ScriptId::kRetryNow, key_views, arg_views);
+  if (!reply.ok()) return reply.status().WithContext("retry_now.lua");
+  return MoveCounts(reply->get(), "retry_now.lua");
+}
+
+Result<SetEntry> AdminImpl::RetryNow(JobSet set, std::string_view jid) {
+  Result<SetEntry> entry = Find(set, jid);
+  if (!entry.ok()) return entry.status();
+  if (!entry->valid) {
+    return Status::Corruption("the entry with jid " + std::string(jid) + " in " +
+                              std::string(JobSetKey(set)) +
+                              " is not a job (it needs a string class and an array args); "
+                              "it stays where it is");
+  }
+  Result<std::pair<int64_t, int64_t>> moved = PushNow(set, {*entry});
+  if (!moved.ok()) return moved.status();
+  if (moved->first != 1) return Status::NotFound(GoneMessage(set, jid));
+  return entry;
+}
+
+Result<BulkResult> AdminImpl::RetryAll(JobSet set) {
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", JobSetKey(set)});
+  if (!size.ok()) return size.status().WithContext("reading " + std::string(JobSetKey(set)));
+  BulkResult result;
+  // Entries that are not jobs stay in the set, in front of the ones not yet
+  // read: the next page starts after them. Each page is one more step
+  // towards the size the set had at the start, so the walk ends even while
+  // others keep adding members.
+  int64_t offset = 0;
+  for (int64_t read = 0; read < (*size)->integer;) {
+    Result<std::vector<SetEntry>> page = Range(set, offset, kBulkBatch);
+    if (!page.ok()) return page.status();
+    if (page->empty()) break;
+    read += static_cast<int64_t>(page->size());
+    std::vector<SetEntry> jobs;
+    for (SetEntry& entry : *page) {
+      if (entry.valid) {
+        jobs.push_back(std::move(entry));
+      } else {
+        ++result.skipped;
+        ++offset;
+      }
+    }
+    if (jobs.empty()) continue;
+    Result<std::pair<int64_t, int64_t>> moved = PushNow(set, jobs);
+    if (!moved.ok()) return moved.status();
+    result.moved += moved->first;
+  }
+  return result;
+}
+
+Result<SetEntry> AdminImpl::Delete(JobSet set, std::string_view jid) {
+  Result<SetEntry> entry = Find(set, jid);
+  if (!entry.ok()) return entry.status();
+  Result<redis::ReplyPtr> removed = redis_->Command({"ZREM", JobSetKey(set), entry->payload});
+  if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(JobSetKey(set)));
+  if ((*removed)->integer != 1) return Status::NotFound(GoneMessage(set, jid));
+  return entry;
+}
+
+Result<int64_t> AdminImpl::DeleteAll(JobSet set) {
+  // UNLINK, as Sidekiq's SortedSet#clear: a large set is freed off Redis's
+  // main thread.
+  Result<redis::ReplyPtr> exec =
+      Transaction({{"ZCARD", JobSetKey(set)}, {"UNLINK", JobSetKey(set)}},
+                  "clearing " + std::string(JobSetKey(set)));
+  if (!exec.ok()) return exec.status();
+  return int64_t{(*exec)->element[0]->integer};
+}
+
+Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(const std::vector<SetEntry>& entries,
+                                                          const DeadSetLimits& limits) {
+  std::string now = FormatEpoch(NowSeconds());
+  std::string max_jobs = std::to_string(limits.max_jobs);
+  std::string timeout = std::to_string(limits.timeout.count());
+  redis::Argv args = {now, max_jobs, timeout};
+  for (const SetEntry& entry : entries) args.push_back(entry.payload);
+  Result<redis::ReplyPtr> reply = redis_->Eval(ScriptId::kKill, {Keys::kRetry, Keys::kDead}, args);
+  if (!reply.ok()) return reply.status().WithContext("kill.lua");
+  return MoveCounts(reply->get(), "kill.lua");
+}
+
+Status CheckLimits(const DeadSetLimits& limits) {
+  if (limits.max_jobs < 1) return Status::InvalidArgument("dead max jobs must be at least 1");
+  if (limits.timeout.count() < 0) {
+    return Status::InvalidArgument("the dead timeout must not be negative");
+  }
+  return Status::OK();
+}
+
+Result<SetEntry> AdminImpl::Kill(std::string_view jid, const DeadSetLimits& limits) {
+  if (Status s = CheckLimits(limits); !s.ok()) return s;
+  Result<SetEntry> entry = Find(JobSet::kRetry, jid);
+  if (!entry.ok()) return entry.status();
+  Result<std::pair<int64_t, int64_t>> moved = MoveToDead({*entry}, limits);
+  if (!moved.ok()) return moved.status();
+  if (moved->first != 1) return Status::NotFound(GoneMessage(JobSet::kRetry, jid));
+  return entry;
+}
+
+Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
+  if (Status s = CheckLimits(limits); !s.ok()) return s;
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", Keys::kRetry});
+  if (!size.ok()) return size.status().WithContext("reading retry");
+  BulkResult result;
+  for (int64_t read = 0; read < (*size)->integer;) {
+    Result<std::vector<SetEntry>> page = Range(JobSet::kRetry, 0, kBulkBatch);
+    if (!page.ok()) return page.status();
+    if (page->empty()) break;
+    read += static_cast<int64_t>(page->size());
+    Result<std::pair<int64_t, int64_t>> moved = MoveToDead(*page, limits);
+    if (!moved.ok()) return moved.status();
+    result.moved += moved->first;
+  }
+  return result;
+}
+
+Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
+  Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", Keys::kQueues});
+  if (!members.ok()) return members.status().WithContext("reading queues");
+  std::vector<std::string> names = StringArray(members->get());
+  std::sort(names.begin(), names.end());
+  std::deque<std::string> keys;
+  std::vector<redis::Argv> commands;
+  for (const std::string& name : names) {
+    const std::string& key = keys.emplace_back(Keys::Queue(name));
+    commands.push_back({"LLEN", key});
+    commands.push_back({"LRANGE", key, "-1", "-1"});
+  }
+  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
+  if (!replies.ok()) return replies.status().WithContext("reading queues");
+  for (size_t i = 0; i < replies->size(); ++i) {
+    Status s = CheckReply((*replies)[i].get(),
+                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
+    if (!s.ok()) return s;
+  }
+  const double now = NowSeconds();
+  std::vector<QueueStats> queues;
+  for (size_t i = 0; i < names.size(); ++i) {
+    QueueStats q;
+    q.name = names[i];
+    q.size = (*replies)[2 * i]->integer;
+    const redisReply* oldest = (*replies)[2 * i + 1].get();
+    if (oldest->type == REDIS_REPLY_ARRAY && oldest->elements == 1) {
+      q.latency = Latency(redis::View(oldest->element[0]), now);
+    }
+    queues.push_back(std::move(q));
+  }
+  return queues;
+}
+
+Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
+  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
+  std::string key = Keys::Queue(name);
+  // Sidekiq's Queue#clear, with the size read in the same transaction.
+  Result<redis::ReplyPtr> exec =
+      Transaction({{"LLEN", key}, {"UNLINK", key}, {"SREM", Keys::kQueues, name}},
+                  "clearing queue " + std::string(name));
+  if (!exec.ok()) return exec.status();
+  const redisReply* r = exec->get();
+  if (r->element[1]->integer == 0 && r->element[2]->integer == 0) {
+    return Status::NotFound("no queue named '" + std::string(name) + "'");
+  }
+  return int64_t{r->element[0]->integer};
+}
+
 }  // namespace
+
+std::string_view JobSetKey(JobSet set) {
+  switch (set) {
+    case JobSet::kScheduled:
+      return Keys::kSchedule;
+    case JobSet::kRetry:
+      return Keys::kRetry;
+    case JobSet::kDead:
+      return Keys::kDead;
+  }
+  return Keys::kRetry;
+}
 
 Admin::~Admin() = default;
 

@@ -276,7 +276,8 @@ TEST_CASE("unknown options are usage errors on one line") {
 }
 
 TEST_CASE("every verb prints its help on stdout with exit 0") {
-  for (std::string verb : {"push", "stats", "recover", "worker"}) {
+  for (std::string verb :
+       {"push", "stats", "recover", "worker", "retries", "dead", "scheduled", "queues", "queue"}) {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{verb, "--help"}, std::vector<std::string>{verb, "-h"},
           std::vector<std::string>{"help", verb},
@@ -296,7 +297,8 @@ TEST_CASE("every verb prints its help on stdout with exit 0") {
     Outcome outcome = RunCli(args);
     CHECK(outcome.exit_code == 0);
     CHECK(outcome.out.rfind("usage: reliableq [--redis URL]", 0) == 0);
-    for (const char* verb : {"push", "stats", "recover", "worker", "help"}) {
+    for (const char* verb : {"push", "stats", "recover", "worker", "retries", "dead",
+                             "scheduled", "queues", "queue", "help"}) {
       CHECK(outcome.out.find(std::string("\n  ") + verb + " ") != std::string::npos);
     }
   }
@@ -457,6 +459,269 @@ TEST_CASE("worker stops with exit 1 when a plugin cannot be used") {
 TEST_CASE("worker refuses plugins that register no class") {
   std::string empty = EnvPath("RELIABLEQ_TEST_PLUGIN_EMPTY");
   CheckUsageError(RunCli({"worker", "-r", empty}), "worker", "no job classes");
+}
+
+// A failed job as the worker leaves it in retry or dead.
+std::string FailedJob(const std::string& jid, int retry_count, const std::string& queue = "low") {
+  return R"({"class":"HardJob","args":[1,"caf\u00e9"],"queue":")" + queue +
+         R"(","retry":true,"jid":")" + jid +
+         R"(","created_at":1700000000.5,"enqueued_at":1700000000.75,"error_message":)"
+         R"("boom\nmore","error_class":"std::runtime_error","failed_at":1700000001.5,)"
+         R"("retry_count":)" +
+         std::to_string(retry_count) + "}";
+}
+
+const std::string kJid1 = "111111111111111111111111";
+const std::string kJid2 = "222222222222222222222222";
+const std::string kJid3 = "333333333333333333333333";
+
+TEST_CASE("the job-set and queue verbs refuse bad command lines") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"retries"}, "missing subcommand (list, show, retry, delete or kill)"},
+      {{"dead"}, "missing subcommand (list, show, retry or delete)"},
+      {{"retries", "frob"}, "unknown subcommand 'frob'"},
+      {{"dead", "kill", "x"}, "unknown subcommand 'kill'"},
+      {{"scheduled", "kill", "x"}, "unknown subcommand 'kill'"},
+      {{"retries", "list", "extra"}, "unexpected argument 'extra'"},
+      {{"retries", "show"}, "show needs a JID"},
+      {{"retries", "show", "a", "b"}, "unexpected argument 'b'"},
+      {{"retries", "retry"}, "retry needs a JID or --all"},
+      {{"dead", "delete"}, "delete needs a JID or --all"},
+      {{"retries", "kill"}, "kill needs a JID or --all"},
+      {{"retries", "retry", "x", "--all"}, "give a JID or --all, not both"},
+      {{"retries", "list", "--all"}, "--all goes with retry, delete or kill"},
+      {{"scheduled", "show", "x", "--all"}, "--all goes with retry, delete only"},
+      {{"retries", "show", "x", "--limit", "3"}, "--limit goes with list only"},
+      {{"retries", "list", "--limit", "-1"}, "--limit needs a non-negative integer"},
+      {{"retries", "list", "--limit", "many"}, "--limit needs a non-negative integer"},
+      {{"dead", "retry", "x", "--json"}, "--json goes with list and show only"},
+      {{"retries", "show", ""}, "the jid is empty"},
+      {{"retries", "list", "--yes"}, "unknown option '--yes'"},
+      {{"queues", "extra"}, "unexpected argument 'extra'"},
+      {{"queue"}, "missing subcommand (clear)"},
+      {{"queue", "drain", "x"}, "unknown subcommand 'drain'"},
+      {{"queue", "clear"}, "clear needs a queue NAME"},
+      {{"queue", "clear", "a", "b", "--yes"}, "unexpected argument 'b'"},
+      {{"queue", "clear", "", "--yes"}, "the queue name is empty"},
+      {{"queue", "clear", "default"}, "add --yes to confirm"},
+  };
+  for (const auto& [args, reason] : cases) {
+    std::string command_line;
+    for (const std::string& arg : args) command_line += arg + " ";
+    CAPTURE(command_line);
+    CheckUsageError(RunCli(args), args[0], reason);
+  }
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "retries list and show print every entry, as text and JSON") {
+  Run({"ZADD", "retry", "1700000300.5", FailedJob(kJid2, 1, "default")});
+  Run({"ZADD", "retry", "1700000200.25", FailedJob(kJid1, 0)});
+  Run({"ZADD", "retry", "1700000400", "not a job"});
+
+  Outcome json = RunCli(With({"retries", "list", "--json"}, server().Url()));
+  REQUIRE(json.exit_code == 0);
+  CHECK(json.err.empty());
+  rapidjson::Document listing = ParseJson(json.out);
+  CHECK(std::string(listing["set"].GetString()) == "retry");
+  CHECK(listing["size"].GetInt64() == 3);
+  const rapidjson::Value& entries = listing["entries"];
+  REQUIRE(entries.Size() == 3);
+  CHECK(entries[0]["score"].GetDouble() == 1700000200.25);
+  CHECK(std::string(entries[0]["jid"].GetString()) == kJid1);
+  CHECK(std::string(entries[0]["class"].GetString()) == "HardJob");
+  CHECK(std::string(entries[0]["queue"].GetString()) == "low");
+  CHECK(entries[0]["retry_count"].GetInt() == 0);
+  CHECK(std::string(entries[0]["error_class"].GetString()) == "std::runtime_error");
+  CHECK(std::string(entries[0]["error_message"].GetString()) == "boom\nmore");
+  CHECK(entries[0]["valid"].IsTrue());
+  CHECK(std::string(entries[0]["payload"].GetString()) == FailedJob(kJid1, 0));
+  CHECK(std::string(entries[1]["jid"].GetString()) == kJid2);
+  CHECK(entries[2]["valid"].IsFalse());
+  CHECK(entries[2]["jid"].IsNull());
+  CHECK(entries[2]["retry_count"].IsNull());
+  CHECK(std::string(entries[2]["payload"].GetString()) == "not a job");
+
+  Outcome limited = RunCli(With({"retries", "list", "--limit", "1", "--json"}, server().Url()));
+  REQUIRE(limited.exit_code == 0);
+  CHECK(ParseJson(limited.out)["entries"].Size() == 1);
+  CHECK(ParseJson(limited.out)["size"].GetInt64() == 3);
+
+  Outcome text = RunCli(With({"retries", "list", "--limit", "2"}, server().Url()));
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.rfind("time (UTC)  ", 0) == 0);
+  CHECK(text.out.find("  retry_count  error\n") != std::string::npos);
+  CHECK(text.out.find("2023-11-14 22:16:40  " + kJid1 + "  HardJob  low      0            "
+                      "std::runtime_error: boom more\n") != std::string::npos);
+  CHECK(text.out.find(kJid2 + "  HardJob  default  1") != std::string::npos);
+  CHECK(text.out.find("2 of 3 shown (--limit 0 shows all)\n") != std::string::npos);
+
+  Outcome show = RunCli(With({"retries", "show", kJid1}, server().Url()));
+  REQUIRE(show.exit_code == 0);
+  CHECK(show.out.find("jid:            " + kJid1 + "\n") != std::string::npos);
+  CHECK(show.out.find("time:           2023-11-14 22:16:40 UTC\n") != std::string::npos);
+  CHECK(show.out.find("score:          1700000200.25\n") != std::string::npos);
+  CHECK(show.out.find("retry_count:    0\n") != std::string::npos);
+  CHECK(show.out.find("payload:        " + FailedJob(kJid1, 0) + "\n") != std::string::npos);
+  Outcome show_json = RunCli(With({"retries", "show", kJid2, "--json"}, server().Url()));
+  REQUIRE(show_json.exit_code == 0);
+  CHECK(std::string(ParseJson(show_json.out)["payload"].GetString()) ==
+        FailedJob(kJid2, 1, "default"));
+
+  Outcome empty = RunCli(With({"scheduled", "list"}, server().Url()));
+  CHECK(empty.exit_code == 0);
+  CHECK(empty.out == "no scheduled jobs\n");
+  CHECK(RunCli(With({"dead", "list"}, server().Url())).out == "no dead jobs\n");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "retries retry, kill and delete act on one entry or all") {
+  Run({"ZADD", "retry", "1700000100", FailedJob(kJid1, 2)});
+  Run({"ZADD", "retry", "1700000200", FailedJob(kJid2, 0)});
+  Run({"ZADD", "retry", "1700000300", FailedJob(kJid3, 5, "default")});
+
+  // A jid that is not there: exit 1, one line, nothing changed.
+  for (const char* sub : {"show", "retry", "delete", "kill"}) {
+    Outcome missing = RunCli(With({"retries", sub, "ffffffffffffffffffffffff"}, server().Url()));
+    CAPTURE(sub);
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.out.empty());
+    CHECK(missing.err ==
+          "reliableq: Not found: no job with jid ffffffffffffffffffffffff in retry\n");
+  }
+  CHECK(ZRange("retry").size() == 3);
+  CHECK(!Exists("dead"));
+  CHECK(!Exists("queues"));
+
+  double before = NowSeconds();
+  Outcome retried = RunCli(With({"retries", "retry", kJid1}, server().Url()));
+  double after = NowSeconds();
+  REQUIRE(retried.exit_code == 0);
+  CHECK(retried.out == kJid1 + ": back to queue low\n");
+  std::vector<std::string> low = LRange("queue:low");
+  REQUIRE(low.size() == 1);
+  rapidjson::Document job = ParseJson(low[0]);
+  CHECK(job["retry_count"].GetInt() == 1);
+  CHECK(job["enqueued_at"].GetDouble() >= before - 1e-3);
+  CHECK(job["enqueued_at"].GetDouble() <= after + 1e-3);
+  CHECK(SMembers("queues") == std::vector<std::string>{"low"});
+  // The same jid again: it is gone.
+  CHECK(RunCli(With({"retries", "retry", kJid1}, server().Url())).exit_code == 1);
+
+  Outcome killed = RunCli(With({"retries", "kill", kJid2}, server().Url()));
+  REQUIRE(killed.exit_code == 0);
+  CHECK(killed.out == kJid2 + ": moved from retry to dead\n");
+  CHECK(ZRange("dead") == std::vector<std::string>{FailedJob(kJid2, 0)});
+
+  Outcome deleted = RunCli(With({"retries", "delete", kJid3}, server().Url()));
+  REQUIRE(deleted.exit_code == 0);
+  CHECK(deleted.out == kJid3 + ": deleted from retry\n");
+  CHECK(!Exists("retry"));
+
+  for (int i = 0; i < 3; ++i) {
+    Run({"ZADD", "retry", std::to_string(1700000000 + i), FailedJob(std::to_string(i), i)});
+  }
+  Outcome kill_all = RunCli(With({"retries", "kill", "--all"}, server().Url()));
+  REQUIRE(kill_all.exit_code == 0);
+  CHECK(kill_all.out == "moved 3 entries from retry to dead\n");
+  CHECK(ZRange("dead").size() == 4);
+
+  Run({"ZADD", "retry", "1", FailedJob("x", 0)});
+  Run({"ZADD", "retry", "2", "not a job"});
+  Outcome retry_all = RunCli(With({"retries", "retry", "--all"}, server().Url()));
+  REQUIRE(retry_all.exit_code == 0);
+  CHECK(retry_all.out ==
+        "1 job from retry back to their queues; 1 entry that is not a job left in retry\n");
+  CHECK(LRange("queue:low").size() == 2);
+  Outcome delete_all = RunCli(With({"retries", "delete", "--all"}, server().Url()));
+  REQUIRE(delete_all.exit_code == 0);
+  CHECK(delete_all.out == "deleted 1 entry from retry\n");
+  CHECK(!Exists("retry"));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "dead and scheduled retry, and their retry_count handling") {
+  Run({"ZADD", "dead", "1700000100", FailedJob(kJid1, 25)});
+  Run({"ZADD", "dead", "1700000200", FailedJob(kJid2, 0, "default")});
+  Outcome dead_list = RunCli(With({"dead", "list", "--json"}, server().Url()));
+  REQUIRE(dead_list.exit_code == 0);
+  // Latest death first.
+  CHECK(std::string(ParseJson(dead_list.out)["entries"][0]["jid"].GetString()) == kJid2);
+  Outcome retried = RunCli(With({"dead", "retry", "--all"}, server().Url()));
+  REQUIRE(retried.exit_code == 0);
+  CHECK(retried.out == "2 jobs from dead back to their queues\n");
+  CHECK(!Exists("dead"));
+  REQUIRE(LRange("queue:low").size() == 1);
+  CHECK(ParseJson(LRange("queue:low")[0])["retry_count"].GetInt() == 24);
+  CHECK(ParseJson(LRange("queue:default")[0])["retry_count"].GetInt() == -1);
+
+  // A scheduled job is enqueued as it is (plus enqueued_at).
+  std::string later =
+      R"({"class":"Later","args":[],"queue":"default","jid":")" + kJid3 + R"(","retry_count":7})";
+  Run({"ZADD", "schedule", "1900000000", later});
+  Outcome scheduled = RunCli(With({"scheduled", "list"}, server().Url()));
+  REQUIRE(scheduled.exit_code == 0);
+  CHECK(scheduled.out.rfind("time (UTC)           jid                       class  queue\n", 0) ==
+        0);
+  CHECK(scheduled.out.find("error") == std::string::npos);
+  Outcome now = RunCli(With({"scheduled", "retry", kJid3}, server().Url()));
+  REQUIRE(now.exit_code == 0);
+  CHECK(now.out == kJid3 + ": back to queue default\n");
+  std::vector<std::string> defaults = LRange("queue:default");
+  REQUIRE(defaults.size() == 2);
+  CHECK(defaults[0].rfind(later.substr(0, later.size() - 1) + ",\"enqueued_at\":", 0) == 0);
+  CHECK(!Exists("schedule"));
+  Run({"ZADD", "schedule", "1900000000", later});
+  Outcome gone = RunCli(With({"scheduled", "delete", "--all"}, server().Url()));
+  CHECK(gone.out == "deleted 1 entry from schedule\n");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes one with --yes") {
+  REQUIRE(RunCli(With({"push", "A", "-q", "mail"}, server().Url())).exit_code == 0);
+  REQUIRE(RunCli(With({"push", "A", "-q", "mail"}, server().Url())).exit_code == 0);
+  REQUIRE(RunCli(With({"push", "B"}, server().Url())).exit_code == 0);
+
+  Outcome json = RunCli(With({"queues", "--json"}, server().Url()));
+  REQUIRE(json.exit_code == 0);
+  rapidjson::Document doc = ParseJson(json.out);
+  const rapidjson::Value& queues = doc["queues"];
+  REQUIRE(queues.Size() == 2);
+  CHECK(std::string(queues[0]["name"].GetString()) == "default");
+  CHECK(queues[0]["size"].GetInt64() == 1);
+  CHECK(std::string(queues[1]["name"].GetString()) == "mail");
+  CHECK(queues[1]["size"].GetInt64() == 2);
+  CHECK(queues[1]["latency"].GetDouble() >= 0);
+  CHECK(queues[1]["latency"].GetDouble() < 60);
+  Outcome text = RunCli(With({"queues"}, server().Url()));
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.rfind("queue    size  latency\ndefault     1 ", 0) == 0);
+
+  // Without --yes nothing happens.
+  CheckUsageError(RunCli(With({"queue", "clear", "mail"}, server().Url())), "queue", "--yes");
+  CHECK(LRange("queue:mail").size() == 2);
+  Outcome cleared = RunCli(With({"queue", "clear", "mail", "--yes"}, server().Url()));
+  REQUIRE(cleared.exit_code == 0);
+  CHECK(cleared.out == "queue mail cleared: 2 jobs deleted\n");
+  CHECK(!Exists("queue:mail"));
+  CHECK(SMembers("queues") == std::vector<std::string>{"default"});
+  Outcome unknown = RunCli(With({"queue", "clear", "mail", "--yes"}, server().Url()));
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err == "reliableq: Not found: no queue named 'mail'\n");
+  CHECK(RunCli(With({"queues"}, server().Url())).out.find("mail") == std::string::npos);
+  REQUIRE(RunCli(With({"queue", "clear", "default", "--yes"}, server().Url())).exit_code == 0);
+  CHECK(RunCli(With({"queues"}, server().Url())).out == "no queues\n");
+}
+
+TEST_CASE("the job-set and queue verbs report an unreachable Redis with exit 1") {
+  const std::string url = "unix:///nonexistent.sock";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"retries", "list"}, std::vector<std::string>{"dead", "show", "x"},
+        std::vector<std::string>{"scheduled", "retry", "--all"},
+        std::vector<std::string>{"queues"},
+        std::vector<std::string>{"queue", "clear", "a", "--yes"}}) {
+    Outcome outcome = RunCli(With(args, url));
+    CAPTURE(args[0]);
+    CHECK(outcome.exit_code == 1);
+    CHECK(outcome.out.empty());
+    CHECK(outcome.err.rfind("reliableq: IO error: ", 0) == 0);
+  }
 }
 
 }  // namespace

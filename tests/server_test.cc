@@ -668,7 +668,11 @@ TEST_CASE_FIXTURE(RedisFixture, "after a recovery behind its back a worker drops
   CHECK(Integer({"LLEN", "queue:default"}) == 2);
   // The worker notices at its next beat, re-registers, and must drop the
   // prefetched job rather than run it from memory as well as from the queue.
+  // Once it has, it has room for one more job and fetches it: only then is
+  // the drop certain to have happened (the registry entry alone shows the
+  // beat ran in Redis, not that its reply was handled).
   REQUIRE(WaitUntil([&] { return !HGet(Keys().Registry(), id).empty(); }));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 1; }));
   gate->Open();
   REQUIRE(WaitUntil([&] {
     std::lock_guard<std::mutex> lock(*mu);

@@ -8,14 +8,27 @@
 // heartbeat again inside, so a pass is safe to run beside live workers and
 // beside other passes.
 //
+// The job-set calls are Sidekiq's API (Sidekiq::ScheduledSet, RetrySet,
+// DeadSet, Queue) with one difference: every move of a job is one atomic
+// script, so a job is in its set or in its destination at every instant,
+// never in neither. An entry is named by its jid; the call reads the set to
+// find the member that carries it, then acts on that exact member string.
+// When somebody else moved or deleted the member in between (a worker's
+// poller promoting a due retry, another admin), the call is kNotFound and
+// nothing was written. When several members carry the same jid, the one
+// with the lowest score is meant (ties: the smallest string).
+//
 // Thread safety: one Admin per thread.
 
 #ifndef RELIABLEQ_ADMIN_H_
 #define RELIABLEQ_ADMIN_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reliableq/redis_options.h"
@@ -75,6 +88,60 @@ struct RecoveryReport {
   std::vector<IdentityRecovery> identities;
 };
 
+// Sidekiq's sorted sets of jobs.
+enum class JobSet {
+  kScheduled,  // `schedule`: jobs to run later; score = when
+  kRetry,      // `retry`: failed jobs; score = the next attempt
+  kDead,       // `dead`: jobs that will not run again; score = time of death
+};
+
+// The Redis key of `set`: "schedule", "retry" or "dead".
+std::string_view JobSetKey(JobSet set);
+
+// One member of a job set, and what it says about its job.
+struct SetEntry {
+  // Epoch seconds, as stored (see JobSet).
+  double score = 0;
+  // The member, byte for byte as stored.
+  std::string payload;
+  // True when the payload is a job Sidekiq can push: a JSON object with a
+  // string `class` and an array `args`. The fields below are read from any
+  // payload that is a JSON object; otherwise they are empty.
+  bool valid = false;
+  std::string jid;        // "" when absent or not a string
+  std::string job_class;  // `class`
+  // `queue`: where the job goes when it is retried or enqueued; "" when
+  // absent, empty or not a string (it then goes to "default", as Sidekiq's
+  // client sends it).
+  std::string queue;
+  std::optional<int64_t> retry_count;  // when an integer
+  std::optional<std::string> error_class;
+  std::optional<std::string> error_message;
+};
+
+// A page of a job set.
+struct SetListing {
+  // The number of members of the set (ZCARD, read together with the page).
+  int64_t size = 0;
+  // schedule and retry: the lowest scores first (next due first); dead: the
+  // highest first (latest death first), as Sidekiq's Web UI pages them.
+  std::vector<SetEntry> entries;
+};
+
+// What a call on every member of a set did.
+struct BulkResult {
+  int64_t moved = 0;    // retried or killed
+  int64_t skipped = 0;  // not jobs (SetEntry::valid false): left in the set
+};
+
+// Sidekiq's dead-set limits, for Kill and KillAll: at most max_jobs - 1
+// members after an insert (Sidekiq's off-by-one) and none older than
+// timeout. The defaults are Sidekiq's and a worker's.
+struct DeadSetLimits {
+  int64_t max_jobs = 10000;
+  std::chrono::seconds timeout{180 * 24 * 3600};
+};
+
 class Admin {
  public:
   // Connects (within options.connect_timeout). `prefix` is the prefix of
@@ -90,6 +157,70 @@ class Admin {
   // One janitor pass now. `force` without `identity` is kInvalidArgument;
   // an identity that is not registered is kNotFound.
   virtual Result<RecoveryReport> Recover(const RecoverOptions& options) = 0;
+
+  // --- Job sets (schedule, retry, dead) ---
+
+  // At most `limit` entries of `set` in its display order (see
+  // SetListing); limit 0 means all of them. kInvalidArgument for a negative
+  // limit.
+  virtual Result<SetListing> List(JobSet set, int64_t limit) = 0;
+
+  // The entry of `set` whose payload has this jid. kNotFound when there is
+  // none (payloads that are not JSON cannot be found by jid);
+  // kInvalidArgument for an empty jid.
+  virtual Result<SetEntry> Find(JobSet set, std::string_view jid) = 0;
+
+  // Sidekiq's "Retry now": in one script the entry leaves `set` and is
+  // pushed (LPUSH, SADD queues) to the queue its `queue` field names
+  // ("default" when absent or empty), with enqueued_at = now and, for the
+  // retry and dead sets, an integer retry_count lowered by 1 (Sidekiq's
+  // SortedEntry#retry: the next failure raises it again). For the schedule
+  // set retry_count stays (SortedEntry#add_to_queue, the Web UI's "Add to
+  // queue"). Every other byte of the payload stays as it was. Returns the
+  // entry as it was in the set. kNotFound as for Find, or when the member
+  // was moved meanwhile (nothing is pushed then); kCorruption when the
+  // entry is not a job (it stays in the set).
+  virtual Result<SetEntry> RetryNow(JobSet set, std::string_view jid) = 0;
+
+  // RetryNow for every member that was in `set` when the call began, in
+  // batches of 100 members per script, in the set's display order (so the
+  // first retried is taken first). Members that are not jobs stay and are
+  // counted as skipped; members moved meanwhile by somebody else are not
+  // counted. A Redis error stops the call; the batches before it stand.
+  virtual Result<BulkResult> RetryAll(JobSet set) = 0;
+
+  // Removes the entry (ZREM of its exact payload). Returns it as it was.
+  // kNotFound as for Find, or when the member was removed meanwhile.
+  virtual Result<SetEntry> Delete(JobSet set, std::string_view jid) = 0;
+
+  // Deletes the whole set at once (ZCARD and UNLINK in one MULTI, as
+  // Sidekiq's SortedSet#clear). Returns the number of members it had.
+  virtual Result<int64_t> DeleteAll(JobSet set) = 0;
+
+  // Sidekiq's SortedEntry#kill for a retry entry: in one script it leaves
+  // `retry` and goes, unchanged, into `dead` with score now, followed by
+  // the dead-set trims of `limits`. No death handlers run (those live in
+  // worker processes). Returns the entry as it was. kNotFound as for
+  // RetryNow; kInvalidArgument for max_jobs below 1 or a negative timeout.
+  virtual Result<SetEntry> Kill(std::string_view jid, const DeadSetLimits& limits) = 0;
+
+  // Kill for every member that was in `retry` when the call began (Sidekiq's
+  // RetrySet#kill_all), in batches of 100; `skipped` is always 0.
+  virtual Result<BulkResult> KillAll(const DeadSetLimits& limits) = 0;
+
+  // --- Queues ---
+
+  // Every queue named in `queues`, sorted by name, with its size and latency
+  // (as in GetStats).
+  virtual Result<std::vector<QueueStats>> ListQueues() = 0;
+
+  // Sidekiq's Queue#clear: UNLINK queue:<name> and SREM queues <name> in one
+  // MULTI. Returns the number of jobs the queue held. Jobs that workers have
+  // already fetched are not touched: they finish, or a janitor gives them
+  // back to the queue (which then reappears). kNotFound when there was
+  // neither such a queue nor such a name in `queues` (nothing changed);
+  // kInvalidArgument for an empty name.
+  virtual Result<int64_t> ClearQueue(std::string_view name) = 0;
 
  protected:
   Admin() = default;

@@ -44,6 +44,11 @@ const Command& PushCommand();
 const Command& StatsCommand();
 const Command& RecoverCommand();
 const Command& WorkerCommand();
+const Command& RetriesCommand();
+const Command& DeadCommand();
+const Command& ScheduledCommand();
+const Command& QueuesCommand();
+const Command& QueueCommand();
 
 // --redis URL, --prefix P and -h/--help: accepted before or after any verb.
 const std::vector<OptionSpec>& GlobalOptions();

@@ -18,8 +18,10 @@ namespace reliableq::cli {
 namespace {
 
 const std::vector<const Command*>& Commands() {
-  static const std::vector<const Command*> commands = {&PushCommand(), &StatsCommand(),
-                                                       &RecoverCommand(), &WorkerCommand()};
+  static const std::vector<const Command*> commands = {
+      &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
+      &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
+      &QueueCommand()};
   return commands;
 }
 

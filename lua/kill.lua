@@ -1,0 +1,40 @@
+-- kill.lua: move entries of the retry set to the dead set.
+--
+-- KEYS[1]  the sorted set the entries are in (retry)
+-- KEYS[2]  dead (ZSET)
+-- ARGV[1]  now, float seconds with a fractional part: the dead-set score
+-- ARGV[2]  dead max jobs (integer >= 1)
+-- ARGV[3]  dead timeout in seconds (integer >= 0)
+-- ARGV[4..] the entries, byte for byte as they are stored in KEYS[1]
+--
+-- Each entry moves only if ZREM still removes that exact string here (the
+-- caller found it by reading the set), and goes into dead unchanged, as
+-- Sidekiq's SortedEntry#kill puts it there, with Sidekiq's dead-set insert:
+-- ZADD, then the trims by age and by count. Removal and insert are one
+-- atomic step, so the job is in one of the two sets at every instant.
+--
+-- Returns {killed, missing}: missing entries were no longer in KEYS[1].
+-- Errors: RQ_INVALID for a bad now or dead limits; nothing is written then.
+
+-- @include lib/payload.lua
+
+local now = ARGV[1]
+if not is_float_seconds(now) then
+  return redis.error_reply('RQ_INVALID kill: now must be float seconds, got ' .. tostring(now))
+end
+local dead_max = parse_int(ARGV[2], 1)
+local dead_timeout = parse_int(ARGV[3], 0)
+if dead_max == nil or dead_timeout == nil then
+  return redis.error_reply('RQ_INVALID kill: bad dead limits')
+end
+
+local killed, missing = 0, 0
+for j = 4, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[j]) == 0 then
+    missing = missing + 1
+  else
+    dead_add(KEYS[2], now, ARGV[j], dead_max, dead_timeout)
+    killed = killed + 1
+  end
+end
+return {killed, missing}
