@@ -48,8 +48,7 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
         plan.action = FailureAction::kDrop;
         return plan;
       case RetryIn::Kind::kKill:
-        plan.action = FailureAction::kDead;
-        return plan;
+        break;  // as Sidekiq 7: the exhausted path below, now
       case RetryIn::Kind::kAfter:
         if (custom.seconds() > 0) {
           plan.action = FailureAction::kRetry;

@@ -42,7 +42,8 @@ double DefaultRetryDelay(int count, const RandomBelow& random);
 // - `retry` true (or absent): up to max_retries retries; N: up to N;
 // - `retry_for` (seconds): exhausted once failed_at + retry_for < now;
 // - `retry_in` (may be empty) can give its own delay (jitter is added),
-//   discard the job (drop, nothing runs) or kill it (dead now);
+//   discard the job (drop, nothing runs) or kill it (exhausted now, as in
+//   Sidekiq 7);
 // - exhausted: the retries-exhausted hook and death handlers run, and the
 //   job goes to the dead set unless its `dead` field is false.
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,

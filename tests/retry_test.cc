@@ -127,7 +127,11 @@ TEST_CASE("a class's retry_in can set the delay, discard or kill") {
   auto kill = PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow,
                           [](int) { return RetryIn::Kill(); }, Fixed(0));
   CHECK(kill.action == FailureAction::kDead);
-  CHECK_FALSE(kill.exhausted);
+  CHECK(kill.exhausted);  // the hook and death handlers run, as in Sidekiq 7
+  CHECK(kill.death);
+  auto kept_alive = PlanFailure(Job(R"({"class":"A","args":[],"dead":false})"), 25, kNow,
+                                [](int) { return RetryIn::Kill(); }, Fixed(0));
+  CHECK(kept_alive.action == FailureAction::kDrop);
   // A non-positive delay falls back to the default schedule.
   auto zero = PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow,
                           [](int) { return RetryIn::After(0); }, Fixed(0));

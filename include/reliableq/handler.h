@@ -97,7 +97,9 @@ class RetryIn {
   static RetryIn After(double seconds) { return RetryIn(Kind::kAfter, seconds); }
   // Drop the job: no retry, no dead set, no hooks.
   static RetryIn Discard() { return RetryIn(Kind::kDiscard, 0); }
-  // Send it to the dead set now.
+  // As if its retries were used up now (Sidekiq 7's :kill): the
+  // retries-exhausted hook and the death handlers run, and the job goes to
+  // the dead set unless its `dead` field is false.
   static RetryIn Kill() { return RetryIn(Kind::kKill, 0); }
 
   enum class Kind { kDefault, kAfter, kDiscard, kKill };
