@@ -1,5 +1,7 @@
 #include "job_codec.h"
 
+#include "backtrace_decode.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,6 +14,9 @@
 
 namespace reliableq {
 namespace {
+
+using testing::Base64Decode;
+using testing::Inflate;
 
 Job MakeJob(std::string args = "[]", std::string extra = "{}") {
   Job job;
@@ -26,35 +31,6 @@ std::vector<std::string> Keys(const rapidjson::Value& object) {
   std::vector<std::string> keys;
   for (const auto& member : object.GetObject()) keys.emplace_back(member.name.GetString());
   return keys;
-}
-
-std::string Base64Decode(const std::string& text) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    size_t index = kAlphabet.find(c);
-    if (index == std::string::npos) continue;  // '=' and newlines
-    buffer = (buffer << 6) | static_cast<uint32_t>(index);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
-std::string Inflate(const std::string& deflated) {
-  std::string out(1 << 16, '\0');
-  uLongf size = out.size();
-  int rc = uncompress(reinterpret_cast<Bytef*>(out.data()), &size,
-                      reinterpret_cast<const Bytef*>(deflated.data()), deflated.size());
-  REQUIRE(rc == Z_OK);
-  out.resize(size);
-  return out;
 }
 
 // A job as Sidekiq 6.4.1 writes it after one failure: its defaults come

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "backtrace_decode.h"
 #include "keys.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
@@ -312,6 +313,35 @@ TEST_CASE_FIXTURE(RedisFixture, "retries run again, then the job dies with its h
   CHECK(dead["retry_count"].GetInt() == 2);
   CHECK(dead["retried_at"].IsDouble());
   CHECK(Integer({"ZCARD", "retry"}) == 0);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a JobFailure's backtrace is stored when the job asks for it") {
+  HandlerRegistry registry;
+  registry.Register("Traced", [](const JobView&) {
+    throw JobFailure("card declined", {"charge.cc:12:in Charge", "payment.cc:40:in Run"});
+  });
+  RunningServer server(FastOptions(options()), std::move(registry));
+  auto client = OpenClient(options());
+  Job asks;
+  asks.job_class = "Traced";
+  asks.extra = R"({"backtrace":1})";
+  REQUIRE(client->Push(asks).ok());
+  Job silent;
+  silent.job_class = "Traced";
+  REQUIRE(client->Push(silent).ok());
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) == 2; }));
+  int with_backtrace = 0;
+  for (const std::string& entry : ZRange("retry")) {
+    auto doc = Parse(entry);
+    CHECK(std::string(doc["error_class"].GetString()) == "reliableq::JobFailure");
+    if (!doc.HasMember("error_backtrace")) continue;
+    ++with_backtrace;
+    CHECK(doc["backtrace"].GetInt() == 1);
+    // `backtrace: 1` keeps the innermost line only.
+    CHECK(Inflate(Base64Decode(doc["error_backtrace"].GetString())) ==
+          R"(["charge.cc:12:in Charge"])");
+  }
+  CHECK(with_backtrace == 1);
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts within about a second of its time") {

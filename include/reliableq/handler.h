@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,6 +81,20 @@ class JobView {
 
 // Runs one job. Throw to fail it.
 using Handler = std::function<void(const JobView& job)>;
+
+// An error a handler may throw to give its failure a backtrace. C++
+// exceptions carry none, so a job whose `backtrace` option asks for one
+// (Sidekiq's error_backtrace) gets these lines, innermost first, when the
+// handler throws a JobFailure; any other exception stores no backtrace.
+class JobFailure : public std::runtime_error {
+ public:
+  JobFailure(const std::string& message, std::vector<std::string> backtrace)
+      : std::runtime_error(message), backtrace_(std::move(backtrace)) {}
+  const std::vector<std::string>& backtrace() const { return backtrace_; }
+
+ private:
+  std::vector<std::string> backtrace_;
+};
 
 // What a failed execution threw, as hooks see it.
 struct JobError {

@@ -56,7 +56,7 @@ struct ProcessorPool::State {
   void Loop(int slot_index);
   FinishedJob Run(const FetchedJob& job);
   void PlanFailed(const FetchedJob& job, const rapidjson::Document& document, JobError error,
-                  FinishedJob* done);
+                  std::vector<std::string> backtrace, FinishedJob* done);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
@@ -131,6 +131,7 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
   JobView view(job.payload, queue, decoded->document);
   JobLogContext context(view.job_class(), view.jid());
   JobError error;
+  std::vector<std::string> backtrace;
   auto started = std::chrono::steady_clock::now();
   const Handler* handler = config.registry.Find(view.job_class());
   if (handler == nullptr) {
@@ -155,6 +156,10 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
       } else {
         call(0);
       }
+    } catch (const JobFailure& e) {
+      error.error_class = Demangle(typeid(e).name());
+      error.message = e.what();
+      backtrace = e.backtrace();
     } catch (const std::exception& e) {
       error.error_class = Demangle(typeid(e).name());
       error.message = e.what();
@@ -172,12 +177,13 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
   }
   Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", elapsed, error.error_class.c_str(),
       error.message.c_str());
-  PlanFailed(job, decoded->document, std::move(error), &done);
+  PlanFailed(job, decoded->document, std::move(error), std::move(backtrace), &done);
   return done;
 }
 
 void ProcessorPool::State::PlanFailed(const FetchedJob& job, const rapidjson::Document& document,
-                                      JobError error, FinishedJob* done) {
+                                      JobError error, std::vector<std::string> backtrace,
+                                      FinishedJob* done) {
   thread_local std::mt19937 random{std::random_device{}()};
   done->outcome = Outcome::kFailed;
   done->error = error.error_class + ": " + error.message;
@@ -188,6 +194,7 @@ void ProcessorPool::State::PlanFailed(const FetchedJob& job, const rapidjson::Do
   info.error_message = error.message;
   info.fetched_queue = queue;
   info.now = now;
+  info.backtrace = std::move(backtrace);
   Result<std::string> failed = RecordFailure(job.payload, info);
   if (failed.ok()) {
     done->failed_payload = std::move(failed.value());
