@@ -14,6 +14,11 @@
 //   CrashJob    any args                  abort(): kills its worker process
 //   RecordJob   [anything, ms?]           sleeps ms (if given), then appends
 //                                         "<jid>\n" to $RELIABLEQ_DEMO_LOG
+//   LatencyJob  any args                  appends "<microseconds>\n", the time
+//                                         from the job's enqueued_at to the
+//                                         start of its handler, to
+//                                         $RELIABLEQ_BENCH_LATENCY_LOG
+//                                         (tools/bench's pickup latency)
 //
 // A job whose args do not have the shape above fails with
 // std::invalid_argument (and is retried like any other failure).
@@ -26,6 +31,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +153,35 @@ void RecordJob(const JobView& job) {
   RecordExecution(job);
 }
 
+// The clock is read first: the latency is the time until the handler starts,
+// not until its record is written. enqueued_at is float epoch seconds with
+// microsecond precision, as the client writes it.
+void LatencyJob(const JobView& job) {
+  double now = std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+  auto it = job.payload().FindMember("enqueued_at");
+  if (it == job.payload().MemberEnd() || !it->value.IsNumber()) {
+    throw std::invalid_argument("LatencyJob needs a numeric enqueued_at");
+  }
+  const char* path = std::getenv("RELIABLEQ_BENCH_LATENCY_LOG");
+  if (path == nullptr || *path == '\0') return;
+  std::string line = std::to_string(std::llround((now - it->value.GetDouble()) * 1e6));
+  line.push_back('\n');
+  int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw std::runtime_error("cannot open " + std::string(path) + ": " + std::strerror(errno));
+  }
+  // One write with O_APPEND: lines of concurrent jobs never interleave.
+  ssize_t written;
+  do {
+    written = ::write(fd, line.data(), line.size());
+  } while (written < 0 && errno == EINTR);
+  ::close(fd);
+  if (written != static_cast<ssize_t>(line.size())) {
+    throw std::runtime_error("cannot write " + std::string(path));
+  }
+}
+
 }  // namespace
 
 // The module is built with hidden visibility; this is its one exported symbol.
@@ -162,6 +197,7 @@ extern "C" __attribute__((visibility("default"))) int reliableq_register(
     registry->Register("FailingJob", FailingJob);
     registry->Register("CrashJob", CrashJob);
     registry->Register("RecordJob", RecordJob);
+    registry->Register("LatencyJob", LatencyJob);
   } catch (...) {
     return 1;
   }

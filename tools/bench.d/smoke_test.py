@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The `bench` meson suite: runs `tools/bench --quick --json-only --no-build`
+and checks that it exits 0 and prints one valid JSON object per scenario with
+the fields tools/bench promises. It never looks at how fast anything was:
+timing belongs to tools/bench, not to tests.
+
+The binaries come from the environment (RELIABLEQ_BIN, RELIABLEQ_DEMO_PLUGIN,
+RELIABLEQ_BENCH_BIN), as tests/meson.build sets them.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+BENCH = os.path.join(os.path.dirname(HERE), "bench")
+
+# scenario -> the numeric fields its line must carry.
+EXPECTED = {
+    "enqueue_bulk": ["jobs", "seconds", "jobs_per_sec"],
+    "enqueue_single": ["jobs", "seconds", "jobs_per_sec", "threads"],
+    "drain_c25": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
+    "drain_c10": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
+    "drain_c100": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
+    "latency": ["jobs", "p50_ms", "p99_ms", "max_ms", "idle_rss_kb", "rss_kb"],
+    "drain_10_queues": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "queues"],
+    "drain_1m": ["jobs", "seconds", "jobs_per_sec", "ratio_vs_baseline"],
+    "rss": ["idle_rss_kb", "load_rss_kb"],
+}
+
+
+def main():
+    for name in ("RELIABLEQ_BIN", "RELIABLEQ_DEMO_PLUGIN", "RELIABLEQ_BENCH_BIN"):
+        if not os.environ.get(name):
+            print("smoke_test: %s is not set" % name, file=sys.stderr)
+            return 1
+    result = subprocess.run([sys.executable, BENCH, "--quick", "--json-only", "--no-build"],
+                            stdout=subprocess.PIPE, text=True, timeout=600)
+    print(result.stdout)
+    if result.returncode != 0:
+        print("smoke_test: tools/bench exited %d" % result.returncode, file=sys.stderr)
+        return 1
+    seen = {}
+    stray = []  # lines that are not a scenario's JSON object
+    for line in result.stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            stray.append("not JSON (%s): %r" % (e, line))
+            continue
+        if not isinstance(obj, dict) or "scenario" not in obj:
+            stray.append("no scenario: %r" % line)
+            continue
+        seen[obj["scenario"]] = obj
+    failed = {}
+    for scenario, fields in EXPECTED.items():
+        problems = []
+        obj = seen.get(scenario)
+        if obj is None:
+            problems.append("no line printed")
+        else:
+            for field in fields:
+                value = obj.get(field)
+                if not isinstance(value, (int, float)) or value < 0:
+                    problems.append("%s is %r, not a number >= 0" % (field, value))
+            if "processed" in obj and obj["processed"] != obj["jobs"]:
+                problems.append("%s jobs queued, %s processed" % (obj["jobs"], obj["processed"]))
+        if problems:
+            failed[scenario] = problems
+    for problem in stray:
+        print("smoke_test: " + problem, file=sys.stderr)
+    for scenario, problems in failed.items():
+        for problem in problems:
+            print("smoke_test: %s: %s" % (scenario, problem), file=sys.stderr)
+    print("smoke: %d passed, %d failed" % (len(EXPECTED) - len(failed), len(failed) + len(stray)))
+    return 1 if failed or stray else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
