@@ -1,6 +1,6 @@
 // demo_jobs: the example plugin, loaded with
 //
-//   reliableq worker -r build/examples/libdemo_jobs.so
+//   reliableq worker -r build/src/examples/libdemo_jobs.so
 //
 // Its job classes serve the quick start, the tests and the benchmarks:
 //

@@ -1,7 +1,7 @@
 // chaos_jobs: the job class of tools/chaos, the fault-injection run. Loaded
 // with
 //
-//   reliableq worker -r build/examples/libchaos_jobs.so
+//   reliableq worker -r build/src/examples/libchaos_jobs.so
 //
 //   ChaosJob [id]   records that it ran, sleeps a random short time, and on
 //                   its first attempt may throw or abort() its process
