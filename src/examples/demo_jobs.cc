@@ -119,19 +119,18 @@ void FailingJob(const JobView&) { throw std::runtime_error("FailingJob failed on
 
 void CrashJob(const JobView&) { std::abort(); }
 
-// Appends "<jid>\n" to $RELIABLEQ_DEMO_LOG (if set), so that tests and the
-// quick start can count how often each job ran. The variable is read on
-// every call: each worker process records into its own environment's file.
-void RecordExecution(const JobView& job) {
-  const char* path = std::getenv("RELIABLEQ_DEMO_LOG");
+// Appends `line` and a newline to the file named by the environment
+// variable `variable`, if it is set. One write with O_APPEND, so lines of
+// concurrent jobs and processes never interleave. The variable is read on
+// every call: each worker process writes to its own environment's file.
+void AppendLine(const char* variable, std::string line) {
+  const char* path = std::getenv(variable);
   if (path == nullptr || *path == '\0') return;
-  std::string line(job.jid());
   line.push_back('\n');
   int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     throw std::runtime_error("cannot open " + std::string(path) + ": " + std::strerror(errno));
   }
-  // One write with O_APPEND: concurrent jobs and processes append whole lines.
   ssize_t written;
   do {
     written = ::write(fd, line.data(), line.size());
@@ -142,6 +141,12 @@ void RecordExecution(const JobView& job) {
     throw std::runtime_error("cannot write " + std::string(path) + ": " +
                              (written < 0 ? std::strerror(write_errno) : "short write"));
   }
+}
+
+// Records the jid in $RELIABLEQ_DEMO_LOG, so that tests and the quick start
+// can count how often each job ran.
+void RecordExecution(const JobView& job) {
+  AppendLine("RELIABLEQ_DEMO_LOG", std::string(job.jid()));
 }
 
 void RecordJob(const JobView& job) {
@@ -163,23 +168,8 @@ void LatencyJob(const JobView& job) {
   if (it == job.payload().MemberEnd() || !it->value.IsNumber()) {
     throw std::invalid_argument("LatencyJob needs a numeric enqueued_at");
   }
-  const char* path = std::getenv("RELIABLEQ_BENCH_LATENCY_LOG");
-  if (path == nullptr || *path == '\0') return;
-  std::string line = std::to_string(std::llround((now - it->value.GetDouble()) * 1e6));
-  line.push_back('\n');
-  int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw std::runtime_error("cannot open " + std::string(path) + ": " + std::strerror(errno));
-  }
-  // One write with O_APPEND: lines of concurrent jobs never interleave.
-  ssize_t written;
-  do {
-    written = ::write(fd, line.data(), line.size());
-  } while (written < 0 && errno == EINTR);
-  ::close(fd);
-  if (written != static_cast<ssize_t>(line.size())) {
-    throw std::runtime_error("cannot write " + std::string(path));
-  }
+  AppendLine("RELIABLEQ_BENCH_LATENCY_LOG",
+             std::to_string(std::llround((now - it->value.GetDouble()) * 1e6)));
 }
 
 }  // namespace

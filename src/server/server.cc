@@ -149,6 +149,10 @@ class ServerImpl final : public Server {
   void OnFetched(const Status& status, redisReply* reply, std::vector<uint32_t> order,
                  size_t wanted);
   std::vector<uint32_t> FetchOrder();
+  // Hands jobs from a fetch or BLMOVE reply to the processors. False when
+  // the caller must not go on fetching: quiet or stop began, or a
+  // reconcile is owed.
+  bool Accept(std::vector<FetchedJob>* jobs);
   void ArmBlocking();
   void ArmBlocking(uint32_t index);
   void OnBlockingLost(int64_t old_client_id);
@@ -759,25 +763,29 @@ void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<
     }
   }
   size_t got = jobs.size();
-  if (phase_ != Phase::kRunning) {
-    // Quiet or stop began while the fetch was on its way: these jobs go
-    // straight back (they are in our working lists, so nothing is lost
-    // meanwhile).
-    Reconcile(false);
-    return;
-  }
-  pool_->Submit(&jobs);
-  if (reconcile_pending_) {
-    // Submitted first, so the reconcile keeps them.
-    MaybeReconcile();
-    return;
-  }
+  if (!Accept(&jobs)) return;
   idle_ = got < wanted;
   if (idle_) {
     ArmBlocking();
   } else {
     FetchMore();
   }
+}
+
+bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
+  if (phase_ != Phase::kRunning) {
+    // Quiet or stop began while the reply was on its way: these jobs go
+    // back with the reconcile (they are in our working lists meanwhile).
+    Reconcile(false);
+    return false;
+  }
+  pool_->Submit(jobs);
+  if (reconcile_pending_) {
+    // Submitted first, so the owed reconcile keeps them.
+    MaybeReconcile();
+    return false;
+  }
+  return true;
 }
 
 void ServerImpl::ArmBlocking() {
@@ -826,15 +834,7 @@ void ServerImpl::ArmBlocking(uint32_t index) {
         if (reply->type == REDIS_REPLY_STRING) {
           std::vector<FetchedJob> jobs;
           jobs.push_back({index, std::string(reply->str, reply->len)});
-          if (phase_ != Phase::kRunning) {
-            Reconcile(false);
-            return;
-          }
-          pool_->Submit(&jobs);
-          if (reconcile_pending_) {
-            MaybeReconcile();
-            return;
-          }
+          if (!Accept(&jobs)) return;
           // More may be waiting on this or other queues: a batch fetch
           // decides whether the worker is still idle.
           idle_ = false;
