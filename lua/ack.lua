@@ -7,8 +7,9 @@
 --             list of payload j
 -- ARGV[2j]    payload j, byte for byte as it was fetched
 --
--- Each payload is removed once (LREM key 1 payload), so two copies of the
--- same string acked twice remove both. Both counters grow by the number of
+-- Each payload is removed once (LREM key -1 payload), so two copies of the
+-- same string acked twice remove both. The search starts at the tail, where
+-- the oldest fetched job (most often the one finishing) sits. Both counters grow by the number of
 -- pairs, removed or not: a job that ran counts as processed even if a
 -- janitor already gave it back. The dated counter expires after 5 years
 -- (157680000 s), as Sidekiq's does.
@@ -32,7 +33,7 @@ end
 local pairs_count = #ARGV / 2
 local removed = 0
 for j = 1, #ARGV, 2 do
-  removed = removed + redis.call('LREM', KEYS[tonumber(ARGV[j])], '1', ARGV[j + 1])
+  removed = removed + redis.call('LREM', KEYS[tonumber(ARGV[j])], '-1', ARGV[j + 1])
 end
 if pairs_count > 0 then
   redis.call('INCRBY', KEYS[1], int_string(pairs_count))
