@@ -88,12 +88,10 @@ end
 for _ = 1, limit do
   local payload = redis.call('LPOP', KEYS[2])
   if not payload then break end
-  local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
-  if goes_dead then
-    dead_add(KEYS[4], now, new_payload, dead_max, dead_timeout)
+  if hand_back_interrupted(payload, KEYS[3], KEYS[4], max_interruptions, now, dead_max,
+                           dead_timeout) then
     dead = dead + 1
   else
-    redis.call('RPUSH', KEYS[3], new_payload)
     requeued = requeued + 1
   end
 end

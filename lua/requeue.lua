@@ -68,12 +68,10 @@ for _, payload in ipairs(jobs) do
   if mode == 'keep' and is_listed then
     kept[#kept + 1] = payload
   elseif mode == 'interrupt' and is_listed then
-    local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
-    if goes_dead then
-      dead_add(KEYS[3], now, new_payload, dead_max, dead_timeout)
+    if hand_back_interrupted(payload, KEYS[2], KEYS[3], max_interruptions, now, dead_max,
+                             dead_timeout) then
       dead = dead + 1
     else
-      redis.call('RPUSH', KEYS[2], new_payload)
       requeued = requeued + 1
     end
   else
