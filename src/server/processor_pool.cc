@@ -47,6 +47,11 @@ struct ProcessorPool::State {
   std::vector<Slot> slots;                // guarded by mu
   size_t running = 0;                     // guarded by mu
   size_t idle_waiters = 0;                // guarded by mu
+  // Idle threads notified and not yet running: at most one at a time (see
+  // Loop).
+  size_t wakes_pending = 0;               // guarded by mu
+  // The loop wants `wake` at the next posted outcome (ArmWake).
+  bool wake_armed = true;                 // guarded by mu
   bool stopping = false;                  // guarded by mu
   std::chrono::steady_clock::time_point lease;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
@@ -54,6 +59,8 @@ struct ProcessorPool::State {
   std::condition_variable thread_exited;
 
   void Loop(int slot_index);
+  // Wakes one idle thread if work waits and no other wake-up is under way.
+  void WakeOneIfNeeded();
   FinishedJob Run(const FetchedJob& job);
   void PlanFailed(const FetchedJob& job, const rapidjson::Document& document, JobError error,
                   std::vector<std::string> backtrace, FinishedJob* done);
@@ -91,14 +98,12 @@ void ProcessorPool::State::Loop(int slot_index) {
         work_available.wait_for(lock, std::chrono::milliseconds(100));
       }
       --idle_waiters;
+      if (wakes_pending > 0) --wakes_pending;
     }
     if (stopping) break;  // Shutdown cleared the ready queue
     slot.job = std::move(ready.front());
     ready.pop_front();
-    // Wake-ups are chained: each thread that takes a job wakes one more
-    // only if work is still waiting. Short jobs then run on the threads
-    // already awake instead of paying a context switch each.
-    if (!ready.empty() && idle_waiters > 0) work_available.notify_one();
+    WakeOneIfNeeded();
     slot.busy = true;
     slot.started_at = NowSeconds();
     ++running;
@@ -109,18 +114,33 @@ void ProcessorPool::State::Loop(int slot_index) {
     lock.lock();
     slot.busy = false;
     --running;
-    bool was_empty = finished.empty();
+    outcome.payload = std::move(slot.job.payload);
     finished.push_back(std::move(outcome));
-    if (was_empty && wake_enabled) wake();
+    if (wake_armed && wake_enabled) {
+      wake_armed = false;
+      wake();
+    }
   }
   ++exited;
   thread_exited.notify_all();
 }
 
+void ProcessorPool::State::WakeOneIfNeeded() {
+  // Wake-ups are chained and one at a time: a thread that takes a job wakes
+  // one more only if work is still waiting and no other thread is already
+  // on its way. Short jobs then run on the threads already awake instead of
+  // paying a context switch and a contended lock each, while long ones
+  // still spread over every thread within a few wake-up latencies.
+  if (ready.empty() || idle_waiters <= wakes_pending || wakes_pending > 0) return;
+  ++wakes_pending;
+  work_available.notify_one();
+}
+
 FinishedJob ProcessorPool::State::Run(const FetchedJob& job) {
+  // The payload itself moves into the outcome under the lock (Loop): the
+  // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
   done.queue = job.queue;
-  done.payload = job.payload;
   Result<DecodedJob> decoded = DecodeJob(job.payload);
   if (!decoded.ok()) {
     done.outcome = Outcome::kInvalid;
@@ -269,7 +289,7 @@ void ProcessorPool::Submit(std::vector<FetchedJob>* jobs) {
   if (jobs->empty()) return;
   std::lock_guard<std::mutex> lock(state_->mu);
   for (FetchedJob& job : *jobs) state_->ready.push_back(std::move(job));
-  if (state_->idle_waiters > 0) state_->work_available.notify_one();
+  state_->WakeOneIfNeeded();
   jobs->clear();
 }
 
@@ -281,6 +301,12 @@ std::vector<FetchedJob> ProcessorPool::TakeNotStarted() {
   return out;
 }
 
+bool ProcessorPool::ArmWake() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->wake_armed = true;
+  return state_->finished.empty();
+}
+
 void ProcessorPool::TakeFinished(std::vector<FinishedJob>* out) {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (out->empty()) {
@@ -289,6 +315,11 @@ void ProcessorPool::TakeFinished(std::vector<FinishedJob>* out) {
     for (FinishedJob& job : state_->finished) out->push_back(std::move(job));
     state_->finished.clear();
   }
+}
+
+size_t ProcessorPool::held() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->ready.size() + state_->running;
 }
 
 size_t ProcessorPool::ready() const {

@@ -3,11 +3,13 @@
 //
 // The loop thread submits fetched jobs; a processor takes one, runs its
 // handler with no lock held, and posts the outcome to a finished list. The
-// first outcome posted into an empty list calls `wake` (uv_async_send, which
-// coalesces), so the loop sends one ack script for everything that finished
-// since it last looked. One mutex guards the ready queue, the finished list
-// and each slot's current job; a processor takes it once per job, to post
-// its outcome and take the next job together.
+// first outcome posted after the loop armed the wake-up (ArmWake) calls
+// `wake` (uv_async_send), so the loop sends one ack script for everything
+// that finished since it last looked; while an ack is on its way the loop
+// does not arm it, and outcomes gather for the next one. One mutex guards
+// the ready queue, the finished list and each slot's current job; a
+// processor takes it once per job, to post its outcome and take the next
+// job together.
 //
 // The pool's state is shared with its threads, so after a hard stop the
 // threads still running a handler can be left behind safely (Detach).
@@ -103,6 +105,12 @@ class ProcessorPool {
   // Moves every posted outcome into `out` (appending).
   void TakeFinished(std::vector<FinishedJob>* out);
 
+  // Asks for `wake` at the next posted outcome. False when outcomes are
+  // already waiting: no wake-up comes for those, so take them.
+  bool ArmWake();
+
+  // Jobs submitted and not finished: ready plus running.
+  size_t held() const;
   size_t ready() const;
   size_t running() const;
 

@@ -695,7 +695,7 @@ void ServerImpl::OnBeat(const Status& status, redisReply* reply, bool first,
 // Fetch
 
 size_t ServerImpl::Wanted() const {
-  size_t held = pool_->ready() + pool_->running();
+  size_t held = pool_->held();
   size_t limit = static_cast<size_t>(options_.concurrency + prefetch_);
   return held >= limit ? 0 : limit - held;
 }
@@ -862,9 +862,18 @@ void ServerImpl::OnBlockingLost(int64_t old_client_id) {
 // Completions
 
 void ServerImpl::OnFinished() {
-  pool_->TakeFinished(&unsent_);
   if (phase_ == Phase::kStopped) return;
-  SendCompletions();
+  // One round of outcome scripts at a time: outcomes that finish while it
+  // is on its way gather for the next, so a busy worker acks dozens of jobs
+  // per script and the processors do not wake the loop for each. Bounded:
+  // a turn either sends (its reply calls back here) or arms the wake-up.
+  for (int turn = 0; turn < 3; ++turn) {
+    pool_->TakeFinished(&unsent_);
+    if (completions_inflight_ == 0) SendCompletions();
+    if (completions_inflight_ > 0) break;
+    bool waiting = !pool_->ArmWake();
+    if (!waiting || !command_->ready()) break;
+  }
   FetchMore();
 }
 
@@ -886,7 +895,11 @@ void ServerImpl::SendCompletions() {
     Status sent = command_->Eval(script, std::move(keys), std::move(args),
                                  [this, owned](const Status& s, redisReply*) {
       --completions_inflight_;
-      if (s.ok() || phase_ == Phase::kStopped) return;
+      if (phase_ == Phase::kStopped) return;
+      if (s.ok()) {
+        if (completions_inflight_ == 0) OnFinished();
+        return;
+      }
       Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
           owned->size(), s.ToString().c_str());
       for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
