@@ -7,16 +7,18 @@
 -- ARGV[1]     max: the most jobs to move (an integer >= 0)
 --
 -- Pairs are tried in order and each is exhausted before the next, so queue
--- order is strict priority. Every job moves with one LMOVE: it is always in
--- exactly one of the two lists.
+-- order is strict priority. The lists end exactly as `max` LMOVEs RIGHT
+-- LEFT would leave them, but each queue costs three calls (LRANGE, LTRIM,
+-- LPUSH) instead of one per job; the script is one atomic step, so every
+-- job is always in exactly one of the two lists.
 --
--- Returns a flat array {i, payload, i, payload, ...} in fetch order, i being
--- the 1-based index of the pair the payload came from; empty when every
--- queue is empty or max is 0.
+-- Returns a flat array {i, payload, i, payload, ...} in fetch order (oldest
+-- first), i being the 1-based index of the pair the payload came from;
+-- empty when every queue is empty or max is 0.
 -- Errors: RQ_INVALID when KEYS is not a list of pairs or max is not an
 -- integer >= 0.
 
--- @include lib/payload.lua
+-- @include lib/args.lua
 
 local max = parse_int(ARGV[1], 0)
 if max == nil then
@@ -27,18 +29,32 @@ if #KEYS == 0 or #KEYS % 2 ~= 0 then
   return redis.error_reply('RQ_INVALID fetch: KEYS must be (queue, working) pairs')
 end
 
+-- LPUSH takes its values as arguments; Lua's stack bounds how many.
+local kMaxPerCall = 1000
+
 local out = {}
-local fetched = 0
-local pair_count = #KEYS / 2
-for pair = 1, pair_count do
-  if fetched >= max then break end
+local wanted = max
+for pair = 1, #KEYS / 2 do
   local queue, working = KEYS[2 * pair - 1], KEYS[2 * pair]
-  while fetched < max do
-    local payload = redis.call('LMOVE', queue, working, 'RIGHT', 'LEFT')
-    if not payload then break end
-    out[#out + 1] = pair
-    out[#out + 1] = payload
-    fetched = fetched + 1
+  while wanted > 0 do
+    local take = math.min(wanted, kMaxPerCall)
+    -- The oldest `take` jobs, oldest last.
+    local jobs = redis.call('LRANGE', queue, -take, -1)
+    local count = #jobs
+    if count == 0 then break end
+    redis.call('LTRIM', queue, 0, -count - 1)
+    -- Oldest first: LPUSH puts the last argument leftmost, so the working
+    -- list reads as if each job had been moved on its own.
+    local moved = {}
+    for i = count, 1, -1 do
+      moved[#moved + 1] = jobs[i]
+      out[#out + 1] = pair
+      out[#out + 1] = jobs[i]
+    end
+    redis.call('LPUSH', working, unpack(moved))
+    wanted = wanted - count
+    if count < take then break end
   end
+  if wanted == 0 then break end
 end
 return out

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,26 @@ TEST_CASE_FIXTURE(ScriptFixture, "fetch skips empty queues and stops when all ar
   CHECK(Eval(ScriptId::kFetch, {"queue:a", kWorkA, "queue:b", kWorkB}, {"10"}).empty());
 }
 
+TEST_CASE_FIXTURE(ScriptFixture, "fetch moves batches larger than one LPUSH, in order") {
+  // 2,500 jobs: fetch.lua moves at most 1,000 per LRANGE/LPUSH round.
+  Strings jobs;
+  for (int i = 1; i <= 2600; ++i) jobs.push_back(Job(i));
+  redis::Argv push = {"LPUSH", "queue:a"};
+  push.insert(push.end(), jobs.begin(), jobs.end());
+  Run(push);
+  Strings got = Eval(ScriptId::kFetch, {"queue:a", kWorkA}, {"2500"});
+  REQUIRE(got.size() == 5000);
+  Strings working;
+  for (int i = 1; i <= 2500; ++i) {
+    CHECK(got[2 * (i - 1)] == "1");
+    CHECK(got[2 * (i - 1) + 1] == Job(i));
+    working.insert(working.begin(), Job(i));
+  }
+  CHECK(LRange(kWorkA) == working);
+  CHECK(Integer({"LLEN", "queue:a"}) == 100);
+  CHECK(LRange("queue:a").back() == Job(2501));
+}
+
 TEST_CASE_FIXTURE(ScriptFixture, "fetch of 0 jobs moves nothing") {
   Push("queue:a", {Job(1)});
   CHECK(Eval(ScriptId::kFetch, {"queue:a", kWorkA}, {"0"}).empty());
@@ -171,6 +192,39 @@ TEST_CASE_FIXTURE(ScriptFixture, "ack of one copy leaves the other") {
   Push(kWorkA, {Job(1), Job(1)});
   CHECK(Eval(ScriptId::kAck, {"s", "sd", kWorkA}, {"3", Job(1)}) == Strings{"1"});
   CHECK(LRange(kWorkA) == Strings{Job(1)});
+}
+
+TEST_CASE_FIXTURE(ScriptFixture, "ack leaves exactly what one LREM -1 per pair would") {
+  // Working lists with repeated payloads and acks in any order, some of
+  // payloads not there: the tail run trimmed at once must end the same as
+  // removing each acked payload's rightmost copy in turn.
+  std::mt19937 random(20261122);
+  for (int round = 0; round < 200; ++round) {
+    CAPTURE(round);
+    Run({"DEL", kWorkA});
+    Strings model;  // left to right, as LRANGE returns it
+    int length = static_cast<int>(random() % 12);
+    for (int i = 0; i < length; ++i) model.push_back(Job(1 + static_cast<int>(random() % 5)));
+    for (auto it = model.rbegin(); it != model.rend(); ++it) Run({"LPUSH", kWorkA, *it});
+    Strings args;
+    long long expected_removed = 0;
+    int acks = static_cast<int>(random() % 9);
+    for (int i = 0; i < acks; ++i) {
+      std::string payload = Job(1 + static_cast<int>(random() % 6));
+      args.push_back("3");
+      args.push_back(payload);
+      for (size_t at = model.size(); at-- > 0;) {
+        if (model[at] != payload) continue;
+        model.erase(model.begin() + static_cast<long>(at));
+        ++expected_removed;
+        break;
+      }
+    }
+    CHECK(Eval(ScriptId::kAck, {"s", "sd", kWorkA}, redis::Argv(args.begin(), args.end())) ==
+          Strings{std::to_string(expected_removed)});
+    CHECK(LRange(kWorkA) == model);
+  }
+  CHECK(Get("s") == Get("sd"));
 }
 
 TEST_CASE_FIXTURE(ScriptFixture, "ack with no pairs writes nothing") {

@@ -148,19 +148,8 @@ local function json_string(s)
   return '"' .. escaped .. '"'
 end
 
--- n as a decimal integer string (Lua 5.4 would print 3.0 for a float 3).
-local function int_string(n)
-  return string.format('%d', n)
-end
-
--- The integer in `text` (an optional minus sign and digits only), or nil
--- when it is not one or is below `min`.
-local function parse_int(text, min)
-  if type(text) ~= 'string' or not string.find(text, '^%-?%d+$') then return nil end
-  local n = tonumber(text)
-  if min ~= nil and n < min then return nil end
-  return n
-end
+-- int_string and parse_int.
+-- @include lib/args.lua
 
 -- True when `text` is a timestamp in float seconds with a fractional part,
 -- the only form written into payloads ("1700000000.123456").
