@@ -36,6 +36,11 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
   if (retry_for != nullptr && retry_for->IsNumber()) {
     const rapidjson::Value* failed_at = field("failed_at");
     double first = failed_at != nullptr && failed_at->IsNumber() ? failed_at->GetDouble() : now;
+    // Sidekiq 8 writes its timestamps as integer milliseconds; every earlier
+    // version, and reliableq, as float seconds.
+    if (failed_at != nullptr && (failed_at->IsInt64() || failed_at->IsUint64()) && first > 1e12) {
+      first /= 1000;
+    }
     exhausted = first + retry_for->GetDouble() < now;
   } else {
     exhausted = plan.count >= max;

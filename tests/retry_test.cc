@@ -109,6 +109,15 @@ TEST_CASE("retry_for ends retries by time, not count") {
       kNow, {}, Fixed(0));
   CHECK(old.action == FailureAction::kDead);
   CHECK(old.exhausted);
+  // Sidekiq 8's failed_at is integer milliseconds.
+  auto young_ms = PlanFailure(
+      Job(R"({"class":"A","args":[],"retry_for":3600,"retry_count":1,"failed_at":1699999000000})"),
+      25, kNow, {}, Fixed(0));
+  CHECK(young_ms.action == FailureAction::kRetry);
+  auto old_ms = PlanFailure(
+      Job(R"({"class":"A","args":[],"retry_for":60,"retry_count":1,"failed_at":1699999000000})"),
+      25, kNow, {}, Fixed(0));
+  CHECK(old_ms.action == FailureAction::kDead);
 }
 
 TEST_CASE("a class's retry_in can set the delay, discard or kill") {

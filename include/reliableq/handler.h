@@ -53,7 +53,10 @@ class JobView {
   std::string_view job_class() const { return StringField("class"); }
   // The queue the job was fetched from.
   std::string_view queue() const { return queue_; }
-  // The job's `args`: always a JSON array.
+  // The job's `args`: always a JSON array. Numbers are RapidJSON's: an
+  // integer within int64 or uint64 is exact, one beyond both (which Ruby
+  // writes as a plain Integer) is the nearest double. raw() keeps its exact
+  // digits, and so do the payloads reliableq writes back (retry, dead).
   const rapidjson::Value& args() const { return document_["args"]; }
   // The job's `retry_count`: absent on a first attempt, 0 after the first
   // failure, +1 after each later one (Sidekiq's meaning).
