@@ -629,6 +629,57 @@ TEST_CASE_FIXTURE(RedisFixture, "the janitor returns the jobs of a dead process"
   CHECK(SMembers("processes") == std::vector<std::string>{server.identity()});
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep it small") {
+  // Short jobs first: many finish in each fetch's round trip, so the worker
+  // fetches more at a time. Then long ones: it must come back to holding
+  // concurrency + concurrency/4, leaving the rest for other workers.
+  auto slow = std::make_shared<std::atomic<bool>>(false);
+  auto done = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Job", [slow, done](const JobView&) {
+    if (slow->load()) std::this_thread::sleep_for(100ms);
+    done->fetch_add(1);
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 8;  // prefetch from 2 up to 32
+  RunningServer server(opts, std::move(registry));
+  REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(server.identity())); }));
+  auto client = OpenClient(options());
+  std::vector<Job> jobs(20000);
+  for (Job& job : jobs) job.job_class = "Job";
+  REQUIRE(client->PushBulk(jobs).ok());
+  // Held: taken from the queue and not finished (the working list also
+  // keeps finished jobs until their ack arrives). Read the queue first: a
+  // fetch between the two reads then lowers the estimate.
+  auto held = [&](long long pushed) {
+    long long queued = Integer({"LLEN", "queue:default"});
+    return pushed - done->load() - queued;
+  };
+  long long most_held = 0;
+  REQUIRE(WaitUntil([&] {
+    most_held = std::max(most_held, held(20000));
+    return done->load() == 20000;
+  }, 30s));
+  CHECK(most_held > 8 + 2);
+
+  slow->store(true);
+  jobs.resize(200);
+  REQUIRE(client->PushBulk(jobs).ok());
+  // The first fetch still uses the short jobs' prefetch (up to 32 jobs held
+  // back, for 4 rounds of 100 ms); from then on it halves towards 2 with
+  // each fetch, one per round.
+  REQUIRE(WaitUntil([&] { return done->load() >= 20000 + 120; }, 10s));
+  // The least held over 200 ms: a round's fetch passes through for a moment.
+  long long least_held = 1000;
+  for (int i = 0; i < 20; ++i) {
+    least_held = std::min(least_held, held(20200));
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(least_held <= 8 + 2);
+  CHECK(least_held >= 8);
+  REQUIRE(WaitUntil([&] { return done->load() == 20200; }, 10s));
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {
   auto runs = std::make_shared<std::map<std::string, int>>();
   auto mu = std::make_shared<std::mutex>();

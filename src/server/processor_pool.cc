@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -52,6 +53,7 @@ struct ProcessorPool::State {
   size_t wakes_pending = 0;               // guarded by mu
   // The loop wants `wake` at the next posted outcome (ArmWake).
   bool wake_armed = true;                 // guarded by mu
+  std::atomic<uint64_t> finished_total{0};  // written under mu
   bool stopping = false;                  // guarded by mu
   std::chrono::steady_clock::time_point lease;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
@@ -116,6 +118,7 @@ void ProcessorPool::State::Loop(int slot_index) {
     --running;
     outcome.payload = std::move(slot.job.payload);
     finished.push_back(std::move(outcome));
+    finished_total.fetch_add(1, std::memory_order_relaxed);
     if (wake_armed && wake_enabled) {
       wake_armed = false;
       wake();
@@ -320,6 +323,10 @@ void ProcessorPool::TakeFinished(std::vector<FinishedJob>* out) {
 size_t ProcessorPool::held() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->ready.size() + state_->running;
+}
+
+uint64_t ProcessorPool::finished_total() const {
+  return state_->finished_total.load(std::memory_order_relaxed);
 }
 
 size_t ProcessorPool::ready() const {

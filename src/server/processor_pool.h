@@ -111,6 +111,8 @@ class ProcessorPool {
 
   // Jobs submitted and not finished: ready plus running.
   size_t held() const;
+  // Outcomes posted since the start; any thread may read it.
+  uint64_t finished_total() const;
   size_t ready() const;
   size_t running() const;
 

@@ -146,6 +146,7 @@ class ServerImpl final : public Server {
 
   // Fetch, run, acknowledge.
   void FetchMore();
+  void AdaptPrefetch(Clock::time_point sent);
   void OnFetched(const Status& status, redisReply* reply, std::vector<uint32_t> order,
                  size_t wanted);
   std::vector<uint32_t> FetchOrder();
@@ -193,7 +194,14 @@ class ServerImpl final : public Server {
   std::string identity_;
   std::string hostname_;
   double started_at_ = 0;
+  // Jobs held beyond the thread count; between min_prefetch_ and
+  // max_prefetch_, following the jobs that finish during a fetch's round
+  // trip (OnFetched).
   int prefetch_ = 1;
+  int min_prefetch_ = 1;
+  int max_prefetch_ = 1;
+  Clock::time_point last_fetch_reply_;
+  uint64_t finished_at_last_fetch_ = 0;
   std::vector<Queue> queues_;
   bool weighted_ = false;
   std::mt19937_64 random_;
@@ -277,8 +285,12 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
     queues_.push_back(std::move(q));
   }
   // A few jobs beyond the thread count keep threads busy across the round
-  // trip of the next fetch without holding many jobs back from other workers.
-  prefetch_ = std::max(1, options_.concurrency / 4);
+  // trip of the next fetch without holding many jobs back from other
+  // workers. Short jobs need more of them: as many as finish in a round
+  // trip, twice over, up to four times the thread count.
+  min_prefetch_ = std::max(1, options_.concurrency / 4);
+  max_prefetch_ = std::max(min_prefetch_, 4 * options_.concurrency);
+  prefetch_ = min_prefetch_;
   ProcessorConfig config;
   config.threads = options_.concurrency;
   config.registry = std::move(registry);
@@ -738,10 +750,34 @@ void ServerImpl::FetchMore() {
     keys.push_back(queues_[i].working_key);
   }
   fetch_inflight_ = true;
+  Clock::time_point sent_at = Clock::now();
   Status sent = command_->Eval(
       ScriptId::kFetch, std::move(keys), {std::to_string(wanted)},
-      [this, order, wanted](const Status& s, redisReply* r) { OnFetched(s, r, order, wanted); });
+      [this, order, wanted, sent_at](const Status& s, redisReply* r) {
+        AdaptPrefetch(sent_at);
+        OnFetched(s, r, order, wanted);
+      });
   if (!sent.ok()) fetch_inflight_ = false;
+}
+
+void ServerImpl::AdaptPrefetch(Clock::time_point sent) {
+  // Enough jobs to keep every thread busy for two round trips at the rate
+  // jobs finished since the last fetch (Little's law, twice over). The rate
+  // is taken over the whole time between fetches, not over one round trip:
+  // long jobs that end together must not look like a fast stream.
+  Clock::time_point now = Clock::now();
+  uint64_t finished = pool_->finished_total();
+  double elapsed = std::chrono::duration<double>(now - last_fetch_reply_).count();
+  double round_trip = std::chrono::duration<double>(now - sent).count();
+  if (elapsed > 0 && last_fetch_reply_ != Clock::time_point()) {
+    double rate = static_cast<double>(finished - finished_at_last_fetch_) / elapsed;
+    double target = std::clamp(2 * rate * round_trip, static_cast<double>(min_prefetch_),
+                               static_cast<double>(max_prefetch_));
+    // Halfway each time: one odd interval moves it only so far.
+    prefetch_ = static_cast<int>((prefetch_ + target) / 2);
+  }
+  last_fetch_reply_ = now;
+  finished_at_last_fetch_ = finished;
 }
 
 void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<uint32_t> order,
