@@ -186,6 +186,9 @@ class ClientImpl : public Client {
       out.payload = std::move(json.value());
       return out;
     }
+    // The DOM holds integers beyond 64 bits as doubles; they are written
+    // back as the literals EncodeJob wrote, unless a middleware changed them.
+    WideIntegers wide = WideIntegers::Find(*json);
     rapidjson::Document doc;
     doc.Parse<rapidjson::kParseFullPrecisionFlag>(json->data(), json->size());
     for (const ClientMiddleware& middleware : options_.middleware) {
@@ -207,7 +210,7 @@ class ClientImpl : public Client {
           "a client middleware left the job without a class, an args array or a queue");
     }
     out.jid = string_field("jid");
-    out.payload = ToJson(doc);
+    out.payload = ToJson(doc, wide);
     return out;
   }
 

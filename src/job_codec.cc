@@ -7,7 +7,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include <atomic>
 #include <cerrno>
@@ -19,6 +22,8 @@
 #include <cstring>
 #include <mutex>
 #include <string_view>
+#include <system_error>
+#include <utility>
 
 namespace reliableq {
 
@@ -264,7 +269,77 @@ void AppendInteger(Int value, std::string* out) {
   out->append(buf, result.ptr);
 }
 
-void AppendValue(const rapidjson::Value& value, std::string* out) {
+// Where a value stands inside a JSON text: the member names and array
+// indices leading to it, each with its length, so that no two places share
+// a path.
+void PushMemberStep(std::string_view name, std::string* path) {
+  *path += 'o';
+  *path += std::to_string(name.size());
+  path->push_back(':');
+  path->append(name);
+}
+
+void PushIndexStep(size_t index, std::string* path) {
+  *path += 'a';
+  *path += std::to_string(index);
+  path->push_back(';');
+}
+
+// The literals of wide integers by path (see WideIntegers).
+using WideLiterals = std::map<std::string, std::string, std::less<>>;
+
+// The double a non-integer JSON number literal stands for, converted as the
+// DOM parser converts it (kParseFullPrecisionFlag), so that the text written
+// again is the same whichever way it was read.
+double NumberValue(std::string_view literal) {
+  struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
+    double value = 0;
+    bool Double(double d) {
+      value = d;
+      return true;
+    }
+  } handler;
+  rapidjson::MemoryStream stream(literal.data(), literal.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> input(stream);
+  rapidjson::Reader reader;
+  reader.Parse<rapidjson::kParseFullPrecisionFlag>(input, handler);
+  return handler.value;
+}
+
+bool IsIntegerLiteral(std::string_view literal) {
+  return literal.find_first_of(".eE") == std::string_view::npos;
+}
+
+// True for an integer literal that fits neither int64 nor uint64: the DOM
+// holds it as the nearest double.
+bool IsWideInteger(std::string_view literal) {
+  if (!IsIntegerLiteral(literal)) return false;
+  const char* end = literal.data() + literal.size();
+  if (literal.front() == '-') {
+    int64_t value;
+    return std::from_chars(literal.data(), end, value).ec != std::errc();
+  }
+  uint64_t value;
+  return std::from_chars(literal.data(), end, value).ec != std::errc();
+}
+
+// A JSON number literal as Ruby writes what JSON.parse made of it: an
+// integer literal, of any size, is an Integer and keeps its digits (-0 is
+// 0); anything else is a Float.
+void AppendNumberLiteral(std::string_view literal, std::string* out) {
+  if (!IsIntegerLiteral(literal)) {
+    AppendFloat(NumberValue(literal), out);
+  } else if (literal == "-0") {
+    out->push_back('0');
+  } else {
+    out->append(literal);
+  }
+}
+
+// `wide` and `path` are null, or the wide integers of the text `value` was
+// parsed from and the path of `value` in it.
+void AppendValue(const rapidjson::Value& value, std::string* out,
+                 const WideLiterals* wide = nullptr, std::string* path = nullptr) {
   switch (value.GetType()) {
     case rapidjson::kNullType: *out += "null"; break;
     case rapidjson::kFalseType: *out += "false"; break;
@@ -274,6 +349,15 @@ void AppendValue(const rapidjson::Value& value, std::string* out) {
       break;
     case rapidjson::kNumberType:
       if (value.IsDouble()) {
+        if (wide != nullptr) {
+          // Only while the double there is still the one the literal reads
+          // as: a value put in its place is written as it is.
+          auto it = wide->find(*path);
+          if (it != wide->end() && NumberValue(it->second) == value.GetDouble()) {
+            *out += it->second;
+            break;
+          }
+        }
         AppendFloat(value.GetDouble(), out);
       } else if (value.IsInt64()) {
         AppendInteger(value.GetInt64(), out);
@@ -283,11 +367,18 @@ void AppendValue(const rapidjson::Value& value, std::string* out) {
       break;
     case rapidjson::kArrayType: {
       out->push_back('[');
-      bool first = true;
+      size_t index = 0;
       for (const auto& element : value.GetArray()) {
-        if (!first) out->push_back(',');
-        first = false;
-        AppendValue(element, out);
+        if (index != 0) out->push_back(',');
+        if (wide != nullptr) {
+          size_t mark = path->size();
+          PushIndexStep(index, path);
+          AppendValue(element, out, wide, path);
+          path->resize(mark);
+        } else {
+          AppendValue(element, out);
+        }
+        ++index;
       }
       out->push_back(']');
       break;
@@ -300,7 +391,14 @@ void AppendValue(const rapidjson::Value& value, std::string* out) {
         first = false;
         AppendValue(member.name, out);
         out->push_back(':');
-        AppendValue(member.value, out);
+        if (wide != nullptr) {
+          size_t mark = path->size();
+          PushMemberStep({member.name.GetString(), member.name.GetStringLength()}, path);
+          AppendValue(member.value, out, wide, path);
+          path->resize(mark);
+        } else {
+          AppendValue(member.value, out);
+        }
       }
       out->push_back('}');
       break;
@@ -326,6 +424,228 @@ bool DepthWithin(const rapidjson::Value& value, int levels) {
 }
 
 // ---------------------------------------------------------------------------
+// Writing a JSON text again without a DOM.
+//
+// A DOM holds an integer beyond the int64 and uint64 ranges as a double,
+// which Ruby would then read as a Float: another value. Payloads reliableq
+// writes again are therefore rewritten from their text, number literals as
+// they stand.
+
+// The parse flags for a rewrite: those of the DOM parse it stands in for,
+// with numbers handed over as their literals.
+constexpr unsigned kRewriteFlags = kParseFlags | rapidjson::kParseNumbersAsStringsFlag;
+
+// SAX handler that writes the events of a JSON text as AppendValue writes
+// the same value from a DOM, except integer literals (see
+// AppendNumberLiteral). It never stops the parse: what it finds wrong is
+// left for the caller to report, in the caller's order.
+class Rewriter : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Rewriter> {
+ public:
+  struct Member {
+    std::string name;
+    bool too_deep = false;  // its value nests deeper than max_depth allows
+  };
+
+  // Levels of arrays and objects allowed, the root counting as one.
+  explicit Rewriter(int max_depth) : max_depth_(max_depth) {}
+
+  // The first top-level member called `name` gets `json` as its value; when
+  // there is none, "name":json is appended to the top-level object, after
+  // the members set before it.
+  void SetMember(std::string name, std::string json) {
+    replacements_.push_back({std::move(name), std::move(json), false});
+  }
+
+  std::string& json() { return out_; }
+  rapidjson::Type root_type() const { return root_type_; }
+  bool too_deep() const { return too_deep_; }
+  // The members of a top-level object, in order.
+  const std::vector<Member>& members() const { return members_; }
+
+  bool Null() {
+    if (BeginValue(rapidjson::kNullType)) out_ += "null";
+    return EndValue();
+  }
+  bool Bool(bool b) {
+    if (BeginValue(b ? rapidjson::kTrueType : rapidjson::kFalseType)) out_ += b ? "true" : "false";
+    return EndValue();
+  }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    if (BeginValue(rapidjson::kNumberType)) AppendNumberLiteral({text, length}, &out_);
+    return EndValue();
+  }
+  bool String(const char* text, rapidjson::SizeType length, bool) {
+    if (BeginValue(rapidjson::kStringType)) AppendString({text, length}, &out_);
+    return EndValue();
+  }
+  bool StartObject() { return Open(rapidjson::kObjectType, '{'); }
+  bool StartArray() { return Open(rapidjson::kArrayType, '['); }
+  bool EndObject(rapidjson::SizeType) {
+    if (depth_ == 1) {
+      for (const Replacement& r : replacements_) {
+        if (!r.done) WriteMember(r.name, r.json);
+      }
+    }
+    return Close('}');
+  }
+  bool EndArray(rapidjson::SizeType) { return Close(']'); }
+
+  bool Key(const char* text, rapidjson::SizeType length, bool) {
+    std::string_view name(text, length);
+    if (depth_ == 1) {
+      members_.push_back({std::string(name), false});
+      for (Replacement& r : replacements_) {
+        if (!r.done && r.name == name) {
+          r.done = true;
+          WriteMember(name, r.json);
+          skipping_ = true;  // the member's own value
+          return true;
+        }
+      }
+    }
+    if (!skipping_) {
+      if (comma_) out_.push_back(',');
+      AppendString(name, &out_);
+      out_.push_back(':');
+      comma_ = false;
+    }
+    return true;
+  }
+
+ private:
+  struct Replacement {
+    std::string name;
+    std::string json;
+    bool done;
+  };
+
+  void WriteMember(std::string_view name, const std::string& json) {
+    if (comma_) out_.push_back(',');
+    AppendString(name, &out_);
+    out_.push_back(':');
+    out_ += json;
+    comma_ = true;
+  }
+
+  // True when the value starting now is to be written.
+  bool BeginValue(rapidjson::Type type) {
+    if (depth_ == 0) root_type_ = type;
+    if (skipping_) return false;
+    if (comma_) out_.push_back(',');
+    return true;
+  }
+
+  bool EndValue() {
+    if (depth_ == 1) skipping_ = false;
+    comma_ = true;
+    return true;
+  }
+
+  bool Open(rapidjson::Type type, char bracket) {
+    if (BeginValue(type)) out_.push_back(bracket);
+    ++depth_;
+    if (depth_ > max_depth_) {
+      too_deep_ = true;
+      if (depth_ > 1 && root_type_ == rapidjson::kObjectType) members_.back().too_deep = true;
+    }
+    comma_ = false;
+    return true;
+  }
+
+  bool Close(char bracket) {
+    --depth_;
+    if (!skipping_) out_.push_back(bracket);
+    return EndValue();
+  }
+
+  const int max_depth_;
+  std::string out_;
+  int depth_ = 0;
+  bool comma_ = false;     // a value was written at this level: the next needs a ','
+  bool skipping_ = false;  // inside a top-level member value being replaced
+  bool too_deep_ = false;
+  rapidjson::Type root_type_ = rapidjson::kNullType;
+  std::vector<Member> members_;
+  std::vector<Replacement> replacements_;
+};
+
+// Parses `text` into `handler`, as Document::Parse<flags> would.
+template <unsigned kFlags, typename Handler>
+rapidjson::ParseResult ParseText(std::string_view text, Handler* handler) {
+  rapidjson::MemoryStream stream(text.data(), text.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> input(stream);
+  rapidjson::Reader reader;
+  return reader.Parse<kFlags>(input, *handler);
+}
+
+// SAX handler that collects the wide integers of a text by path.
+class WideIntegerFinder
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, WideIntegerFinder> {
+ public:
+  explicit WideIntegerFinder(WideLiterals* literals) : literals_(literals) {}
+
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    std::string_view literal(text, length);
+    if (IsWideInteger(literal)) {
+      size_t mark = path_.size();
+      PushStep();
+      literals_->emplace(path_, literal);
+      path_.resize(mark);
+    }
+    return Default();
+  }
+  bool StartObject() { return Open(false); }
+  bool StartArray() { return Open(true); }
+  bool EndObject(rapidjson::SizeType) { return Close(); }
+  bool EndArray(rapidjson::SizeType) { return Close(); }
+  bool Key(const char* text, rapidjson::SizeType length, bool) {
+    levels_.back().key.assign(text, length);
+    return true;
+  }
+  // Every other value.
+  bool Default() {
+    if (!levels_.empty()) ++levels_.back().index;
+    return true;
+  }
+
+ private:
+  struct Level {
+    bool array;
+    size_t index = 0;
+    std::string key;
+  };
+
+  // Appends the step to the value starting now to path_.
+  void PushStep() {
+    if (levels_.empty()) return;
+    if (levels_.back().array) {
+      PushIndexStep(levels_.back().index, &path_);
+    } else {
+      PushMemberStep(levels_.back().key, &path_);
+    }
+  }
+
+  bool Open(bool array) {
+    marks_.push_back(path_.size());
+    PushStep();
+    levels_.push_back({array, 0, {}});
+    return true;
+  }
+
+  bool Close() {
+    levels_.pop_back();
+    path_.resize(marks_.back());
+    marks_.pop_back();
+    return Default();
+  }
+
+  WideLiterals* literals_;
+  std::string path_;
+  std::vector<size_t> marks_;
+  std::vector<Level> levels_;
+};
+
+// ---------------------------------------------------------------------------
 // Job fields.
 
 // Timestamps inside payloads: microsecond precision as FormatEpoch, written
@@ -338,14 +658,18 @@ constexpr std::string_view kReservedFields[] = {"class", "args",       "queue", 
                                                 "jid",   "created_at", "enqueued_at", "at"};
 
 // "Invalid value at offset 3": RapidJSON's message without its full stop.
-std::string ParseErrorText(const rapidjson::Document& document) {
-  std::string text = rapidjson::GetParseError_En(document.GetParseError());
+std::string ParseErrorText(rapidjson::ParseErrorCode code, size_t offset) {
+  std::string text = rapidjson::GetParseError_En(code);
   if (!text.empty() && text.back() == '.') text.pop_back();
-  return text + " at offset " + std::to_string(document.GetErrorOffset());
+  return text + " at offset " + std::to_string(offset);
 }
 
-const char* TypeWord(const rapidjson::Value& value) {
-  switch (value.GetType()) {
+std::string ParseErrorText(const rapidjson::Document& document) {
+  return ParseErrorText(document.GetParseError(), document.GetErrorOffset());
+}
+
+const char* TypeWord(rapidjson::Type type) {
+  switch (type) {
     case rapidjson::kNullType: return "null";
     case rapidjson::kFalseType:
     case rapidjson::kTrueType: return "a boolean";
@@ -357,12 +681,16 @@ const char* TypeWord(const rapidjson::Value& value) {
   return "something else";
 }
 
-// Parses one field of a Job given as JSON text (args, extra).
-Status ParseField(std::string_view name, const std::string& text, rapidjson::Document* document) {
-  document->Parse<kParseFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
-  if (document->HasParseError()) {
-    return Status::InvalidArgument(std::string(name) +
-                                   " is not valid JSON: " + ParseErrorText(*document));
+const char* TypeWord(const rapidjson::Value& value) { return TypeWord(value.GetType()); }
+
+// Rewrites one field of a Job given as JSON text (args, extra) into
+// `rewriter`. Invalid UTF-8 is refused here: Sidekiq could not read it.
+Status RewriteField(std::string_view name, const std::string& text, Rewriter* rewriter) {
+  rapidjson::ParseResult parsed =
+      ParseText<kRewriteFlags | rapidjson::kParseValidateEncodingFlag>(text, rewriter);
+  if (parsed.IsError()) {
+    return Status::InvalidArgument(std::string(name) + " is not valid JSON: " +
+                                   ParseErrorText(parsed.Code(), parsed.Offset()));
   }
   return Status::OK();
 }
@@ -372,20 +700,6 @@ bool IsPrintableAscii(std::string_view text) {
     if (c < 0x20 || c > 0x7e) return false;
   }
   return true;
-}
-
-// Sets field `name` of `object`: in place when present, appended when not.
-void SetField(rapidjson::Document* object, const char* name, rapidjson::Value value) {
-  auto it = object->FindMember(name);
-  if (it != object->MemberEnd()) {
-    it->value = value;  // a move: RapidJSON assignment transfers ownership
-  } else {
-    object->AddMember(rapidjson::StringRef(name), value, object->GetAllocator());
-  }
-}
-
-rapidjson::Value StringValue(std::string_view text, rapidjson::Document::AllocatorType& allocator) {
-  return rapidjson::Value(text.data(), static_cast<rapidjson::SizeType>(text.size()), allocator);
 }
 
 std::string Base64Mime(const unsigned char* data, size_t size) {
@@ -493,36 +807,36 @@ Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<d
     return Status::InvalidArgument("the job's timestamps must be finite");
   }
 
-  rapidjson::Document args;
-  Status s = ParseField("args", job.args, &args);
-  if (!s.ok()) return s;
-  if (!args.IsArray()) {
-    return Status::InvalidArgument(std::string("args must be a JSON array, not ") + TypeWord(args));
-  }
   // The job object is the first level, args the second.
-  if (!DepthWithin(args, kMaxJsonDepth - 1)) {
+  Rewriter args(kMaxJsonDepth - 1);
+  Status s = RewriteField("args", job.args, &args);
+  if (!s.ok()) return s;
+  if (args.root_type() != rapidjson::kArrayType) {
+    return Status::InvalidArgument(std::string("args must be a JSON array, not ") +
+                                   TypeWord(args.root_type()));
+  }
+  if (args.too_deep()) {
     return Status::InvalidArgument("args nest deeper than " + std::to_string(kMaxJsonDepth) +
                                    " levels");
   }
-  rapidjson::Document extra;
-  s = ParseField("extra", job.extra, &extra);
+  // Its members become members of the job object: the same depth limit.
+  Rewriter extra(kMaxJsonDepth);
+  s = RewriteField("extra", job.extra, &extra);
   if (!s.ok()) return s;
-  if (!extra.IsObject()) {
+  if (extra.root_type() != rapidjson::kObjectType) {
     return Status::InvalidArgument(std::string("extra must be a JSON object, not ") +
-                                   TypeWord(extra));
+                                   TypeWord(extra.root_type()));
   }
-  for (const auto& member : extra.GetObject()) {
-    std::string_view name(member.name.GetString(), member.name.GetStringLength());
+  for (const Rewriter::Member& member : extra.members()) {
     for (std::string_view reserved : kReservedFields) {
-      if (name == reserved) {
-        return Status::InvalidArgument("extra may not set \"" + std::string(name) +
+      if (member.name == reserved) {
+        return Status::InvalidArgument("extra may not set \"" + member.name +
                                        "\": the client sets it");
       }
     }
-    if (!DepthWithin(member.value, kMaxJsonDepth - 1)) {
-      return Status::InvalidArgument("extra field \"" + std::string(name) +
-                                     "\" nests deeper than " + std::to_string(kMaxJsonDepth) +
-                                     " levels");
+    if (member.too_deep) {
+      return Status::InvalidArgument("extra field \"" + member.name + "\" nests deeper than " +
+                                     std::to_string(kMaxJsonDepth) + " levels");
     }
   }
 
@@ -531,7 +845,7 @@ Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<d
   out += "{\"class\":";
   AppendString(job.job_class, &out);
   out += ",\"args\":";
-  AppendValue(args, &out);
+  out += args.json();
   out += ",\"queue\":";
   AppendString(job.queue, &out);
   out += ",\"retry\":";
@@ -545,11 +859,11 @@ Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<d
     out += ",\"enqueued_at\":";
     AppendTimestamp(*enqueued_at, &out);
   }
-  for (const auto& member : extra.GetObject()) {
+  // The members of extra, without its braces.
+  const std::string& members = extra.json();
+  if (members.size() > 2) {
     out.push_back(',');
-    AppendValue(member.name, &out);
-    out.push_back(':');
-    AppendValue(member.value, &out);
+    out.append(members, 1, members.size() - 2);
   }
   out.push_back('}');
   if (jid != nullptr) *jid = std::move(new_jid);
@@ -584,8 +898,7 @@ Result<DecodedJob> DecodeJob(std::string_view raw) {
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info) {
   Result<DecodedJob> decoded = DecodeJob(raw);
   if (!decoded.ok()) return decoded.status();
-  rapidjson::Document& doc = decoded->document;
-  auto& allocator = doc.GetAllocator();
+  const rapidjson::Document& doc = decoded->document;
 
   // Checked first, so that a bad retry_count changes nothing.
   std::optional<int64_t> retry_count;
@@ -603,25 +916,29 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
     }
   }
 
+  // The DOM only answers questions; the payload is written again from its
+  // text, so that every value it does not set keeps its literal.
+  Rewriter rewriter(kMaxJsonDepth);
+  auto set_string = [&rewriter](const char* name, std::string_view text) {
+    std::string json;
+    AppendString(text, &json);
+    rewriter.SetMember(name, std::move(json));
+  };
   std::string_view queue = info.fetched_queue;
   auto retry_queue = doc.FindMember("retry_queue");
   if (retry_queue != doc.MemberEnd() && retry_queue->value.IsString() &&
       retry_queue->value.GetStringLength() > 0) {
     queue = {retry_queue->value.GetString(), retry_queue->value.GetStringLength()};
   }
-  rapidjson::Value queue_value = StringValue(queue, allocator);  // copied before SetField
-  SetField(&doc, "queue", std::move(queue_value));
-  SetField(&doc, "error_message",
-           StringValue(Scrub(info.error_message, kMaxErrorMessageChars), allocator));
-  SetField(&doc, "error_class", StringValue(Scrub(info.error_class), allocator));
-  double now = RoundToMicros(info.now);
-  if (retry_count) {
-    SetField(&doc, "retried_at", rapidjson::Value(now));
-    SetField(&doc, "retry_count", rapidjson::Value(*retry_count + 1));
-  } else {
-    SetField(&doc, "failed_at", rapidjson::Value(now));
-    SetField(&doc, "retry_count", rapidjson::Value(0));
-  }
+  set_string("queue", queue);
+  set_string("error_message", Scrub(info.error_message, kMaxErrorMessageChars));
+  set_string("error_class", Scrub(info.error_class));
+  std::string now;
+  AppendTimestamp(info.now, &now);
+  std::string next_count;
+  AppendInteger(retry_count ? *retry_count + 1 : int64_t{0}, &next_count);
+  rewriter.SetMember(retry_count ? "retried_at" : "failed_at", std::move(now));
+  rewriter.SetMember("retry_count", std::move(next_count));
 
   auto backtrace = doc.FindMember("backtrace");
   if (backtrace != doc.MemberEnd() && !info.backtrace.empty()) {
@@ -629,15 +946,36 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
     if (lines) {
       Result<std::string> compressed = CompressBacktrace(info.backtrace, *lines);
       if (!compressed.ok()) return compressed.status();
-      SetField(&doc, "error_backtrace", StringValue(*compressed, allocator));
+      set_string("error_backtrace", *compressed);
     }
   }
-  return ToJson(doc);
+
+  rapidjson::ParseResult parsed = ParseText<kRewriteFlags>(raw, &rewriter);
+  if (parsed.IsError()) {  // DecodeJob read the same text with the same flags
+    return Status::Corruption("job JSON does not parse: " +
+                              ParseErrorText(parsed.Code(), parsed.Offset()));
+  }
+  return std::move(rewriter.json());
 }
 
 std::string ToJson(const rapidjson::Value& value) {
   std::string out;
   AppendValue(value, &out);
+  return out;
+}
+
+WideIntegers WideIntegers::Find(std::string_view json) {
+  WideIntegers found;
+  WideIntegerFinder finder(&found.literals_);
+  if (ParseText<kRewriteFlags>(json, &finder).IsError()) found.literals_.clear();
+  return found;
+}
+
+std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide) {
+  if (wide.literals_.empty()) return ToJson(value);
+  std::string out;
+  std::string path;
+  AppendValue(value, &out, &wide.literals_, &path);
   return out;
 }
 

@@ -6,7 +6,8 @@
 // order, raw UTF-8, '/' not escaped, control characters as \n \t ... or
 // \u00xx, floats as Ruby's Float#to_s writes them (1700000000.5, 0.1,
 // 1.0e-07). Input is parsed with full precision, so a float read and written
-// again is the same double.
+// again is the same double; an integer literal, of any size, is written
+// again with its digits (-0 as 0), as Ruby reads every one as an Integer.
 //
 // Thread safety: every function may be called from any thread.
 
@@ -15,6 +16,8 @@
 
 #include <rapidjson/document.h>
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,7 +48,8 @@ std::string FormatEpoch(double seconds);
 // The job JSON of `job`, in this field order: class, args, queue, retry, jid
 // (a new one when job.jid is empty), created_at, enqueued_at (only when
 // given; a scheduled job has none), then the fields of job.extra in their
-// order. `args` is written again compactly from its parsed value.
+// order. `args` and the fields of extra are written again compactly from
+// their text, integer literals beyond 64 bits included.
 // kInvalidArgument with a one-line reason, and nothing else done, when the
 // class or queue is empty or not UTF-8, args is not a JSON array, extra is
 // not a JSON object or names a field set here (class, args, queue, retry,
@@ -87,7 +91,8 @@ struct FailureInfo {
 // and info.backtrace is not empty, error_backtrace = MIME base64 (a newline
 // after every 60 characters) of the zlib-deflated JSON array of all lines or
 // of the first N. Fields already present are replaced where they stand; new
-// ones are appended; every other field and the order of all of them stay.
+// ones are appended; every other field and the order of all of them stay,
+// written again from the text of `raw` (integers beyond 64 bits stay exact).
 // kCorruption when `raw` does not decode (see DecodeJob) or its retry_count
 // is neither null nor an integer.
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
@@ -95,6 +100,34 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
 // `value` as Ruby's JSON.generate writes it (see the top of this file).
 // Precondition: `value` nests at most kMaxJsonDepth deep.
 std::string ToJson(const rapidjson::Value& value);
+
+class WideIntegers;
+
+// As ToJson(value), for a `value` parsed from the text `wide` was found in
+// and possibly changed since: a double that stands where that text has a
+// wide integer, and still equals the double that integer reads as, is
+// written as the integer's literal. Integers code left where they were
+// (client middleware adding fields, say) thus stay exact; one moved
+// elsewhere is written as a float.
+std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide);
+
+// The integer literals of a JSON text beyond the int64 and uint64 ranges,
+// which a rapidjson DOM can hold only as the nearest double (Ruby reads them
+// as Integers), each with where it stands. EncodeJob and RecordFailure keep
+// such literals by themselves; this is for payloads that pass through a DOM.
+class WideIntegers {
+ public:
+  // Those of `json`; none when it is not valid JSON.
+  static WideIntegers Find(std::string_view json);
+
+  bool empty() const { return literals_.empty(); }
+
+ private:
+  friend std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide);
+
+  // Literal by path of member names and array indices.
+  std::map<std::string, std::string, std::less<>> literals_;
+};
 
 }  // namespace reliableq
 

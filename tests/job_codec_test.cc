@@ -455,5 +455,194 @@ TEST_CASE("RecordFailure refuses payloads it cannot update") {
   CHECK(out->find(R"("failed_at":1700000000.0)") != std::string::npos);
 }
 
+// ---------------------------------------------------------------------------
+// Integers beyond 64 bits: Ruby reads and writes them as Integers, a DOM
+// only as doubles.
+
+FailureInfo SomeFailure() {
+  FailureInfo info;
+  info.error_class = "E";
+  info.error_message = "m";
+  info.fetched_queue = "q";
+  info.now = 1700000000.5;
+  return info;
+}
+
+TEST_CASE("EncodeJob keeps integers beyond 64 bits in args and extra byte for byte") {
+  Job job = MakeJob(R"([18446744073709551616, -9223372036854775809,
+                        123456789012345678901234567890, [-36893488147419103232],
+                        {"n": 18446744073709551616}, 18446744073709551615, -0, 1.5, 1e2])",
+                    R"({"big": 99999999999999999999, "nested": {"l": [-99999999999999999999]}})");
+  auto json = EncodeJob(job, 1700000000.5, 1700000000.5);
+  REQUIRE(json.ok());
+  CHECK(*json == R"({"class":"HardJob","args":[18446744073709551616,-9223372036854775809,)"
+                 R"(123456789012345678901234567890,[-36893488147419103232],)"
+                 R"({"n":18446744073709551616},18446744073709551615,0,1.5,100.0],)"
+                 R"("queue":"default","retry":true,"jid":"0123456789abcdef01234567",)"
+                 R"("created_at":1700000000.5,"enqueued_at":1700000000.5,)"
+                 R"("big":99999999999999999999,"nested":{"l":[-99999999999999999999]}})");
+  // Still a job reliableq reads; its handlers see the nearest doubles.
+  auto decoded = DecodeJob(*json);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->document["args"][0].GetDouble() == 18446744073709551616.0);
+}
+
+TEST_CASE("EncodeJob writes every other value as the DOM writer does") {
+  const char* values[] = {
+      "1.0", "1e2", "1e15", "1e16", "1.5e16", "0.0001", "0.00001", "1.25e-5", "5e-324", "-0.0",
+      "0.0", "123456.789", "-1.5e300", "0.30000000000000004", "1700000000.1234567", "1E-7",
+      "2.5e+300", "1.7976931348623157e308", "1e-400", "0", "-1", "2147483648", "-2147483649",
+      "9223372036854775807", "-9223372036854775808", "18446744073709551615", "null", "true",
+      "false", R"("a\/b \u00e9 \ud83d\ude00 \"q\" \\ \u0001\n")", "{}", "[]",
+      R"({"k\"ey": [1, {"x": null}], "k\"ey": 2})"};
+  for (const char* value : values) {
+    std::string args = std::string("[ ") + value + " ]";
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseFullPrecisionFlag>(args.c_str());
+    REQUIRE_MESSAGE(!doc.HasParseError(), value);
+    auto json = EncodeJob(MakeJob(args), 1, std::nullopt);
+    REQUIRE_MESSAGE(json.ok(), value);
+    CHECK_MESSAGE(json->find("\"args\":" + ToJson(doc) + ",") != std::string::npos, value);
+  }
+}
+
+TEST_CASE("EncodeJob still refuses JSON a DOM refuses, with the same reason") {
+  for (const char* args : {"[1e400]", "[1,]", "[01]", "[-]", "[1.]", "[\"\xff\"]", "[1] x"}) {
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag>(args);
+    REQUIRE(doc.HasParseError());
+    auto json = EncodeJob(MakeJob(args), 1, 1);
+    CHECK_MESSAGE(json.status().IsInvalidArgument(), args);
+    CHECK_MESSAGE(json.status().message().find(
+                      "at offset " + std::to_string(doc.GetErrorOffset())) != std::string::npos,
+                  args << ": " << json.status().message());
+  }
+}
+
+TEST_CASE("EncodeJob enforces the depth limit on args and each extra field") {
+  // args: the job object and 99 arrays.
+  CHECK(EncodeJob(MakeJob(std::string(99, '[') + std::string(99, ']')), 1, 1).ok());
+  auto deep = EncodeJob(MakeJob(std::string(100, '[') + std::string(100, ']')), 1, 1);
+  CHECK(deep.status().IsInvalidArgument());
+  CHECK(deep.status().message().find("nest deeper") != std::string::npos);
+  // Far too deep for a recursive parser: refused, not a crash.
+  CHECK(EncodeJob(MakeJob(std::string(200000, '[') + std::string(200000, ']')), 1, 1)
+            .status()
+            .IsInvalidArgument());
+  // An extra field stands at the args' level.
+  std::string ok = R"({"a":1,"b":)" + std::string(99, '[') + std::string(99, ']') + "}";
+  CHECK(EncodeJob(MakeJob("[]", ok), 1, 1).ok());
+  std::string too_deep = R"({"a":[[1]],"b":)" + std::string(100, '[') + std::string(100, ']') +
+                         R"(,"c":1})";
+  auto refused = EncodeJob(MakeJob("[]", too_deep), 1, 1);
+  CHECK(refused.status().IsInvalidArgument());
+  CHECK_MESSAGE(refused.status().message().find("\"b\"") != std::string::npos,
+                refused.status().message());
+  // A reserved name before the deep field is the reason given.
+  std::string both = R"({"jid":"x","b":)" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto reserved = EncodeJob(MakeJob("[]", both), 1, 1);
+  CHECK_MESSAGE(reserved.status().message().find("\"jid\"") != std::string::npos,
+                reserved.status().message());
+}
+
+TEST_CASE("RecordFailure keeps integers beyond 64 bits wherever they stand") {
+  const char raw[] =
+      R"({"class":"A","args":[18446744073709551616,"x",[-36893488147419103232,)"
+      R"({"n":123456789012345678901234567890}],-0,1.5,1e2,-0.0],"queue":"default",)"
+      R"("retry":true,"jid":"j1","created_at":1700000000.5,"big":-9223372036854775809,)"
+      R"("tags":{"id":18446744073709551617}})";
+  auto out = RecordFailure(raw, SomeFailure());
+  REQUIRE(out.ok());
+  CHECK(*out == R"({"class":"A","args":[18446744073709551616,"x",[-36893488147419103232,)"
+                R"({"n":123456789012345678901234567890}],0,1.5,100.0,-0.0],"queue":"q",)"
+                R"("retry":true,"jid":"j1","created_at":1700000000.5,"big":-9223372036854775809,)"
+                R"("tags":{"id":18446744073709551617},"error_message":"m","error_class":"E",)"
+                R"("failed_at":1700000000.5,"retry_count":0})");
+  // A second failure changes only the bookkeeping.
+  auto again = RecordFailure(*out, SomeFailure());
+  REQUIRE(again.ok());
+  CHECK(again->find(R"("args":[18446744073709551616,"x",[-36893488147419103232,)"
+                    R"({"n":123456789012345678901234567890}],0,1.5,100.0,-0.0],)") !=
+        std::string::npos);
+  CHECK(again->find(R"("tags":{"id":18446744073709551617},"error_message":"m",)"
+                    R"("error_class":"E","failed_at":1700000000.5,"retry_count":1,)"
+                    R"("retried_at":1700000000.5})") != std::string::npos);
+}
+
+TEST_CASE("RecordFailure replaces a field of any shape in place and writes the rest as a DOM") {
+  // Replaced values that are containers are dropped whole; a field set
+  // twice is replaced where it first stands, as a DOM lookup finds it.
+  const char raw[] =
+      R"( { "class" : "A", "args" : [ 1 , 2.50 , "\u00e9\/" ], "queue" : ["x", {"y": [1]}],)"
+      R"( "error_message" : {"old": [[]]}, "k\"\\" : {}, "queue" : "dup",)"
+      R"( "retry_count" : null, "z" : [] } )";
+  auto out = RecordFailure(raw, SomeFailure());
+  REQUIRE(out.ok());
+  CHECK(*out == R"({"class":"A","args":[1,2.5,"é/"],"queue":"q","error_message":"m",)"
+                R"("k\"\\":{},"queue":"dup","retry_count":0,"z":[],"error_class":"E",)"
+                R"("failed_at":1700000000.5})");
+  // The same bytes a DOM would give for the fields left alone.
+  auto decoded = DecodeJob(kRubyPayload);
+  REQUIRE(decoded.ok());
+  auto failed = RecordFailure(kRubyPayload, SomeFailure());
+  REQUIRE(failed.ok());
+  auto refailed = DecodeJob(*failed);
+  REQUIRE(refailed.ok());
+  for (const char* field : {"args", "created_at", "enqueued_at", "tags", "error_backtrace"}) {
+    CHECK_MESSAGE(ToJson(refailed->document[field]) == ToJson(decoded->document[field]), field);
+  }
+  // Bytes that are not UTF-8 in a stored payload pass through, as before.
+  std::string odd = "{\"class\":\"A\",\"args\":[\"\xff\"]}";
+  auto kept = RecordFailure(odd, SomeFailure());
+  REQUIRE(kept.ok());
+  CHECK(kept->find("\"args\":[\"\xff\"]") != std::string::npos);
+}
+
+TEST_CASE("RecordFailure still enforces the depth limit") {
+  std::string deep = R"({"class":"A","args":[],"x":)" + std::string(100, '[') +
+                     std::string(100, ']') + "}";
+  CHECK(RecordFailure(deep, SomeFailure()).status().IsCorruption());
+  std::string ok = R"({"class":"A","args":[],"x":)" + std::string(99, '[') +
+                   std::string(99, ']') + "}";
+  auto out = RecordFailure(ok, SomeFailure());
+  REQUIRE(out.ok());
+  CHECK(out->find(std::string(99, '[') + std::string(99, ']')) != std::string::npos);
+}
+
+TEST_CASE("integers beyond 64 bits survive a DOM that code changes (client middleware)") {
+  Job job = MakeJob(R"([18446744073709551616, 18446744073709551617, [-99999999999999999999], 7])",
+                    R"({"big": 123456789012345678901234567890, "gone": 1})");
+  auto json = EncodeJob(job, 1700000000.5, 1700000000.5);
+  REQUIRE(json.ok());
+  WideIntegers wide = WideIntegers::Find(*json);
+  CHECK(!wide.empty());
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseFullPrecisionFlag>(json->c_str());
+  REQUIRE(!doc.HasParseError());
+  // Unchanged: the same bytes.
+  CHECK(ToJson(doc, wide) == *json);
+  // What a middleware may do: add and remove fields, change an argument.
+  auto& allocator = doc.GetAllocator();
+  doc.AddMember("trace", rapidjson::Value("t1"), allocator);
+  doc.RemoveMember("gone");
+  doc["args"][3].SetInt(8);
+  std::string changed = ToJson(doc, wide);
+  CHECK(changed == R"({"class":"HardJob","args":[18446744073709551616,18446744073709551617,)"
+                   R"([-99999999999999999999],8],"queue":"default","retry":true,)"
+                   R"("jid":"0123456789abcdef01234567","created_at":1700000000.5,)"
+                   R"("enqueued_at":1700000000.5,"big":123456789012345678901234567890,)"
+                   R"("trace":"t1"})");
+  // A value a middleware puts in a big integer's place is written as it is.
+  doc["args"][0].SetDouble(0.5);
+  doc["big"].SetDouble(1e30);
+  changed = ToJson(doc, wide);
+  CHECK(changed.find(R"("args":[0.5,18446744073709551617,)") != std::string::npos);
+  CHECK(changed.find(R"("big":1.0e+30,)") != std::string::npos);
+  // Without the literals, the DOM's doubles.
+  CHECK(ToJson(doc).find("18446744073709551617") == std::string::npos);
+  CHECK(WideIntegers::Find("[1, 2.5, 18446744073709551615]").empty());
+  CHECK(WideIntegers::Find("[18446744073709551616").empty());
+}
+
 }  // namespace
 }  // namespace reliableq
