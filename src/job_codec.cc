@@ -871,7 +871,9 @@ Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<d
 }
 
 Result<DecodedJob> DecodeJob(std::string_view raw) {
-  DecodedJob job;
+  // Room for the DOM of a typical payload in one chunk: a few nodes per
+  // value and a copy of every string.
+  DecodedJob job(std::max<size_t>(1024, 2 * raw.size()));
   rapidjson::Document& doc = job.document;
   doc.Parse<kParseFlags>(raw.data(), raw.size());
   if (doc.HasParseError()) {

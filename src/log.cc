@@ -35,7 +35,8 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load
 void SetLogThreadName(std::string name) { t_thread_name = std::move(name); }
 
 JobLogContext::JobLogContext(std::string_view job_class, std::string_view jid) {
-  t_job_context = "class=" + std::string(job_class) + " jid=" + std::string(jid) + " ";
+  // Built in place: the thread's string keeps its capacity from job to job.
+  t_job_context.assign("class=").append(job_class).append(" jid=").append(jid).append(" ");
 }
 
 JobLogContext::~JobLogContext() { t_job_context.clear(); }

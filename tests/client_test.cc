@@ -39,7 +39,10 @@ Job MakeJob(std::string job_class = "HardJob", std::string args = "[]",
 rapidjson::Document Parse(const std::string& json) {
   auto decoded = DecodeJob(json);
   REQUIRE_MESSAGE(decoded.ok(), json);
-  return std::move(decoded->document);
+  // A copy: the decoded document lives in its DecodedJob's pool.
+  rapidjson::Document document;
+  document.CopyFrom(decoded->document, document.GetAllocator());
+  return document;
 }
 
 // The text of a top-level number field, as stored.
