@@ -641,7 +641,7 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
     done->fetch_add(1);
   });
   ServerOptions opts = FastOptions(options());
-  opts.concurrency = 8;  // prefetch from 2 up to 32
+  opts.concurrency = 8;  // prefetch from 2 up to 64
   RunningServer server(opts, std::move(registry));
   REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(server.identity())); }));
   auto client = OpenClient(options());
@@ -663,21 +663,24 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
   CHECK(most_held > 8 + 2);
 
   slow->store(true);
-  jobs.resize(200);
+  jobs.resize(300);
   REQUIRE(client->PushBulk(jobs).ok());
-  // The first fetch still uses the short jobs' prefetch (up to 32 jobs held
-  // back, for 4 rounds of 100 ms); from then on it halves towards 2 with
+  // The first fetch still uses the short jobs' prefetch (up to 64 jobs held
+  // back, for 8 rounds of 100 ms); from then on it halves towards 2 with
   // each fetch, one per round.
-  REQUIRE(WaitUntil([&] { return done->load() >= 20000 + 120; }, 10s));
+  REQUIRE(WaitUntil([&] { return done->load() >= 20000 + 200; }, 10s));
   // The least held over 200 ms: a round's fetch passes through for a moment.
   long long least_held = 1000;
   for (int i = 0; i < 20; ++i) {
-    least_held = std::min(least_held, held(20200));
+    least_held = std::min(least_held, held(20300));
     std::this_thread::sleep_for(10ms);
   }
-  CHECK(least_held <= 8 + 2);
+  // concurrency + concurrency/4, with room for one more or two: the
+  // prefetch follows the rate times the fetch's round trip, which a loaded
+  // machine lengthens. The short jobs' prefetch would hold dozens.
+  CHECK(least_held <= 8 + 4);
   CHECK(least_held >= 8);
-  REQUIRE(WaitUntil([&] { return done->load() == 20200; }, 10s));
+  REQUIRE(WaitUntil([&] { return done->load() == 20300; }, 10s));
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {

@@ -286,10 +286,10 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
   }
   // A few jobs beyond the thread count keep threads busy across the round
   // trip of the next fetch without holding many jobs back from other
-  // workers. Short jobs need more of them: as many as finish in a round
-  // trip, twice over, up to four times the thread count.
+  // workers. Short jobs need more of them: enough to cover the fetch's
+  // round trip and the ack's before it, up to eight times the thread count.
   min_prefetch_ = std::max(1, options_.concurrency / 4);
-  max_prefetch_ = std::max(min_prefetch_, 4 * options_.concurrency);
+  max_prefetch_ = std::max(min_prefetch_, 8 * options_.concurrency);
   prefetch_ = min_prefetch_;
   ProcessorConfig config;
   config.threads = options_.concurrency;
@@ -761,8 +761,10 @@ void ServerImpl::FetchMore() {
 }
 
 void ServerImpl::AdaptPrefetch(Clock::time_point sent) {
-  // Enough jobs to keep every thread busy for two round trips at the rate
-  // jobs finished since the last fetch (Little's law, twice over). The rate
+  // Enough jobs to keep every thread busy for four round trips at the rate
+  // jobs finished since the last fetch (Little's law): the next fetch goes
+  // out only when the ack on its way comes back, so a refill waits for up
+  // to two round trips, and a bigger batch takes Redis longer. The rate
   // is taken over the whole time between fetches, not over one round trip:
   // long jobs that end together must not look like a fast stream.
   Clock::time_point now = Clock::now();
@@ -771,7 +773,7 @@ void ServerImpl::AdaptPrefetch(Clock::time_point sent) {
   double round_trip = std::chrono::duration<double>(now - sent).count();
   if (elapsed > 0 && last_fetch_reply_ != Clock::time_point()) {
     double rate = static_cast<double>(finished - finished_at_last_fetch_) / elapsed;
-    double target = std::clamp(2 * rate * round_trip, static_cast<double>(min_prefetch_),
+    double target = std::clamp(4 * rate * round_trip, static_cast<double>(min_prefetch_),
                                static_cast<double>(max_prefetch_));
     // Halfway each time: one odd interval moves it only so far.
     prefetch_ = static_cast<int>((prefetch_ + target) / 2);
