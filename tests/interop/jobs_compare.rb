@@ -17,6 +17,7 @@
 # "jobs_compare: N checks passed" and exits 0 otherwise.
 
 require "json"
+require_relative "check_helper"
 
 pushed_path, seen_path, handler_numbers = ARGV
 abort("usage: jobs_compare.rb PUSHED.json SEEN.json [bignums-as-floats]") unless
@@ -24,15 +25,6 @@ abort("usage: jobs_compare.rb PUSHED.json SEEN.json [bignums-as-floats]") unless
 
 pushed = JSON.parse(File.read(pushed_path))
 seen = JSON.parse(File.read(seen_path))
-
-$checks = 0
-$failures = []
-
-def check(what, ok)
-  $checks += 1
-  $failures << what unless ok
-  ok
-end
 
 # JSON.generate is a function of the value alone (types, digits, key order),
 # so two values are the same exactly when these strings are.
@@ -104,10 +96,4 @@ pushed["jobs"].each do |want|
   end
 end
 
-if $failures.empty?
-  puts "jobs_compare: #{$checks} checks passed"
-  exit 0
-end
-$failures.each { |failure| warn "FAILED: #{failure}" }
-warn "jobs_compare: #{$failures.size} of #{$checks} checks failed"
-exit 1
+Checks.finish("jobs_compare")

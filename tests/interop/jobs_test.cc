@@ -30,7 +30,7 @@
 #include <rapidjson/writer.h>
 
 #include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -38,13 +38,13 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "interop_util.h"
 #include "keys.h"
 #include "process.h"
 #include "reliableq/client.h"
@@ -60,48 +60,9 @@ namespace {
 constexpr const char* kActiveJobWrapper = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper";
 // Sidekiq 8's name for the same wrapper; the old one still works there.
 constexpr const char* kActiveJobWrapper8 = "Sidekiq::ActiveJob::Wrapper";
-
-// The program `name` on $PATH (then /usr/bin, /usr/local/bin), or "".
-std::string FindProgram(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path != nullptr ? path : "") + ":/usr/bin:/usr/local/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + name;
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
-std::string RequireProgram(const std::string& name) {
-  std::string found = FindProgram(name);
-  REQUIRE_MESSAGE(!found.empty(), name << " is not installed: run tools/setup (installs ruby, "
-                                          "ruby-sidekiq, ruby-gitlab-sidekiq-fetcher)");
-  return found;
-}
-
-std::string InteropFile(const char* name) {
-  return BuildPath("RELIABLEQ_INTEROP_DIR") + "/" + name;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs a Ruby script to completion and fails the test unless it exits 0.
-CommandResult RunRuby(std::vector<std::string> args, std::chrono::milliseconds limit = 60s) {
-  args.insert(args.begin(), RequireProgram("ruby"));
-  CommandResult result = RunCommand(args, limit);
-  INFO("ruby " << args[1] << "\nstdout: " << result.out << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-  return result;
-}
+// Processor threads of each in-process Server: more than one, so that jobs
+// run side by side as in a deployment.
+constexpr int kConcurrency = 4;
 
 rapidjson::Document ParseJson(const std::string& text) {
   rapidjson::Document doc;
@@ -113,25 +74,6 @@ rapidjson::Document ParseJson(const std::string& text) {
 std::string String(const rapidjson::Value& value) {
   return value.IsString() ? std::string(value.GetString(), value.GetStringLength()) : "";
 }
-
-// A directory for one test's files, removed at the end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char templ[] = "/tmp/reliableq-interop-jobs-XXXXXX";
-    REQUIRE(mkdtemp(templ) != nullptr);
-    path_ = templ;
-  }
-  ~ScratchDir() {
-    std::string cmd = "rm -rf '" + path_ + "'";
-    int ignored = std::system(cmd.c_str());
-    (void)ignored;
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // What a reliableq handler saw of one job.
 struct SeenJob {
@@ -213,43 +155,6 @@ class Recorder {
   std::mutex mu_;
   std::vector<SeenJob> seen_;
 };
-
-// A reliableq Server running on its own thread until Stop.
-class RunningServer {
- public:
-  RunningServer(const ServerOptions& options, HandlerRegistry registry) {
-    auto server = Server::Open(options, std::move(registry));
-    REQUIRE_MESSAGE(server.ok(), server.status().ToString());
-    server_ = std::move(server.value());
-    thread_ = std::thread([this] { result_ = server_->Run(); });
-  }
-  ~RunningServer() { Stop(); }
-  Status Stop() {
-    if (thread_.joinable()) {
-      server_->Stop();
-      thread_.join();
-    }
-    return result_;
-  }
-  const std::string& identity() const { return server_->identity(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  Status result_;
-};
-
-ServerOptions InteropServerOptions(const RedisOptions& redis, std::vector<QueueSpec> queues) {
-  ServerOptions options;
-  options.redis = redis;
-  options.queues = std::move(queues);
-  options.concurrency = 4;
-  options.shutdown_timeout = 2000ms;
-  options.heartbeat_ttl = 2000ms;
-  options.heartbeat_interval = 500ms;
-  options.log_level = LogLevel::kError;
-  return options;
-}
 
 // Stops a process the way an operator does: TERM, then KILL if it has not
 // ended within `grace`. Returns its wait status, or nullopt if it is still
@@ -401,7 +306,7 @@ void RubyPushesReliableqRuns(RedisFixture& fixture, const std::string& mode) {
   Recorder misrouted;
   registry.Register("GreetingJob", misrouted.handler());
   ServerOptions options =
-      InteropServerOptions(fixture.options(), {{"interop", 0}, {"interop_low", 0}});
+      InteropServerOptions(fixture.options(), {{"interop", 0}, {"interop_low", 0}}, kConcurrency);
   RunningServer server(options, std::move(registry));
   const Keys keys(options.prefix);
   auto acked = [&] {
@@ -427,16 +332,10 @@ void RubyPushesReliableqRuns(RedisFixture& fixture, const std::string& mode) {
   CHECK(misrouted.size() == 0);
 
   const std::string seen_path = dir / "seen.json";
-  std::ofstream(seen_path) << recorder.ToJson();
-  CommandResult compared =
-      RunCommand({RequireProgram("ruby"), InteropFile("jobs_compare.rb"), pushed_path, seen_path,
-                  mode == "bignum" ? "bignums-as-floats" : ""},
-                 60s);
-  INFO("jobs_compare.rb stdout: " << compared.out);
-  INFO("jobs_compare.rb stderr: " << compared.err);
-  MESSAGE(compared.out);
-  CHECK(compared.exit_code == 0);
-  CHECK(compared.out.rfind("jobs_compare: ", 0) == 0);
+  WriteFile(seen_path, recorder.ToJson());
+  RunRubyChecks({InteropFile("jobs_compare.rb"), pushed_path, seen_path,
+                 mode == "bignum" ? "bignums-as-floats" : ""},
+                "jobs_compare: ");
 }
 
 }  // namespace
@@ -651,7 +550,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   HandlerRegistry registry;
   registry.Register("FailingJob",
                     [](const JobView&) { throw std::runtime_error("failed on purpose"); });
-  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}), std::move(registry));
+  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}, kConcurrency),
+                       std::move(registry));
   REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) == 1; }, 10s));
   CHECK(server.Stop().ok());
   std::vector<std::string> retry = ZRange("retry");
@@ -859,7 +759,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   registry.Register("InteropJob", recorder.handler());
   registry.Register(kActiveJobWrapper, recorder.handler());
   registry.Register(kActiveJobWrapper8, recorder.handler());
-  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}), std::move(registry));
+  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}, kConcurrency),
+                       std::move(registry));
   REQUIRE(WaitUntil([&] { return recorder.size() >= 2 && Counter(*this, Keys::kProcessed) >= 2; },
                     10s));
   CHECK(server.Stop().ok());
@@ -905,7 +806,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   HandlerRegistry registry;
   registry.Register("FailingJob",
                     [](const JobView&) { throw std::runtime_error("failed again"); });
-  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}), std::move(registry));
+  RunningServer server(InteropServerOptions(options(), {{"interop", 0}}, kConcurrency),
+                       std::move(registry));
   REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) + Integer({"ZCARD", "dead"}) == 2; },
                     10s));
   CHECK(server.Stop().ok());

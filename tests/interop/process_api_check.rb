@@ -23,10 +23,6 @@ require_relative "process_api_helper"
 spec, step = ProcessApi.start("process_api_check")
 P = ProcessApi
 
-def check(what, ok)
-  P.check(what, ok)
-end
-
 EXPECTED = spec["process"]
 IDENTITY = EXPECTED["identity"]
 

@@ -1,6 +1,6 @@
 # Shared by process_api_check.rb and process_api_sets.rb: loads Sidekiq
 # 6.4.1 (the Debian ruby-sidekiq package) with its API and Web UI, reads the
-# command line and counts checks.
+# command line and counts checks (check_helper.rb).
 #
 # Every script is run as
 #   ruby SCRIPT REDIS_URL SPEC.json STEP
@@ -16,6 +16,7 @@ require "sidekiq/web"
 require "rack/mock"
 require "rack/session/cookie"
 require "securerandom"
+require_relative "check_helper"
 
 module ProcessApi
   module_function
@@ -26,26 +27,12 @@ module ProcessApi
     Sidekiq.configure_client { |config| config.redis = {url: url} }
     @script = script
     @step = step
-    @checks = 0
-    @failures = []
-    check("Sidekiq is 6.4.1, not #{Sidekiq::VERSION}", Sidekiq::VERSION == "6.4.1")
+    Checks.check("Sidekiq is 6.4.1, not #{Sidekiq::VERSION}", Sidekiq::VERSION == "6.4.1")
     [JSON.parse(File.read(spec_path)), step]
   end
 
-  def check(what, ok)
-    @checks += 1
-    @failures << what unless ok
-    ok
-  end
-
   def finish
-    if @failures.empty?
-      puts "#{@script} #{@step}: #{@checks} checks passed"
-      exit 0
-    end
-    @failures.each { |failure| warn "FAILED: #{failure}" }
-    warn "#{@script} #{@step}: #{@failures.size} of #{@checks} checks failed"
-    exit 1
+    Checks.finish("#{@script} #{@step}")
   end
 
   # A time as the data contract wants it: JSON float seconds (8.x reads an

@@ -20,10 +20,6 @@ require_relative "process_api_helper"
 spec, step = ProcessApi.start("process_api_sets")
 P = ProcessApi
 
-def check(what, ok)
-  P.check(what, ok)
-end
-
 QUEUE = spec["queue"]
 
 def sizes

@@ -25,7 +25,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "interop_util.h"
 #include "keys.h"
 #include "process.h"
 #include "reliableq/client.h"
@@ -51,21 +51,6 @@ using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr const char* kFailure = "process api: failed on purpose, na\u00efve \u2603";
 
-// The ruby on $PATH (then /usr/bin), or "" when there is none.
-std::string FindRuby() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path != nullptr ? path : "") + ":/usr/bin:/usr/local/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/ruby";
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
 // The hostname a worker of this machine reports, as the Server picks it.
 std::string ExpectedHostname() {
   if (const char* dyno = std::getenv("DYNO"); dyno != nullptr && *dyno) return dyno;
@@ -74,58 +59,24 @@ std::string ExpectedHostname() {
   return name;
 }
 
-// Runs `script` (in $RELIABLEQ_INTEROP_DIR) on `spec` for `step` and checks
-// that every one of its checks passed.
-void RunRuby(const std::string& script, const std::string& redis_url, const std::string& dir,
-             const std::string& spec, const std::string& step) {
-  const std::string ruby = FindRuby();
-  REQUIRE_MESSAGE(!ruby.empty(),
-                  "ruby is not installed: run tools/setup (installs ruby, "
-                  "ruby-sidekiq, ruby-gitlab-sidekiq-fetcher)");
-  const std::string path = BuildPath("RELIABLEQ_INTEROP_DIR") + "/" + script;
-  const std::string spec_path = dir + "/process-api-" + step + ".json";
-  std::ofstream(spec_path) << spec;
-  CommandResult result = RunCommand({ruby, path, redis_url, spec_path, step}, 60s);
-  INFO("ruby " << script << " " << step << " stdout: " << result.out);
-  INFO("ruby " << script << " " << step << " stderr: " << result.err);
-  MESSAGE("ruby: " << result.out);
-  CHECK(result.exit_code == 0);
-  CHECK(result.out.find(" checks passed\n") != std::string::npos);
+// Writes `spec` for `step` next to the redis-server's files and runs
+// `script` (in tests/interop) on it against `redis`; every one of its checks
+// must pass.
+void RunProcessApiScript(const RedisServer& redis, const std::string& script,
+                         const std::string& spec, const std::string& step) {
+  const std::string spec_path = redis.dir() + "/process-api-" + step + ".json";
+  WriteFile(spec_path, spec);
+  // ProcessApi.start names the script without ".rb" in its summary line.
+  const std::string name = script.substr(0, script.rfind(".rb"));
+  RunRubyChecks({InteropFile(script), redis.Url(), spec_path, step}, name + " " + step + ": ");
 }
 
-// Runs a Server on its own thread until Stop.
-class RunningServer {
- public:
-  RunningServer(const ServerOptions& options, HandlerRegistry registry) {
-    auto server = Server::Open(options, std::move(registry));
-    REQUIRE_MESSAGE(server.ok(), server.status().ToString());
-    server_ = std::move(server.value());
-    thread_ = std::thread([this] { result_ = server_->Run(); });
-  }
-  ~RunningServer() { Stop(); }
-  Status Stop() {
-    if (thread_.joinable()) {
-      server_->Stop();
-      thread_.join();
-    }
-    return result_;
-  }
-  const std::string& identity() const { return server_->identity(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  Status result_;
-};
-
-ServerOptions BaseOptions(const RedisOptions& redis) {
-  ServerOptions options;
-  options.redis = redis;
-  options.concurrency = 2;
-  options.shutdown_timeout = 2000ms;
-  options.heartbeat_ttl = 2000ms;
+// Beats every 300 ms, as each ProcessSpec tells the scripts (beat_interval
+// 0.3), so that the beats they wait for come soon.
+ServerOptions ProcessApiOptions(const RedisOptions& redis, std::vector<QueueSpec> queues,
+                                int concurrency) {
+  ServerOptions options = InteropServerOptions(redis, std::move(queues), concurrency);
   options.heartbeat_interval = 300ms;
-  options.log_level = LogLevel::kError;
   return options;
 }
 
@@ -359,9 +310,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   registry.Register("OkJob", [log](const JobView& job) { log->Add(job); });
   registry.Register("FailJob", [](const JobView&) { throw std::runtime_error(kFailure); });
 
-  ServerOptions server_options = BaseOptions(options());
-  server_options.queues = {{"critical", 3}, {"work", 1}};
-  server_options.concurrency = 4;
+  ServerOptions server_options =
+      ProcessApiOptions(options(), {{"critical", 3}, {"work", 1}}, /*concurrency=*/4);
   server_options.tag = "interop-b";
   server_options.labels = {"reliableq", "c++ worker"};
 
@@ -456,8 +406,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     w.Key("clear");
     w.String("trash");
     w.EndObject();
-    RunRuby("process_api_check.rb", server().Url(), server().dir(), buffer.GetString(),
-            "running");
+    RunProcessApiScript(server(), "process_api_check.rb", buffer.GetString(), "running");
   }
   // What Sidekiq's actions did to our queues.
   CHECK(QueuedJids(*this, "default") == std::set<std::string>{queued[0].jid});
@@ -491,7 +440,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     w.Int(2);
     w.EndObject();
     w.EndObject();
-    RunRuby("process_api_check.rb", server().Url(), server().dir(), buffer.GetString(), "idle");
+    RunProcessApiScript(server(), "process_api_check.rb", buffer.GetString(), "idle");
   }
   CHECK(HGet(process.identity, "quiet") == "true");
   // Quiet means no fetching: a job pushed now stays in its queue while the
@@ -546,7 +495,7 @@ TEST_CASE_FIXTURE(RedisFixture,
   WriteJobs(w, "running", running);
   w.EndObject();
   auto stop_began = std::chrono::steady_clock::now();
-  RunRuby("process_api_check.rb", server().Url(), server().dir(), buffer.GetString(), "stop");
+  RunProcessApiScript(server(), "process_api_check.rb", buffer.GetString(), "stop");
 
   // stop! ends the process: its shutdown timeout (1 s) and the hand-back
   // fit well within the bound.
@@ -588,8 +537,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     r.Register("LaterJob", [log](const JobView& job) { log->Add(job); });
     return r;
   };
-  ServerOptions server_options = BaseOptions(options());
-  server_options.queues = {{queue, 0}};
+  ServerOptions server_options = ProcessApiOptions(options(), {{queue, 0}}, /*concurrency=*/2);
 
   // Real failures: four retries and one dead job (retry 0).
   std::vector<Pushed> failing;
@@ -644,7 +592,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     w.Key("delete_retry");
     w.String(failing[1].jid);
     w.EndObject();
-    RunRuby("process_api_sets.rb", server().Url(), server().dir(), buffer.GetString(), "act");
+    RunProcessApiScript(server(), "process_api_sets.rb", buffer.GetString(), "act");
   }
   CHECK(QueuedJids(*this, queue) ==
         std::set<std::string>{scheduled[0].jid, failing[2].jid, failing[3].jid});
@@ -680,8 +628,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     w.String(queue);
     WriteJobs(w, "retry", {failing[2], failing[3]});
     w.EndObject();
-    RunRuby("process_api_sets.rb", server().Url(), server().dir(), buffer.GetString(),
-            "kill_all");
+    RunProcessApiScript(server(), "process_api_sets.rb", buffer.GetString(), "kill_all");
   }
   CHECK(QueuedJids(*this, queue) == std::set<std::string>{failing[2].jid, failing[3].jid});
 

@@ -22,21 +22,13 @@ require "sidekiq/web"
 require "rack/mock"
 require "rack/session/cookie"
 require "securerandom"
+require_relative "check_helper"
 
 url, spec_path = ARGV
 abort("usage: sidekiq_api_check.rb REDIS_URL SPEC.json") unless url && spec_path
 
 Sidekiq.configure_client { |config| config.redis = {url: url} }
 spec = JSON.parse(File.read(spec_path))
-
-$checks = 0
-$failures = []
-
-def check(what, ok)
-  $checks += 1
-  $failures << what unless ok
-  ok
-end
 
 def float_time?(value)
   value.is_a?(Float) && value > 1.0e9
@@ -149,10 +141,4 @@ spec["retry_now"].each do |name, jid|
   check("#{where}: queue latency", queue.latency >= 0 && queue.latency < 60)
 end
 
-if $failures.empty?
-  puts "sidekiq_api_check: #{$checks} checks passed"
-  exit 0
-end
-$failures.each { |failure| warn "FAILED: #{failure}" }
-warn "sidekiq_api_check: #{$failures.size} of #{$checks} checks failed"
-exit 1
+Checks.finish("sidekiq_api_check")

@@ -9,21 +9,18 @@
 // installs both.
 
 #include <doctest/doctest.h>
-#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "interop_util.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
@@ -37,55 +34,9 @@ namespace {
 
 constexpr const char* kMessage = "interop: failed on purpose, caf\u00e9 \u2603";
 
-// The ruby on $PATH (then /usr/bin), or "" when there is none.
-std::string FindRuby() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path != nullptr ? path : "") + ":/usr/bin:/usr/local/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/ruby";
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
-// Runs a Server on its own thread until Stop.
-class RunningServer {
- public:
-  RunningServer(ServerOptions options, HandlerRegistry registry) {
-    auto server = Server::Open(options, std::move(registry));
-    REQUIRE_MESSAGE(server.ok(), server.status().ToString());
-    server_ = std::move(server.value());
-    thread_ = std::thread([this] { result_ = server_->Run(); });
-  }
-  ~RunningServer() { Stop(); }
-  Status Stop() {
-    if (thread_.joinable()) {
-      server_->Stop();
-      thread_.join();
-    }
-    return result_;
-  }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  Status result_;
-};
-
+// The worker of this test: both queues the jobs go to, two threads.
 ServerOptions Options(const RedisOptions& redis) {
-  ServerOptions options;
-  options.redis = redis;
-  options.queues = {{"default", 0}, {"low", 0}};
-  options.concurrency = 2;
-  options.shutdown_timeout = 2000ms;
-  options.heartbeat_ttl = 2000ms;
-  options.heartbeat_interval = 500ms;
-  options.log_level = LogLevel::kError;
-  return options;
+  return InteropServerOptions(redis, {{"default", 0}, {"low", 0}}, /*concurrency=*/2);
 }
 
 struct Pushed {
@@ -120,10 +71,8 @@ void AddExpected(rapidjson::Writer<rapidjson::StringBuffer>& w, const Pushed& jo
 TEST_CASE_FIXTURE(RedisFixture,
                   "Sidekiq's API reads and retries reliableq's retry and dead entries") {
   const std::string script = BuildPath("RELIABLEQ_INTEROP_SCRIPT");
-  const std::string ruby = FindRuby();
-  REQUIRE_MESSAGE(!ruby.empty(),
-                  "ruby is not installed: run tools/setup (installs ruby, "
-                  "ruby-sidekiq, ruby-gitlab-sidekiq-fetcher)");
+  // Before any work: a machine without ruby fails at once.
+  RequireProgram("ruby");
 
   auto client = Client::Open(options());
   REQUIRE_MESSAGE(client.ok(), client.status().ToString());
@@ -185,15 +134,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   spec.EndObject();
   spec.EndObject();
   const std::string spec_path = server().dir() + "/interop-spec.json";
-  std::ofstream(spec_path) << buffer.GetString();
-
-  CommandResult checked = RunCommand({ruby, script, server().Url(), spec_path}, 120s);
-  INFO("ruby stdout: " << checked.out);
-  INFO("ruby stderr: " << checked.err);
-  MESSAGE("ruby: " << checked.out);
-  CHECK(checked.exit_code == 0);
-  CHECK(checked.out.rfind("sidekiq_api_check: ", 0) == 0);
-  CHECK(checked.out.find(" checks passed\n") != std::string::npos);
+  WriteFile(spec_path, buffer.GetString());
+  RunRubyChecks({script, server().Url(), spec_path}, "sidekiq_api_check: ", 120s);
 
   // What Sidekiq pushed back runs in a reliableq worker: the retried job
   // with retry_count 4 - 1, the dead one with 0 - 1.
