@@ -683,6 +683,44 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
   REQUIRE(WaitUntil([&] { return done->load() == 20300; }, 10s));
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "acks Redis refused with an error reply are sent again") {
+  // REPLICAOF makes Redis answer writes with READONLY while the connection
+  // stays up (as after a failover): the acks of jobs that finish then must
+  // go out once Redis takes writes again, without a reconnect or a stop.
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Slow", [started](const JobView&) {
+    started->fetch_add(1);
+    std::this_thread::sleep_for(300ms);
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;
+  opts.heartbeat_ttl = 5000ms;  // the beats fail too while Redis refuses writes
+  RunningServer server(opts, std::move(registry));
+  const std::string working = Keys().Working(server.identity(), "default");
+  REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(server.identity())); }));
+  auto client = OpenClient(options());
+  PushJob(*client, "Slow", "[1]");
+  PushJob(*client, "Slow", "[2]");
+  REQUIRE(WaitUntil([&] { return started->load() >= 1; }));
+  struct Primary {  // Redis takes writes again however the test ends
+    RedisFixture* fixture;
+    ~Primary() { fixture->Run({"REPLICAOF", "NO", "ONE"}); }
+  } primary{this};
+  Run({"REPLICAOF", "127.0.0.1", "1"});  // nothing listens there: it stays a lone replica
+  // The running job finishes while its ack is refused (the beats fail too,
+  // so the prefetched one may wait for the next good beat).
+  std::this_thread::sleep_for(700ms);
+  CHECK(Get("stat:processed").empty());
+  Run({"REPLICAOF", "NO", "ONE"});
+  REQUIRE(WaitUntil([&] { return Get("stat:processed") == "2"; }, 5s));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", working}) == 0; }));
+  // And later jobs are acknowledged as usual.
+  PushJob(*client, "Slow", "[3]");
+  CHECK(WaitUntil([&] { return Get("stat:processed") == "3"; }, 5s));
+  CHECK(started->load() == 3);
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {
   auto runs = std::make_shared<std::map<std::string, int>>();
   auto mu = std::make_shared<std::mutex>();

@@ -60,6 +60,8 @@ constexpr int64_t kJanitorLeaseCapMillis = 5000;
 // Reconnect back-off bounds.
 constexpr uint64_t kReconnectMinMillis = 100;
 constexpr uint64_t kReconnectMaxMillis = 2000;
+// Outcomes Redis refused with an error reply are sent again after this.
+constexpr uint64_t kCompletionsRetryMillis = 200;
 // How often the stop sequence looks whether running jobs have finished.
 constexpr uint64_t kStopPollMillis = 20;
 // A hand-back that cannot reach Redis gives up after this long; the janitor
@@ -213,6 +215,7 @@ class ServerImpl final : public Server {
   uv_timer_t heartbeat_timer_;
   uv_timer_t janitor_timer_;
   uv_timer_t reconnect_timer_;
+  uv_timer_t completions_retry_timer_;
   uv_timer_t stop_timer_;
   uv_timer_t poll_timer_;
   uv_timer_t close_timer_;
@@ -391,6 +394,7 @@ Status ServerImpl::Init() {
   uv_timer_init(&loop_, &heartbeat_timer_);
   uv_timer_init(&loop_, &janitor_timer_);
   uv_timer_init(&loop_, &reconnect_timer_);
+  uv_timer_init(&loop_, &completions_retry_timer_);
   uv_timer_init(&loop_, &stop_timer_);
   uv_timer_init(&loop_, &poll_timer_);
   uv_timer_init(&loop_, &close_timer_);
@@ -941,6 +945,15 @@ void ServerImpl::SendCompletions() {
       Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
           owned->size(), s.ToString().c_str());
       for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
+      // A lost connection sends them again once it is back (the reconcile);
+      // an error reply on a live one (READONLY after a failover, MISCONF)
+      // needs a later try of its own, since no processor wakes the loop
+      // while a round is out. A pause, so a refusing Redis is not flooded.
+      if (completions_inflight_ == 0) {
+        uv_timer_start(&completions_retry_timer_, [](uv_timer_t* t) {
+          static_cast<ServerImpl*>(t->loop->data)->OnFinished();
+        }, kCompletionsRetryMillis, 0);
+      }
     });
     if (!sent.ok()) {
       --completions_inflight_;
@@ -1452,6 +1465,7 @@ void ServerImpl::CloseAll() {
   close(&heartbeat_timer_);
   close(&janitor_timer_);
   close(&reconnect_timer_);
+  close(&completions_retry_timer_);
   close(&stop_timer_);
   close(&poll_timer_);
   close(&close_timer_);
