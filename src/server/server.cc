@@ -169,6 +169,10 @@ class ServerImpl final : public Server {
   void SendRequeue(const char* mode, std::vector<std::vector<std::string>> listed,
                    std::function<void(const Status&)> done);
   void KillBlocking();
+  // Appends, per queue index, the payloads of outcomes Redis has not
+  // confirmed: not sent yet, or carried by a script on its way. A requeue
+  // keeps them, since an ack refused after it would leave them to run again.
+  void AddUnconfirmed(std::vector<std::vector<std::string>>* per_queue) const;
 
   // Scheduled jobs and retries.
   void SchedulePoll(bool now);
@@ -255,6 +259,8 @@ class ServerImpl final : public Server {
   // Outcomes taken from the pool and not yet confirmed by Redis.
   std::vector<FinishedJob> unsent_;
   size_t completions_inflight_ = 0;
+  // The outcomes each of those scripts carries.
+  std::vector<std::shared_ptr<std::vector<FinishedJob>>> carried_;
 
   // Janitor (its work runs on the thread pool; these are touched there only
   // while janitor_running_ is true, and by the loop otherwise).
@@ -934,9 +940,11 @@ void ServerImpl::SendCompletions() {
                      std::vector<FinishedJob> carried) {
     auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(carried));
     ++completions_inflight_;
+    carried_.push_back(owned);
     Status sent = command_->Eval(script, std::move(keys), std::move(args),
                                  [this, owned](const Status& s, redisReply*) {
       --completions_inflight_;
+      carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
       if (phase_ == Phase::kStopped) return;
       if (s.ok()) {
         if (completions_inflight_ == 0) OnFinished();
@@ -957,6 +965,7 @@ void ServerImpl::SendCompletions() {
     });
     if (!sent.ok()) {
       --completions_inflight_;
+      carried_.pop_back();
       for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
     }
   };
@@ -1098,7 +1107,7 @@ void ServerImpl::MaybeReconcile() {
   SendCompletions();
   std::vector<std::vector<std::string>> keep(queues_.size());
   pool_->HeldPayloads(/*include_ready=*/true, &keep);
-  for (const FinishedJob& job : unsent_) keep[job.queue].push_back(job.payload);
+  AddUnconfirmed(&keep);
   ++reconciling_;
   SendRequeue("keep", std::move(keep), [this](const Status& s) {
     --reconciling_;
@@ -1113,6 +1122,13 @@ void ServerImpl::MaybeReconcile() {
       ArmBlocking();
     }
   });
+}
+
+void ServerImpl::AddUnconfirmed(std::vector<std::vector<std::string>>* per_queue) const {
+  for (const FinishedJob& job : unsent_) (*per_queue)[job.queue].push_back(job.payload);
+  for (const auto& round : carried_) {
+    for (const FinishedJob& job : *round) (*per_queue)[job.queue].push_back(job.payload);
+  }
 }
 
 void ServerImpl::KillBlocking() {
@@ -1402,8 +1418,12 @@ void ServerImpl::HandBack() {
   // Clean stop: nothing runs, so every job left in a working list (one a
   // BLMOVE moved as its connection closed, say) goes back untouched. Hard
   // stop: the jobs still running go back with interrupted_count + 1.
-  SendRequeue(hard_stop_ ? "interrupt" : "keep",
-              hard_stop_ ? hard_running_ : std::vector<std::vector<std::string>>(queues_.size()),
+  // Jobs whose outcome Redis has not confirmed stay too: should their ack
+  // be refused, they must not go back and run again. The forget below then
+  // fails and the hand-back is tried again.
+  std::vector<std::vector<std::string>> unconfirmed(queues_.size());
+  AddUnconfirmed(&unconfirmed);
+  SendRequeue(hard_stop_ ? "interrupt" : "keep", hard_stop_ ? hard_running_ : unconfirmed,
               [this](const Status& s) {
                 if (!s.ok()) {
                   handback_inflight_ = false;
