@@ -675,10 +675,11 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
     least_held = std::min(least_held, held(20300));
     std::this_thread::sleep_for(10ms);
   }
-  // concurrency + concurrency/4, with room for one more or two: the
-  // prefetch follows the rate times the fetch's round trip, which a loaded
-  // machine lengthens. The short jobs' prefetch would hold dozens.
-  CHECK(least_held <= 8 + 4);
+  // concurrency + concurrency/4 on a quiet machine; the prefetch follows
+  // the rate times the fetch's round trip, which a loaded machine (CI runs
+  // suites side by side) lengthens, so allow up to twice the threads. The
+  // short jobs' prefetch would hold up to 72.
+  CHECK(least_held <= 2 * 8);
   CHECK(least_held >= 8);
   REQUIRE(WaitUntil([&] { return done->load() == 20300; }, 10s));
 }
