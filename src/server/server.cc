@@ -258,8 +258,8 @@ class ServerImpl final : public Server {
 
   // Outcomes taken from the pool and not yet confirmed by Redis.
   std::vector<FinishedJob> unsent_;
-  size_t completions_inflight_ = 0;
-  // The outcomes each of those scripts carries.
+  // The outcomes each ack or fail script on its way carries, one entry per
+  // script.
   std::vector<std::shared_ptr<std::vector<FinishedJob>>> carried_;
 
   // Janitor (its work runs on the thread pool; these are touched there only
@@ -481,7 +481,7 @@ void ServerImpl::DumpState() {
   Log(LogLevel::kInfo, "state: identity=%s phase=%d concurrency=%d running=%zu ready=%zu "
       "unacknowledged=%zu redis=%s",
       identity_.c_str(), static_cast<int>(phase_), options_.concurrency, running.size(),
-      pool_->ready(), unsent_.size() + completions_inflight_,
+      pool_->ready(), unsent_.size() + carried_.size(),
       command_->ready() ? "connected" : "disconnected");
   double now = NowSeconds();
   std::vector<bool> busy(static_cast<size_t>(options_.concurrency), false);
@@ -917,8 +917,8 @@ void ServerImpl::OnFinished() {
   // a turn either sends (its reply calls back here) or arms the wake-up.
   for (int turn = 0; turn < 3; ++turn) {
     pool_->TakeFinished(&unsent_);
-    if (completions_inflight_ == 0) SendCompletions();
-    if (completions_inflight_ > 0) break;
+    if (carried_.empty()) SendCompletions();
+    if (!carried_.empty()) break;
     bool waiting = !pool_->ArmWake();
     if (!waiting || !command_->ready()) break;
   }
@@ -939,15 +939,13 @@ void ServerImpl::SendCompletions() {
   auto send = [this](ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
                      std::vector<FinishedJob> carried) {
     auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(carried));
-    ++completions_inflight_;
     carried_.push_back(owned);
     Status sent = command_->Eval(script, std::move(keys), std::move(args),
                                  [this, owned](const Status& s, redisReply*) {
-      --completions_inflight_;
       carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
       if (phase_ == Phase::kStopped) return;
       if (s.ok()) {
-        if (completions_inflight_ == 0) OnFinished();
+        if (carried_.empty()) OnFinished();
         return;
       }
       Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
@@ -957,14 +955,13 @@ void ServerImpl::SendCompletions() {
       // an error reply on a live one (READONLY after a failover, MISCONF)
       // needs a later try of its own, since no processor wakes the loop
       // while a round is out. A pause, so a refusing Redis is not flooded.
-      if (completions_inflight_ == 0) {
+      if (carried_.empty()) {
         uv_timer_start(&completions_retry_timer_, [](uv_timer_t* t) {
           static_cast<ServerImpl*>(t->loop->data)->OnFinished();
         }, kCompletionsRetryMillis, 0);
       }
     });
     if (!sent.ok()) {
-      --completions_inflight_;
       carried_.pop_back();
       for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
     }
@@ -1358,7 +1355,7 @@ void ServerImpl::BeginStop() {
 
 void ServerImpl::OnStopPoll() {
   if (phase_ != Phase::kStopping) return;
-  bool drained = pool_->running() == 0 && pool_->ready() == 0;
+  bool drained = pool_->held() == 0;
   if (drained) {
     FinishStop(false);
   } else if (Clock::now() >= stop_deadline_) {
