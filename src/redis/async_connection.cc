@@ -44,6 +44,10 @@ void UvPoll(uv_poll_t* handle, int status, int events) {
 }
 
 void UvUpdate(UvEvents* p, int events) {
+  // hiredis asks for writability once per command it buffers; libuv's
+  // uv_poll_start removes the descriptor from epoll and adds it again on
+  // every call, so only a change is passed on.
+  if (events == p->events) return;
   p->events = events;
   if (events != 0) {
     uv_poll_start(&p->handle, events, UvPoll);
