@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -163,84 +162,6 @@ TEST_CASE_FIXTURE(ScriptFixture, "fetch refuses bad arguments and moves nothing"
   CHECK(EvalError(ScriptId::kFetch, {"queue:a", kWorkA}, {"1.5"}).IsInvalidArgument());
   CHECK(EvalError(ScriptId::kFetch, {"queue:a", kWorkA}, {}).IsInvalidArgument());
   CHECK(LRange("queue:a") == Strings{Job(1)});
-}
-
-// ------------------------------------------------------------------ ack.lua
-
-TEST_CASE_FIXTURE(ScriptFixture, "ack removes exact strings and counts every pair") {
-  Push(kWorkA, {Job(1), Job(2), Job(2)});
-  Push(kWorkB, {Job(3)});
-  Run({"SET", "stat:processed", "10"});
-  // Job(2) twice: both copies go. A payload one byte off is not acked.
-  std::string near = Job(1);
-  near.back() = ' ';
-  Strings got =
-      Eval(ScriptId::kAck, {"stat:processed", "stat:processed:2023-11-14", kWorkA, kWorkB},
-           {"3", Job(2), "4", Job(3), "3", Job(2), "3", near, "4", Job(9)});
-  CHECK(got == Strings{"3"});
-  CHECK(LRange(kWorkA) == Strings{Job(1)});
-  CHECK_FALSE(Exists(kWorkB));
-  CHECK(Get("stat:processed") == "15");
-  CHECK(Get("stat:processed:2023-11-14") == "5");
-  long long ttl = Ttl("stat:processed:2023-11-14");
-  CHECK(ttl > 157680000 - 60);
-  CHECK(ttl <= 157680000);
-  CHECK(Ttl("stat:processed") == -1);
-}
-
-TEST_CASE_FIXTURE(ScriptFixture, "ack of one copy leaves the other") {
-  Push(kWorkA, {Job(1), Job(1)});
-  CHECK(Eval(ScriptId::kAck, {"s", "sd", kWorkA}, {"3", Job(1)}) == Strings{"1"});
-  CHECK(LRange(kWorkA) == Strings{Job(1)});
-}
-
-TEST_CASE_FIXTURE(ScriptFixture, "ack leaves exactly what one LREM -1 per pair would") {
-  // Working lists with repeated payloads and acks in any order, some of
-  // payloads not there: the tail run trimmed at once must end the same as
-  // removing each acked payload's rightmost copy in turn.
-  std::mt19937 random(20261122);
-  for (int round = 0; round < 200; ++round) {
-    CAPTURE(round);
-    Run({"DEL", kWorkA});
-    Strings model;  // left to right, as LRANGE returns it
-    int length = static_cast<int>(random() % 12);
-    for (int i = 0; i < length; ++i) model.push_back(Job(1 + static_cast<int>(random() % 5)));
-    for (auto it = model.rbegin(); it != model.rend(); ++it) Run({"LPUSH", kWorkA, *it});
-    Strings args;
-    long long expected_removed = 0;
-    int acks = static_cast<int>(random() % 9);
-    for (int i = 0; i < acks; ++i) {
-      std::string payload = Job(1 + static_cast<int>(random() % 6));
-      args.push_back("3");
-      args.push_back(payload);
-      for (size_t at = model.size(); at-- > 0;) {
-        if (model[at] != payload) continue;
-        model.erase(model.begin() + static_cast<long>(at));
-        ++expected_removed;
-        break;
-      }
-    }
-    CHECK(Eval(ScriptId::kAck, {"s", "sd", kWorkA}, redis::Argv(args.begin(), args.end())) ==
-          Strings{std::to_string(expected_removed)});
-    CHECK(LRange(kWorkA) == model);
-  }
-  CHECK(Get("s") == Get("sd"));
-}
-
-TEST_CASE_FIXTURE(ScriptFixture, "ack with no pairs writes nothing") {
-  CHECK(Eval(ScriptId::kAck, {"s", "sd", kWorkA}, {}) == Strings{"0"});
-  CHECK(Snapshot().empty());
-}
-
-TEST_CASE_FIXTURE(ScriptFixture, "ack refuses a bad key index before writing") {
-  Push(kWorkA, {Job(1)});
-  CHECK(EvalError(ScriptId::kAck, {"s", "sd", kWorkA}, {"3", Job(1), "2", Job(1)})
-            .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kAck, {"s", "sd", kWorkA}, {"3", Job(1), "4", Job(1)})
-            .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kAck, {"s", "sd", kWorkA}, {"3"}).IsInvalidArgument());
-  CHECK(LRange(kWorkA) == Strings{Job(1)});
-  CHECK_FALSE(Exists("s"));
 }
 
 // ----------------------------------------------------------------- fail.lua

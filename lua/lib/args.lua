@@ -1,9 +1,9 @@
 -- lib/args.lua: begin
 --
 -- Argument helpers, apart from lib/payload.lua (which includes this file)
--- so that the scripts on every job's path, fetch.lua and ack.lua, include
--- only these: defining the whole payload library costs Redis several
--- microseconds on every call, as much as acknowledging a few jobs.
+-- so that the script on every job's path, fetch.lua, includes only these:
+-- defining the whole payload library costs Redis several microseconds on
+-- every call, as much as fetching a few jobs.
 --
 -- Valid under Lua 5.1 (Redis) and Lua 5.4 (the unit test).
 

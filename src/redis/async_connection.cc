@@ -2,6 +2,7 @@
 
 
 #include <cassert>
+#include <charconv>
 #include <utility>
 
 #include "redis/errors.h"
@@ -266,6 +267,65 @@ Status AsyncConnection::Eval(ScriptId script, std::vector<std::string> keys,
   for (const std::string& a : args) argv.push_back(a);
   auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
   return Send(request, argv);
+}
+
+void CommandList::Add(std::initializer_list<std::string_view> argv) {
+  auto append_header = [this](char kind, size_t n) {
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+    (void)ec;  // 24 digits hold any size_t
+    wire_ += kind;
+    wire_.append(digits, end);
+    wire_ += "\r\n";
+  };
+  append_header('*', argv.size());
+  for (std::string_view arg : argv) {
+    append_header('$', arg.size());
+    wire_ += arg;
+    wire_ += "\r\n";
+  }
+  ends_.push_back(wire_.size());
+}
+
+Status AsyncConnection::Transaction(const CommandList& commands, ReplyCallback callback) {
+  if (state_ != State::kReady || context_ == nullptr) {
+    return Status::IoError("not connected to Redis at " + options_.Describe());
+  }
+  // Only EXEC's reply matters: MULTI's +OK and each +QUEUED go to hiredis's
+  // no-op callback, and a command Redis refuses to queue makes EXEC fail.
+  static constexpr std::string_view kMulti = "*1\r\n$5\r\nMULTI\r\n";
+  bool appended =
+      redisAsyncFormattedCommand(context_, nullptr, nullptr, kMulti.data(), kMulti.size()) ==
+      REDIS_OK;
+  size_t begin = 0;
+  for (size_t end : commands.ends_) {
+    if (!appended) break;
+    appended = redisAsyncFormattedCommand(context_, nullptr, nullptr,
+                                          commands.wire_.data() + begin, end - begin) == REDIS_OK;
+    begin = end;
+  }
+  if (!appended) {
+    // Part of a transaction may be on its way; Redis discards it with the
+    // connection.
+    Status why = Status::IoError("cannot send to Redis at " + options_.Describe());
+    Abort(why);
+    return why;
+  }
+  auto check = [callback = std::move(callback)](const Status& status, redisReply* reply) {
+    if (!status.ok()) return callback(status, nullptr);
+    // A nil EXEC means the transaction was dropped (a WATCH that fired).
+    if (reply->type != REDIS_REPLY_ARRAY) {
+      return callback(Status::Protocol(std::string("EXEC answered ") + TypeName(reply)), nullptr);
+    }
+    for (size_t i = 0; i < reply->elements; ++i) {
+      if (reply->element[i]->type == REDIS_REPLY_ERROR) {
+        return callback(FromErrorReply(View(reply->element[i])), nullptr);
+      }
+    }
+    callback(Status::OK(), reply);
+  };
+  auto* request = new Request(this, std::move(check), Clock::now() + options_.command_timeout);
+  return Send(request, {"EXEC"});
 }
 
 void AsyncConnection::OnReplyThunk(redisAsyncContext*, void* reply, void* privdata) {

@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lua_scripts.h"
@@ -32,6 +34,20 @@
 #include "reliableq/status.h"
 
 namespace reliableq::redis {
+
+// Commands written in Redis's protocol as they are added, so that a batch of
+// many costs one copy of each argument on the way to the socket.
+class CommandList {
+ public:
+  void Add(std::initializer_list<std::string_view> argv);
+  size_t size() const { return ends_.size(); }
+  bool empty() const { return ends_.empty(); }
+
+ private:
+  friend class AsyncConnection;
+  std::string wire_;          // the commands, back to back
+  std::vector<size_t> ends_;  // the offset in wire_ where each one ends
+};
 
 class AsyncConnection {
  public:
@@ -74,6 +90,13 @@ class AsyncConnection {
   // script resent out of order.
   Status Eval(ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
               ReplyCallback callback);
+
+  // Runs `commands` as one MULTI/EXEC transaction: Redis applies all of
+  // them together, or none if the connection breaks before EXEC arrives.
+  // The callback gets EXEC's reply (one element per command) with OK, or an
+  // error: a command Redis would not queue (nothing ran then), or the first
+  // command that failed as it ran (Redis does not undo the others).
+  Status Transaction(const CommandList& commands, ReplyCallback callback);
 
   // Drops the connection: pending callbacks fail with kShutdown.
   void Close();

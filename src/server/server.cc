@@ -62,6 +62,8 @@ constexpr uint64_t kReconnectMinMillis = 100;
 constexpr uint64_t kReconnectMaxMillis = 2000;
 // Outcomes Redis refused with an error reply are sent again after this.
 constexpr uint64_t kCompletionsRetryMillis = 200;
+// Sidekiq keeps its dated stat counters for 5 years.
+constexpr std::string_view kStatsTtlSeconds = "157680000";
 // How often the stop sequence looks whether running jobs have finished.
 constexpr uint64_t kStopPollMillis = 20;
 // A hand-back that cannot reach Redis gives up after this long; the janitor
@@ -933,15 +935,14 @@ void ServerImpl::SendCompletions() {
   std::string processed_day = std::string(Keys::kProcessed) + ":" + date;
   std::string failed_day = std::string(Keys::kFailed) + ":" + date;
 
-  // Each script owns the outcomes it carries: if Redis does not confirm it,
-  // they go back to unsent_ and are sent again after reconnecting, before
-  // any reconcile could mistake a finished job for a stray.
-  auto send = [this](ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
-                     std::vector<FinishedJob> carried) {
+  // Each script or transaction owns the outcomes it carries: if Redis does
+  // not confirm it, they go back to unsent_ and are sent again after
+  // reconnecting, before any reconcile could mistake a finished job for a
+  // stray. `issue` sends it, with the callback it is given.
+  auto send = [this](std::vector<FinishedJob> carried, auto issue) {
     auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(carried));
     carried_.push_back(owned);
-    Status sent = command_->Eval(script, std::move(keys), std::move(args),
-                                 [this, owned](const Status& s, redisReply*) {
+    Status sent = issue([this, owned](const Status& s, redisReply*) {
       carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
       if (phase_ == Phase::kStopped) return;
       if (s.ok()) {
@@ -967,23 +968,28 @@ void ServerImpl::SendCompletions() {
     }
   };
 
-  // One ack script for every success: LREM each exact payload and INCRBY
-  // the processed counters in one atomic step.
-  std::vector<std::string> ack_keys = {std::string(Keys::kProcessed), processed_day};
-  std::vector<int> key_of_queue(queues_.size(), 0);
-  std::vector<std::string> ack_args;
+  // Every success in one transaction: LREM each exact payload once,
+  // searching from the tail, where the oldest fetched job (most often the
+  // one finishing) sits; then count them as Sidekiq does, the dated counter
+  // kept for 5 years. Plain commands rather than a script: Redis copies and
+  // hashes every string a script touches, which made a scripted ack cost
+  // about twice as much Redis time per job.
+  redis::CommandList ack;
   std::vector<FinishedJob> acked;
   for (FinishedJob& job : batch) {
     if (job.outcome != Outcome::kSucceeded) continue;
-    if (key_of_queue[job.queue] == 0) {
-      ack_keys.push_back(queues_[job.queue].working_key);
-      key_of_queue[job.queue] = static_cast<int>(ack_keys.size());
-    }
-    ack_args.push_back(std::to_string(key_of_queue[job.queue]));
-    ack_args.push_back(job.payload);
+    ack.Add({"LREM", queues_[job.queue].working_key, "-1", job.payload});
     acked.push_back(std::move(job));
   }
-  if (!acked.empty()) send(ScriptId::kAck, std::move(ack_keys), std::move(ack_args), std::move(acked));
+  if (!acked.empty()) {
+    std::string count = std::to_string(acked.size());
+    ack.Add({"INCRBY", Keys::kProcessed, count});
+    ack.Add({"INCRBY", processed_day, count});
+    ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
+    send(std::move(acked), [&](redis::AsyncConnection::ReplyCallback callback) {
+      return command_->Transaction(ack, std::move(callback));
+    });
+  }
 
   for (FinishedJob& job : batch) {
     if (job.outcome == Outcome::kSucceeded) continue;
@@ -1016,7 +1022,10 @@ void ServerImpl::SendCompletions() {
                                      invalid ? "0" : "1"};
     std::vector<FinishedJob> carried;
     carried.push_back(std::move(job));
-    send(ScriptId::kFail, std::move(keys), std::move(args), std::move(carried));
+    send(std::move(carried), [&](redis::AsyncConnection::ReplyCallback callback) {
+      return command_->Eval(ScriptId::kFail, std::move(keys), std::move(args),
+                            std::move(callback));
+    });
   }
 }
 
