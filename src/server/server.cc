@@ -1383,12 +1383,19 @@ void ServerImpl::FinishStop(bool hard) {
   uv_timer_stop(&janitor_timer_);
   uv_timer_stop(&poll_timer_);
   KillBlocking();
-  pool_->TakeFinished(&unsent_);
   hard_running_.assign(queues_.size(), {});
   if (hard) {
+    // Running jobs are listed before finished ones are taken: a job that
+    // finishes in between is then in both lists, and its ack, sent ahead of
+    // the requeue on the same connection, removes it first (the requeue
+    // ignores listed jobs that are gone). Taken the other way round, it
+    // would be in neither and go back to run again.
     for (const RunningJob& job : pool_->Running()) {
       hard_running_[job.queue].push_back(job.payload);
     }
+  }
+  pool_->TakeFinished(&unsent_);
+  if (hard) {
     // The threads still in a handler cannot be stopped; their outcomes no
     // longer matter, because their jobs go back to the queues now.
     pool_->Shutdown(milliseconds(0));
