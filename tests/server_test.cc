@@ -722,6 +722,43 @@ TEST_CASE_FIXTURE(RedisFixture, "acks Redis refused with an error reply are sent
   CHECK(started->load() == 3);
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "jobs are acknowledged while Redis is out of memory") {
+  // Out of memory (maxmemory reached, noeviction), Redis refuses commands
+  // that may grow memory, as INCRBY, but runs LREM: the ack must still take
+  // a finished job out of its working list, and its count follows later.
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Held", [release, started](const JobView&) {
+    started->fetch_add(1);
+    auto limit = std::chrono::steady_clock::now() + 5s;
+    while (!release->load() && std::chrono::steady_clock::now() < limit) {
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  ServerOptions opts = FastOptions(options());
+  opts.concurrency = 1;
+  opts.heartbeat_ttl = 5000ms;  // the beats are refused too while memory is out
+  RunningServer server(opts, std::move(registry));
+  const std::string working = Keys().Working(server.identity(), "default");
+  REQUIRE(WaitUntil([&] { return Exists(Keys().Heartbeat(server.identity())); }));
+  auto client = OpenClient(options());
+  PushJob(*client, "Held", "[1]");
+  REQUIRE(WaitUntil([&] { return started->load() == 1; }));
+  struct Unlimited {  // the shared server gets its memory back however this ends
+    RedisFixture* fixture;
+    ~Unlimited() { fixture->Run({"CONFIG", "SET", "maxmemory", "0"}); }
+  } unlimited{this};
+  Run({"CONFIG", "SET", "maxmemory", "1"});
+  release->store(true);
+  CHECK(WaitUntil([&] { return Integer({"LLEN", working}) == 0; }, 3s));
+  CHECK(Get("stat:processed").empty());
+  Run({"CONFIG", "SET", "maxmemory", "0"});
+  PushJob(*client, "Held", "[2]");
+  CHECK(WaitUntil([&] { return Get("stat:processed") == "2"; }, 5s));
+  CHECK(started->load() == 2);
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses nothing") {
   auto runs = std::make_shared<std::map<std::string, int>>();
   auto mu = std::make_shared<std::mutex>();

@@ -3,6 +3,7 @@
 
 #include <cassert>
 #include <charconv>
+#include <memory>
 #include <utility>
 
 #include "redis/errors.h"
@@ -287,45 +288,68 @@ void CommandList::Add(std::initializer_list<std::string_view> argv) {
   ends_.push_back(wire_.size());
 }
 
-Status AsyncConnection::Transaction(const CommandList& commands, ReplyCallback callback) {
+// What the replies of one Pipeline call have said so far. Owned by the
+// request of its last command: hiredis runs callbacks in the order the
+// commands were sent, also when the connection fails, so the earlier ones
+// always run first.
+struct PipelineStatuses {
+  AsyncConnection* owner;
+  std::vector<Status> statuses;
+};
+
+Status AsyncConnection::Pipeline(const CommandList& commands, StatusesCallback done) {
   if (state_ != State::kReady || context_ == nullptr) {
     return Status::IoError("not connected to Redis at " + options_.Describe());
   }
-  // Only EXEC's reply matters: MULTI's +OK and each +QUEUED go to hiredis's
-  // no-op callback, and a command Redis refuses to queue makes EXEC fail.
-  static constexpr std::string_view kMulti = "*1\r\n$5\r\nMULTI\r\n";
-  bool appended =
-      redisAsyncFormattedCommand(context_, nullptr, nullptr, kMulti.data(), kMulti.size()) ==
-      REDIS_OK;
+  if (commands.empty()) return Status::InvalidArgument("Pipeline: no commands");
+  // hiredis refuses commands only while the context is going away; checked
+  // once here, so that no command of the batch is refused after another
+  // was taken.
+  if ((context_->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) != 0) {
+    return Status::IoError("connection to Redis at " + options_.Describe() + " is closing");
+  }
+  auto* collected = new PipelineStatuses{this, {}};
+  collected->statuses.reserve(commands.size());
+  // Only the last command is tracked for its deadline: the ones before it
+  // are answered first, and a timeout drops the connection, failing them all.
+  auto* request = new Request(
+      this,
+      [collected, done = std::move(done)](const Status& status, redisReply*) {
+        std::unique_ptr<PipelineStatuses> owned(collected);
+        owned->statuses.push_back(status);
+        done(std::move(owned->statuses));
+      },
+      Clock::now() + options_.command_timeout);
   size_t begin = 0;
-  for (size_t end : commands.ends_) {
-    if (!appended) break;
-    appended = redisAsyncFormattedCommand(context_, nullptr, nullptr,
-                                          commands.wire_.data() + begin, end - begin) == REDIS_OK;
+  for (size_t i = 0; i < commands.ends_.size(); ++i) {
+    size_t end = commands.ends_[i];
+    bool last = i + 1 == commands.ends_.size();
+    int sent = redisAsyncFormattedCommand(
+        context_, last ? &AsyncConnection::OnReplyThunk : &OnPipelinedReplyThunk,
+        last ? static_cast<void*>(request) : static_cast<void*>(collected),
+        commands.wire_.data() + begin, end - begin);
+    assert(sent == REDIS_OK);  // see the flags checked above
+    (void)sent;
     begin = end;
   }
-  if (!appended) {
-    // Part of a transaction may be on its way; Redis discards it with the
-    // connection.
-    Status why = Status::IoError("cannot send to Redis at " + options_.Describe());
-    Abort(why);
-    return why;
+  pending_.push_back(request);
+  ArmTimer();
+  return Status::OK();
+}
+
+void AsyncConnection::OnPipelinedReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
+  auto* collected = static_cast<PipelineStatuses*>(privdata);
+  collected->statuses.push_back(collected->owner->StatusOf(static_cast<redisReply*>(reply)));
+}
+
+Status AsyncConnection::StatusOf(const redisReply* reply) const {
+  if (reply == nullptr) {
+    return !closing_status_.ok()
+               ? closing_status_
+               : Status::IoError("connection to Redis at " + options_.Describe() + " lost");
   }
-  auto check = [callback = std::move(callback)](const Status& status, redisReply* reply) {
-    if (!status.ok()) return callback(status, nullptr);
-    // A nil EXEC means the transaction was dropped (a WATCH that fired).
-    if (reply->type != REDIS_REPLY_ARRAY) {
-      return callback(Status::Protocol(std::string("EXEC answered ") + TypeName(reply)), nullptr);
-    }
-    for (size_t i = 0; i < reply->elements; ++i) {
-      if (reply->element[i]->type == REDIS_REPLY_ERROR) {
-        return callback(FromErrorReply(View(reply->element[i])), nullptr);
-      }
-    }
-    callback(Status::OK(), reply);
-  };
-  auto* request = new Request(this, std::move(check), Clock::now() + options_.command_timeout);
-  return Send(request, {"EXEC"});
+  if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply));
+  return Status::OK();
 }
 
 void AsyncConnection::OnReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
@@ -336,13 +360,8 @@ void AsyncConnection::OnReplyThunk(redisAsyncContext*, void* reply, void* privda
 void AsyncConnection::OnReply(Request* request, redisReply* reply) {
   assert(!pending_.empty() && pending_.front() == request);
   pending_.pop_front();
-  Status status;
-  if (reply == nullptr) {
-    status = !closing_status_.ok()
-                 ? closing_status_
-                 : Status::IoError("connection to Redis at " + options_.Describe() + " lost");
-  } else if (reply->type == REDIS_REPLY_ERROR) {
-    status = FromErrorReply(View(reply));
+  Status status = StatusOf(reply);
+  if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
     if (IsNoScript(status)) {
       // The cache was flushed under us (SCRIPT FLUSH). Commands sent after
       // this one may run while it did not, so the order callers rely on is

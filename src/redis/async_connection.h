@@ -91,12 +91,13 @@ class AsyncConnection {
   Status Eval(ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
               ReplyCallback callback);
 
-  // Runs `commands` as one MULTI/EXEC transaction: Redis applies all of
-  // them together, or none if the connection breaks before EXEC arrives.
-  // The callback gets EXEC's reply (one element per command) with OK, or an
-  // error: a command Redis would not queue (nothing ran then), or the first
-  // command that failed as it ran (Redis does not undo the others).
-  Status Transaction(const CommandList& commands, ReplyCallback callback);
+  // Sends `commands` back to back, each one atomic on its own (the batch is
+  // not: a broken connection may leave any prefix of it applied). `done`
+  // runs once, after the last reply or the failure of the connection, with
+  // one Status per command in order: OK, the error Redis answered, or why
+  // the connection failed. The replies themselves are not kept.
+  using StatusesCallback = std::function<void(std::vector<Status> statuses)>;
+  Status Pipeline(const CommandList& commands, StatusesCallback done);
 
   // Drops the connection: pending callbacks fail with kShutdown.
   void Close();
@@ -108,9 +109,12 @@ class AsyncConnection {
   static void OnConnectThunk(const redisAsyncContext* context, int status);
   static void OnDisconnectThunk(const redisAsyncContext* context, int status);
   static void OnReplyThunk(redisAsyncContext* context, void* reply, void* privdata);
+  static void OnPipelinedReplyThunk(redisAsyncContext* context, void* reply, void* privdata);
   static void OnTimerThunk(uv_timer_t* timer);
 
   Status Send(Request* request, const std::vector<std::string_view>& argv);
+  // The status a reply (null: the connection failed) stands for.
+  Status StatusOf(const redisReply* reply) const;
   void OnReply(Request* request, redisReply* reply);
   void OnDisconnected(const Status& why);
   void Handshake();

@@ -260,9 +260,12 @@ class ServerImpl final : public Server {
 
   // Outcomes taken from the pool and not yet confirmed by Redis.
   std::vector<FinishedJob> unsent_;
-  // The outcomes each ack or fail script on its way carries, one entry per
-  // script.
+  // The outcomes each ack pipeline or fail script on its way carries, one
+  // entry per pipeline or script.
   std::vector<std::shared_ptr<std::vector<FinishedJob>>> carried_;
+  // Acknowledged jobs whose count Redis refused (INCRBY refused while out of
+  // memory); added to the next ack's.
+  int64_t uncounted_processed_ = 0;
 
   // Janitor (its work runs on the thread pool; these are touched there only
   // while janitor_running_ is true, and by the loop otherwise).
@@ -935,23 +938,25 @@ void ServerImpl::SendCompletions() {
   std::string processed_day = std::string(Keys::kProcessed) + ":" + date;
   std::string failed_day = std::string(Keys::kFailed) + ":" + date;
 
-  // Each script or transaction owns the outcomes it carries: if Redis does
-  // not confirm it, they go back to unsent_ and are sent again after
-  // reconnecting, before any reconcile could mistake a finished job for a
-  // stray. `issue` sends it, with the callback it is given.
+  // Each script or pipeline owns the outcomes it carries until Redis
+  // answers: the ones it did not confirm go back to unsent_ and are sent
+  // again (after reconnecting, before any reconcile could mistake a finished
+  // job for a stray). `issue` sends it and calls the Settle it is given
+  // once, with why and the indexes of the outcomes not confirmed.
+  using Settle = std::function<void(const Status& why, const std::vector<size_t>& refused)>;
   auto send = [this](std::vector<FinishedJob> carried, auto issue) {
     auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(carried));
     carried_.push_back(owned);
-    Status sent = issue([this, owned](const Status& s, redisReply*) {
+    Status sent = issue(Settle([this, owned](const Status& why, const std::vector<size_t>& refused) {
       carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
       if (phase_ == Phase::kStopped) return;
-      if (s.ok()) {
+      if (refused.empty()) {
         if (carried_.empty()) OnFinished();
         return;
       }
       Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
-          owned->size(), s.ToString().c_str());
-      for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
+          refused.size(), why.ToString().c_str());
+      for (size_t i : refused) unsent_.push_back(std::move((*owned)[i]));
       // A lost connection sends them again once it is back (the reconcile);
       // an error reply on a live one (READONLY after a failover, MISCONF)
       // needs a later try of its own, since no processor wakes the loop
@@ -961,19 +966,23 @@ void ServerImpl::SendCompletions() {
           static_cast<ServerImpl*>(t->loop->data)->OnFinished();
         }, kCompletionsRetryMillis, 0);
       }
-    });
+    }));
     if (!sent.ok()) {
       carried_.pop_back();
       for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
     }
+    return sent.ok();
   };
 
-  // Every success in one transaction: LREM each exact payload once,
-  // searching from the tail, where the oldest fetched job (most often the
-  // one finishing) sits; then count them as Sidekiq does, the dated counter
-  // kept for 5 years. Plain commands rather than a script: Redis copies and
-  // hashes every string a script touches, which made a scripted ack cost
-  // about twice as much Redis time per job.
+  // Every success: LREM each exact payload once, searching from the tail,
+  // where the oldest fetched job (most often the one finishing) sits; then
+  // count them as Sidekiq does, the dated counter kept for 5 years. Plain
+  // pipelined commands: Redis copies and hashes every string a script
+  // touches, which made a scripted ack cost about twice the Redis time per
+  // job, and when Redis is out of memory it refuses every command queued in
+  // a MULTI, while LREM (which frees memory) still runs on its own. Each
+  // LREM is one atomic step; the counters are not jobs, and a count Redis
+  // refuses (OOM refuses INCRBY) is added to the next round's.
   redis::CommandList ack;
   std::vector<FinishedJob> acked;
   for (FinishedJob& job : batch) {
@@ -982,13 +991,38 @@ void ServerImpl::SendCompletions() {
     acked.push_back(std::move(job));
   }
   if (!acked.empty()) {
-    std::string count = std::to_string(acked.size());
-    ack.Add({"INCRBY", Keys::kProcessed, count});
-    ack.Add({"INCRBY", processed_day, count});
+    size_t jobs = acked.size();
+    int64_t earlier = uncounted_processed_;
+    int64_t count = earlier + static_cast<int64_t>(jobs);
+    std::string count_text = std::to_string(count);
+    ack.Add({"INCRBY", Keys::kProcessed, count_text});
+    ack.Add({"INCRBY", processed_day, count_text});
     ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
-    send(std::move(acked), [&](redis::AsyncConnection::ReplyCallback callback) {
-      return command_->Transaction(ack, std::move(callback));
+    uncounted_processed_ = 0;
+    bool sent = send(std::move(acked), [&](Settle settle) {
+      return command_->Pipeline(ack, [this, settle = std::move(settle), jobs,
+                                      count](std::vector<Status> statuses) {
+        std::vector<size_t> refused;
+        Status why;
+        for (size_t i = 0; i < jobs; ++i) {
+          if (statuses[i].ok()) continue;
+          if (why.ok()) why = statuses[i];
+          refused.push_back(i);
+        }
+        const Status& counted = statuses[jobs];
+        if (!counted.ok()) {
+          if (uncounted_processed_ == 0 && refused.size() < jobs) {
+            Log(LogLevel::kWarn, "stat:processed not counted (%s); counting later",
+                counted.ToString().c_str());
+          }
+          // Jobs sent again are counted again when they are.
+          uncounted_processed_ += count - static_cast<int64_t>(refused.size());
+        }
+        settle(why, refused);
+      });
     });
+    // Not sent: the jobs go back to unsent_ and are counted with it.
+    if (!sent) uncounted_processed_ = earlier;
   }
 
   for (FinishedJob& job : batch) {
@@ -1022,9 +1056,12 @@ void ServerImpl::SendCompletions() {
                                      invalid ? "0" : "1"};
     std::vector<FinishedJob> carried;
     carried.push_back(std::move(job));
-    send(std::move(carried), [&](redis::AsyncConnection::ReplyCallback callback) {
+    send(std::move(carried), [&](Settle settle) {
       return command_->Eval(ScriptId::kFail, std::move(keys), std::move(args),
-                            std::move(callback));
+                            [settle = std::move(settle)](const Status& s, redisReply*) {
+                              settle(s, s.ok() ? std::vector<size_t>{}
+                                               : std::vector<size_t>{0});
+                            });
     });
   }
 }
