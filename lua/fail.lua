@@ -27,7 +27,9 @@
 --
 -- Returns 1 when the job was moved, 0 when it was not in the working list.
 -- Errors: RQ_INVALID for a bad mode, count flag, score, now or dead limits;
--- nothing is written then.
+-- WRONGTYPE when a key it may write exists with another type (KEYS[1] not
+-- a LIST, KEYS[2] not a ZSET unless the mode is "drop", KEYS[3..6] not
+-- STRINGs when the count flag is "1"); nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -51,6 +53,13 @@ if mode == 'dead' then
     return redis.error_reply('RQ_INVALID fail: bad dead max jobs or timeout')
   end
 end
+-- The counters too, though no job is lost on them: INCRBY on a key of
+-- another type would fail the script after the move, and again every time
+-- the outcome is sent.
+local bad = check_types('fail', 'list', 1, 1) or
+    (mode ~= 'drop' and check_types('fail', 'zset', 2, 2)) or
+    (ARGV[8] == '1' and check_types('fail', 'string', 3, 6))
+if bad then return bad end
 
 local moved = redis.call('LREM', KEYS[1], '1', ARGV[1])
 if moved > 0 then

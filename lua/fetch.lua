@@ -16,7 +16,9 @@
 -- first), i being the 1-based index of the pair the payload came from;
 -- empty when every queue is empty or max is 0.
 -- Errors: RQ_INVALID when KEYS is not a list of pairs or max is not an
--- integer >= 0.
+-- integer >= 0; WRONGTYPE when a key of any pair exists and is not a LIST
+-- (every key is checked before the first job moves). Nothing is written
+-- then.
 
 -- @include lib/args.lua
 
@@ -28,6 +30,10 @@ end
 if #KEYS == 0 or #KEYS % 2 ~= 0 then
   return redis.error_reply('RQ_INVALID fetch: KEYS must be (queue, working) pairs')
 end
+-- Every pair up front: a bad key in a later pair must not fail the script
+-- after an earlier pair's jobs have moved.
+local bad = check_types('fetch', 'list', 1, #KEYS)
+if bad then return bad end
 
 -- LPUSH takes its values as arguments; Lua's stack bounds how many.
 local kMaxPerCall = 1000

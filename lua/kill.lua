@@ -14,7 +14,8 @@
 -- atomic step, so the job is in one of the two sets at every instant.
 --
 -- Returns {killed, missing}: missing entries were no longer in KEYS[1].
--- Errors: RQ_INVALID for a bad now or dead limits; nothing is written then.
+-- Errors: RQ_INVALID for a bad now or dead limits; WRONGTYPE when KEYS[1]
+-- or KEYS[2] exists and is not a ZSET; nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -27,6 +28,8 @@ local dead_timeout = parse_int(ARGV[3], 0)
 if dead_max == nil or dead_timeout == nil then
   return redis.error_reply('RQ_INVALID kill: bad dead limits')
 end
+local bad = check_types('kill', 'zset', 1, 2)
+if bad then return bad end
 
 local killed, missing = 0, 0
 for j = 4, #ARGV do

@@ -21,7 +21,9 @@
 --
 -- Returns {promoted, dead, skipped}: skipped members were no longer in the
 -- set (somebody else promoted or deleted them).
--- Errors: RQ_INVALID for bad arguments; nothing is written then.
+-- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] or KEYS[3]
+-- exists and is not a ZSET, KEYS[2] not a SET or a KEYS[4..] not a LIST;
+-- nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -44,6 +46,9 @@ for j = 4, #ARGV, 3 do
     return redis.error_reply('RQ_INVALID promote: bad queue index ' .. tostring(ARGV[j]))
   end
 end
+local bad = check_types('promote', 'zset', 1, 1) or check_types('promote', 'set', 2, 2) or
+    check_types('promote', 'zset', 3, 3) or check_types('promote', 'list', 4, #KEYS)
+if bad then return bad end
 
 local promoted, dead, skipped = 0, 0, 0
 for j = 4, #ARGV, 3 do

@@ -19,7 +19,7 @@
 --
 -- The heartbeat is checked here, inside the same atomic step as the moves,
 -- so a process that beat again since the caller looked keeps its jobs.
--- Jobs move newest first: each is popped from the LEFT of the working list
+-- Jobs move newest first: each is taken from the LEFT of the working list
 -- and pushed on the RIGHT of the queue, so the oldest ends rightmost and is
 -- taken next, as it would have been. Each one gets interrupted_count + 1;
 -- one interrupted more than max_interruptions times goes to the dead set
@@ -29,7 +29,10 @@
 -- Returns {"alive", 0, 0, LLEN working} when the heartbeat exists and force
 -- is not set; otherwise {"ok", requeued, dead, remaining}, remaining being
 -- the jobs left in the list (dry run: max(0, LLEN - offset - limit)).
--- Errors: RQ_INVALID for bad arguments; nothing is written then.
+-- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[2] exists and
+-- is not a LIST, or when a job goes back and KEYS[3] is not a LIST or
+-- KEYS[5] not a SET, or goes dead and KEYS[4] is not a ZSET (checked after
+-- the heartbeat, for a dry run too); nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -71,31 +74,41 @@ end
 if force ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   return {'alive', 0, 0, redis.call('LLEN', KEYS[2])}
 end
+local bad = check_types('recover', 'list', 2, 2)
+if bad then return bad end
 
-local requeued, dead = 0, 0
+-- Where each job goes is decided before anything is written (a dry run
+-- stops there), so that the keys written can be checked first.
+local jobs = redis.call('LRANGE', KEYS[2], int_string(offset), int_string(offset + limit - 1))
+local back, dead = {}, {}
+for _, payload in ipairs(jobs) do
+  local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
+  if goes_dead then dead[#dead + 1] = new_payload else back[#back + 1] = new_payload end
+end
+-- Only the keys this call writes: most lists a pass looks at are empty, and
+-- it must not fail over keys it does not touch. A dry run checks them too,
+-- so that it foretells the real run.
+bad = (#back > 0 and (check_types('recover', 'list', 3, 3) or
+                      check_types('recover', 'set', 5, 5))) or
+    (#dead > 0 and check_types('recover', 'zset', 4, 4))
+if bad then return bad end
+
 if dry_run == '1' then
-  local jobs = redis.call('LRANGE', KEYS[2], int_string(offset),
-                          int_string(offset + limit - 1))
-  for _, payload in ipairs(jobs) do
-    local _, goes_dead = interrupt(payload, max_interruptions, now)
-    if goes_dead then dead = dead + 1 else requeued = requeued + 1 end
-  end
   local remaining = redis.call('LLEN', KEYS[2]) - offset - limit
   if remaining < 0 then remaining = 0 end
-  return {'ok', requeued, dead, remaining}
+  return {'ok', #back, #dead, remaining}
 end
 
-for _ = 1, limit do
-  local payload = redis.call('LPOP', KEYS[2])
-  if not payload then break end
-  if hand_back_interrupted(payload, KEYS[3], KEYS[4], max_interruptions, now, dead_max,
-                           dead_timeout) then
-    dead = dead + 1
-  else
-    requeued = requeued + 1
-  end
+if #jobs > 0 then
+  redis.call('LTRIM', KEYS[2], int_string(#jobs), '-1')
 end
-if requeued > 0 then
+for _, payload in ipairs(back) do
+  redis.call('RPUSH', KEYS[3], payload)
+end
+for _, payload in ipairs(dead) do
+  dead_add(KEYS[4], now, payload, dead_max, dead_timeout)
+end
+if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)
 end
-return {'ok', requeued, dead, redis.call('LLEN', KEYS[2])}
+return {'ok', #back, #dead, redis.call('LLEN', KEYS[2])}

@@ -25,7 +25,9 @@
 -- are taken next and in the order they were fetched.
 --
 -- Returns {requeued, dead, kept}.
--- Errors: RQ_INVALID for bad arguments; nothing is written then.
+-- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] or KEYS[2]
+-- exists and is not a LIST, or when a job goes dead and KEYS[3] is not a
+-- ZSET, or goes back and KEYS[4] is not a SET; nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -51,6 +53,11 @@ if mode == 'interrupt' then
                              tostring(now))
   end
 end
+-- The two lists always: they are the pair fetch.lua checks, so a worker
+-- whose fetch fails on one fails its reconcile too, rather than fetching
+-- again at once.
+local bad = check_types('requeue', 'list', 1, 2)
+if bad then return bad end
 
 local listed = {}
 for j = 7, #ARGV do
@@ -60,33 +67,41 @@ end
 -- A live process's working lists hold at most its concurrency plus its
 -- prefetch, so the whole list is read at once.
 local jobs = redis.call('LRANGE', KEYS[1], '0', '-1')
-local kept = {}
-local requeued, dead = 0, 0
+-- Where each job goes is decided before anything is written, so that the
+-- keys written can be checked first.
+local kept, back, dead = {}, {}, {}
 for _, payload in ipairs(jobs) do
   local is_listed = (listed[payload] or 0) > 0
   if is_listed then listed[payload] = listed[payload] - 1 end
   if mode == 'keep' and is_listed then
     kept[#kept + 1] = payload
   elseif mode == 'interrupt' and is_listed then
-    if hand_back_interrupted(payload, KEYS[2], KEYS[3], max_interruptions, now, dead_max,
-                             dead_timeout) then
-      dead = dead + 1
-    else
-      requeued = requeued + 1
-    end
+    local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
+    if goes_dead then dead[#dead + 1] = new_payload else back[#back + 1] = new_payload end
   else
-    redis.call('RPUSH', KEYS[2], payload)
-    requeued = requeued + 1
+    back[#back + 1] = payload
   end
 end
 
+-- `queues` and dead only when written: most reconciles give nothing back
+-- and must not fail over keys they do not touch.
+bad = (#back > 0 and check_types('requeue', 'set', 4, 4)) or
+    (#dead > 0 and check_types('requeue', 'zset', 3, 3))
+if bad then return bad end
+
+for _, payload in ipairs(back) do
+  redis.call('RPUSH', KEYS[2], payload)
+end
+for _, payload in ipairs(dead) do
+  dead_add(KEYS[3], now, payload, dead_max, dead_timeout)
+end
 if #kept < #jobs then
   redis.call('DEL', KEYS[1])
   for _, payload in ipairs(kept) do
     redis.call('RPUSH', KEYS[1], payload)
   end
 end
-if requeued > 0 then
+if #back > 0 then
   redis.call('SADD', KEYS[4], ARGV[6])
 end
-return {requeued, dead, #kept}
+return {#back, #dead, #kept}

@@ -22,7 +22,9 @@
 --
 -- Returns {moved, missing}: missing entries were no longer in the set.
 -- Errors: RQ_INVALID for bad arguments or an entry that is not a JSON
--- object; checked before anything is written, so nothing is written then.
+-- object; WRONGTYPE when KEYS[1] exists and is not a ZSET, KEYS[2] not a
+-- SET or a KEYS[3..] not a LIST; checked before anything is written, so
+-- nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -48,6 +50,9 @@ for j = 3, #ARGV, 3 do
     return redis.error_reply('RQ_INVALID retry_now: an entry is not a JSON object')
   end
 end
+local bad = check_types('retry_now', 'zset', 1, 1) or check_types('retry_now', 'set', 2, 2) or
+    check_types('retry_now', 'list', 3, #KEYS)
+if bad then return bad end
 
 -- The entry with retry_count one lower, when that is an integer Lua can
 -- count exactly (Sidekiq: `msg["retry_count"] -= 1 if msg["retry_count"]`;

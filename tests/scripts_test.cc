@@ -62,6 +62,15 @@ void Flatten(const redisReply* reply, std::vector<std::string>* out) {
 
 using Strings = std::vector<std::string>;
 
+// Checks that `status` is the error a script returns, before writing
+// anything, for a key it would write that holds another type.
+void CheckWrongType(const Status& status, const std::string& script, const std::string& key,
+                    const std::string& actual, const std::string& want) {
+  CHECK(status.IsScript());
+  CHECK(status.message() == "WRONGTYPE " + script + ": key " + key + " holds a " + actual +
+                                ", not a " + want + "; nothing was written");
+}
+
 struct ScriptFixture : RedisFixture {
   Keys keys;
 
@@ -162,6 +171,47 @@ TEST_CASE_FIXTURE(ScriptFixture, "fetch refuses bad arguments and moves nothing"
   CHECK(EvalError(ScriptId::kFetch, {"queue:a", kWorkA}, {"1.5"}).IsInvalidArgument());
   CHECK(EvalError(ScriptId::kFetch, {"queue:a", kWorkA}, {}).IsInvalidArgument());
   CHECK(LRange("queue:a") == Strings{Job(1)});
+}
+
+TEST_CASE_FIXTURE(ScriptFixture, "fetch refuses a wrong-typed working list and moves nothing") {
+  // Unchecked, LTRIM would take both jobs off the queue and the LPUSH into
+  // the hash would fail after it: both jobs gone.
+  Push("queue:a", {Job(1), Job(2)});
+  Run({"HSET", kWorkA, "f", "v"});
+  auto before = Snapshot();
+  CheckWrongType(EvalError(ScriptId::kFetch, {"queue:a", kWorkA}, {"10"}), "fetch", kWorkA,
+                 "hash", "list");
+  CHECK(Snapshot() == before);
+  CHECK(LRange("queue:a") == Strings{Job(2), Job(1)});
+  CHECK(HGet(kWorkA, "f") == "v");
+}
+
+TEST_CASE_FIXTURE(ScriptFixture, "fetch checks every pair before the first job moves") {
+  Push("queue:a", {Job(1), Job(2)});
+  const redis::Argv keys = {"queue:a", kWorkA, "queue:b", kWorkB};
+  std::string bad_key;
+  SUBCASE("the second queue is a string") {
+    bad_key = "queue:b";
+    Run({"SET", bad_key, "x"});
+    CheckWrongType(EvalError(ScriptId::kFetch, keys, {"10"}), "fetch", bad_key, "string", "list");
+    CHECK(Get(bad_key) == "x");
+  }
+  SUBCASE("the second working list is a set, with a job waiting in its queue") {
+    bad_key = kWorkB;
+    Push("queue:b", {Job(3)});
+    Run({"SADD", bad_key, "m"});
+    CheckWrongType(EvalError(ScriptId::kFetch, keys, {"10"}), "fetch", bad_key, "set", "list");
+    CHECK(SMembers(bad_key) == Strings{"m"});
+    CHECK(LRange("queue:b") == Strings{Job(3)});
+  }
+  // Pair 1 had two jobs and room for them: they must not have moved.
+  CHECK(LRange("queue:a") == Strings{Job(2), Job(1)});
+  CHECK_FALSE(Exists(kWorkA));
+  // The same call moves them once the key is gone.
+  Run({"DEL", bad_key});
+  Strings got = Eval(ScriptId::kFetch, keys, {"10"});
+  REQUIRE(got.size() >= 4);
+  CHECK(Strings(got.begin(), got.begin() + 4) == Strings{"1", Job(1), "1", Job(2)});
 }
 
 // ----------------------------------------------------------------- fail.lua
@@ -270,6 +320,57 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail refuses bad arguments before writing") {
                   {Job(1), "n", "1.5", "retry", kNow, kDeadMax, kDeadTimeout, "yes"})
             .IsInvalidArgument());
   CHECK(Snapshot() == before);
+}
+
+TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed target and keeps the job") {
+  // Unchecked, LREM would remove the job and the insert would then fail.
+  Push(kWorkA, {Job(1), Job(2)});
+  SUBCASE("retry is a string") {
+    Run({"SET", "retry", "x"});
+    auto before = Snapshot();
+    CheckWrongType(EvalError(ScriptId::kFail, FailKeys("retry"),
+                             {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax,
+                              kDeadTimeout, "1"}),
+                   "fail", "retry", "string", "zset");
+    CHECK(Snapshot() == before);
+    CHECK(LRange(kWorkA) == Strings{Job(2), Job(1)});
+    CHECK(Get("retry") == "x");
+  }
+  SUBCASE("dead is a hash") {
+    Run({"HSET", "dead", "f", "v"});
+    auto before = Snapshot();
+    CheckWrongType(EvalError(ScriptId::kFail, FailKeys("dead"),
+                             {Job(1), "new", "0", "dead", kNow, kDeadMax, kDeadTimeout, "1"}),
+                   "fail", "dead", "hash", "zset");
+    CHECK(Snapshot() == before);
+    CHECK(LRange(kWorkA) == Strings{Job(2), Job(1)});
+    CHECK(HGet("dead", "f") == "v");
+    // Mode drop writes no target, so the target's type does not stop it.
+    CHECK(Eval(ScriptId::kFail, FailKeys("dead"),
+               {Job(1), "new", "0", "drop", kNow, kDeadMax, kDeadTimeout, "1"}) == Strings{"1"});
+    CHECK(LRange(kWorkA) == Strings{Job(2)});
+    CHECK(HGet("dead", "f") == "v");
+  }
+}
+
+TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed counter before moving the job") {
+  // Unchecked, the job would move to retry and the script fail after it,
+  // on every later try as well.
+  Push(kWorkA, {Job(1)});
+  Run({"LPUSH", "stat:failed:2023-11-14", "x"});
+  auto before = Snapshot();
+  CheckWrongType(EvalError(ScriptId::kFail, FailKeys("retry"),
+                           {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax, kDeadTimeout,
+                            "1"}),
+                 "fail", "stat:failed:2023-11-14", "list", "string");
+  CHECK(Snapshot() == before);
+  CHECK(LRange(kWorkA) == Strings{Job(1)});
+  CHECK_FALSE(Exists("retry"));
+  // With the count flag 0 no counter is written, so none is checked.
+  CHECK(Eval(ScriptId::kFail, FailKeys("dead"),
+             {Job(1), Job(1), "0", "dead", kNow, kDeadMax, kDeadTimeout, "0"}) == Strings{"1"});
+  CHECK(ZRange("dead") == Strings{Job(1)});
+  CHECK(LRange("stat:failed:2023-11-14") == Strings{"x"});
 }
 
 // ------------------------------------------------------------ heartbeat.lua
@@ -565,6 +666,50 @@ TEST_CASE_FIXTURE(RecoverFixture, "recover refuses bad arguments before writing"
   CHECK(Snapshot() == before);
 }
 
+TEST_CASE_FIXTURE(RecoverFixture, "recover refuses wrong-typed keys and moves nothing") {
+  // Unchecked, each job would leave the working list before its write
+  // failed. With `elsewhere`, both jobs go where the bad key is not needed.
+  Fetched(2);
+  RecoverArgs args, elsewhere;
+  elsewhere.max_interruptions = "0";  // both go dead
+  std::string bad_key, actual, want;
+  SUBCASE("the queue is a string") {
+    bad_key = "queue:a";
+    actual = "string";
+    want = "list";
+    Run({"SET", bad_key, "x"});
+  }
+  SUBCASE("dead is a list, and both jobs would go dead") {
+    bad_key = "dead";
+    actual = "list";
+    want = "zset";
+    args.max_interruptions = "0";
+    elsewhere.max_interruptions = "3";  // both go back
+    Run({"LPUSH", bad_key, "x"});
+  }
+  SUBCASE("queues is a hash") {
+    bad_key = "queues";
+    actual = "hash";
+    want = "set";
+    Run({"HSET", bad_key, "f", "v"});
+  }
+  auto before = Snapshot();
+  CheckWrongType(EvalError(ScriptId::kRecover, Keys5(), args.Argv()), "recover", bad_key, actual,
+                 want);
+  CHECK(Snapshot() == before);
+  CHECK(LRange(kWorkA) == Strings{Job(2), Job(1)});
+  // A dry run says so too: it foretells the real run.
+  RecoverArgs dry = args;
+  dry.dry_run = "1";
+  CheckWrongType(EvalError(ScriptId::kRecover, Keys5(), dry.Argv()), "recover", bad_key, actual,
+                 want);
+  // A key the call does not write is not checked.
+  CHECK(Recover(elsewhere) == (elsewhere.max_interruptions == "0" ? Strings{"ok", "0", "2", "0"}
+                                                                  : Strings{"ok", "2", "0", "0"}));
+  CHECK_FALSE(Exists(kWorkA));
+  CHECK(Snapshot()[bad_key] == before[bad_key]);
+}
+
 // -------------------------------------------------------------- requeue.lua
 
 namespace {
@@ -648,6 +793,59 @@ TEST_CASE_FIXTURE(ScriptFixture, "requeue refuses bad arguments before writing")
   CHECK(Snapshot() == before);
 }
 
+TEST_CASE_FIXTURE(ScriptFixture, "requeue refuses wrong-typed keys and leaves the working list") {
+  Strings args;
+  // Interrupted once more, it goes dead (max 3); Job(2) was not started.
+  const std::string running = Interrupted(Job(1), 3);
+  SUBCASE("the queue is a string") {
+    Run({"LPUSH", kWorkA, Job(2)});
+    Run({"LPUSH", kWorkA, running});
+    Run({"SET", "queue:a", "x"});
+    auto before = Snapshot();
+    CheckWrongType(
+        EvalError(ScriptId::kRequeue, kRequeueKeys, RequeueArgs(&args, "interrupt", {running})),
+        "requeue", "queue:a", "string", "list");
+    CHECK(Snapshot() == before);
+    CHECK(LRange(kWorkA) == Strings{running, Job(2)});
+  }
+  SUBCASE("dead is a set") {
+    // Unchecked, Job(2) would be pushed to its queue before the insert of
+    // `running` failed: Job(2) in the queue and in the working list.
+    Run({"LPUSH", kWorkA, running});
+    Run({"LPUSH", kWorkA, Job(2)});
+    Run({"SADD", "dead", "m"});
+    auto before = Snapshot();
+    CheckWrongType(
+        EvalError(ScriptId::kRequeue, kRequeueKeys, RequeueArgs(&args, "interrupt", {running})),
+        "requeue", "dead", "set", "zset");
+    CHECK(Snapshot() == before);
+    CHECK(LRange(kWorkA) == Strings{Job(2), running});
+    // Mode keep never writes dead, so its type does not stop a reconcile.
+    CHECK(Eval(ScriptId::kRequeue, kRequeueKeys, RequeueArgs(&args, "keep", {running})) ==
+          Strings{"1", "0", "1"});
+    CHECK(LRange(kWorkA) == Strings{running});
+    CHECK(LRange("queue:a") == Strings{Job(2)});
+    CHECK(SMembers("dead") == Strings{"m"});
+  }
+  SUBCASE("queues is a string") {
+    // Unchecked, Job(2) would move and the SADD fail after it.
+    Run({"LPUSH", kWorkA, running});
+    Run({"LPUSH", kWorkA, Job(2)});
+    Run({"SET", "queues", "x"});
+    auto before = Snapshot();
+    CheckWrongType(
+        EvalError(ScriptId::kRequeue, kRequeueKeys, RequeueArgs(&args, "keep", {running})),
+        "requeue", "queues", "string", "set");
+    CHECK(Snapshot() == before);
+    CHECK(LRange(kWorkA) == Strings{Job(2), running});
+    // A reconcile that gives nothing back does not write queues, so its type
+    // does not stop it.
+    CHECK(Eval(ScriptId::kRequeue, kRequeueKeys,
+               RequeueArgs(&args, "keep", {running, Job(2)})) == Strings{"0", "0", "2"});
+    CHECK(Snapshot() == before);
+  }
+}
+
 // --------------------------------------------------------------- forget.lua
 
 namespace {
@@ -706,6 +904,103 @@ TEST_CASE_FIXTURE(ScriptFixture, "forget with force removes a live process's hea
   CHECK(Eval(ScriptId::kForget, f.Keys8(), {kId, "1"}) == Strings{"1"});
   CHECK_FALSE(Exists(f.heartbeat));
   CHECK_FALSE(Exists(f.registry));
+}
+
+// -------------------------------------------------------------- promote.lua
+
+namespace {
+
+const redis::Argv kPromoteKeys = {"schedule", "queues", "dead", "queue:a"};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(ScriptFixture, "promote refuses wrong-typed keys and keeps the due members") {
+  // Job(1) goes to queue:a, "not a job" (index 0) to dead. Unchecked, each
+  // would be removed from schedule before its write failed.
+  Run({"ZADD", "schedule", "1700000000.5", Job(1)});
+  Run({"ZADD", "schedule", "1700000001.5", "not a job"});
+  const Strings storage = {kNow, kDeadMax, kDeadTimeout, "4", "a", Job(1), "0", "", "not a job"};
+  const redis::Argv args(storage.begin(), storage.end());
+  std::string bad_key, actual, want;
+  SUBCASE("the queue is a string") {
+    bad_key = "queue:a";
+    actual = "string";
+    want = "list";
+    Run({"SET", bad_key, "x"});
+  }
+  SUBCASE("queues is a list") {
+    bad_key = "queues";
+    actual = "list";
+    want = "set";
+    Run({"LPUSH", bad_key, "x"});
+  }
+  SUBCASE("dead is a hash") {
+    bad_key = "dead";
+    actual = "hash";
+    want = "zset";
+    Run({"HSET", bad_key, "f", "v"});
+  }
+  auto before = Snapshot();
+  CheckWrongType(EvalError(ScriptId::kPromote, kPromoteKeys, args), "promote", bad_key, actual,
+                 want);
+  CHECK(Snapshot() == before);
+  CHECK(ZRange("schedule") == Strings{Job(1), "not a job"});
+  // The same call moves both once the key is gone.
+  Run({"DEL", bad_key});
+  CHECK(Eval(ScriptId::kPromote, kPromoteKeys, args) == Strings{"1", "1", "0"});
+  CHECK_FALSE(Exists("schedule"));
+  CHECK(LRange("queue:a").size() == 1);
+  CHECK(ZRange("dead") == Strings{"not a job"});
+}
+
+// ------------------------------------------------------------ retry_now.lua
+
+TEST_CASE_FIXTURE(ScriptFixture, "retry_now refuses wrong-typed keys and keeps the entry") {
+  // Unchecked, ZREM would remove the entry before its LPUSH or SADD failed.
+  Run({"ZADD", "retry", "1700000200.5", Job(1)});
+  const redis::Argv keys = {"retry", "queues", "queue:a"};
+  const Strings storage = {kNow, "1", "3", "a", Job(1)};
+  const redis::Argv args(storage.begin(), storage.end());
+  std::string bad_key, actual, want;
+  SUBCASE("the queue is a hash") {
+    bad_key = "queue:a";
+    actual = "hash";
+    want = "list";
+    Run({"HSET", bad_key, "f", "v"});
+  }
+  SUBCASE("queues is a string") {
+    bad_key = "queues";
+    actual = "string";
+    want = "set";
+    Run({"SET", bad_key, "x"});
+  }
+  auto before = Snapshot();
+  CheckWrongType(EvalError(ScriptId::kRetryNow, keys, args), "retry_now", bad_key, actual, want);
+  CHECK(Snapshot() == before);
+  CHECK(ZRange("retry") == Strings{Job(1)});
+  Run({"DEL", bad_key});
+  CHECK(Eval(ScriptId::kRetryNow, keys, args) == Strings{"1", "0"});
+  CHECK_FALSE(Exists("retry"));
+  CHECK(LRange("queue:a").size() == 1);
+}
+
+// ----------------------------------------------------------------- kill.lua
+
+TEST_CASE_FIXTURE(ScriptFixture, "kill refuses a wrong-typed dead set and keeps the entry") {
+  // Unchecked, ZREM would remove the entry and the ZADD into the list fail.
+  Run({"ZADD", "retry", "1700000200.5", Job(1)});
+  Run({"LPUSH", "dead", "x"});
+  auto before = Snapshot();
+  CheckWrongType(
+      EvalError(ScriptId::kKill, {"retry", "dead"}, {kNow, kDeadMax, kDeadTimeout, Job(1)}),
+      "kill", "dead", "list", "zset");
+  CHECK(Snapshot() == before);
+  CHECK(ZRange("retry") == Strings{Job(1)});
+  CHECK(LRange("dead") == Strings{"x"});
+  Run({"DEL", "dead"});
+  CHECK(Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, kDeadMax, kDeadTimeout, Job(1)}) ==
+        Strings{"1", "0"});
+  CHECK(ZRange("dead") == Strings{Job(1)});
 }
 
 // ----------------------------------------------------------- script cache

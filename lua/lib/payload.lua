@@ -148,7 +148,7 @@ local function json_string(s)
   return '"' .. escaped .. '"'
 end
 
--- int_string and parse_int.
+-- int_string, parse_int and check_types.
 -- @include lib/args.lua
 
 -- True when `text` is a timestamp in float seconds with a fractional part,
@@ -194,20 +194,6 @@ local function interrupt(payload, max_interruptions, now)
     end
   end
   return out, goes_dead
-end
-
--- Hands an interrupted job back: interrupt() it, then add it to the dead
--- set when it was interrupted too often, or RPUSH it to the right end of its
--- queue (taken next). Returns true when it went to the dead set.
-local function hand_back_interrupted(payload, queue_key, dead_key, max_interruptions, now,
-                                     dead_max, dead_timeout)
-  local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
-  if goes_dead then
-    dead_add(dead_key, now, new_payload, dead_max, dead_timeout)
-  else
-    redis.call('RPUSH', queue_key, new_payload)
-  end
-  return goes_dead
 end
 
 -- lib/payload.lua: end
