@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -720,6 +722,42 @@ TEST_CASE_FIXTURE(RedisFixture, "acks Redis refused with an error reply are sent
   PushJob(*client, "Slow", "[3]");
   CHECK(WaitUntil([&] { return Get("stat:processed") == "3"; }, 5s));
   CHECK(started->load() == 3);
+}
+
+// Calls of EVALSHA Redis has served since its stats were reset.
+long long EvalshaCalls(RedisFixture& fixture) {
+  Result<redis::ReplyPtr> info = fixture.redis().Command({"INFO", "commandstats"});
+  REQUIRE(info.ok());
+  std::string text((*info)->str, (*info)->len);
+  size_t at = text.find("cmdstat_evalsha:calls=");
+  if (at == std::string::npos) return 0;
+  return std::atoll(text.c_str() + at + std::strlen("cmdstat_evalsha:calls="));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a fetch Redis refuses is not sent again at once") {
+  // queue:b holds a string: every fetch of queues a and b is refused with
+  // WRONGTYPE, and nothing moves. The worker must pause between tries
+  // instead of sending thousands of fetches a second, and go on once the
+  // key is fixed.
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Count", [ran](const JobView&) { ran->fetch_add(1); });
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"a", 0}, {"b", 0}};
+  auto client = OpenClient(options());
+  PushJob(*client, "Count", "[1]", "a");
+  Run({"SET", "queue:b", "not a list"});
+  Run({"CONFIG", "RESETSTAT"});
+  RunningServer server(opts, std::move(registry));
+  std::this_thread::sleep_for(1500ms);
+  long long calls = EvalshaCalls(*this);
+  CAPTURE(calls);
+  CHECK(calls > 0);     // it did try
+  CHECK(calls < 100);   // without pausing: thousands
+  CHECK(ran->load() == 0);
+  CHECK(Integer({"LLEN", "queue:a"}) == 1);
+  Run({"DEL", "queue:b"});
+  CHECK(WaitUntil([&] { return ran->load() == 1; }, 5s));
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "jobs are acknowledged while Redis is out of memory") {

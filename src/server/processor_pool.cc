@@ -94,7 +94,9 @@ void ProcessorPool::State::Loop(int slot_index) {
     while (!stopping && (ready.empty() || std::chrono::steady_clock::now() >= lease)) {
       ++idle_waiters;
       if (ready.empty()) {
-        work_available.wait(lock);
+        // Submit and Shutdown notify; the timeout only bounds the wait
+        // should a wake-up ever be missed.
+        work_available.wait_for(lock, std::chrono::seconds(1));
       } else {
         // Work is waiting but the lease ran out: SetLease wakes us when the
         // next beat confirms it (the timeout only bounds a lost wake-up).

@@ -222,6 +222,7 @@ class ServerImpl final : public Server {
   uv_timer_t janitor_timer_;
   uv_timer_t reconnect_timer_;
   uv_timer_t completions_retry_timer_;
+  uv_timer_t fetch_retry_timer_;
   uv_timer_t stop_timer_;
   uv_timer_t poll_timer_;
   uv_timer_t close_timer_;
@@ -257,6 +258,9 @@ class ServerImpl final : public Server {
   // reconcile, so that nothing they still had queued runs after it.
   std::vector<int64_t> stale_clients_;
   uint64_t reconnect_delay_ = kReconnectMinMillis;
+  // The pause before the next fetch after Redis answered one with an error;
+  // 0 while fetches succeed.
+  uint64_t fetch_retry_delay_ = 0;
 
   // Outcomes taken from the pool and not yet confirmed by Redis.
   std::vector<FinishedJob> unsent_;
@@ -406,6 +410,7 @@ Status ServerImpl::Init() {
   uv_timer_init(&loop_, &janitor_timer_);
   uv_timer_init(&loop_, &reconnect_timer_);
   uv_timer_init(&loop_, &completions_retry_timer_);
+  uv_timer_init(&loop_, &fetch_retry_timer_);
   uv_timer_init(&loop_, &stop_timer_);
   uv_timer_init(&loop_, &poll_timer_);
   uv_timer_init(&loop_, &close_timer_);
@@ -752,7 +757,8 @@ std::vector<uint32_t> ServerImpl::FetchOrder() {
 
 void ServerImpl::FetchMore() {
   if (phase_ != Phase::kRunning || !registered_ || !command_->ready() || fetch_inflight_ ||
-      reconciling_ > 0 || reconcile_pending_) {
+      reconciling_ > 0 || reconcile_pending_ ||
+      uv_is_active(reinterpret_cast<uv_handle_t*>(&fetch_retry_timer_))) {
     return;
   }
   size_t wanted = Wanted();
@@ -802,9 +808,22 @@ void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<
   fetch_inflight_ = false;
   if (!status.ok()) {
     if (!status.IsShutdown()) Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
+    if (command_->ready()) {
+      // Redis answered with an error on a live connection: the same fetch
+      // would fail again at once, so fetching pauses, doubling from 0.1 s
+      // to 2 s, until one succeeds. (A lost connection has the reconnect's
+      // own back-off.)
+      fetch_retry_delay_ = fetch_retry_delay_ == 0
+                               ? kReconnectMinMillis
+                               : std::min(fetch_retry_delay_ * 2, kReconnectMaxMillis);
+      uv_timer_start(&fetch_retry_timer_, [](uv_timer_t* t) {
+        static_cast<ServerImpl*>(t->loop->data)->FetchMore();
+      }, fetch_retry_delay_, 0);
+    }
     Reconcile(false);
     return;
   }
+  fetch_retry_delay_ = 0;
   std::vector<FetchedJob> jobs;
   if (reply->type == REDIS_REPLY_ARRAY) {
     jobs.reserve(reply->elements / 2);
@@ -1536,6 +1555,7 @@ void ServerImpl::CloseAll() {
   close(&janitor_timer_);
   close(&reconnect_timer_);
   close(&completions_retry_timer_);
+  close(&fetch_retry_timer_);
   close(&stop_timer_);
   close(&poll_timer_);
   close(&close_timer_);
