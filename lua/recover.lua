@@ -102,12 +102,7 @@ end
 if #jobs > 0 then
   redis.call('LTRIM', KEYS[2], int_string(#jobs), '-1')
 end
-for _, payload in ipairs(back) do
-  redis.call('RPUSH', KEYS[3], payload)
-end
-for _, payload in ipairs(dead) do
-  dead_add(KEYS[4], now, payload, dead_max, dead_timeout)
-end
+give_back(KEYS[3], back, KEYS[4], dead, now, dead_max, dead_timeout)
 if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)
 end

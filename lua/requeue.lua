@@ -89,12 +89,7 @@ bad = (#back > 0 and check_types('requeue', 'set', 4, 4)) or
     (#dead > 0 and check_types('requeue', 'zset', 3, 3))
 if bad then return bad end
 
-for _, payload in ipairs(back) do
-  redis.call('RPUSH', KEYS[2], payload)
-end
-for _, payload in ipairs(dead) do
-  dead_add(KEYS[3], now, payload, dead_max, dead_timeout)
-end
+give_back(KEYS[2], back, KEYS[3], dead, now, dead_max, dead_timeout)
 if #kept < #jobs then
   redis.call('DEL', KEYS[1])
   for _, payload in ipairs(kept) do

@@ -196,4 +196,16 @@ local function interrupt(payload, max_interruptions, now)
   return out, goes_dead
 end
 
+-- Writes what a hand-back decided: each payload of `back` to the RIGHT end
+-- of queue_key, in order, then each of `dead` into dead_key. The caller has
+-- checked both keys' types.
+local function give_back(queue_key, back, dead_key, dead, now, dead_max, dead_timeout)
+  for _, payload in ipairs(back) do
+    redis.call('RPUSH', queue_key, payload)
+  end
+  for _, payload in ipairs(dead) do
+    dead_add(dead_key, now, payload, dead_max, dead_timeout)
+  end
+end
+
 -- lib/payload.lua: end
