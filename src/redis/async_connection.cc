@@ -50,12 +50,10 @@ void UvUpdate(UvEvents* p, int events) {
   // uv_poll_start removes the descriptor from epoll and adds it again on
   // every call, so only a change is passed on.
   if (events == p->events) return;
-  p->events = events;
-  if (events != 0) {
-    uv_poll_start(&p->handle, events, UvPoll);
-  } else {
-    uv_poll_stop(&p->handle);
-  }
+  int started = events != 0 ? uv_poll_start(&p->handle, events, UvPoll)
+                            : uv_poll_stop(&p->handle);
+  // Kept only once libuv took it, so that the next request tries again.
+  if (started == 0) p->events = events;
 }
 
 void UvAddRead(void* data) {

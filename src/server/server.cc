@@ -808,11 +808,10 @@ void ServerImpl::OnFetched(const Status& status, redisReply* reply, std::vector<
   fetch_inflight_ = false;
   if (!status.ok()) {
     if (!status.IsShutdown()) Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
-    if (command_->ready()) {
-      // Redis answered with an error on a live connection: the same fetch
-      // would fail again at once, so fetching pauses, doubling from 0.1 s
-      // to 2 s, until one succeeds. (A lost connection has the reconnect's
-      // own back-off.)
+    if (!status.IsIoError() && !status.IsTimeout() && !status.IsShutdown()) {
+      // Redis answered with an error: the same fetch would fail again at
+      // once, so fetching pauses, doubling from 0.1 s to 2 s, until one
+      // succeeds. (A lost connection has the reconnect's own back-off.)
       fetch_retry_delay_ = fetch_retry_delay_ == 0
                                ? kReconnectMinMillis
                                : std::min(fetch_retry_delay_ * 2, kReconnectMaxMillis);
@@ -1019,8 +1018,8 @@ void ServerImpl::SendCompletions() {
     ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
     uncounted_processed_ = 0;
     bool sent = send(std::move(acked), [&](Settle settle) {
-      return command_->Pipeline(ack, [this, settle = std::move(settle), jobs,
-                                      count](std::vector<Status> statuses) {
+      return command_->Pipeline(ack, [this, settle = std::move(settle), jobs, count,
+                                      earlier](std::vector<Status> statuses) {
         std::vector<size_t> refused;
         Status why;
         for (size_t i = 0; i < jobs; ++i) {
@@ -1030,7 +1029,8 @@ void ServerImpl::SendCompletions() {
         }
         const Status& counted = statuses[jobs];
         if (!counted.ok()) {
-          if (uncounted_processed_ == 0 && refused.size() < jobs) {
+          // Logged when counts start to be refused, not on every round.
+          if (earlier == 0 && refused.size() < jobs) {
             Log(LogLevel::kWarn, "stat:processed not counted (%s); counting later",
                 counted.ToString().c_str());
           }
@@ -1496,7 +1496,12 @@ void ServerImpl::HandBack() {
               [this](const Status& s) {
                 if (!s.ok()) {
                   handback_inflight_ = false;
-                  HandBack();
+                  // Tried again after a pause: Redis refusing the requeue
+                  // (a key of the wrong type, say) refuses it every time.
+                  Log(LogLevel::kWarn, "hand-back failed: %s", s.ToString().c_str());
+                  uv_timer_start(&stop_timer_, [](uv_timer_t* t) {
+                    static_cast<ServerImpl*>(t->loop->data)->HandBack();
+                  }, kCompletionsRetryMillis, 0);
                   return;
                 }
                 std::string id = identity_;
