@@ -258,7 +258,14 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
       QueueRecovery moved;
       moved.queue = queue;
       Status s = RecoverQueue(redis, config, entry.identity, now_text, &moved, &alive_again);
-      if (!s.ok()) return s;
+      if (!s.ok() && s.IsRetryable()) return s;
+      if (!s.ok()) {
+        // Refused with nothing written (a key of the wrong type): every
+        // later pass would be refused the same, so the other processes
+        // must not wait behind this one.
+        recovery.error = s.ToString();
+        break;
+      }
       recovery.queues.push_back(std::move(moved));
       if (alive_again) break;
     }
@@ -266,7 +273,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     // registration; it stays in this group, marked alive, with what had
     // already moved before it came back.
     if (alive_again) recovery.alive = true;
-    if (entry.readable && !alive_again && !config.dry_run) {
+    if (entry.readable && !alive_again && recovery.error.empty() && !config.dry_run) {
       Status s = Forget(redis, config, entry);
       if (!s.ok()) return s;
     }

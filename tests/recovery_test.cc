@@ -123,6 +123,44 @@ TEST_CASE("ParseRegistryQueues reads unique queue names") {
   }
 }
 
+TEST_CASE_FIXTURE(RecoveryFixture, "a process whose key has the wrong type does not stop the pass") {
+  // queue:critical holds a string: kDead1's critical list cannot go back,
+  // so kDead1 is reported and left as it is, and kDead2 (after it in
+  // identity order) is recovered all the same, dry run or not.
+  Cluster();
+  Run({"SET", "queue:critical", "not a list"});
+  auto admin = OpenAdmin();
+  RecoverOptions dry;
+  dry.dry_run = true;
+  for (bool dry_run : {true, false}) {
+    CAPTURE(dry_run);
+    auto report = admin->Recover(dry_run ? dry : RecoverOptions{});
+    REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+    REQUIRE(report->identities.size() >= 2);
+    const IdentityRecovery& first = report->identities[0];
+    CHECK(first.identity == kDead1);
+    CHECK(first.error.find("WRONGTYPE") != std::string::npos);
+    CHECK(first.queues.empty());
+    CHECK(report->identities[1].identity == kDead2);
+    CHECK(report->identities[1].error.empty());
+    CHECK(Describe(*report)[1] == kDead2 + " dead default:0/1 low:0/0");
+  }
+  // kDead1 keeps its jobs and its registration, for a later pass.
+  CHECK(LRange(keys.Working(kDead1, "critical")) == Strings{Job("c2"), Job("c1")});
+  CHECK(LRange(keys.Working(kDead1, "default")) == Strings{Job("d1")});
+  CHECK(HGet(keys.Registry(), kDead1) == Entry(kDead1, {"critical", "default"}));
+  CHECK(Get("queue:critical") == "not a list");
+  // kDead2 is gone, its job in the dead set.
+  CHECK(HGet(keys.Registry(), kDead2).empty());
+  CHECK(ZRange("dead").size() == 1);
+  // Once the key is fixed, the next pass recovers kDead1.
+  Run({"DEL", "queue:critical"});
+  auto again = admin->Recover({});
+  REQUIRE(again.ok());
+  CHECK(again->identities[0].error.empty());
+  CHECK(Describe(*again)[0] == kDead1 + " dead critical:2/0 default:1/0");
+}
+
 TEST_CASE_FIXTURE(RecoveryFixture, "Recover returns the jobs of dead processes only") {
   Cluster();
   auto admin = OpenAdmin();

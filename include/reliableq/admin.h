@@ -80,6 +80,11 @@ struct IdentityRecovery {
   std::string identity;
   bool alive = false;  // heartbeat present (only recovered with force)
   std::vector<QueueRecovery> queues;
+  // Non-empty when Redis refused a move for this process (a key it would
+  // write holds the wrong type): the pass wrote nothing for that list, left
+  // the process registered, and went on with the others. `queues` lists
+  // what moved before.
+  std::string error;
 };
 
 struct RecoveryReport {

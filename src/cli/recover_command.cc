@@ -32,7 +32,7 @@ constexpr std::string_view kHelp =
     "                       the interruptions a job may have had (default: 3)\n"
     "      --json           one JSON object instead of text:\n"
     "                       {\"dry_run\":..,\"identities\":[{\"identity\":..,\"alive\":..,\n"
-    "                        \"queues\":[{\"queue\":..,\"requeued\":..,\"dead\":..}]}]}\n";
+    "                        [\"error\":..,]\"queues\":[{\"queue\":..,\"requeued\":..,\"dead\":..}]}]}\n";
 
 std::string AsJson(const RecoveryReport& report, bool dry_run) {
   rapidjson::StringBuffer buffer;
@@ -48,6 +48,10 @@ std::string AsJson(const RecoveryReport& report, bool dry_run) {
     writer.String(identity.identity);
     writer.Key("alive");
     writer.Bool(identity.alive);
+    if (!identity.error.empty()) {
+      writer.Key("error");
+      writer.String(identity.error);
+    }
     writer.Key("queues");
     writer.StartArray();
     for (const QueueRecovery& queue : identity.queues) {
@@ -94,6 +98,9 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       if (!moves.empty()) moves += ", ";
       moves += std::to_string(identity_dead) + " to dead";
     }
+    if (!identity.error.empty()) {
+      out += identity.identity + ": not recovered: " + identity.error + "\n";
+    }
     if (moves.empty()) continue;
     out += identity.identity + ": " + (options.dry_run ? "would move " : "") + moves +
            (identity.alive ? " (alive, forced)" : "") + "\n";
@@ -137,6 +144,11 @@ int Run(const ParsedArgs& args) {
   if (!report.ok()) return RuntimeError(report.status());
   std::string text = args.Has("json") ? AsJson(*report, options.dry_run) : AsText(*report, options);
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  // The report is printed either way; a process whose jobs Redis refused to
+  // move is a failure of the command.
+  for (const IdentityRecovery& identity : report->identities) {
+    if (!identity.error.empty()) return kExitRuntime;
+  }
   return kExitOk;
 }
 

@@ -1376,6 +1376,10 @@ void ServerImpl::JanitorDone(uv_work_t* work, int) {
         self->janitor_result_.status().ToString().c_str());
   } else {
     for (const IdentityRecovery& id : self->janitor_result_->identities) {
+      if (!id.error.empty()) {
+        Log(LogLevel::kWarn, "janitor: cannot recover all jobs of dead process %s: %s",
+            id.identity.c_str(), id.error.c_str());
+      }
       if (id.alive) continue;
       int64_t requeued = 0, dead = 0;
       for (const QueueRecovery& q : id.queues) {
