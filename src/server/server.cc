@@ -175,6 +175,8 @@ class ServerImpl final : public Server {
   // confirmed: not sent yet, or carried by a script on its way. A requeue
   // keeps them, since an ack refused after it would leave them to run again.
   void AddUnconfirmed(std::vector<std::vector<std::string>>* per_queue) const;
+  // How many outcomes that is.
+  size_t Unconfirmed() const;
 
   // Scheduled jobs and retries.
   void SchedulePoll(bool now);
@@ -491,7 +493,7 @@ void ServerImpl::DumpState() {
   Log(LogLevel::kInfo, "state: identity=%s phase=%d concurrency=%d running=%zu ready=%zu "
       "unacknowledged=%zu redis=%s",
       identity_.c_str(), static_cast<int>(phase_), options_.concurrency, running.size(),
-      pool_->ready(), unsent_.size() + carried_.size(),
+      pool_->ready(), Unconfirmed(),
       command_->ready() ? "connected" : "disconnected");
   double now = NowSeconds();
   std::vector<bool> busy(static_cast<size_t>(options_.concurrency), false);
@@ -1193,6 +1195,12 @@ void ServerImpl::AddUnconfirmed(std::vector<std::vector<std::string>>* per_queue
   }
 }
 
+size_t ServerImpl::Unconfirmed() const {
+  size_t n = unsent_.size();
+  for (const auto& round : carried_) n += round->size();
+  return n;
+}
+
 void ServerImpl::KillBlocking() {
   for (Queue& q : queues_) {
     int64_t id = q.blocking->client_id();
@@ -1489,14 +1497,18 @@ void ServerImpl::HandBack() {
   stale_clients_.clear();
   SendCompletions();
   // Clean stop: nothing runs, so every job left in a working list (one a
-  // BLMOVE moved as its connection closed, say) goes back untouched. Hard
-  // stop: the jobs still running go back with interrupted_count + 1.
-  // Jobs whose outcome Redis has not confirmed stay too: should their ack
-  // be refused, they must not go back and run again. The forget below then
-  // fails and the hand-back is tried again.
-  std::vector<std::vector<std::string>> unconfirmed(queues_.size());
-  AddUnconfirmed(&unconfirmed);
-  SendRequeue(hard_stop_ ? "interrupt" : "keep", hard_stop_ ? hard_running_ : unconfirmed,
+  // BLMOVE moved as its connection closed, say) goes back untouched, except
+  // those whose outcome Redis has not confirmed: should their ack be
+  // refused, they must not go back and run again (the forget below then
+  // fails and the hand-back is tried again). Hard stop: every job goes
+  // back, the ones still running with interrupted_count + 1.
+  std::vector<std::vector<std::string>> listed(queues_.size());
+  if (hard_stop_) {
+    listed = hard_running_;
+  } else {
+    AddUnconfirmed(&listed);
+  }
+  SendRequeue(hard_stop_ ? "interrupt" : "keep", std::move(listed),
               [this](const Status& s) {
                 if (!s.ok()) {
                   handback_inflight_ = false;
