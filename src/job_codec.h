@@ -10,6 +10,9 @@
 // again with its digits (-0 as 0), as Ruby reads every one as an Integer.
 //
 // Thread safety: every function may be called from any thread.
+//
+// Implemented in job_codec.cc and, by concern, in src/codec/ (jids, UTF-8,
+// the Ruby JSON writer, the payload rewriter, backtraces).
 
 #ifndef RELIABLEQ_JOB_CODEC_H_
 #define RELIABLEQ_JOB_CODEC_H_

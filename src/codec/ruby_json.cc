@@ -1,0 +1,331 @@
+#include "codec/ruby_json.h"
+
+#include <rapidjson/document.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <system_error>
+#include <vector>
+
+#include "job_codec.h"
+
+namespace reliableq::codec {
+
+namespace {
+
+// Where a value stands inside a JSON text: the member names and array
+// indices leading to it, each with its length, so that no two places share
+// a path.
+void PushMemberStep(std::string_view name, std::string* path) {
+  *path += 'o';
+  *path += std::to_string(name.size());
+  path->push_back(':');
+  path->append(name);
+}
+
+void PushIndexStep(size_t index, std::string* path) {
+  *path += 'a';
+  *path += std::to_string(index);
+  path->push_back(';');
+}
+
+// The literals of wide integers by path (see WideIntegers).
+using WideLiterals = std::map<std::string, std::string, std::less<>>;
+
+// The double a non-integer JSON number literal stands for, converted as the
+// DOM parser converts it (kParseFullPrecisionFlag), so that the text written
+// again is the same whichever way it was read.
+double NumberValue(std::string_view literal) {
+  struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
+    double value = 0;
+    bool Double(double d) {
+      value = d;
+      return true;
+    }
+  } handler;
+  rapidjson::MemoryStream stream(literal.data(), literal.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> input(stream);
+  rapidjson::Reader reader;
+  reader.Parse<rapidjson::kParseFullPrecisionFlag>(input, handler);
+  return handler.value;
+}
+
+bool IsIntegerLiteral(std::string_view literal) {
+  return literal.find_first_of(".eE") == std::string_view::npos;
+}
+
+// True for an integer literal that fits neither int64 nor uint64: the DOM
+// holds it as the nearest double.
+bool IsWideInteger(std::string_view literal) {
+  if (!IsIntegerLiteral(literal)) return false;
+  const char* end = literal.data() + literal.size();
+  if (literal.front() == '-') {
+    int64_t value;
+    return std::from_chars(literal.data(), end, value).ec != std::errc();
+  }
+  uint64_t value;
+  return std::from_chars(literal.data(), end, value).ec != std::errc();
+}
+
+}  // namespace
+
+void AppendString(std::string_view text, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  size_t plain = 0;  // start of the run of bytes copied as they are
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(text.data() + plain, i - plain);
+    plain = i + 1;
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\b': *out += "\\b"; break;
+      case '\f': *out += "\\f"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      default:
+        *out += "\\u00";
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
+    }
+  }
+  out->append(text.data() + plain, text.size() - plain);
+  out->push_back('"');
+}
+
+void AppendFloat(double value, std::string* out) {
+  // Ruby refuses to write NaN and infinities; null keeps the output JSON.
+  if (!std::isfinite(value)) {
+    *out += "null";
+    return;
+  }
+  char buf[64];
+  auto result = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  std::string_view text(buf, static_cast<size_t>(result.ptr - buf));
+  if (!text.empty() && text.front() == '-') {
+    out->push_back('-');
+    text.remove_prefix(1);
+  }
+  size_t e = text.find('e');
+  std::string digits;
+  for (char c : text.substr(0, e)) {
+    if (c != '.') digits.push_back(c);
+  }
+  std::string_view exponent = text.substr(e + 1);
+  bool negative_exponent = exponent.front() == '-';
+  int exp = 0;
+  std::from_chars(exponent.data() + 1, exponent.data() + exponent.size(), exp);
+  if (negative_exponent) exp = -exp;
+  // Ruby's decpt: the value is 0.DIGITS times 10^decpt.
+  int decpt = exp + 1;
+  int ndigits = static_cast<int>(digits.size());
+  if (decpt > 0 && decpt <= 16) {
+    if (ndigits <= decpt) {
+      *out += digits;
+      out->append(static_cast<size_t>(decpt - ndigits), '0');
+      *out += ".0";
+    } else {
+      out->append(digits, 0, static_cast<size_t>(decpt));
+      out->push_back('.');
+      out->append(digits, static_cast<size_t>(decpt));
+    }
+  } else if (decpt > -4 && decpt <= 0) {
+    *out += "0.";
+    out->append(static_cast<size_t>(-decpt), '0');
+    *out += digits;
+  } else {
+    out->push_back(digits[0]);
+    out->push_back('.');
+    if (ndigits > 1) {
+      out->append(digits, 1);
+    } else {
+      out->push_back('0');
+    }
+    char tail[16];
+    std::snprintf(tail, sizeof(tail), "e%+03d", decpt - 1);
+    *out += tail;
+  }
+}
+
+void AppendNumberLiteral(std::string_view literal, std::string* out) {
+  if (!IsIntegerLiteral(literal)) {
+    AppendFloat(NumberValue(literal), out);
+  } else if (literal == "-0") {
+    out->push_back('0');
+  } else {
+    out->append(literal);
+  }
+}
+
+namespace {
+
+// `wide` and `path` are null, or the wide integers of the text `value` was
+// parsed from and the path of `value` in it.
+void AppendValue(const rapidjson::Value& value, std::string* out,
+                 const WideLiterals* wide = nullptr, std::string* path = nullptr) {
+  switch (value.GetType()) {
+    case rapidjson::kNullType: *out += "null"; break;
+    case rapidjson::kFalseType: *out += "false"; break;
+    case rapidjson::kTrueType: *out += "true"; break;
+    case rapidjson::kStringType:
+      AppendString({value.GetString(), value.GetStringLength()}, out);
+      break;
+    case rapidjson::kNumberType:
+      if (value.IsDouble()) {
+        if (wide != nullptr) {
+          // Only while the double there is still the one the literal reads
+          // as: a value put in its place is written as it is.
+          auto it = wide->find(*path);
+          if (it != wide->end() && NumberValue(it->second) == value.GetDouble()) {
+            *out += it->second;
+            break;
+          }
+        }
+        AppendFloat(value.GetDouble(), out);
+      } else if (value.IsInt64()) {
+        AppendInteger(value.GetInt64(), out);
+      } else {
+        AppendInteger(value.GetUint64(), out);
+      }
+      break;
+    case rapidjson::kArrayType: {
+      out->push_back('[');
+      size_t index = 0;
+      for (const auto& element : value.GetArray()) {
+        if (index != 0) out->push_back(',');
+        if (wide != nullptr) {
+          size_t mark = path->size();
+          PushIndexStep(index, path);
+          AppendValue(element, out, wide, path);
+          path->resize(mark);
+        } else {
+          AppendValue(element, out);
+        }
+        ++index;
+      }
+      out->push_back(']');
+      break;
+    }
+    case rapidjson::kObjectType: {
+      out->push_back('{');
+      bool first = true;
+      for (const auto& member : value.GetObject()) {
+        if (!first) out->push_back(',');
+        first = false;
+        AppendValue(member.name, out);
+        out->push_back(':');
+        if (wide != nullptr) {
+          size_t mark = path->size();
+          PushMemberStep({member.name.GetString(), member.name.GetStringLength()}, path);
+          AppendValue(member.value, out, wide, path);
+          path->resize(mark);
+        } else {
+          AppendValue(member.value, out);
+        }
+      }
+      out->push_back('}');
+      break;
+    }
+  }
+}
+
+// SAX handler that collects the wide integers of a text by path.
+class WideIntegerFinder
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, WideIntegerFinder> {
+ public:
+  explicit WideIntegerFinder(WideLiterals* literals) : literals_(literals) {}
+
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    std::string_view literal(text, length);
+    if (IsWideInteger(literal)) {
+      size_t mark = path_.size();
+      PushStep();
+      literals_->emplace(path_, literal);
+      path_.resize(mark);
+    }
+    return Default();
+  }
+  bool StartObject() { return Open(false); }
+  bool StartArray() { return Open(true); }
+  bool EndObject(rapidjson::SizeType) { return Close(); }
+  bool EndArray(rapidjson::SizeType) { return Close(); }
+  bool Key(const char* text, rapidjson::SizeType length, bool) {
+    levels_.back().key.assign(text, length);
+    return true;
+  }
+  // Every other value.
+  bool Default() {
+    if (!levels_.empty()) ++levels_.back().index;
+    return true;
+  }
+
+ private:
+  struct Level {
+    bool array;
+    size_t index = 0;
+    std::string key;
+  };
+
+  // Appends the step to the value starting now to path_.
+  void PushStep() {
+    if (levels_.empty()) return;
+    if (levels_.back().array) {
+      PushIndexStep(levels_.back().index, &path_);
+    } else {
+      PushMemberStep(levels_.back().key, &path_);
+    }
+  }
+
+  bool Open(bool array) {
+    marks_.push_back(path_.size());
+    PushStep();
+    levels_.push_back({array, 0, {}});
+    return true;
+  }
+
+  bool Close() {
+    levels_.pop_back();
+    path_.resize(marks_.back());
+    marks_.pop_back();
+    return Default();
+  }
+
+  WideLiterals* literals_;
+  std::string path_;
+  std::vector<size_t> marks_;
+  std::vector<Level> levels_;
+};
+
+}  // namespace
+
+}  // namespace reliableq::codec
+
+namespace reliableq {
+
+std::string ToJson(const rapidjson::Value& value) {
+  std::string out;
+  codec::AppendValue(value, &out);
+  return out;
+}
+
+WideIntegers WideIntegers::Find(std::string_view json) {
+  WideIntegers found;
+  codec::WideIntegerFinder finder(&found.literals_);
+  if (codec::ParseText<codec::kRewriteFlags>(json, &finder).IsError()) found.literals_.clear();
+  return found;
+}
+
+std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide) {
+  if (wide.literals_.empty()) return ToJson(value);
+  std::string out;
+  std::string path;
+  codec::AppendValue(value, &out, &wide.literals_, &path);
+  return out;
+}
+
+}  // namespace reliableq
