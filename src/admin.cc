@@ -13,20 +13,17 @@
 
 #include "job_codec.h"
 #include "keys.h"
+#include "process_entry.h"
 #include "recovery.h"
 #include "redis/connection.h"
 #include "redis/errors.h"
 #include "redis/reply.h"
+#include "script_calls.h"
 
 namespace reliableq {
 
 namespace {
 
-double NowSeconds() {
-  using std::chrono::duration;
-  using std::chrono::system_clock;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // Pipelined replies carry error replies in place; stats stop at the first
 // one rather than report a figure built on a key of the wrong type.
@@ -169,8 +166,10 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
 
 class AdminImpl final : public Admin {
  public:
-  AdminImpl(std::unique_ptr<redis::Connection> redis, std::string prefix)
-      : redis_(std::move(redis)), keys_(std::move(prefix)) {}
+  AdminImpl(std::unique_ptr<redis::Connection> redis, AdminOptions options)
+      : redis_(std::move(redis)),
+        keys_(std::move(options.prefix)),
+        clock_(options.clock ? std::move(options.clock) : SystemClock()) {}
 
   Result<Stats> GetStats() override;
   Result<RecoveryReport> Recover(const RecoverOptions& options) override;
@@ -199,6 +198,7 @@ class AdminImpl final : public Admin {
 
   std::unique_ptr<redis::Connection> redis_;
   Keys keys_;
+  std::shared_ptr<const Clock> clock_;
 };
 
 Result<Stats> AdminImpl::GetStats() {
@@ -238,9 +238,9 @@ Result<Stats> AdminImpl::GetStats() {
   {
     std::vector<std::string> flat = StringArray(r[7].get());
     for (size_t i = 0; i + 1 < flat.size(); i += 2) {
-      std::vector<std::string> entry_queues;
-      if (!ParseRegistryQueues(flat[i + 1], &entry_queues)) continue;
-      for (const std::string& queue : entry_queues) {
+      ProcessEntry entry;
+      if (!DecodeProcessEntry(flat[i + 1], &entry)) continue;
+      for (const std::string& queue : entry.queues) {
         working.push_back(keys_.Working(flat[i], queue));
       }
     }
@@ -269,7 +269,7 @@ Result<Stats> AdminImpl::GetStats() {
     if (!s.ok()) return s;
   }
 
-  const double now = NowSeconds();
+  const double now = clock_->Now();
   size_t next = 0;
   for (const std::string& queue : queues) {
     QueueStats q;
@@ -298,7 +298,7 @@ Result<RecoveryReport> AdminImpl::Recover(const RecoverOptions& options) {
   config.dry_run = options.dry_run;
   config.identity = options.identity;
   config.force = options.force;
-  return RunRecoveryPass(*redis_, config, NowSeconds());
+  return RunRecoveryPass(*redis_, config, clock_->Now());
 }
 
 Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64_t count) {
@@ -314,24 +314,8 @@ Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64
 
 Result<redis::ReplyPtr> AdminImpl::Transaction(const std::vector<redis::Argv>& commands,
                                                std::string_view what) {
-  std::vector<redis::Argv> all;
-  all.push_back({"MULTI"});
-  all.insert(all.end(), commands.begin(), commands.end());
-  all.push_back({"EXEC"});
-  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(all);
-  if (!replies.ok()) return replies.status().WithContext(std::string(what));
-  for (const redis::ReplyPtr& reply : *replies) {
-    Status s = CheckReply(reply.get(), what);
-    if (!s.ok()) return s;
-  }
-  redis::ReplyPtr exec = std::move(replies->back());
-  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != commands.size()) {
-    return Status::Protocol(std::string(what) + ": EXEC answered " + redis::TypeName(exec.get()));
-  }
-  for (size_t i = 0; i < exec->elements; ++i) {
-    Status s = CheckReply(exec->element[i], what);
-    if (!s.ok()) return s;
-  }
+  Result<redis::ReplyPtr> exec = redis_->Transaction(commands);
+  if (!exec.ok()) return exec.status().WithContext(std::string(what));
   return exec;
 }
 
@@ -389,21 +373,12 @@ Result<SetEntry> AdminImpl::Find(JobSet set, std::string_view jid) {
 
 Result<std::pair<int64_t, int64_t>> AdminImpl::PushNow(JobSet set,
                                                        const std::vector<SetEntry>& entries) {
-  std::vector<std::string> keys = {std::string(JobSetKey(set)), std::string(Keys::kQueues)};
-  std::vector<std::string> args = {FormatEpoch(NowSeconds()),
-                                   set == JobSet::kScheduled ? "0" : "1"};
-  for (const SetEntry& entry : entries) {
-    std::string queue = TargetQueue(entry);
-    std::string key = Keys::Queue(queue);
-    auto found = std::find(keys.begin() + 2, keys.end(), key);
-    args.push_back(std::to_string(found - keys.begin() + 1));
-    if (found == keys.end()) keys.push_back(std::move(key));
-    args.push_back(std::move(queue));
-    args.push_back(entry.payload);
-  }
-  redis::Argv key_views(keys.begin(), keys.end());
-  redis::Argv arg_views(args.begin(), args.end());
-  Result<redis::ReplyPtr> reply = redis_->Eval(ScriptId::kRetryNow, key_views, arg_views);
+  std::vector<QueuedMember> moves;
+  moves.reserve(entries.size());
+  for (const SetEntry& entry : entries) moves.push_back({TargetQueue(entry), entry.payload});
+  ScriptCall call = RetryNowCall(JobSetKey(set), clock_->Now(), set != JobSet::kScheduled,
+                                 std::move(moves));
+  Result<redis::ReplyPtr> reply = redis_->Eval(call);
   if (!reply.ok()) return reply.status().WithContext("retry_now.lua");
   return MoveCounts(reply->get(), "retry_now.lua");
 }
@@ -475,12 +450,10 @@ Result<int64_t> AdminImpl::DeleteAll(JobSet set) {
 
 Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(const std::vector<SetEntry>& entries,
                                                           const DeadSetLimits& limits) {
-  std::string now = FormatEpoch(NowSeconds());
-  std::string max_jobs = std::to_string(limits.max_jobs);
-  std::string timeout = std::to_string(limits.timeout.count());
-  redis::Argv args = {now, max_jobs, timeout};
-  for (const SetEntry& entry : entries) args.push_back(entry.payload);
-  Result<redis::ReplyPtr> reply = redis_->Eval(ScriptId::kKill, {Keys::kRetry, Keys::kDead}, args);
+  std::vector<std::string> payloads;
+  payloads.reserve(entries.size());
+  for (const SetEntry& entry : entries) payloads.push_back(entry.payload);
+  Result<redis::ReplyPtr> reply = redis_->Eval(KillCall(clock_->Now(), limits, std::move(payloads)));
   if (!reply.ok()) return reply.status().WithContext("kill.lua");
   return MoveCounts(reply->get(), "kill.lua");
 }
@@ -539,7 +512,7 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
                           std::string(commands[i][0]) + " " + std::string(commands[i][1]));
     if (!s.ok()) return s;
   }
-  const double now = NowSeconds();
+  const double now = clock_->Now();
   std::vector<QueueStats> queues;
   for (size_t i = 0; i < names.size(); ++i) {
     QueueStats q;
@@ -585,12 +558,12 @@ std::string_view JobSetKey(JobSet set) {
 
 Admin::~Admin() = default;
 
-Result<std::unique_ptr<Admin>> Admin::Open(const RedisOptions& options, std::string prefix) {
+Result<std::unique_ptr<Admin>> Admin::Open(const RedisOptions& options, AdminOptions admin_options) {
   Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(options);
   if (!redis.ok()) return redis.status();
   Status s = (*redis)->LoadScripts();
   if (!s.ok()) return s;
-  return std::unique_ptr<Admin>(new AdminImpl(std::move(redis.value()), std::move(prefix)));
+  return std::unique_ptr<Admin>(new AdminImpl(std::move(redis.value()), std::move(admin_options)));
 }
 
 }  // namespace reliableq

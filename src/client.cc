@@ -1,6 +1,5 @@
 #include "reliableq/client.h"
 
-#include <signal.h>
 
 #include <chrono>
 #include <cmath>
@@ -26,43 +25,6 @@ namespace {
 // small enough that Redis never blocks long on one EXEC.
 constexpr size_t kBatchSize = 1000;
 
-double NowSeconds() {
-  using std::chrono::duration;
-  using std::chrono::system_clock;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-// hiredis writes with write(2), so a connection the server has closed would
-// kill a program that still has the default SIGPIPE action. A handler the
-// program installed itself is left alone.
-void IgnoreDefaultSigpipe() {
-  struct sigaction current;
-  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
-  if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
-    struct sigaction ignore = {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, nullptr);
-  }
-}
-
-// The replies of MULTI, n queued commands and EXEC: every command must have
-// been queued and EXEC must have run them all without an error.
-Status CheckTransaction(const std::vector<redis::ReplyPtr>& replies) {
-  for (const redis::ReplyPtr& reply : replies) {
-    if (reply->type == REDIS_REPLY_ERROR) return redis::FromErrorReply(redis::View(reply.get()));
-  }
-  const redisReply* exec = replies.back().get();
-  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != replies.size() - 2) {
-    return Status::Protocol(std::string("EXEC answered ") + redis::TypeName(exec) +
-                            " instead of one reply per queued command");
-  }
-  for (size_t i = 0; i < exec->elements; ++i) {
-    const redisReply* reply = exec->element[i];
-    if (reply->type == REDIS_REPLY_ERROR) return redis::FromErrorReply(redis::View(reply));
-  }
-  return Status::OK();
-}
 
 // A job ready to be stored, after the client middleware.
 struct Encoded {
@@ -75,20 +37,20 @@ struct Encoded {
 class ClientImpl : public Client {
  public:
   ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options)
-      : connection_(std::move(connection)), options_(std::move(options)) {}
+      : connection_(std::move(connection)),
+        options_(std::move(options)),
+        clock_(options_.clock ? options_.clock : SystemClock()) {}
 
   Result<std::string> Push(const Job& job) override {
-    double now = NowSeconds();
+    double now = clock_->Now();
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return std::string();
     const std::string& queue = encoded->queue;
     std::string queue_key = Keys::Queue(queue);
     std::vector<redis::Argv> commands = {
-        {"MULTI"},
         {"SADD", Keys::kQueues, queue},
         {"LPUSH", queue_key, encoded->payload},
-        {"EXEC"},
     };
     Status s = RunTransaction(commands);
     if (!s.ok()) return s.WithContext("push to " + queue_key);
@@ -98,7 +60,7 @@ class ClientImpl : public Client {
   Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) override {
     // Everything is encoded before anything is sent, so that one bad job
     // leaves Redis untouched.
-    double now = NowSeconds();
+    double now = clock_->Now();
     std::vector<Encoded> encoded(jobs.size());
     std::vector<std::string> jids(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -124,8 +86,7 @@ class ClientImpl : public Client {
       std::vector<std::string> queue_keys;
       queue_keys.reserve(queues.size());
       std::vector<redis::Argv> commands;
-      commands.reserve(queues.size() + 3);
-      commands.push_back({"MULTI"});
+      commands.reserve(queues.size() + 1);
       redis::Argv sadd = {"SADD", Keys::kQueues};
       sadd.insert(sadd.end(), queues.begin(), queues.end());
       commands.push_back(std::move(sadd));
@@ -135,7 +96,6 @@ class ClientImpl : public Client {
         for (size_t i : members[queue]) lpush.push_back(encoded[i].payload);
         commands.push_back(std::move(lpush));
       }
-      commands.push_back({"EXEC"});
       Status s = RunTransaction(commands);
       if (!s.ok()) {
         return s.WithContext("bulk push stopped after " + std::to_string(begin) + " of " +
@@ -149,7 +109,7 @@ class ClientImpl : public Client {
     if (!std::isfinite(epoch_seconds)) {
       return Status::InvalidArgument("the time to run the job at is not a finite number");
     }
-    double now = NowSeconds();
+    double now = clock_->Now();
     if (epoch_seconds <= now) return Push(job);
     // A scheduled job gets enqueued_at when it is moved to its queue.
     Result<Encoded> encoded = Encode(job, now, std::nullopt);
@@ -172,7 +132,7 @@ class ClientImpl : public Client {
     if (!std::isfinite(seconds)) {
       return Status::InvalidArgument("the delay is not a finite number of seconds");
     }
-    return PushAt(job, NowSeconds() + seconds);
+    return PushAt(job, clock_->Now() + seconds);
   }
 
  private:
@@ -214,19 +174,16 @@ class ClientImpl : public Client {
     return out;
   }
 
-  // Sends MULTI ... EXEC in one round trip and checks every reply.
+  // Runs `commands` in one MULTI ... EXEC (one round trip).
   Status RunTransaction(const std::vector<redis::Argv>& commands) {
-    Result<std::vector<redis::ReplyPtr>> replies = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return connection_->Pipeline(commands);
-    }();
-    if (!replies.ok()) return replies.status();
-    return CheckTransaction(*replies);
+    std::lock_guard<std::mutex> lock(mu_);
+    return connection_->Transaction(commands).status();
   }
 
   std::mutex mu_;
   std::unique_ptr<redis::Connection> connection_;  // guarded by mu_
   const ClientOptions options_;
+  const std::shared_ptr<const Clock> clock_;
 };
 
 }  // namespace
@@ -235,7 +192,6 @@ Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
                                              ClientOptions client_options) {
-  IgnoreDefaultSigpipe();
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Client>(

@@ -3,7 +3,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
@@ -12,7 +11,6 @@ namespace reliableq {
 
 namespace {
 
-std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 thread_local std::string t_thread_name;
 thread_local std::string t_job_context;
 
@@ -28,10 +26,6 @@ const char* LevelName(LogLevel level) {
 
 }  // namespace
 
-void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
-
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load(); }
-
 void SetLogThreadName(std::string name) { t_thread_name = std::move(name); }
 
 JobLogContext::JobLogContext(std::string_view job_class, std::string_view jid) {
@@ -41,8 +35,8 @@ JobLogContext::JobLogContext(std::string_view job_class, std::string_view jid) {
 
 JobLogContext::~JobLogContext() { t_job_context.clear(); }
 
-void Log(LogLevel level, const char* format, ...) {
-  if (!LogEnabled(level)) return;
+void Logger::Log(LogLevel level, const char* format, ...) const {
+  if (!Enabled(level)) return;
   char line[2048];
   timeval tv;
   gettimeofday(&tv, nullptr);
@@ -63,6 +57,10 @@ void Log(LogLevel level, const char* format, ...) {
   if (m > 0) used += static_cast<size_t>(m) < sizeof line - used ? static_cast<size_t>(m)
                                                                  : sizeof line - used - 1;
   if (used >= sizeof line - 1) used = sizeof line - 2;
+  if (sink_) {
+    sink_(level, std::string_view(line, used));
+    return;
+  }
   line[used++] = '\n';
   ssize_t ignored = write(STDERR_FILENO, line, used);
   (void)ignored;

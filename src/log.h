@@ -1,10 +1,11 @@
-// Logging to stderr in Sidekiq's shape:
-//   2026-11-21T23:59:59.123Z pid=4242 tid=p3 class=EmailJob jid=ab12... INFO: done
-// A job's class and jid are added to every line logged on a processor thread
-// while it runs that job (JobLogContext).
+// Logger: formats log lines in Sidekiq's shape and hands them to a sink
+// (stderr by default); each Server owns one, with its own level and sink.
+// The thread's name and the job it runs are per-thread context, set once by
+// whoever runs the thread (SetLogThreadName, JobLogContext).
 //
-// Thread safety: all functions may be called from any thread; each line is
-// written with one write(2), so lines from threads do not interleave.
+// Thread safety: a Logger is immutable after construction; Log may be called
+// from any thread. With the default sink each line is written with one
+// write(2), so lines from threads do not interleave.
 
 #ifndef RELIABLEQ_LOG_H_
 #define RELIABLEQ_LOG_H_
@@ -12,13 +13,22 @@
 #include <string>
 #include <string_view>
 
-#include "reliableq/server.h"
+#include "reliableq/logging.h"
 
 namespace reliableq {
 
-void SetLogLevel(LogLevel level);
-bool LogEnabled(LogLevel level);
-void Log(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));
+class Logger {
+ public:
+  explicit Logger(LogLevel level = LogLevel::kInfo, LogSink sink = {})
+      : level_(level), sink_(std::move(sink)) {}
+
+  bool Enabled(LogLevel level) const { return static_cast<int>(level) <= static_cast<int>(level_); }
+  void Log(LogLevel level, const char* format, ...) const __attribute__((format(printf, 3, 4)));
+
+ private:
+  LogLevel level_;
+  LogSink sink_;
+};
 
 // Names the calling thread in log lines ("loop", "p0", ...).
 void SetLogThreadName(std::string name);

@@ -3,13 +3,14 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "job_codec.h"  // FormatEpoch
-#include "lua_scripts.h"
+#include "process_entry.h"
 #include "redis/reply.h"
+#include "script_calls.h"
 
 namespace reliableq {
 
@@ -22,20 +23,6 @@ struct Entry {
   std::vector<int64_t> clients;     // its Redis connections, as it last published them
   bool alive = false;
 };
-
-// The "clients" array of a registry entry; empty when absent or unreadable.
-std::vector<int64_t> ParseRegistryClients(std::string_view json) {
-  std::vector<int64_t> ids;
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return ids;
-  auto it = doc.FindMember("clients");
-  if (it == doc.MemberEnd() || !it->value.IsArray()) return ids;
-  for (const auto& id : it->value.GetArray()) {
-    if (id.IsInt64() && id.GetInt64() > 0) ids.push_back(id.GetInt64());
-  }
-  return ids;
-}
 
 // Closes the Redis connections of a process about to be recovered.
 //
@@ -118,16 +105,14 @@ Result<RecoverReply> ParseRecoverReply(const redisReply* reply) {
 // turned out to be alive inside the script (it beat after the pipeline
 // looked), in which case the list is left to it.
 Status RecoverQueue(redis::Connection& redis, const RecoveryConfig& config,
-                    const std::string& identity, const std::string& now,
-                    QueueRecovery* out, bool* alive_again) {
-  const std::string heartbeat = config.keys.Heartbeat(identity);
-  const std::string working = config.keys.Working(identity, out->queue);
-  const std::string queue = Keys::Queue(out->queue);
-  const std::string max_interruptions = std::to_string(config.max_interruptions);
-  const std::string batch = std::to_string(config.batch);
-  const std::string dead_max = std::to_string(config.dead_max_jobs);
-  const std::string dead_timeout = std::to_string(config.dead_timeout_seconds);
-  const redis::Argv keys = {heartbeat, working, queue, Keys::kDead, Keys::kQueues};
+                    const std::string& identity, double now, QueueRecovery* out,
+                    bool* alive_again) {
+  RecoverBatch batch;
+  batch.max_interruptions = config.max_interruptions;
+  batch.limit = config.batch;
+  batch.force = config.force;
+  batch.dry_run = config.dry_run;
+  const DeadSetLimits limits{config.dead_max_jobs, std::chrono::seconds(config.dead_timeout_seconds)};
 
   // The first reply tells how many jobs are left; the calls after it are
   // bounded by what that count needs plus one, so a list that some other
@@ -136,12 +121,12 @@ Status RecoverQueue(redis::Connection& redis, const RecoveryConfig& config,
   int64_t offset = 0;
   bool first = true;
   while (calls_left-- > 0) {
-    const std::string offset_text = std::to_string(offset);
-    Result<redis::ReplyPtr> reply = redis.Eval(
-        ScriptId::kRecover, keys,
-        {max_interruptions, now, batch, config.force ? "1" : "0", config.dry_run ? "1" : "0",
-         dead_max, dead_timeout, out->queue, offset_text});
-    if (!reply.ok()) return reply.status().WithContext("recovering " + working);
+    batch.offset = offset;
+    Result<redis::ReplyPtr> reply =
+        redis.Eval(RecoverCall(config.keys, identity, out->queue, batch, now, limits));
+    if (!reply.ok()) {
+      return reply.status().WithContext("recovering " + config.keys.Working(identity, out->queue));
+    }
     Result<RecoverReply> parsed = ParseRecoverReply(reply->get());
     if (!parsed.ok()) return parsed.status();
     if (parsed->alive) {
@@ -163,37 +148,13 @@ Status RecoverQueue(redis::Connection& redis, const RecoveryConfig& config,
 }
 
 Status Forget(redis::Connection& redis, const RecoveryConfig& config, const Entry& entry) {
-  std::vector<std::string> owned = {
-      config.keys.Heartbeat(entry.identity), config.keys.Registry(),
-      std::string(Keys::kProcesses),         Keys::Process(entry.identity),
-      Keys::Work(entry.identity),            Keys::Workers(entry.identity)};
-  for (const std::string& queue : entry.queues) {
-    owned.push_back(config.keys.Working(entry.identity, queue));
-  }
-  redis::Argv keys(owned.begin(), owned.end());
   Result<redis::ReplyPtr> reply =
-      redis.Eval(ScriptId::kForget, keys, {entry.identity, config.force ? "1" : "0"});
+      redis.Eval(ForgetCall(config.keys, entry.identity, entry.queues, config.force));
   if (!reply.ok()) return reply.status().WithContext("forgetting " + entry.identity);
   return Status::OK();
 }
 
 }  // namespace
-
-bool ParseRegistryQueues(std::string_view json, std::vector<std::string>* queues) {
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return false;
-  auto it = doc.FindMember("queues");
-  if (it == doc.MemberEnd() || !it->value.IsArray()) return false;
-  for (const auto& value : it->value.GetArray()) {
-    if (!value.IsString() || value.GetStringLength() == 0) return false;
-    std::string name(value.GetString(), value.GetStringLength());
-    if (std::find(queues->begin(), queues->end(), name) == queues->end()) {
-      queues->push_back(std::move(name));
-    }
-  }
-  return true;
-}
 
 Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryConfig& config,
                                        double now) {
@@ -215,9 +176,10 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     entry.identity = std::string(redis::View(flat->element[i]));
     if (!config.identity.empty() && entry.identity != config.identity) continue;
     if (entry.identity == config.skip_identity) continue;
-    entry.readable = ParseRegistryQueues(redis::View(flat->element[i + 1]), &entry.queues);
-    if (!entry.readable) entry.queues.clear();
-    entry.clients = ParseRegistryClients(redis::View(flat->element[i + 1]));
+    ProcessEntry published;
+    entry.readable = DecodeProcessEntry(redis::View(flat->element[i + 1]), &published);
+    entry.queues = std::move(published.queues);
+    entry.clients = std::move(published.clients);
     entries.push_back(std::move(entry));
   }
   if (!config.identity.empty() && entries.empty()) {
@@ -239,7 +201,6 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     entries[i].alive = *found == 1;
   }
 
-  const std::string now_text = FormatEpoch(now);
   RecoveryReport report;
   for (const Entry& entry : entries) {
     if (entry.alive && !config.force) continue;
@@ -257,7 +218,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     for (const std::string& queue : entry.queues) {
       QueueRecovery moved;
       moved.queue = queue;
-      Status s = RecoverQueue(redis, config, entry.identity, now_text, &moved, &alive_again);
+      Status s = RecoverQueue(redis, config, entry.identity, now, &moved, &alive_again);
       if (!s.ok() && s.IsRetryable()) return s;
       if (!s.ok()) {
         // Refused with nothing written (a key of the wrong type): every

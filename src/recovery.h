@@ -1,10 +1,7 @@
 // The janitor pass: gives the jobs of dead processes back to their queues.
 //
-// A process is found through its registry entry (HASH <prefix>registry,
-// field = identity, value = the JSON the server writes:
-//   {"identity":"host:123:abcdef012345","hostname":"host","pid":123,
-//    "started_at":1700000000.5,"queues":["critical","default"]}),
-// and is dead when its heartbeat key is absent. For each dead process, every
+// A process is found through its registry entry (process_entry.h) and is
+// dead when its heartbeat key is absent. For each dead process, every
 // working list named by its queues is emptied by recover.lua (in batches,
 // each batch one atomic script that checks the heartbeat again), then the
 // process is unregistered by forget.lua, which again refuses if the process
@@ -69,12 +66,6 @@ struct RecoveryConfig {
 // all complete: no job is ever half moved).
 Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryConfig& config,
                                        double now);
-
-// Reads the queue names of a registry entry into *queues (unique, in the
-// entry's order). False when the entry is not a JSON object with an array
-// of non-empty strings under "queues": then its working lists cannot be
-// named.
-bool ParseRegistryQueues(std::string_view json, std::vector<std::string>* queues);
 
 }  // namespace reliableq
 

@@ -14,6 +14,7 @@
 
 #include "job_codec.h"
 #include "keys.h"
+#include "process_entry.h"
 #include "reliableq/admin.h"
 #include "testutil.h"
 
@@ -111,16 +112,39 @@ Strings Describe(const RecoveryReport& report) {
 
 }  // namespace
 
-TEST_CASE("ParseRegistryQueues reads unique queue names") {
-  Strings queues;
-  CHECK(ParseRegistryQueues(Entry("x", {"b", "a", "b"}), &queues));
-  CHECK(queues == Strings{"b", "a"});
+TEST_CASE("a registry entry's queues are read once each, and a bad one names none") {
+  ProcessEntry entry;
+  CHECK(DecodeProcessEntry(Entry("x", {"b", "a", "b"}), &entry));
+  CHECK(entry.queues == Strings{"b", "a"});
   for (const char* bad : {"{not json", "[]", R"({"queues":"a"})", R"({"queues":[1]})",
-                          R"({"queues":[""]})", R"({"identity":"x"})"}) {
+                          R"({"queues":["a",""]})", R"({"identity":"x"})"}) {
     CAPTURE(bad);
-    Strings none;
-    CHECK_FALSE(ParseRegistryQueues(bad, &none));
+    ProcessEntry none;
+    CHECK_FALSE(DecodeProcessEntry(bad, &none));
+    CHECK(none.queues.empty());
   }
+}
+
+TEST_CASE("a registry entry reads back as it was written") {
+  ProcessEntry entry;
+  entry.identity = "host:42:abcdef012345";
+  entry.hostname = "host";
+  entry.pid = 42;
+  entry.started_at = 1700000000.5;
+  entry.queues = {"critical", "default"};
+  entry.clients = {17, 18};
+  std::string json = EncodeProcessEntry(entry);
+  CHECK(json == R"({"identity":"host:42:abcdef012345","hostname":"host","pid":42,)"
+                R"("started_at":1700000000.500000,"queues":["critical","default"],)"
+                R"("clients":[17,18]})");
+  ProcessEntry read;
+  REQUIRE(DecodeProcessEntry(json, &read));
+  CHECK(read.identity == entry.identity);
+  CHECK(read.hostname == entry.hostname);
+  CHECK(read.pid == 42);
+  CHECK(read.started_at == 1700000000.5);
+  CHECK(read.queues == entry.queues);
+  CHECK(read.clients == entry.clients);
 }
 
 TEST_CASE_FIXTURE(RecoveryFixture, "a process whose key has the wrong type does not stop the pass") {

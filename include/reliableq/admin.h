@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reliableq/clock.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -147,12 +148,19 @@ struct DeadSetLimits {
   std::chrono::seconds timeout{180 * 24 * 3600};
 };
 
+struct AdminOptions {
+  // The prefix of reliableq's own keys, as in ServerOptions.
+  std::string prefix = "reliableq:";
+  // Where "now" comes from (retry now, kill, recovery, latencies); empty:
+  // SystemClock().
+  std::shared_ptr<const Clock> clock;
+};
+
 class Admin {
  public:
-  // Connects (within options.connect_timeout). `prefix` is the prefix of
-  // reliableq's own keys, as in ServerOptions.
+  // Connects (within options.connect_timeout) and loads the scripts.
   static Result<std::unique_ptr<Admin>> Open(const RedisOptions& options,
-                                             std::string prefix = "reliableq:");
+                                             AdminOptions admin_options = {});
   virtual ~Admin();
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "reliableq/clock.h"
 #include "reliableq/job.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
@@ -46,6 +47,9 @@ using ClientMiddleware = std::function<bool(rapidjson::Document& job)>;
 
 struct ClientOptions {
   std::vector<ClientMiddleware> middleware;
+  // Where created_at, enqueued_at and "now" for PushIn/PushAt come from;
+  // empty: SystemClock().
+  std::shared_ptr<const Clock> clock;
 };
 
 class Client {

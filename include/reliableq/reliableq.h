@@ -4,8 +4,10 @@
 
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
+#include "reliableq/clock.h"
 #include "reliableq/handler.h"
 #include "reliableq/job.h"
+#include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/server.h"
 #include "reliableq/status.h"

@@ -13,14 +13,16 @@
 //   (LMOVE, or one script for a batch) and runs it on one of `concurrency`
 //   processor threads;
 // - acknowledges a finished job by removing that exact payload from its
-//   working list, in one script with the stats counters;
+//   working list (one LREM per job, pipelined with the stats counters);
 // - beats every heartbeat_interval: its heartbeat key (with heartbeat_ttl)
 //   and the Sidekiq process records, so Sidekiq's Web UI and API see it;
 // - every janitor_interval returns the jobs of processes whose heartbeat
 //   expired to their queues.
 //
-// Thread safety: Quiet() and Stop() may be called from any thread, any
-// number of times. Run() may be called once.
+// Thread safety: Quiet() and Stop() may be called from any thread, and from
+// a signal handler (they only set an atomic and call uv_async_send), any
+// number of times, from Open until the Server is destroyed. Run() may be
+// called once.
 
 #ifndef RELIABLEQ_SERVER_H_
 #define RELIABLEQ_SERVER_H_
@@ -32,7 +34,9 @@
 #include <string>
 #include <vector>
 
+#include "reliableq/clock.h"
 #include "reliableq/handler.h"
+#include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -45,8 +49,6 @@ struct QueueSpec {
   std::string name;
   int weight = 0;
 };
-
-enum class LogLevel { kError, kWarn, kInfo, kDebug };
 
 // Wraps the execution of every job, like Sidekiq's server middleware:
 // call `next()` to run the rest of the chain and the handler; an exception
@@ -106,8 +108,14 @@ struct ServerOptions {
   // Install handlers for TERM, INT (stop), TSTP (quiet) and TTIN (dump
   // state) on the server's loop. Off by default for embedding programs.
   bool handle_signals = false;
-  // Messages at this level and above go to stderr.
+  // Messages at this level and above go to log_sink.
   LogLevel log_level = LogLevel::kInfo;
+  // Where this server's log lines go; empty: stderr (see logging.h).
+  LogSink log_sink;
+  // Where the server reads the time (see clock.h); empty: SystemClock().
+  // Job timestamps, retry and schedule times, the dated stats and the
+  // shutdown deadline follow it; the loop's timers run on real time.
+  std::shared_ptr<const Clock> clock;
 };
 
 class Server {
@@ -124,8 +132,22 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Runs on the calling thread until the server has stopped: after Stop()
-  // (or TERM/INT) and the hand-back of unfinished jobs. Returns OK after a
-  // clean stop, or the first fatal background error.
+  // (or TERM/INT) and the hand-back of unfinished jobs. Failures while it
+  // runs (Redis down or refusing a command, a script error) are logged and
+  // retried, since jobs are safe in Redis meanwhile; they are not fatal.
+  // Returns OK after a stop that handed every job back and unregistered
+  // the process. Otherwise the first fatal error: kIoError when the
+  // hand-back could not finish within 10 s (Redis unreachable, or refusing
+  // it); the jobs then stay in this process's working lists, and a janitor
+  // returns them once its heartbeat expires.
+  //
+  // After a hard stop (the shutdown timeout, or a second Stop) Run returns
+  // without waiting for handlers that are still running: their jobs are
+  // already back in their queues, and their threads are detached. They
+  // keep what the server gave them (the registry, middleware, hooks, the
+  // log sink and the clock) alive until they finish, but anything else a
+  // handler uses must outlive them: after Run returns from a hard stop, a
+  // program should exit rather than unload the code of its handlers.
   virtual Status Run() = 0;
 
   // Stops fetching; jobs fetched but not started go back to their queues;

@@ -351,7 +351,7 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
 
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(verb.name, redis.status().message());
-  Result<std::unique_ptr<Admin>> opened = Admin::Open(*redis, PrefixFromArgs(args));
+  Result<std::unique_ptr<Admin>> opened = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
   if (!opened.ok()) return RuntimeError(opened.status());
   Admin& admin = **opened;
   const std::string set_name(JobSetKey(verb.set));

@@ -9,10 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-
-#ifndef RELIABLEQ_VERSION
-#error "RELIABLEQ_VERSION must be defined by the build"
-#endif
+#include "version.h"
 
 namespace reliableq::cli {
 namespace {

@@ -96,7 +96,7 @@ int RunQueues(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueuesVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, PrefixFromArgs(args));
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<std::vector<QueueStats>> queues = (*admin)->ListQueues();
   if (!queues.ok()) return RuntimeError(queues.status());
@@ -121,7 +121,7 @@ int RunQueue(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueueVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, PrefixFromArgs(args));
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<int64_t> deleted = (*admin)->ClearQueue(name);
   if (!deleted.ok()) return RuntimeError(deleted.status());

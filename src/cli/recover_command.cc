@@ -138,7 +138,7 @@ int Run(const ParsedArgs& args) {
 
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, PrefixFromArgs(args));
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<RecoveryReport> report = (*admin)->Recover(options);
   if (!report.ok()) return RuntimeError(report.status());

@@ -118,7 +118,7 @@ int Run(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, PrefixFromArgs(args));
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<Stats> stats = (*admin)->GetStats();
   if (!stats.ok()) return RuntimeError(stats.status());

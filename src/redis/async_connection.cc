@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "redis/connection.h"  // IgnoreSigpipe
 #include "redis/errors.h"
 #include "redis/reply.h"
 
@@ -108,6 +109,7 @@ struct AsyncConnection::Request {
 
 AsyncConnection::AsyncConnection(uv_loop_t* loop, RedisOptions options)
     : loop_(loop), options_(std::move(options)), timer_(new uv_timer_t) {
+  IgnoreSigpipe();
   uv_timer_init(loop_, timer_);
   timer_->data = this;
 }
@@ -251,19 +253,18 @@ Status AsyncConnection::Command(const std::vector<std::string_view>& argv, Reply
   return Send(request, argv);
 }
 
-Status AsyncConnection::Eval(ScriptId script, std::vector<std::string> keys,
-                             std::vector<std::string> args, ReplyCallback callback) {
+Status AsyncConnection::Eval(const ScriptCall& call, ReplyCallback callback) {
   if (state_ != State::kReady) {
     return Status::IoError("not connected to Redis at " + options_.Describe());
   }
-  std::string numkeys = std::to_string(keys.size());
+  std::string numkeys = std::to_string(call.keys.size());
   std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
+  argv.reserve(3 + call.keys.size() + call.args.size());
   argv.push_back("EVALSHA");
-  argv.push_back(GetScript(script).sha1);
+  argv.push_back(GetScript(call.script).sha1);
   argv.push_back(numkeys);
-  for (const std::string& k : keys) argv.push_back(k);
-  for (const std::string& a : args) argv.push_back(a);
+  for (const std::string& k : call.keys) argv.push_back(k);
+  for (const std::string& a : call.args) argv.push_back(a);
   auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
   return Send(request, argv);
 }
@@ -428,6 +429,8 @@ void AsyncConnection::Close() {
   on_ready_ = nullptr;
   Abort(Status::Shutdown("connection closed"));
   state_ = State::kIdle;
+  // Nothing is left to watch, and an active timer would keep the loop up.
+  uv_timer_stop(timer_);
 }
 
 void AsyncConnection::ArmTimer() {

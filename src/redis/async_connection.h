@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "lua_scripts.h"
+#include "redis/script_call.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -88,8 +89,7 @@ class AsyncConnection {
   // so the reply is the script's; should the server lose its scripts
   // meanwhile (SCRIPT FLUSH), the connection is dropped rather than the
   // script resent out of order.
-  Status Eval(ScriptId script, std::vector<std::string> keys, std::vector<std::string> args,
-              ReplyCallback callback);
+  Status Eval(const ScriptCall& call, ReplyCallback callback);
 
   // Sends `commands` back to back, each one atomic on its own (the batch is
   // not: a broken connection may leave any prefix of it applied). `done`

@@ -1,5 +1,6 @@
 #include "redis/connection.h"
 
+#include <signal.h>
 #include <sys/time.h>
 
 #include <chrono>
@@ -40,7 +41,19 @@ Argv ScriptArgv(std::string_view command, std::string_view body, const std::stri
   return argv;
 }
 
+void IgnoreSigpipe() {
+  struct sigaction current;
+  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 Result<std::unique_ptr<Connection>> Connection::Open(const RedisOptions& options) {
+  IgnoreSigpipe();
   std::unique_ptr<Connection> connection(new Connection(options));
   Status s = connection->Connect();
   if (!s.ok()) return s;
@@ -133,6 +146,35 @@ Result<ReplyPtr> Connection::Eval(ScriptId id, const Argv& keys, const Argv& arg
   Result<ReplyPtr> reply = Command(ScriptArgv("EVALSHA", script.sha1, numkeys, keys, args));
   if (reply.ok() || !IsNoScript(reply.status())) return reply;
   return Command(ScriptArgv("EVAL", script.source, numkeys, keys, args));
+}
+
+Result<ReplyPtr> Connection::Eval(const ScriptCall& call) {
+  Argv keys(call.keys.begin(), call.keys.end());
+  Argv args(call.args.begin(), call.args.end());
+  return Eval(call.script, keys, args);
+}
+
+Result<ReplyPtr> Connection::Transaction(const std::vector<Argv>& commands) {
+  std::vector<Argv> all;
+  all.reserve(commands.size() + 2);
+  all.push_back({"MULTI"});
+  all.insert(all.end(), commands.begin(), commands.end());
+  all.push_back({"EXEC"});
+  Result<std::vector<ReplyPtr>> replies = Pipeline(all);
+  if (!replies.ok()) return replies.status();
+  for (const ReplyPtr& reply : *replies) {
+    if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply.get()));
+  }
+  ReplyPtr exec = std::move(replies->back());
+  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != commands.size()) {
+    return Status::Protocol(std::string("EXEC answered ") + TypeName(exec.get()) +
+                            " instead of one reply per queued command");
+  }
+  for (size_t i = 0; i < exec->elements; ++i) {
+    const redisReply* reply = exec->element[i];
+    if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply));
+  }
+  return exec;
 }
 
 Status Connection::LoadScripts() {

@@ -18,6 +18,7 @@
 
 #include "lua_scripts.h"
 #include "redis/reply.h"
+#include "redis/script_call.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -47,6 +48,14 @@ class Connection {
   // Runs an embedded script with EVALSHA; on NOSCRIPT sends the source with
   // EVAL, which also puts it back in the script cache.
   Result<ReplyPtr> Eval(ScriptId script, const Argv& keys, const Argv& args);
+  Result<ReplyPtr> Eval(const ScriptCall& call);
+
+  // Runs `commands` in one MULTI ... EXEC, in one round trip, and returns
+  // EXEC's reply (one element per command). Fails with the first error:
+  // a command Redis refused to queue (then EXEC discards them all), or one
+  // that failed inside EXEC (the others ran: Redis does not roll back, so
+  // callers check types before they write, as the scripts do).
+  Result<ReplyPtr> Transaction(const std::vector<Argv>& commands);
 
   // Loads every embedded script with SCRIPT LOAD and checks that Redis
   // computed the same SHA1 as the build did.
@@ -63,6 +72,13 @@ class Connection {
   RedisOptions options_;
   redisContext* context_ = nullptr;  // owned; null while disconnected
 };
+
+// Sets SIGPIPE to ignored if it still has its default action. Connections
+// write with write(2), and a write to a socket the server has closed would
+// otherwise end the whole program instead of failing the call. A handler
+// the program installed itself is left alone. Every connection calls this
+// before it connects: it is the one place the library touches SIGPIPE.
+void IgnoreSigpipe();
 
 // Builds EVALSHA/EVAL argv: {cmd, sha_or_source, numkeys, keys..., args...}.
 // `numkeys` must outlive the returned vector.

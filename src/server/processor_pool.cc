@@ -10,16 +10,12 @@
 #include <typeinfo>
 
 #include "job_codec.h"
-#include "log.h"
+#include "server/failure_planner.h"
 
 namespace reliableq {
 
 namespace {
 
-double NowSeconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string Demangle(const char* name) {
   int status = 0;
@@ -38,7 +34,13 @@ struct ProcessorPool::State {
     double started_at = 0;
   };
 
+  explicit State(ProcessorConfig c)
+      : config(std::move(c)),
+        planner(config.registry, config.max_retries, config.random_below, config.death_handlers,
+                *config.log) {}
+
   ProcessorConfig config;
+  FailurePlanner planner;  // refers into config
   std::function<void()> wake;
 
   mutable std::mutex mu;
@@ -65,14 +67,11 @@ struct ProcessorPool::State {
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
   FinishedJob Run(const FetchedJob& job, double started_at);
-  void PlanFailed(const FetchedJob& job, const rapidjson::Document& document, JobError error,
-                  std::vector<std::string> backtrace, FinishedJob* done);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
-    : state_(std::make_shared<State>()) {
-  state_->slots.resize(static_cast<size_t>(config.threads));
-  state_->config = std::move(config);
+    : state_(std::make_shared<State>(std::move(config))) {
+  state_->slots.resize(static_cast<size_t>(state_->config.threads));
   state_->wake = std::move(wake);
 }
 
@@ -91,7 +90,7 @@ void ProcessorPool::State::Loop(int slot_index) {
   Slot& slot = slots[static_cast<size_t>(slot_index)];
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    while (!stopping && (ready.empty() || std::chrono::steady_clock::now() >= lease)) {
+    while (!stopping && (ready.empty() || config.clock->Monotonic() >= lease)) {
       ++idle_waiters;
       if (ready.empty()) {
         // Submit and Shutdown notify; the timeout only bounds the wait
@@ -110,7 +109,7 @@ void ProcessorPool::State::Loop(int slot_index) {
     ready.pop_front();
     WakeOneIfNeeded();
     slot.busy = true;
-    slot.started_at = NowSeconds();
+    slot.started_at = config.clock->Now();
     ++running;
     lock.unlock();
 
@@ -166,7 +165,7 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, double started_at) 
     error.message = "no handler is registered for class '" + std::string(view.job_class()) +
                     "' in this worker";
   } else {
-    Log(LogLevel::kDebug, "start");
+    config.log->Log(LogLevel::kDebug, "start");
     const std::vector<ServerMiddleware>& chain = config.middleware;
     try {
       if (chain.empty()) {
@@ -197,92 +196,17 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, double started_at) 
   // The clock is read only when the time is logged: a no-op job costs a
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
-    if (LogEnabled(LogLevel::kDebug)) {
-      Log(LogLevel::kDebug, "done: %.6f sec", NowSeconds() - started_at);
+    if (config.log->Enabled(LogLevel::kDebug)) {
+      config.log->Log(LogLevel::kDebug, "done: %.6f sec", config.clock->Now() - started_at);
     }
     return done;
   }
-  Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", NowSeconds() - started_at,
-      error.error_class.c_str(), error.message.c_str());
-  PlanFailed(job, decoded->document, std::move(error), std::move(backtrace), &done);
+  double now = config.clock->Now();
+  config.log->Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", now - started_at,
+                  error.error_class.c_str(), error.message.c_str());
+  planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
+               &done);
   return done;
-}
-
-void ProcessorPool::State::PlanFailed(const FetchedJob& job, const rapidjson::Document& document,
-                                      JobError error, std::vector<std::string> backtrace,
-                                      FinishedJob* done) {
-  thread_local std::mt19937 random{std::random_device{}()};
-  done->outcome = Outcome::kFailed;
-  done->error = error.error_class + ": " + error.message;
-  const std::string& queue = config.queue_names[job.queue];
-  double now = NowSeconds();
-  FailureInfo info;
-  info.error_class = error.error_class;
-  info.error_message = error.message;
-  info.fetched_queue = queue;
-  info.now = now;
-  info.backtrace = std::move(backtrace);
-  Result<std::string> failed = RecordFailure(job.payload, info);
-  if (failed.ok()) {
-    done->failed_payload = std::move(failed.value());
-  } else {
-    // A payload Sidekiq could not retry either (say, a retry_count that is
-    // not an integer): it goes to the dead set as it was, with the reason in
-    // the log.
-    done->failed_payload = job.payload;
-    done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
-    done->action = FailureAction::kDead;
-    done->score = now;
-    return;
-  }
-
-  std::string_view job_class;
-  if (auto it = document.FindMember("class"); it->value.IsString()) {
-    job_class = {it->value.GetString(), it->value.GetStringLength()};
-  }
-  const JobClassOptions* options = config.registry.Options(job_class);
-  std::function<RetryIn(int)> retry_in;
-  if (options != nullptr && options->retry_in) {
-    retry_in = [options, &error](int count) {
-      try {
-        return options->retry_in(count, error);
-      } catch (const std::exception& e) {
-        Log(LogLevel::kWarn, "retry_in failed (%s): default schedule", e.what());
-        return RetryIn::Default();
-      }
-    };
-  }
-  RandomBelow below = config.random_below ? RandomBelow(config.random_below) : [](int n) {
-    return std::uniform_int_distribution<int>(0, n - 1)(random);
-  };
-  FailurePlan plan = PlanFailure(document, config.max_retries, now, retry_in, below);
-  done->action = plan.action;
-  done->score = plan.action == FailureAction::kRetry ? plan.retry_at : now;
-
-  if (plan.exhausted || plan.death) {
-    // Hooks see the job as it now stands, with the failure recorded.
-    Result<DecodedJob> failed_doc = DecodeJob(done->failed_payload);
-    if (failed_doc.ok()) {
-      JobView failed_view(done->failed_payload, queue, failed_doc->document);
-      auto guarded = [&](const char* what, const auto& hook) {
-        try {
-          hook(failed_view, error);
-        } catch (const std::exception& e) {
-          Log(LogLevel::kWarn, "%s threw: %s", what, e.what());
-        } catch (...) {
-          Log(LogLevel::kWarn, "%s threw", what);
-        }
-      };
-      if (plan.exhausted && options != nullptr && options->on_retries_exhausted) {
-        guarded("retries-exhausted hook", options->on_retries_exhausted);
-      }
-      if (plan.death) {
-        for (const DeathHandler& handler : config.death_handlers) {
-          guarded("death handler", handler);
-        }
-      }
-    }
-  }
 }
 
 void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {

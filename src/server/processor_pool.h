@@ -11,8 +11,10 @@
 // processor takes it once per job, to post its outcome and take the next
 // job together.
 //
-// The pool's state is shared with its threads, so after a hard stop the
-// threads still running a handler can be left behind safely (Detach).
+// The pool's state (registry, middleware, hooks, logger, clock) is shared
+// with its threads, so after a hard stop the threads still running a
+// handler can be left behind safely (Shutdown); anything else a handler
+// uses is the program's to keep alive (see Server::Run).
 //
 // Thread safety: Submit, TakeNotStarted, TakeFinished and the readers are
 // for the loop thread; `wake` is called from processor threads.
@@ -31,34 +33,13 @@
 #include <thread>
 #include <vector>
 
+#include "log.h"
+#include "reliableq/clock.h"
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
-#include "retry.h"
+#include "server/worker_jobs.h"
 
 namespace reliableq {
-
-// A job moved into one of this process's working lists.
-struct FetchedJob {
-  uint32_t queue = 0;   // index into the server's queue list
-  std::string payload;  // exactly as stored in Redis
-};
-
-enum class Outcome : uint8_t {
-  kSucceeded,
-  kFailed,   // the handler threw, or no handler knows the class
-  kInvalid,  // the payload is not a job (bad JSON, no class or args)
-};
-
-struct FinishedJob {
-  uint32_t queue = 0;
-  std::string payload;         // the exact fetched string, for LREM
-  Outcome outcome = Outcome::kSucceeded;
-  std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
-  std::string error;           // kFailed/kInvalid: one line for the log
-  // kFailed: where it goes, and its score there (retry time or time of death).
-  FailureAction action = FailureAction::kDead;
-  double score = 0;
-};
 
 // What processors need to know besides the handlers.
 struct ProcessorConfig {
@@ -70,13 +51,9 @@ struct ProcessorConfig {
   std::function<int(int n)> random_below;  // empty: per-thread generator
   std::vector<ServerMiddleware> middleware;
   std::vector<DeathHandler> death_handlers;
-};
-
-struct RunningJob {
-  int slot = 0;
-  uint32_t queue = 0;
-  std::string payload;
-  double started_at = 0;  // epoch seconds
+  // Shared with the threads, which may outlive the pool (Shutdown).
+  std::shared_ptr<const Logger> log;
+  std::shared_ptr<const Clock> clock;
 };
 
 class ProcessorPool {
@@ -91,7 +68,8 @@ class ProcessorPool {
   // Queues jobs to run, in order.
   void Submit(std::vector<FetchedJob>* jobs);
 
-  // Jobs start only before `until`: the time up to which this process is
+  // Jobs start only before `until` (on the configured clock's Monotonic()):
+  // the time up to which this process is
   // sure it has not been declared dead (its last confirmed heartbeat plus
   // the ttl). A process paused past its ttl may find, on waking, that a
   // janitor has already handed back the jobs it had fetched; its next beat

@@ -1,0 +1,138 @@
+#include "script_calls.h"
+
+#include <algorithm>
+
+#include "job_codec.h"
+
+namespace reliableq {
+
+namespace {
+
+// Appends, for each member, the index in KEYS of its queue (adding the
+// queue's key the first time; 0 for a member that is not a job), the queue's
+// name and the member: the shape promote.lua and retry_now.lua share.
+void AddQueuedMembers(size_t fixed_keys, std::vector<QueuedMember> members, ScriptCall* call) {
+  for (QueuedMember& m : members) {
+    size_t index = 0;
+    if (!m.queue.empty()) {
+      std::string key = Keys::Queue(m.queue);
+      auto begin = call->keys.begin() + static_cast<std::ptrdiff_t>(fixed_keys);
+      auto found = std::find(begin, call->keys.end(), key);
+      index = static_cast<size_t>(found - call->keys.begin()) + 1;
+      if (found == call->keys.end()) call->keys.push_back(std::move(key));
+    }
+    call->args.push_back(std::to_string(index));
+    call->args.push_back(std::move(m.queue));
+    call->args.push_back(std::move(m.member));
+  }
+}
+
+std::string Count(int64_t n) { return std::to_string(n); }
+
+}  // namespace
+
+ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
+                     size_t max) {
+  ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};
+  call.keys.reserve(pairs.size() * 2);
+  for (const auto& [queue, working] : pairs) {
+    call.keys.emplace_back(queue);
+    call.keys.emplace_back(working);
+  }
+  return call;
+}
+
+ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields) {
+  ScriptCall call{ScriptId::kHeartbeat,
+                  {keys.Heartbeat(identity), keys.Registry(), std::string(Keys::kProcesses),
+                   Keys::Process(identity), Keys::Work(identity), Keys::Workers(identity),
+                   Keys::Signals(identity)},
+                  {std::string(identity), Count(fields.ttl_millis),
+                   std::move(fields.registry_entry), std::move(fields.info),
+                   std::to_string(fields.busy), FormatEpoch(fields.now),
+                   fields.quiet ? "true" : "false", Count(fields.rss_kb), Count(fields.rtt_us)}};
+  for (auto& [thread, work] : fields.work) {
+    call.args.push_back(std::move(thread));
+    call.args.push_back(std::move(work));
+  }
+  return call;
+}
+
+ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
+                      const std::vector<std::string>& queues, bool force) {
+  ScriptCall call{ScriptId::kForget,
+                  {keys.Heartbeat(identity), keys.Registry(), std::string(Keys::kProcesses),
+                   Keys::Process(identity), Keys::Work(identity), Keys::Workers(identity)},
+                  {std::string(identity), force ? "1" : "0"}};
+  for (const std::string& queue : queues) call.keys.push_back(keys.Working(identity, queue));
+  return call;
+}
+
+ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits) {
+  std::string date = UtcDate(now);
+  std::string_view target = job.mode == FailMode::kRetry ? Keys::kRetry : Keys::kDead;
+  const char* mode = job.mode == FailMode::kRetry  ? "retry"
+                     : job.mode == FailMode::kDead ? "dead"
+                                                   : "drop";
+  std::string now_text = FormatEpoch(now);
+  return ScriptCall{
+      ScriptId::kFail,
+      {std::string(job.working_key), std::string(target), std::string(Keys::kProcessed),
+       std::string(Keys::kProcessed) + ":" + date, std::string(Keys::kFailed),
+       std::string(Keys::kFailed) + ":" + date},
+      {std::string(job.original), std::string(job.updated),
+       job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
+       Count(limits.max_jobs), Count(limits.timeout.count()), job.counted ? "1" : "0"}};
+}
+
+ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,
+                       int max_interruptions, double now, const DeadSetLimits& limits,
+                       std::vector<std::string> listed) {
+  ScriptCall call{ScriptId::kRequeue,
+                  {std::string(working_key), Keys::Queue(queue), std::string(Keys::kDead),
+                   std::string(Keys::kQueues)},
+                  {mode == RequeueMode::kKeep ? "keep" : "interrupt",
+                   std::to_string(max_interruptions), FormatEpoch(now), Count(limits.max_jobs),
+                   Count(limits.timeout.count()), std::string(queue)}};
+  call.args.reserve(call.args.size() + listed.size());
+  for (std::string& payload : listed) call.args.push_back(std::move(payload));
+  return call;
+}
+
+ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
+                       const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
+  return ScriptCall{ScriptId::kRecover,
+                    {keys.Heartbeat(identity), keys.Working(identity, queue), Keys::Queue(queue),
+                     std::string(Keys::kDead), std::string(Keys::kQueues)},
+                    {std::to_string(batch.max_interruptions), FormatEpoch(now), Count(batch.limit),
+                     batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
+                     Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
+}
+
+ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
+                       std::vector<QueuedMember> members) {
+  ScriptCall call{ScriptId::kPromote,
+                  {std::string(set), std::string(Keys::kQueues), std::string(Keys::kDead)},
+                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+  AddQueuedMembers(3, std::move(members), &call);
+  return call;
+}
+
+ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
+                        std::vector<QueuedMember> entries) {
+  ScriptCall call{ScriptId::kRetryNow,
+                  {std::string(set), std::string(Keys::kQueues)},
+                  {FormatEpoch(now), decrement_retry ? "1" : "0"}};
+  AddQueuedMembers(2, std::move(entries), &call);
+  return call;
+}
+
+ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries) {
+  ScriptCall call{ScriptId::kKill,
+                  {std::string(Keys::kRetry), std::string(Keys::kDead)},
+                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+  for (std::string& entry : entries) call.args.push_back(std::move(entry));
+  return call;
+}
+
+}  // namespace reliableq

@@ -1,0 +1,98 @@
+// Script calls: the one place that builds the KEYS and ARGV of each script
+// in lua/, in the order its header documents, for every caller (the worker,
+// the janitor pass, Admin). A script's contract changes here and in its
+// .lua file, nowhere else. Pure: building a call does no I/O.
+//
+// Thread safety: plain functions over values.
+
+#ifndef RELIABLEQ_SCRIPT_CALLS_H_
+#define RELIABLEQ_SCRIPT_CALLS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "keys.h"
+#include "redis/script_call.h"
+#include "reliableq/admin.h"
+
+namespace reliableq {
+
+// fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
+// in the order given.
+ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
+                     size_t max);
+
+// heartbeat.lua: what one beat writes.
+struct BeatFields {
+  int64_t ttl_millis = 0;
+  std::string registry_entry;  // the registry entry JSON (process_entry.h)
+  std::string info;            // Sidekiq's info JSON
+  size_t busy = 0;
+  double now = 0;
+  bool quiet = false;
+  int64_t rss_kb = 0;
+  int64_t rtt_us = 0;
+  // (thread id, work JSON) for every running job.
+  std::vector<std::pair<std::string, std::string>> work;
+};
+ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields);
+
+// forget.lua: unregisters `identity`, whose working lists are those of
+// `queues`; `force` also when its heartbeat exists.
+ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
+                      const std::vector<std::string>& queues, bool force);
+
+// fail.lua: where a failed job goes.
+enum class FailMode { kRetry, kDead, kDrop };
+struct FailedJob {
+  std::string_view working_key;
+  std::string_view original;  // as fetched
+  std::string_view updated;   // with Sidekiq's failure fields
+  FailMode mode = FailMode::kDead;
+  double retry_at = 0;        // kRetry only
+  bool counted = true;        // false: a payload that is not a job
+};
+ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits);
+
+// requeue.lua: a live process gives back one working list.
+enum class RequeueMode { kKeep, kInterrupt };
+ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,
+                       int max_interruptions, double now, const DeadSetLimits& limits,
+                       std::vector<std::string> listed);
+
+// recover.lua: one batch of a dead process's working list for `queue`.
+struct RecoverBatch {
+  int max_interruptions = 3;
+  int64_t limit = 1000;
+  bool force = false;
+  bool dry_run = false;
+  int64_t offset = 0;
+};
+ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
+                       const RecoverBatch& batch, double now, const DeadSetLimits& limits);
+
+// A member of a sorted set to push to a queue, and that queue's name (empty
+// when the member is not a job: promote.lua sends it to dead).
+struct QueuedMember {
+  std::string queue;
+  std::string member;
+};
+
+// promote.lua: due members of `set` (schedule or retry) to their queues.
+ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
+                       std::vector<QueuedMember> members);
+
+// retry_now.lua: entries of `set` to their queues now; `decrement_retry`
+// for Sidekiq's "Retry now" (retry_count - 1).
+ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
+                        std::vector<QueuedMember> entries);
+
+// kill.lua: entries of retry to dead.
+ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries);
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SCRIPT_CALLS_H_

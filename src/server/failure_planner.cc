@@ -1,0 +1,90 @@
+#include "server/failure_planner.h"
+
+#include <random>
+
+#include "job_codec.h"
+#include "retry.h"
+
+namespace reliableq {
+
+FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
+                               std::function<int(int n)> random_below,
+                               const std::vector<DeathHandler>& death_handlers, const Logger& log)
+    : registry_(registry),
+      max_retries_(max_retries),
+      random_below_(std::move(random_below)),
+      death_handlers_(death_handlers),
+      log_(log) {}
+
+void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
+                          const rapidjson::Document& document, JobError error,
+                          std::vector<std::string> backtrace, double now,
+                          FinishedJob* done) const {
+  thread_local std::mt19937 random{std::random_device{}()};
+  done->outcome = Outcome::kFailed;
+  done->error = error.error_class + ": " + error.message;
+  FailureInfo info;
+  info.error_class = error.error_class;
+  info.error_message = error.message;
+  info.fetched_queue = queue;
+  info.now = now;
+  info.backtrace = std::move(backtrace);
+  Result<std::string> failed = RecordFailure(payload, info);
+  if (!failed.ok()) {
+    // A payload Sidekiq could not retry either (say, a retry_count that is
+    // not an integer): it goes to the dead set as it was, with the reason
+    // in the log.
+    done->failed_payload = std::string(payload);
+    done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
+    done->action = FailureAction::kDead;
+    done->score = now;
+    return;
+  }
+  done->failed_payload = std::move(failed.value());
+
+  std::string_view job_class;
+  if (auto it = document.FindMember("class"); it->value.IsString()) {
+    job_class = {it->value.GetString(), it->value.GetStringLength()};
+  }
+  const JobClassOptions* options = registry_.Options(job_class);
+  std::function<RetryIn(int)> retry_in;
+  if (options != nullptr && options->retry_in) {
+    retry_in = [this, options, &error](int count) {
+      try {
+        return options->retry_in(count, error);
+      } catch (const std::exception& e) {
+        log_.Log(LogLevel::kWarn, "retry_in failed (%s): default schedule", e.what());
+        return RetryIn::Default();
+      }
+    };
+  }
+  RandomBelow below = random_below_ ? RandomBelow(random_below_) : [](int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(random);
+  };
+  FailurePlan plan = PlanFailure(document, max_retries_, now, retry_in, below);
+  done->action = plan.action;
+  done->score = plan.action == FailureAction::kRetry ? plan.retry_at : now;
+  if (!plan.exhausted && !plan.death) return;
+
+  // Hooks see the job as it now stands, with the failure recorded.
+  Result<DecodedJob> failed_doc = DecodeJob(done->failed_payload);
+  if (!failed_doc.ok()) return;
+  JobView failed_view(done->failed_payload, queue, failed_doc->document);
+  auto guarded = [&](const char* what, const auto& hook) {
+    try {
+      hook(failed_view, error);
+    } catch (const std::exception& e) {
+      log_.Log(LogLevel::kWarn, "%s threw: %s", what, e.what());
+    } catch (...) {
+      log_.Log(LogLevel::kWarn, "%s threw", what);
+    }
+  };
+  if (plan.exhausted && options != nullptr && options->on_retries_exhausted) {
+    guarded("retries-exhausted hook", options->on_retries_exhausted);
+  }
+  if (plan.death) {
+    for (const DeathHandler& handler : death_handlers_) guarded("death handler", handler);
+  }
+}
+
+}  // namespace reliableq

@@ -1,0 +1,53 @@
+// FailurePlanner: what becomes of a job whose handler failed. Records the
+// failure in the payload the way Sidekiq does, decides retry or dead (the
+// job's retry option, its class's retry_in, the retry count), and calls the
+// retries-exhausted hook and the death handlers. Runs on processor threads,
+// right after the handler, so the loop thread only sends the result.
+//
+// Thread safety: Plan may be called from several threads at once; hooks and
+// random_below must allow that.
+
+#ifndef RELIABLEQ_SERVER_FAILURE_PLANNER_H_
+#define RELIABLEQ_SERVER_FAILURE_PLANNER_H_
+
+#include <rapidjson/document.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log.h"
+#include "reliableq/handler.h"
+#include "reliableq/server.h"
+#include "server/worker_jobs.h"
+
+namespace reliableq {
+
+class FailurePlanner {
+ public:
+  // The planner keeps references to `registry`, `death_handlers` and `log`.
+  FailurePlanner(const HandlerRegistry& registry, int max_retries,
+                 std::function<int(int n)> random_below,
+                 const std::vector<DeathHandler>& death_handlers, const Logger& log);
+
+  // Sets done->outcome (kFailed), error, failed_payload, action and score
+  // for the job `payload` fetched from `queue`, parsed as `document`, that
+  // failed with `error` at `now` (epoch seconds). A payload that cannot
+  // carry the failure (say, a retry_count that is not an integer) goes to
+  // the dead set as it was, with the reason in done->error.
+  void Plan(std::string_view payload, const std::string& queue,
+            const rapidjson::Document& document, JobError error,
+            std::vector<std::string> backtrace, double now, FinishedJob* done) const;
+
+ private:
+  const HandlerRegistry& registry_;
+  int max_retries_;
+  std::function<int(int n)> random_below_;  // empty: a generator per thread
+  const std::vector<DeathHandler>& death_handlers_;
+  const Logger& log_;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_FAILURE_PLANNER_H_

@@ -1,0 +1,75 @@
+#include "server/fetcher.h"
+
+#include <algorithm>
+
+#include "script_calls.h"
+
+namespace reliableq {
+
+namespace {
+
+constexpr std::chrono::milliseconds kFirstPause{100};
+constexpr std::chrono::milliseconds kLongestPause{2000};
+
+}  // namespace
+
+Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
+                 const ProcessorPool& pool, int concurrency, const Clock& clock,
+                 const Logger& log, Events events)
+    : command_(command),
+      queues_(queues),
+      pool_(pool),
+      clock_(clock),
+      log_(log),
+      events_(std::move(events)),
+      prefetch_(concurrency),
+      random_(std::random_device{}()),
+      pause_timer_(loop, [this] { events_.on_pause_over(); }) {}
+
+void Fetcher::Fetch() {
+  if (in_flight_ || !command_.ready() || pause_timer_.active()) return;
+  size_t wanted = Wanted();
+  if (wanted == 0) return;
+  std::vector<uint32_t> order = queues_.FetchOrder(random_);
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  pairs.reserve(order.size());
+  for (uint32_t i : order) pairs.emplace_back(queues_[i].queue_key, queues_[i].working_key);
+  in_flight_ = true;
+  auto sent_at = clock_.Monotonic();
+  Status sent = command_.Eval(
+      FetchCall(pairs, wanted),
+      [this, order = std::move(order), wanted, sent_at](const Status& s, redisReply* r) {
+        prefetch_.OnReply(sent_at, clock_.Monotonic(), pool_.finished_total());
+        OnReply(s, r, order, wanted);
+      });
+  if (!sent.ok()) in_flight_ = false;
+}
+
+void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,
+                      size_t wanted) {
+  in_flight_ = false;
+  if (!status.ok()) {
+    if (!status.IsShutdown()) log_.Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
+    if (!status.IsIoError() && !status.IsTimeout() && !status.IsShutdown()) {
+      pause_ = pause_.count() == 0 ? kFirstPause : std::min(pause_ * 2, kLongestPause);
+      pause_timer_.Start(pause_);
+    }
+    events_.on_failed(status);
+    return;
+  }
+  pause_ = std::chrono::milliseconds(0);
+  std::vector<FetchedJob> jobs;
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    jobs.reserve(reply->elements / 2);
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+      int64_t pair = reply->element[i]->integer;  // 1-based index into `order`
+      if (pair < 1 || static_cast<size_t>(pair) > order.size()) continue;
+      jobs.push_back({order[static_cast<size_t>(pair - 1)],
+                      std::string(reply->element[i + 1]->str, reply->element[i + 1]->len)});
+    }
+  }
+  bool drained = jobs.size() < wanted;
+  events_.on_jobs(std::move(jobs), drained);
+}
+
+}  // namespace reliableq

@@ -1,0 +1,183 @@
+#include "server/heartbeat.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "job_codec.h"
+#include "process_entry.h"
+#include "redis/reply.h"
+#include "script_calls.h"
+#include "version.h"
+
+namespace reliableq {
+
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteString(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+int64_t RssKilobytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages_total = 0, pages_resident = 0;
+  int n = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<int64_t>(pages_resident) * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// Sidekiq's work entry for a running job: {"queue","payload","run_at"}.
+std::string WorkJson(const std::string& queue, const RunningJob& job) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("queue");
+  WriteString(w, queue);
+  w.Key("payload");
+  WriteString(w, job.payload);
+  w.Key("run_at");
+  w.Int64(static_cast<int64_t>(job.started_at));
+  w.EndObject();
+  return buf.GetString();
+}
+
+}  // namespace
+
+Heartbeat::Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+                     ProcessDescription self, std::chrono::milliseconds ttl,
+                     std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+                     Events events)
+    : command_(command),
+      keys_(keys),
+      self_(std::move(self)),
+      ttl_(ttl),
+      interval_(interval),
+      clock_(clock),
+      log_(log),
+      events_(std::move(events)),
+      timer_(loop, [this] { Beat(); }) {}
+
+void Heartbeat::Start() {
+  started_at_ = clock_.Now();
+  timer_.Start(interval_, interval_);
+}
+
+void Heartbeat::Stop() {
+  stopped_ = true;
+  timer_.Stop();
+}
+
+std::string Heartbeat::InfoJson() const {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("hostname");
+  WriteString(w, self_.hostname);
+  w.Key("started_at");
+  std::string started = FormatEpoch(started_at_);
+  w.RawValue(started.c_str(), started.size(), rapidjson::kNumberType);
+  w.Key("pid");
+  w.Int64(self_.pid);
+  w.Key("tag");
+  WriteString(w, self_.tag);
+  w.Key("concurrency");
+  w.Int(self_.concurrency);
+  w.Key("queues");
+  w.StartArray();
+  for (const std::string& q : self_.queues) WriteString(w, q);
+  w.EndArray();
+  w.Key("labels");
+  w.StartArray();
+  for (const std::string& label : self_.labels) WriteString(w, label);
+  w.EndArray();
+  w.Key("identity");
+  WriteString(w, self_.identity);
+  w.Key("version");
+  WriteString(w, "reliableq " RELIABLEQ_VERSION);
+  w.EndObject();
+  return buf.GetString();
+}
+
+void Heartbeat::Beat() {
+  if (stopped_ || !command_.ready()) return;
+  if (in_flight_) {
+    again_ = true;
+    return;
+  }
+  in_flight_ = true;
+  again_ = false;
+
+  auto ping_sent = clock_.Monotonic();
+  command_.Command({"PING"}, [this, ping_sent](const Status& s, redisReply*) {
+    if (s.ok()) {
+      rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Monotonic() -
+                                                                      ping_sent)
+                    .count();
+    }
+  });
+
+  BeatSnapshot snapshot = events_.snapshot();
+  ProcessEntry entry;
+  entry.identity = self_.identity;
+  entry.hostname = self_.hostname;
+  entry.pid = self_.pid;
+  entry.started_at = started_at_;
+  entry.queues = self_.queues;
+  // The janitor kills these connections before it recovers this process, so
+  // that a stopped-but-alive process cannot move a job into a working list
+  // after its registration is gone.
+  entry.clients = snapshot.clients;
+  std::set<int64_t> published(snapshot.clients.begin(), snapshot.clients.end());
+
+  BeatFields fields;
+  fields.ttl_millis = ttl_.count();
+  fields.registry_entry = EncodeProcessEntry(entry);
+  fields.info = InfoJson();
+  fields.busy = snapshot.running.size();
+  fields.now = clock_.Now();
+  fields.quiet = snapshot.quiet;
+  fields.rss_kb = RssKilobytes();
+  fields.rtt_us = rtt_us_;
+  for (const RunningJob& job : snapshot.running) {
+    fields.work.emplace_back("p" + std::to_string(job.slot), WorkJson(self_.queues[job.queue], job));
+  }
+  ScriptCall call = HeartbeatCall(keys_, self_.identity, std::move(fields));
+  auto sent_at = clock_.Monotonic();
+  Status sent = command_.Eval(std::move(call), [this, published = std::move(published), sent_at](
+                                                   const Status& s, redisReply* r) mutable {
+    OnReply(s, r, std::move(published), sent_at);
+  });
+  if (!sent.ok()) in_flight_ = false;
+}
+
+void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+                        std::chrono::steady_clock::time_point sent_at) {
+  in_flight_ = false;
+  if (stopped_) return;
+  if (!status.ok()) {
+    log_.Log(LogLevel::kWarn, "heartbeat failed: %s", status.ToString().c_str());
+    return;  // the connection's own recovery will beat again
+  }
+  bool existed = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+                 reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1;
+  std::string signal;
+  if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2) {
+    Result<std::string> popped = redis::ToString(reply->element[1]);
+    if (popped.ok()) signal = std::move(popped.value());
+  }
+  published_ = std::move(published);
+  Found found = !registered_ ? Found::kFirst : existed ? Found::kAlive : Found::kDeclaredDead;
+  registered_ = true;
+  // The key lives until at least sent_at + ttl, so no janitor can take our
+  // jobs before then (a tenth is kept back for clock drift).
+  events_.on_beat(found, signal, sent_at + ttl_ * 9 / 10);
+  if (again_) Beat();
+}
+
+}  // namespace reliableq

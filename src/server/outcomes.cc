@@ -1,0 +1,181 @@
+#include "server/outcomes.h"
+
+#include <algorithm>
+
+#include "keys.h"
+#include "script_calls.h"
+
+namespace reliableq {
+
+namespace {
+
+// Outcomes Redis refused with an error reply are sent again after this.
+constexpr std::chrono::milliseconds kRetryPause{200};
+// Sidekiq keeps its dated stat counters for 5 years.
+constexpr std::string_view kStatsTtlSeconds = "157680000";
+
+}  // namespace
+
+Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
+                   ProcessorPool& pool, DeadSetLimits dead_limits, const Clock& clock,
+                   const Logger& log, std::function<void()> on_round_over)
+    : command_(command),
+      queues_(queues),
+      pool_(pool),
+      dead_limits_(dead_limits),
+      clock_(clock),
+      log_(log),
+      on_round_over_(std::move(on_round_over)),
+      retry_timer_(loop, [this] {
+        if (!closed_) on_round_over_();
+      }) {}
+
+void Outcomes::Collect() {
+  // Bounded: a turn either sends (its reply calls back) or arms the
+  // wake-up; outcomes posted while arming are taken by the next turn.
+  for (int turn = 0; turn < 3; ++turn) {
+    pool_.TakeFinished(&unsent_);
+    if (carried_.empty()) Send();
+    if (!carried_.empty()) break;
+    bool waiting = !pool_.ArmWake();
+    if (!waiting || !command_.ready()) break;
+  }
+}
+
+void Outcomes::Send() {
+  if (unsent_.empty() || !command_.ready()) return;
+  std::vector<FinishedJob> batch;
+  batch.swap(unsent_);
+  double now = clock_.Now();
+  std::vector<FinishedJob> acked;
+  for (FinishedJob& job : batch) {
+    if (job.outcome == Outcome::kSucceeded) acked.push_back(std::move(job));
+  }
+  if (!acked.empty()) SendAcks(std::move(acked), now);
+  for (FinishedJob& job : batch) {
+    if (job.outcome != Outcome::kSucceeded) {
+      SendFailure(std::move(job), now);
+    }
+  }
+}
+
+bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
+                         const std::function<Status(Settle)>& issue) {
+  auto owned = std::make_shared<std::vector<FinishedJob>>(std::move(jobs));
+  carried_.push_back(owned);
+  Status sent = issue([this, owned](const Status& why, const std::vector<size_t>& refused) {
+    carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
+    if (closed_) return;
+    if (refused.empty()) {
+      if (carried_.empty()) on_round_over_();
+      return;
+    }
+    log_.Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
+             refused.size(), why.ToString().c_str());
+    for (size_t i : refused) unsent_.push_back(std::move((*owned)[i]));
+    // A lost connection sends them again once it is back (the reconcile);
+    // an error reply on a live one (READONLY after a failover, MISCONF)
+    // needs a later try of its own, since no processor wakes the loop while
+    // a round is out. A pause, so a refusing Redis is not flooded.
+    if (carried_.empty()) retry_timer_.Start(kRetryPause);
+  });
+  if (!sent.ok()) {
+    carried_.pop_back();
+    for (FinishedJob& job : *owned) unsent_.push_back(std::move(job));
+  }
+  return sent.ok();
+}
+
+void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
+  // LREM each exact payload once, searching from the tail, where the oldest
+  // fetched job (most often the one finishing) sits; then count them as
+  // Sidekiq does, the dated counter kept for 5 years. Plain pipelined
+  // commands: Redis copies and hashes every string a script touches, which
+  // made a scripted ack cost about twice the Redis time per job, and when
+  // Redis is out of memory it refuses every command queued in a MULTI,
+  // while LREM (which frees memory) still runs on its own. Each LREM is one
+  // atomic step; the counters are not jobs.
+  redis::CommandList ack;
+  for (const FinishedJob& job : acked) {
+    ack.Add({"LREM", queues_[job.queue].working_key, "-1", job.payload});
+  }
+  size_t jobs = acked.size();
+  int64_t earlier = uncounted_processed_;
+  int64_t count = earlier + static_cast<int64_t>(jobs);
+  std::string count_text = std::to_string(count);
+  std::string processed_day = std::string(Keys::kProcessed) + ":" + UtcDate(now);
+  ack.Add({"INCRBY", Keys::kProcessed, count_text});
+  ack.Add({"INCRBY", processed_day, count_text});
+  ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
+  uncounted_processed_ = 0;
+  bool sent = SendRound(std::move(acked), [&](Settle settle) {
+    return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, count,
+                                   earlier](std::vector<Status> statuses) {
+      std::vector<size_t> refused;
+      Status why;
+      for (size_t i = 0; i < jobs; ++i) {
+        if (statuses[i].ok()) continue;
+        if (why.ok()) why = statuses[i];
+        refused.push_back(i);
+      }
+      const Status& counted = statuses[jobs];
+      if (!counted.ok()) {
+        // Logged when counts start to be refused, not on every round.
+        if (earlier == 0 && refused.size() < jobs) {
+          log_.Log(LogLevel::kWarn, "stat:processed not counted (%s); counting later",
+                   counted.ToString().c_str());
+        }
+        // Jobs sent again are counted again when they are.
+        uncounted_processed_ += count - static_cast<int64_t>(refused.size());
+      }
+      settle(why, refused);
+    });
+  });
+  // Not sent: the jobs went back to unsent_ and are counted with it.
+  if (!sent) uncounted_processed_ = earlier;
+}
+
+void Outcomes::SendFailure(FinishedJob job, double now) {
+  bool invalid = job.outcome == Outcome::kInvalid;
+  FailureAction action = invalid ? FailureAction::kDead : job.action;
+  if (invalid) {
+    log_.Log(LogLevel::kWarn, "not a job, to the dead set as it is: %s", job.error.c_str());
+  } else if (action == FailureAction::kRetry) {
+    log_.Log(LogLevel::kInfo, "will retry in %.0f s: %s", job.score - now, job.error.c_str());
+  } else {
+    log_.Log(LogLevel::kWarn, "%s: %s",
+             action == FailureAction::kDead ? "to the dead set" : "dropped", job.error.c_str());
+  }
+  FailedJob failed;
+  failed.working_key = queues_[job.queue].working_key;
+  failed.original = job.payload;
+  failed.updated = invalid ? job.payload : job.failed_payload;
+  failed.mode = action == FailureAction::kRetry  ? FailMode::kRetry
+                : action == FailureAction::kDead ? FailMode::kDead
+                                                 : FailMode::kDrop;
+  failed.retry_at = job.score;
+  failed.counted = !invalid;
+  ScriptCall call = FailCall(failed, now, dead_limits_);
+  std::vector<FinishedJob> carried;
+  carried.push_back(std::move(job));
+  SendRound(std::move(carried), [&](Settle settle) {
+    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redisReply*) {
+      settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
+    });
+  });
+}
+
+void Outcomes::AddUnconfirmed(PayloadsByQueue* per_queue) const {
+  for (const FinishedJob& job : unsent_) (*per_queue)[job.queue].push_back(job.payload);
+  for (const auto& round : carried_) {
+    for (const FinishedJob& job : *round) (*per_queue)[job.queue].push_back(job.payload);
+  }
+}
+
+size_t Outcomes::Unconfirmed() const {
+  size_t n = unsent_.size();
+  for (const auto& round : carried_) n += round->size();
+  return n;
+}
+
+}  // namespace reliableq

@@ -1,0 +1,92 @@
+// Outcomes: acknowledging finished jobs. A success is one LREM of its exact
+// payload from its working list (pipelined with the stats counters); a
+// failure is one fail.lua call that moves it to retry or dead.
+//
+// Invariants it keeps:
+// - an outcome is held (unsent, or carried by a round on its way) until
+//   Redis confirms it; one Redis did not confirm is sent again, after a
+//   pause when Redis refused it, so a finished job never runs again because
+//   its ack was lost, and AddUnconfirmed lets a requeue keep such jobs;
+// - one round at a time: outcomes that finish while a round is on its way
+//   gather for the next, so a busy worker acks dozens of jobs per round
+//   trip and the processors do not wake the loop for each;
+// - each job is counted in stat:processed once: a count Redis refuses (out
+//   of memory refuses INCRBY while LREM still runs) is added to the next
+//   round's.
+//
+// Thread safety: loop thread only.
+
+#ifndef RELIABLEQ_SERVER_OUTCOMES_H_
+#define RELIABLEQ_SERVER_OUTCOMES_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "log.h"
+#include "redis/async_connection.h"
+#include "reliableq/admin.h"
+#include "reliableq/clock.h"
+#include "server/processor_pool.h"
+#include "server/queue_set.h"
+#include "uv/handles.h"
+
+namespace reliableq {
+
+class Outcomes {
+ public:
+  // `on_round_over` runs when a round was confirmed whole and no other is
+  // on its way, or when the pause after a refusal is over: the caller then
+  // collects again (Collect).
+  Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
+           ProcessorPool& pool, DeadSetLimits dead_limits, const Clock& clock, const Logger& log,
+           std::function<void()> on_round_over);
+
+  // Takes what the processors finished and sends it, unless a round is on
+  // its way; arms the processors' wake-up when nothing is left to take.
+  void Collect();
+  // Takes what the processors finished, without sending it.
+  void TakeFinished() { pool_.TakeFinished(&unsent_); }
+  // Sends every outcome not sent yet as one round (if connected).
+  void Send();
+  // No callback runs any more (the server is closing).
+  void Close() { closed_ = true; }
+
+  bool in_flight() const { return !carried_.empty(); }
+  // Appends, per queue, the payloads whose outcome Redis has not confirmed:
+  // a requeue must keep them, since an ack refused after it would leave
+  // them to run again.
+  void AddUnconfirmed(PayloadsByQueue* per_queue) const;
+  size_t Unconfirmed() const;
+
+ private:
+  using Settle = std::function<void(const Status& why, const std::vector<size_t>& refused)>;
+  // Sends one round carrying `jobs` with `issue`, which calls the Settle it
+  // is given once, with why and the indexes of the outcomes not confirmed.
+  bool SendRound(std::vector<FinishedJob> jobs, const std::function<Status(Settle)>& issue);
+  void SendAcks(std::vector<FinishedJob> acked, double now);
+  void SendFailure(FinishedJob job, double now);
+
+  redis::AsyncConnection& command_;
+  const QueueSet& queues_;
+  ProcessorPool& pool_;
+  const DeadSetLimits dead_limits_;
+  const Clock& clock_;
+  const Logger& log_;
+  std::function<void()> on_round_over_;
+  uv::Timer retry_timer_;
+  bool closed_ = false;
+
+  // Outcomes taken from the pool and not yet sent.
+  std::vector<FinishedJob> unsent_;
+  // The outcomes each round on its way carries, one entry per pipeline or
+  // script.
+  std::vector<std::shared_ptr<std::vector<FinishedJob>>> carried_;
+  // Acknowledged jobs whose count Redis refused; added to the next ack's.
+  int64_t uncounted_processed_ = 0;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_OUTCOMES_H_

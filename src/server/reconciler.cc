@@ -1,0 +1,84 @@
+#include "server/reconciler.h"
+
+#include <memory>
+
+namespace reliableq {
+
+Reconciler::Reconciler(Parts parts, std::function<void()> on_done)
+    : parts_(parts), on_done_(std::move(on_done)) {}
+
+void Reconciler::Request() {
+  owed_ = true;
+  Run();
+}
+
+void Reconciler::AddStaleClients(const std::vector<int64_t>& ids) {
+  stale_clients_.insert(stale_clients_.end(), ids.begin(), ids.end());
+}
+
+void Reconciler::FenceStaleClients() {
+  for (int64_t id : stale_clients_) {
+    parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(id)},
+                           [](const Status&, redisReply*) {});
+  }
+  stale_clients_.clear();
+}
+
+void Reconciler::Run() {
+  if (!owed_ || running_ > 0 || closed_ || !parts_.command.ready()) return;
+  // Wait for every reply that may still bring a job.
+  bool waiting = parts_.fetcher.in_flight() || parts_.waiter.waiting();
+  parts_.waiter.Interrupt(parts_.command);
+  if (waiting) return;
+  owed_ = false;
+  FenceStaleClients();
+  // Outcomes first, on the same connection.
+  parts_.outcomes.TakeFinished();
+  parts_.outcomes.Send();
+  PayloadsByQueue keep(parts_.queues.size());
+  parts_.pool.HeldPayloads(/*include_ready=*/true, &keep);
+  parts_.outcomes.AddUnconfirmed(&keep);
+  ++running_;
+  Requeue(RequeueMode::kKeep, std::move(keep), [this](const Status& s) {
+    --running_;
+    if (closed_) return;
+    if (!s.ok()) {
+      owed_ = true;
+      if (!s.IsShutdown()) {
+        parts_.log.Log(LogLevel::kWarn, "reconcile failed: %s", s.ToString().c_str());
+      }
+      return;
+    }
+    Run();
+    on_done_();
+  });
+}
+
+void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
+                         std::function<void(const Status&)> done) {
+  size_t n = parts_.queues.size();
+  auto remaining = std::make_shared<size_t>(n);
+  auto first_error = std::make_shared<Status>();
+  auto finish_one = [remaining, first_error, done](const Status& s) {
+    if (!s.ok() && first_error->ok()) *first_error = s;
+    if (--*remaining == 0) done(*first_error);
+  };
+  double now = parts_.clock.Now();
+  for (uint32_t i = 0; i < n; ++i) {
+    const ServedQueue& q = parts_.queues[i];
+    ScriptCall call = RequeueCall(q.working_key, q.name, mode, parts_.max_interruptions, now,
+                                  parts_.dead_limits, std::move(listed[i]));
+    Status sent = parts_.command.Eval(call, [this, i, finish_one](const Status& s, redisReply* r) {
+      if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+          (r->element[0]->integer > 0 || r->element[1]->integer > 0)) {
+        parts_.log.Log(LogLevel::kInfo, "handed back to queue %s: %lld jobs, to the dead set: %lld",
+                       parts_.queues[i].name.c_str(), r->element[0]->integer,
+                       r->element[1]->integer);
+      }
+      finish_one(s);
+    });
+    if (!sent.ok()) finish_one(sent);
+  }
+}
+
+}  // namespace reliableq

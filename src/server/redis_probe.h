@@ -1,0 +1,26 @@
+// The worker's look at Redis before it starts: is it there, does it speak
+// LMOVE (6.2 or later), are the scripts loaded, and is it set up so that it
+// keeps jobs (a warning for a maxmemory-policy that may evict them).
+
+#ifndef RELIABLEQ_SERVER_REDIS_PROBE_H_
+#define RELIABLEQ_SERVER_REDIS_PROBE_H_
+
+#include <memory>
+
+#include "log.h"
+#include "redis/connection.h"
+#include "reliableq/redis_options.h"
+#include "reliableq/status.h"
+
+namespace reliableq {
+
+// The connection it probed through, ready for reuse. kIoError/kTimeout
+// naming where it tried when Redis is unreachable; kInvalidArgument for a
+// Redis older than 6.2; kProtocol when INFO cannot be read; the error of a
+// script Redis refused to load.
+Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
+                                                      const Logger& log);
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_REDIS_PROBE_H_

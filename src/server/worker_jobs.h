@@ -1,0 +1,51 @@
+// The jobs a worker holds, as they pass from the loop thread to the
+// processors and back: fetched (moved into a working list, not started),
+// running, and finished with an outcome for Redis to confirm. Plain values.
+
+#ifndef RELIABLEQ_SERVER_WORKER_JOBS_H_
+#define RELIABLEQ_SERVER_WORKER_JOBS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "retry.h"
+
+namespace reliableq {
+
+// A job moved into one of this process's working lists.
+struct FetchedJob {
+  uint32_t queue = 0;   // index into the server's QueueSet
+  std::string payload;  // exactly as stored in Redis
+};
+
+enum class Outcome : uint8_t {
+  kSucceeded,
+  kFailed,   // the handler threw, or no handler knows the class
+  kInvalid,  // the payload is not a job (bad JSON, no class or args)
+};
+
+struct FinishedJob {
+  uint32_t queue = 0;
+  std::string payload;         // the exact fetched string, for LREM
+  Outcome outcome = Outcome::kSucceeded;
+  std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
+  std::string error;           // kFailed/kInvalid: one line for the log
+  // kFailed: where it goes, and its score there (retry time or time of death).
+  FailureAction action = FailureAction::kDead;
+  double score = 0;
+};
+
+struct RunningJob {
+  int slot = 0;
+  uint32_t queue = 0;
+  std::string payload;
+  double started_at = 0;  // epoch seconds
+};
+
+// Payloads by queue index, as the requeue script takes them.
+using PayloadsByQueue = std::vector<std::vector<std::string>>;
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_WORKER_JOBS_H_
