@@ -53,8 +53,14 @@ class RunningServer {
   bool StopAndWait(std::chrono::milliseconds limit = 10s) {
     if (!thread_.joinable()) return result_.ok();
     server_->Stop();
+    return Wait(limit);
+  }
+  // Waits for Run to return (bounded) without asking it to; true if it
+  // returned OK.
+  bool Wait(std::chrono::milliseconds limit) {
+    if (!thread_.joinable()) return result_.ok();
     bool finished = WaitUntil([this] { return done_.load(); }, limit);
-    REQUIRE_MESSAGE(finished, "Server::Run did not return after Stop");
+    REQUIRE_MESSAGE(finished, "Server::Run did not return");
     thread_.join();
     return result_.ok();
   }
@@ -116,6 +122,17 @@ struct Gate {
     cv.notify_all();
   }
 };
+
+// A field of INFO (for example "blocked_clients", or
+// "cmdstat_zrangebyscore:calls"); 0 when it is absent.
+long long InfoNumber(RedisFixture& fixture, const char* section, const std::string& field) {
+  Result<redis::ReplyPtr> info = fixture.redis().Command({"INFO", section});
+  REQUIRE(info.ok());
+  std::string text((*info)->str, (*info)->len);
+  size_t at = text.find(field + (field.find(':') == std::string::npos ? ":" : "="));
+  if (at == std::string::npos) return 0;
+  return std::atoll(text.c_str() + at + field.size() + 1);
+}
 
 std::string FormatEpochForTest(double seconds) {
   char buf[64];
@@ -207,8 +224,7 @@ TEST_CASE_FIXTURE(RedisFixture, "an idle worker picks up a pushed job without po
   RunningServer server(opts, std::move(registry));
   auto client = OpenClient(options());
   // Let the worker go idle on its blocking connections first.
-  REQUIRE(WaitUntil([&] { return Integer({"SCARD", "processes"}) == 1; }));
-  std::this_thread::sleep_for(300ms);
+  REQUIRE(WaitUntil([&] { return InfoNumber(*this, "clients", "blocked_clients") == 2; }));
   for (const char* queue : {"two", "one"}) {
     int before = started->load();
     PushJob(*client, "Ping", "[]", queue);
@@ -346,29 +362,44 @@ TEST_CASE_FIXTURE(RedisFixture, "a JobFailure's backtrace is stored when the job
   CHECK(with_backtrace == 1);
 }
 
-TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts within about a second of its time") {
-  auto started = std::make_shared<std::atomic<double>>(0);
+TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts once the server's clock reaches its time") {
+  auto clock = std::make_shared<FakeClock>();
+  auto started = std::make_shared<std::atomic<int>>(0);
+  auto enqueued_at = std::make_shared<std::atomic<double>>(0);
   HandlerRegistry registry;
-  registry.Register("Later", [started](const JobView& job) {
-    started->store(NowSeconds());
+  registry.Register("Later", [started, enqueued_at](const JobView& job) {
     // Promotion stamps enqueued_at as a float, keeping everything else.
     CHECK(job.payload()["enqueued_at"].IsDouble());
     CHECK(job.args()[0].GetDouble() == 1.5);
+    enqueued_at->store(job.payload()["enqueued_at"].GetDouble());
+    ++*started;
   });
-  RunningServer server(FastOptions(options()), std::move(registry));
+  ServerOptions opts = FastOptions(options());
+  opts.clock = clock;
+  opts.scheduled_poll_interval = 50ms;
+  RunningServer server(opts, std::move(registry));
   REQUIRE(WaitUntil([&] { return Integer({"SCARD", "processes"}) == 1; }));
-  auto client = OpenClient(options());
+  ClientOptions client_options;
+  client_options.clock = clock;
+  auto client = Client::Open(options(), client_options);
+  REQUIRE(client.ok());
   Job job;
   job.job_class = "Later";
   job.args = "[1.5]";
-  double at = NowSeconds() + 1.0;
-  REQUIRE(client->PushAt(job, at).ok());
+  double at = clock->Now() + 3600;
+  REQUIRE((*client)->PushAt(job, at).ok());
+  CHECK(ZRangeWithScores("schedule")[0].second == doctest::Approx(at).epsilon(1e-12));
+  // The poller looks at both sets (two ZRANGEBYSCOREs a poll) and finds
+  // nothing due: on its clock the job is an hour away.
+  long long polls = InfoNumber(*this, "commandstats", "cmdstat_zrangebyscore:calls");
+  REQUIRE(WaitUntil([&] {
+    return InfoNumber(*this, "commandstats", "cmdstat_zrangebyscore:calls") >= polls + 4;
+  }));
+  CHECK(started->load() == 0);
   CHECK(Integer({"ZCARD", "schedule"}) == 1);
-  REQUIRE(WaitUntil([&] { return started->load() > 0; }, 10s));
-  CHECK(started->load() >= at);
-  // Default poll interval 0.5 s with one process: at most 0.75 s late,
-  // plus the time to run; not a benchmark, a bound on the poller's spread.
-  CHECK(started->load() - at < 1.5);
+  clock->Advance(3600s);
+  REQUIRE(WaitUntil([&] { return started->load() == 1; }));
+  CHECK(enqueued_at->load() == doctest::Approx(clock->Now()).epsilon(1e-12));
   CHECK(Integer({"ZCARD", "schedule"}) == 0);
 }
 
@@ -554,7 +585,11 @@ TEST_CASE_FIXTURE(RedisFixture, "stop hands running jobs back after the timeout"
   registry.Register("Hold", [gate](const JobView&) { gate->Wait(); });
   ServerOptions opts = FastOptions(options());
   opts.concurrency = 2;
-  opts.shutdown_timeout = 300ms;
+  // A minute on a clock only the test moves: the stop can end only when the
+  // test says the time has come.
+  auto clock = std::make_shared<FakeClock>();
+  opts.clock = clock;
+  opts.shutdown_timeout = 60s;
   auto client = OpenClient(options());
   std::string a = PushJob(*client, "Hold", "[\"a\"]");
   std::string b = PushJob(*client, "Hold", "[\"b\"]");
@@ -562,9 +597,12 @@ TEST_CASE_FIXTURE(RedisFixture, "stop hands running jobs back after the timeout"
     RunningServer server(opts, std::move(registry));
     REQUIRE(WaitUntil([&] { return gate->waiting.load() == 2; }));
     const std::string id = server.identity();
-    auto began = std::chrono::steady_clock::now();
-    CHECK(server.StopAndWait(5s));
-    CHECK(std::chrono::steady_clock::now() - began < 3s);
+    server.server().Stop();
+    REQUIRE(WaitUntil([&] { return HGet(id, "quiet") == "true"; }));
+    CHECK_FALSE(server.done());
+    CHECK(Integer({"LLEN", Keys().Working(id, "default")}) == 2);
+    clock->Advance(60s);
+    CHECK(server.Wait(5s));
     std::vector<std::string> queued = LRange("queue:default");
     REQUIRE(queued.size() == 2);
     for (const std::string& payload : queued) {
@@ -726,12 +764,7 @@ TEST_CASE_FIXTURE(RedisFixture, "acks Redis refused with an error reply are sent
 
 // Calls of EVALSHA Redis has served since its stats were reset.
 long long EvalshaCalls(RedisFixture& fixture) {
-  Result<redis::ReplyPtr> info = fixture.redis().Command({"INFO", "commandstats"});
-  REQUIRE(info.ok());
-  std::string text((*info)->str, (*info)->len);
-  size_t at = text.find("cmdstat_evalsha:calls=");
-  if (at == std::string::npos) return 0;
-  return std::atoll(text.c_str() + at + std::strlen("cmdstat_evalsha:calls="));
+  return InfoNumber(fixture, "commandstats", "cmdstat_evalsha:calls");
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "a fetch Redis refuses is not sent again at once") {

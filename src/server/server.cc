@@ -21,7 +21,7 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "job_codec.h"
+#include "job_codec.h"  // NewJid
 #include "keys.h"
 #include "log.h"
 #include "redis/async_connection.h"
@@ -38,6 +38,7 @@
 #include "server/queue_set.h"
 #include "server/reconciler.h"
 #include "server/redis_probe.h"
+#include "server/state_dump.h"
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
@@ -84,6 +85,7 @@ class ServerImpl final : public Server {
 
   void ConnectCommand();
   void OnCommandLost(const Status& status);
+  void ScheduleReconnect();
 
   BeatSnapshot Snapshot() const;
   void OnBeat(Heartbeat::Found result, const std::string& signal,
@@ -324,32 +326,18 @@ void ServerImpl::HandleSignal(const std::string& name) {
 }
 
 void ServerImpl::DumpState() {
-  std::vector<RunningJob> running = pool_->Running();
-  log_->Log(LogLevel::kInfo,
-            "state: identity=%s phase=%d concurrency=%d running=%zu ready=%zu "
-            "unacknowledged=%zu redis=%s",
-            identity_.c_str(), static_cast<int>(phase_), options_.concurrency, running.size(),
-            pool_->ready(), outcomes_->Unconfirmed(),
-            command_->ready() ? "connected" : "disconnected");
-  double now = clock_->Now();
-  std::vector<bool> busy(static_cast<size_t>(options_.concurrency), false);
-  for (const RunningJob& job : running) {
-    busy[static_cast<size_t>(job.slot)] = true;
-    Result<DecodedJob> decoded = DecodeJob(job.payload);
-    std::string cls = "?", jid = "?";
-    if (decoded.ok()) {
-      const auto& doc = decoded->document;
-      if (doc["class"].IsString()) cls = doc["class"].GetString();
-      auto it = doc.FindMember("jid");
-      if (it != doc.MemberEnd() && it->value.IsString()) jid = it->value.GetString();
-    }
-    log_->Log(LogLevel::kInfo, "processor p%d: running %s jid=%s from queue %s for %.3f s",
-              job.slot, cls.c_str(), jid.c_str(), queues_[job.queue].name.c_str(),
-              now - job.started_at);
-  }
-  for (size_t i = 0; i < busy.size(); ++i) {
-    if (!busy[i]) log_->Log(LogLevel::kInfo, "processor p%zu: idle", i);
-  }
+  static constexpr const char* kPhaseNames[] = {"starting", "running",   "quiet",
+                                                "stopping", "finishing", "stopped"};
+  WorkerState state;
+  state.identity = identity_;
+  state.phase = kPhaseNames[static_cast<int>(phase_)];
+  state.concurrency = options_.concurrency;
+  state.running = pool_->Running();
+  state.ready = pool_->ready();
+  state.unacknowledged = outcomes_->Unconfirmed();
+  state.connected = command_->ready();
+  state.now = clock_->Now();
+  LogWorkerState(*log_, state, queues_);
 }
 
 // ---------------------------------------------------------------------------
@@ -360,9 +348,7 @@ void ServerImpl::ConnectCommand() {
     if (phase_ == Phase::kStopped) return;
     if (!s.ok()) {
       log_->Log(LogLevel::kWarn, "Redis unreachable: %s; retrying", s.ToString().c_str());
-      milliseconds delay = reconnect_delay_;
-      reconnect_delay_ = std::min(reconnect_delay_ * 2, kReconnectMax);
-      reconnect_timer_->Start(delay);
+      ScheduleReconnect();
       return;
     }
     reconnect_delay_ = kReconnectMin;
@@ -379,10 +365,12 @@ void ServerImpl::OnCommandLost(const Status& status) {
   // working lists unseen until we reconcile.
   if (command_->last_client_id() != 0) reconciler_->AddStaleClient(command_->last_client_id());
   Reconcile(false);
-  if (phase_ == Phase::kStopped) return;
-  milliseconds delay = reconnect_delay_;
+  if (phase_ != Phase::kStopped) ScheduleReconnect();
+}
+
+void ServerImpl::ScheduleReconnect() {
+  reconnect_timer_->Start(reconnect_delay_);
   reconnect_delay_ = std::min(reconnect_delay_ * 2, kReconnectMax);
-  reconnect_timer_->Start(delay);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+#include "server/state_dump.h"
+
+#include "job_codec.h"
+
+namespace reliableq {
+
+void LogWorkerState(const Logger& log, const WorkerState& state, const QueueSet& queues) {
+  log.Log(LogLevel::kInfo,
+          "state: identity=%s phase=%s concurrency=%d running=%zu ready=%zu "
+          "unacknowledged=%zu redis=%s",
+          state.identity.c_str(), state.phase, state.concurrency, state.running.size(),
+          state.ready, state.unacknowledged, state.connected ? "connected" : "disconnected");
+  std::vector<bool> busy(static_cast<size_t>(state.concurrency), false);
+  for (const RunningJob& job : state.running) {
+    busy[static_cast<size_t>(job.slot)] = true;
+    Result<DecodedJob> decoded = DecodeJob(job.payload);
+    std::string cls = "?", jid = "?";
+    if (decoded.ok()) {
+      const auto& doc = decoded->document;
+      if (doc["class"].IsString()) cls = doc["class"].GetString();
+      auto it = doc.FindMember("jid");
+      if (it != doc.MemberEnd() && it->value.IsString()) jid = it->value.GetString();
+    }
+    log.Log(LogLevel::kInfo, "processor p%d: running %s jid=%s from queue %s for %.3f s",
+            job.slot, cls.c_str(), jid.c_str(), queues[job.queue].name.c_str(),
+            state.now - job.started_at);
+  }
+  for (size_t i = 0; i < busy.size(); ++i) {
+    if (!busy[i]) log.Log(LogLevel::kInfo, "processor p%zu: idle", i);
+  }
+}
+
+}  // namespace reliableq
