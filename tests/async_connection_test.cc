@@ -1,7 +1,17 @@
 #include "redis/async_connection.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -156,6 +166,269 @@ TEST_CASE_FIXTURE(AsyncFixture, "a broken connection fails every command of a pi
   std::vector<Status> statuses = RunPipeline(commands);
   for (const Status& s : statuses) CHECK(s.IsIoError());
   CHECK_FALSE(Exists("counter"));
+}
+
+// A libuv loop of its own, for tests that need no connection up front.
+class Loop {
+ public:
+  Loop() { REQUIRE(uv_loop_init(&loop_) == 0); }
+  ~Loop() {
+    if (!closed_) Close();
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  uv_loop_t* get() { return &loop_; }
+
+  // Runs the loop until `done`, for at most `limit`; returns whether `done`.
+  bool RunUntil(const std::function<bool()>& done,
+                std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    return WaitUntil(
+        [&] {
+          uv_run(&loop_, UV_RUN_NOWAIT);
+          return done();
+        },
+        limit);
+  }
+
+  // Runs the loop for `duration`, so that a callback that should not come
+  // again (from a later watchdog tick, say) has its chance to.
+  void RunFor(std::chrono::milliseconds duration) {
+    auto end = std::chrono::steady_clock::now() + duration;
+    RunUntil([&] { return std::chrono::steady_clock::now() >= end; },
+             duration + std::chrono::seconds(1));
+  }
+
+  // Lets closing handles finish, then closes the loop. Returns
+  // uv_loop_close's result: UV_EBUSY when a handle was left open.
+  int Close() {
+    for (int i = 0; i < 100 && uv_loop_alive(&loop_); ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+    closed_ = true;
+    return uv_loop_close(&loop_);
+  }
+
+ private:
+  uv_loop_t loop_;
+  bool closed_ = false;
+};
+
+// A TCP listener on 127.0.0.1 (a free port) that never accepts: the kernel
+// completes a client's TCP handshake from the backlog, so the client is
+// connected and its commands are written, but nothing ever answers them.
+class SilentListener {
+ public:
+  SilentListener() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof address;
+    auto* raw = reinterpret_cast<sockaddr*>(&address);
+    if (bind(fd_, raw, sizeof address) != 0 || listen(fd_, 8) != 0 ||
+        getsockname(fd_, raw, &length) != 0) {
+      int error = errno;
+      close(fd_);  // the destructor does not run when the constructor throws
+      FAIL("cannot listen on 127.0.0.1: " << std::strerror(error));
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// SIGSTOPs a redis-server (a child of this process) for the guard's life: it
+// keeps its sockets and takes in what is written to it, but answers nothing
+// until SIGCONT, which the destructor sends on every way out of a test.
+class PausedServer {
+ public:
+  explicit PausedServer(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
+  ~PausedServer() { Resume(); }
+  PausedServer(const PausedServer&) = delete;
+  PausedServer& operator=(const PausedServer&) = delete;
+
+  // Waits until the server has stopped, so nothing sent after this is
+  // answered; false when it did not (it died instead).
+  bool Stopped() {
+    int status = 0;
+    return waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status);
+  }
+
+  void Resume() {
+    if (pid_ > 0) kill(pid_, SIGCONT);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+TEST_CASE("Connect to a server that never answers fails once, within connect_timeout") {
+  SilentListener listener;
+  RedisOptions options;
+  options.host = "127.0.0.1";
+  options.port = listener.port();
+  options.connect_timeout = milliseconds(300);
+  // Far off, so that only the connect timeout can end the wait in time.
+  options.command_timeout = std::chrono::seconds(30);
+  Loop loop;
+  std::optional<redis::AsyncConnection> connection;
+  connection.emplace(loop.get(), options);
+  int disconnect_calls = 0;
+  connection->SetOnDisconnect([&](const Status&) { ++disconnect_calls; });
+  int ready_calls = 0;
+  Status ready;
+  Clock::duration took{};
+  Clock::time_point start = Clock::now();
+  connection->Connect([&](const Status& status) {
+    if (ready_calls++ == 0) took = Clock::now() - start;
+    ready = status;
+  });
+  REQUIRE(loop.RunUntil([&] { return ready_calls > 0; }, std::chrono::seconds(5)));
+  loop.RunFor(milliseconds(300));
+
+  CHECK(ready_calls == 1);
+  CHECK(ready.IsTimeout());
+  CHECK(ready.message().find("within 300 ms") != std::string::npos);
+  CAPTURE(std::chrono::duration_cast<milliseconds>(took).count());
+  CHECK(took >= options.connect_timeout);
+  CHECK(took < 3 * options.connect_timeout);
+  // It never was established, so it never broke.
+  CHECK(disconnect_calls == 0);
+  CHECK_FALSE(connection->ready());
+  CHECK(connection->pending() == 0);
+
+  connection.reset();
+  CHECK(loop.Close() == 0);
+}
+
+TEST_CASE("a command unanswered past command_timeout breaks the connection, once") {
+  // A server of its own: the shared one must keep answering other tests.
+  RedisServer server;
+  RedisOptions options = server.Options();
+  options.command_timeout = milliseconds(400);
+  Loop loop;
+  std::optional<redis::AsyncConnection> connection;
+  connection.emplace(loop.get(), options);
+  int disconnect_calls = 0;
+  Status disconnected;
+  Clock::time_point disconnected_at;
+  connection->SetOnDisconnect([&](const Status& status) {
+    if (disconnect_calls++ == 0) disconnected_at = Clock::now();
+    disconnected = status;
+  });
+  int ready_calls = 0;
+  Status ready;
+  auto on_ready = [&](const Status& status) {
+    ++ready_calls;
+    ready = status;
+  };
+  connection->Connect(on_ready);
+  REQUIRE(loop.RunUntil([&] { return ready_calls == 1; }));
+  REQUIRE(ready.ok());
+  int64_t first_id = connection->client_id();
+
+  // Idle is not late: with nothing pending, the watchdog breaks nothing.
+  loop.RunFor(2 * options.command_timeout);
+  CHECK(disconnect_calls == 0);
+  CHECK(connection->ready());
+
+  int ping_calls = 0;
+  int incr_calls = 0;
+  int pipeline_calls = 0;
+  Status ping;
+  Status incr;
+  std::vector<Status> pipeline;
+  Clock::time_point start;
+  {
+    PausedServer paused(server.pid());
+    REQUIRE(paused.Stopped());
+    start = Clock::now();
+    REQUIRE(connection
+                ->Command({"PING"},
+                          [&](const Status& status, redisReply*) {
+                            ++ping_calls;
+                            ping = status;
+                          })
+                .ok());
+    REQUIRE(connection
+                ->Command({"INCR", "counter"},
+                          [&](const Status& status, redisReply*) {
+                            ++incr_calls;
+                            incr = status;
+                          })
+                .ok());
+    redis::CommandList commands;
+    commands.Add({"INCR", "counter"});
+    commands.Add({"INCR", "counter"});
+    REQUIRE(connection
+                ->Pipeline(commands,
+                           [&](std::vector<Status> statuses) {
+                             ++pipeline_calls;
+                             pipeline = std::move(statuses);
+                           })
+                .ok());
+    REQUIRE(connection->pending() == 3);
+    REQUIRE(loop.RunUntil(
+        [&] {
+          return disconnect_calls > 0 && ping_calls > 0 && incr_calls > 0 && pipeline_calls > 0;
+        },
+        std::chrono::seconds(5)));
+    loop.RunFor(milliseconds(300));
+    paused.Resume();
+  }
+
+  CHECK(ping_calls == 1);
+  CHECK(incr_calls == 1);
+  CHECK(pipeline_calls == 1);
+  CHECK(disconnect_calls == 1);
+  CHECK(ping.IsTimeout());
+  CHECK(incr.IsTimeout());
+  REQUIRE(pipeline.size() == 2);
+  CHECK(pipeline[0].IsTimeout());
+  CHECK(pipeline[1].IsTimeout());
+  CHECK(disconnected.IsTimeout());
+  CHECK(disconnected.message().find("did not answer in time") != std::string::npos);
+  Clock::duration took = disconnected_at - start;
+  CAPTURE(std::chrono::duration_cast<milliseconds>(took).count());
+  CHECK(took >= options.command_timeout);
+  CHECK(took < 3 * options.command_timeout);
+  CHECK_FALSE(connection->ready());
+  CHECK(connection->pending() == 0);
+  CHECK(ready_calls == 1);  // a break is not reported through on_ready
+
+  // Once the server answers again, the same object connects again.
+  connection->Connect(on_ready);
+  REQUIRE(loop.RunUntil([&] { return ready_calls == 2; }));
+  CHECK(ready.ok());
+  CHECK(connection->ready());
+  CHECK(connection->client_id() != first_id);
+  int pong_calls = 0;
+  std::string pong;
+  REQUIRE(connection
+              ->Command({"PING"},
+                        [&](const Status& status, redisReply* reply) {
+                          ++pong_calls;
+                          if (status.ok()) pong = std::string(redis::View(reply));
+                        })
+              .ok());
+  REQUIRE(loop.RunUntil([&] { return pong_calls > 0; }));
+  CHECK(pong_calls == 1);
+  CHECK(pong == "PONG");
+  CHECK(disconnect_calls == 1);
+
+  connection.reset();
+  CHECK(loop.Close() == 0);
 }
 
 }  // namespace
