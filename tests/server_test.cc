@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -971,4 +973,31 @@ TEST_CASE_FIXTURE(RedisFixture, "connections killed under load: every job runs e
   for (const std::string& jid : *jids) twice += (*runs)[jid] > 1;
   CHECK(twice == 0);
   CHECK(runs->size() == jids->size());
+}
+
+TEST_CASE("a stop that cannot hand its jobs back makes Run return the error") {
+  // A Redis of its own, killed under the running worker: the hand-back can
+  // never reach it, and after its patience (10 s on the worker's clock) Run
+  // says so instead of reporting a clean stop.
+  RedisServer lone;
+  auto clock = std::make_shared<FakeClock>();
+  HandlerRegistry registry;
+  registry.Register("Noop", [](const JobView&) {});
+  ServerOptions opts = FastOptions(lone.Options());
+  opts.clock = clock;
+  opts.redis.connect_timeout = 200ms;
+  RunningServer server(opts, std::move(registry));
+  auto admin = Admin::Open(lone.Options());
+  REQUIRE(admin.ok());
+  REQUIRE(WaitUntil([&] {
+    Result<Stats> stats = (*admin)->GetStats();
+    return stats.ok() && stats->processes == 1;
+  }));
+  kill(lone.pid(), SIGKILL);
+  server.server().Stop();
+  for (int i = 0; i < 300 && !server.done(); ++i) {
+    clock->Advance(1s);
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK_FALSE(server.Wait(5s));
 }

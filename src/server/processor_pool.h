@@ -4,7 +4,7 @@
 // The loop thread submits fetched jobs; a processor takes one, runs its
 // handler with no lock held, and posts the outcome to a finished list. The
 // first outcome posted after the loop armed the wake-up (ArmWake) calls
-// `wake` (uv_async_send), so the loop sends one ack script for everything
+// `wake` (uv_async_send), so the loop sends one ack round for everything
 // that finished since it last looked; while an ack is on its way the loop
 // does not arm it, and outcomes gather for the next one. One mutex guards
 // the ready queue, the finished list and each slot's current job; a
