@@ -1,0 +1,464 @@
+// The worker's pure parts: the queue set and its fetch order, the prefetch
+// controller, the option checks, and the KEYS/ARGV of every script call,
+// each checked against the header of its lua/*.lua script.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "keys.h"
+#include "script_calls.h"
+#include "server/options_check.h"
+#include "server/prefetch.h"
+#include "server/queue_set.h"
+
+using namespace reliableq;
+using Strings = std::vector<std::string>;
+
+// --- QueueSet ---
+
+TEST_CASE("QueueSet builds each queue's Sidekiq key and this process's working list") {
+  Keys keys("app1:");
+  QueueSet set({{"critical", 0}, {"default", 0}, {"low", 0}}, keys, "host:42:abc");
+  REQUIRE(set.size() == 3);
+  CHECK(set.names() == Strings{"critical", "default", "low"});
+  CHECK_FALSE(set.weighted());
+  CHECK(set[0].name == "critical");
+  CHECK(set[0].queue_key == "queue:critical");
+  CHECK(set[0].working_key == "app1:working:host:42:abc:critical");
+  CHECK(set[1].queue_key == "queue:default");
+  CHECK(set[1].working_key == "app1:working:host:42:abc:default");
+  CHECK(set[2].queue_key == "queue:low");
+  CHECK(set[2].working_key == "app1:working:host:42:abc:low");
+}
+
+TEST_CASE("a strict QueueSet always fetches in the order given") {
+  QueueSet set({{"c", 0}, {"a", 0}, {"b", 0}}, Keys(), "h:1:x");
+  std::mt19937_64 random(7);
+  for (int draw = 0; draw < 100; ++draw) {
+    CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, 1, 2});
+  }
+}
+
+TEST_CASE("a weighted QueueSet puts each queue first about its weight's share of the time") {
+  QueueSet set({{"a", 5}, {"b", 3}, {"c", 2}}, Keys(), "h:1:x");
+  REQUIRE(set.weighted());
+  std::mt19937_64 random(12345);
+  constexpr int kDraws = 10000;
+  int first[3] = {0, 0, 0};
+  for (int draw = 0; draw < kDraws; ++draw) {
+    std::vector<uint32_t> order = set.FetchOrder(random);
+    // Every queue exactly once.
+    std::vector<uint32_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    REQUIRE(sorted == std::vector<uint32_t>{0, 1, 2});
+    ++first[order[0]];
+  }
+  // Expected shares 0.5, 0.3 and 0.2; the standard deviation of a share
+  // over 10,000 draws is at most 0.005, so 0.03 is six of them, and still
+  // far from the uniform 1/3 (or the strict 1, 0, 0).
+  CHECK(std::abs(first[0] / double(kDraws) - 0.5) < 0.03);
+  CHECK(std::abs(first[1] / double(kDraws) - 0.3) < 0.03);
+  CHECK(std::abs(first[2] / double(kDraws) - 0.2) < 0.03);
+}
+
+TEST_CASE("a weight-0 queue in a weighted set is still fetched from") {
+  QueueSet set({{"busy", 4}, {"rare", 0}}, Keys(), "h:1:x");
+  REQUIRE(set.weighted());
+  std::mt19937_64 random(99);
+  int rare_first = 0;
+  for (int draw = 0; draw < 1000; ++draw) {
+    std::vector<uint32_t> order = set.FetchOrder(random);
+    REQUIRE(order.size() == 2);
+    CHECK(std::find(order.begin(), order.end(), 1u) != order.end());
+    if (order[0] == 1) ++rare_first;
+  }
+  // Sidekiq counts a weight below 1 as 1, so "rare" leads now and then
+  // (1 in 5 here) but "busy" leads most of the time.
+  CHECK(rare_first > 0);
+  CHECK(rare_first < 500);
+}
+
+// --- Prefetch ---
+
+namespace {
+
+using TimePoint = Prefetch::TimePoint;
+
+// Times in whole milliseconds, so that rates and round trips are exact.
+TimePoint At(int64_t millis) {
+  return TimePoint(std::chrono::seconds(1000) + std::chrono::milliseconds(millis));
+}
+
+// Replies every 100 ms from `start`, each after a 10 ms round trip, with
+// `per_interval` jobs finished in each interval; returns the prefetch after
+// each reply.
+std::vector<int> SteadyStream(Prefetch* prefetch, int64_t start, uint64_t* finished,
+                              uint64_t per_interval, int replies) {
+  std::vector<int> values;
+  for (int i = 0; i < replies; ++i) {
+    int64_t now = start + 100 * i;
+    prefetch->OnReply(At(now - 10), At(now), *finished);
+    values.push_back(prefetch->value());
+    *finished += per_interval;
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("the prefetch starts at a quarter of the threads, at least 1") {
+  CHECK(Prefetch(10).value() == 2);
+  CHECK(Prefetch(10).min() == 2);
+  CHECK(Prefetch(10).max() == 80);
+  CHECK(Prefetch(40).value() == 10);
+  CHECK(Prefetch(3).value() == 1);
+  CHECK(Prefetch(3).max() == 24);
+  CHECK(Prefetch(1).value() == 1);
+  CHECK(Prefetch(1).min() == 1);
+  CHECK(Prefetch(1).max() == 8);
+}
+
+TEST_CASE("Wanted is threads plus prefetch less what is held, never below 0") {
+  Prefetch prefetch(10);  // prefetch 2: 12 in memory at most
+  CHECK(prefetch.Wanted(0) == 12);
+  CHECK(prefetch.Wanted(5) == 7);
+  CHECK(prefetch.Wanted(11) == 1);
+  CHECK(prefetch.Wanted(12) == 0);
+  CHECK(prefetch.Wanted(13) == 0);
+  CHECK(prefetch.Wanted(1000) == 0);
+}
+
+TEST_CASE("a steady stream moves the prefetch halfway to 4 x rate x round trip at each reply") {
+  Prefetch prefetch(10);
+  uint64_t finished = 0;
+  // 100 jobs per 100 ms is 1000 jobs/s; 4 x 1000 x 0.01 s = 40. From 2:
+  // (2 + 40) / 2 = 21, then 30 (30.5), 35, 37 (37.5), 38 (38.5), 39, and it
+  // stays at 39 (the halves are truncated).
+  std::vector<int> values = SteadyStream(&prefetch, 0, &finished, 100, 9);
+  CHECK(values == std::vector<int>{2, 21, 30, 35, 37, 38, 39, 39, 39});
+  CHECK(prefetch.Wanted(0) == 49);
+  CHECK(prefetch.Wanted(45) == 4);
+
+  // The stream stops: the target falls to the least (2), halfway each time.
+  // The first reply of this run is 9.2 s after the last one, with 100
+  // jobs finished: about 11 jobs/s, target 4 x 11 x 0.01 = 0.43, so 2.
+  values = SteadyStream(&prefetch, 10000, &finished, 0, 8);
+  CHECK(values == std::vector<int>{20, 11, 6, 4, 3, 2, 2, 2});
+}
+
+TEST_CASE("the prefetch target is clamped to at most 8 x threads") {
+  Prefetch prefetch(10);
+  uint64_t finished = 0;
+  // 100,000 jobs/s: 4 x 100000 x 0.01 = 4000, clamped to 80.
+  std::vector<int> values = SteadyStream(&prefetch, 0, &finished, 10000, 10);
+  CHECK(values == std::vector<int>{2, 41, 60, 70, 75, 77, 78, 79, 79, 79});
+  for (int v : values) CHECK(v <= prefetch.max());
+}
+
+TEST_CASE("a slow round trip raises the prefetch as much as a fast stream") {
+  Prefetch prefetch(10);
+  // 50 jobs/s and a 200 ms round trip: 4 x 50 x 0.2 = 40, as in the steady
+  // stream test above.
+  prefetch.OnReply(At(-200), At(0), 0);
+  prefetch.OnReply(At(800), At(1000), 50);
+  CHECK(prefetch.value() == 21);
+}
+
+TEST_CASE("long jobs that end together after a long gap do not raise the prefetch") {
+  Prefetch prefetch(10);
+  prefetch.OnReply(At(-10), At(0), 0);
+  CHECK(prefetch.value() == 2);
+  // Ten 60-second jobs end at once and the next fetch comes back within
+  // 10 ms: over the whole 60 s that is 1/6 job/s (target 4 x 1/6 x 0.01,
+  // clamped to 2), not 10 jobs in 10 ms (1000 jobs/s, target 40).
+  prefetch.OnReply(At(59990), At(60000), 10);
+  CHECK(prefetch.value() == 2);
+  prefetch.OnReply(At(119990), At(120000), 20);
+  CHECK(prefetch.value() == 2);
+}
+
+TEST_CASE("the first reply only sets the baseline") {
+  Prefetch prefetch(10);
+  // Had the time since an unset last reply counted, these 1,000,000 jobs
+  // would be a stream.
+  prefetch.OnReply(At(-1000), At(0), 1000000);
+  CHECK(prefetch.value() == 2);
+  // Measured from the baseline: 100 jobs in 0.1 s, round trip 10 ms.
+  prefetch.OnReply(At(90), At(100), 1000100);
+  CHECK(prefetch.value() == 21);
+}
+
+// --- CheckServerOptions ---
+
+namespace {
+
+// The rejection of `options`, which must name `option`.
+void CheckRejected(const ServerOptions& options, const std::string& option) {
+  Status status = CheckServerOptions(options);
+  INFO("expected a rejection naming '", option, "', got: ", status.ToString());
+  CHECK(status.IsInvalidArgument());
+  CHECK(status.message().find(option) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("the default ServerOptions pass the checks") {
+  CHECK(CheckServerOptions(ServerOptions()).ok());
+}
+
+TEST_CASE("values on the edge of each check pass") {
+  ServerOptions options;
+  options.queues = {{"a", 0}, {"b", 3}};
+  options.concurrency = 1;
+  options.heartbeat_interval = std::chrono::milliseconds(1000);
+  options.heartbeat_ttl = std::chrono::milliseconds(2000);  // exactly twice
+  options.janitor_interval = std::chrono::milliseconds(1);
+  options.shutdown_timeout = std::chrono::milliseconds(0);
+  options.idle_block_timeout = std::chrono::milliseconds(1000);
+  CHECK(CheckServerOptions(options).ok());
+}
+
+TEST_CASE("each bad option is rejected with a message naming it") {
+  ServerOptions options;
+  SUBCASE("no queues") {
+    options.queues.clear();
+    CheckRejected(options, "queues");
+  }
+  SUBCASE("an empty queue name") {
+    options.queues = {{"default", 0}, {"", 0}};
+    CheckRejected(options, "queue name");
+  }
+  SUBCASE("a negative weight") {
+    options.queues = {{"default", 1}, {"low", -1}};
+    CheckRejected(options, "weight");
+  }
+  SUBCASE("a queue given twice") {
+    options.queues = {{"default", 0}, {"mail", 0}, {"default", 0}};
+    CheckRejected(options, "'default'");
+    CheckRejected(options, "twice");
+  }
+  SUBCASE("concurrency 0") {
+    options.concurrency = 0;
+    CheckRejected(options, "concurrency");
+  }
+  SUBCASE("a ttl below twice the interval") {
+    options.heartbeat_interval = std::chrono::milliseconds(5000);
+    options.heartbeat_ttl = std::chrono::milliseconds(9999);
+    CheckRejected(options, "heartbeat ttl");
+    CheckRejected(options, "heartbeat interval");
+  }
+  SUBCASE("a heartbeat interval of 0") {
+    options.heartbeat_interval = std::chrono::milliseconds(0);
+    CheckRejected(options, "heartbeat interval");
+  }
+  SUBCASE("a janitor interval of 0") {
+    options.janitor_interval = std::chrono::milliseconds(0);
+    CheckRejected(options, "janitor interval");
+  }
+  SUBCASE("a negative shutdown timeout") {
+    options.shutdown_timeout = std::chrono::milliseconds(-1);
+    CheckRejected(options, "shutdown timeout");
+  }
+  SUBCASE("an idle block timeout under 1 s") {
+    options.idle_block_timeout = std::chrono::milliseconds(999);
+    CheckRejected(options, "idle block timeout");
+  }
+}
+
+// --- Script calls: KEYS and ARGV in the order of each lua/*.lua header ---
+
+namespace {
+
+// 2023-11-14T23:59:59.75Z: the dated stat keys take the UTC date.
+constexpr double kNow = 1700006399.75;
+constexpr const char* kNowText = "1700006399.750000";
+const DeadSetLimits kLimits{500, std::chrono::seconds(3600)};
+
+}  // namespace
+
+TEST_CASE("FetchCall: KEYS are (queue, working) pairs in order, ARGV[1] the max") {
+  ScriptCall call = FetchCall({{"queue:a", "w:a"}, {"queue:b", "w:b"}}, 7);
+  CHECK(call.script == ScriptId::kFetch);
+  CHECK(call.keys == Strings{"queue:a", "w:a", "queue:b", "w:b"});
+  CHECK(call.args == Strings{"7"});
+}
+
+TEST_CASE("HeartbeatCall follows heartbeat.lua") {
+  Keys keys("rq:");
+  BeatFields fields;
+  fields.ttl_millis = 30000;
+  fields.registry_entry = R"({"identity":"h:1:x"})";
+  fields.info = R"({"hostname":"h"})";
+  fields.busy = 2;
+  fields.now = kNow;
+  fields.quiet = true;
+  fields.rss_kb = 2048;
+  fields.rtt_us = 350;
+  fields.work = {{"t1", R"({"w":1})"}, {"t2", R"({"w":2})"}};
+  ScriptCall call = HeartbeatCall(keys, "h:1:x", fields);
+  CHECK(call.script == ScriptId::kHeartbeat);
+  CHECK(call.keys == Strings{"rq:heartbeat:h:1:x", "rq:registry", "processes", "h:1:x",
+                             "h:1:x:work", "h:1:x:workers", "h:1:x-signals"});
+  CHECK(call.args == Strings{"h:1:x", "30000", R"({"identity":"h:1:x"})", R"({"hostname":"h"})",
+                             "2", kNowText, "true", "2048", "350", "t1", R"({"w":1})", "t2",
+                             R"({"w":2})"});
+
+  fields.quiet = false;
+  fields.work.clear();
+  call = HeartbeatCall(keys, "h:1:x", fields);
+  REQUIRE(call.args.size() == 9);
+  CHECK(call.args[6] == "false");
+}
+
+TEST_CASE("ForgetCall lists one working list per queue after the six fixed KEYS") {
+  Keys keys("rq:");
+  ScriptCall call = ForgetCall(keys, "h:1:x", {"critical", "default"}, true);
+  CHECK(call.script == ScriptId::kForget);
+  CHECK(call.keys == Strings{"rq:heartbeat:h:1:x", "rq:registry", "processes", "h:1:x",
+                             "h:1:x:work", "h:1:x:workers", "rq:working:h:1:x:critical",
+                             "rq:working:h:1:x:default"});
+  CHECK(call.args == Strings{"h:1:x", "1"});
+
+  call = ForgetCall(keys, "h:1:x", {}, false);
+  CHECK(call.keys.size() == 6);
+  CHECK(call.args == Strings{"h:1:x", "0"});
+}
+
+TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat keys") {
+  const Strings stat_keys = {"stat:processed", "stat:processed:2023-11-14", "stat:failed",
+                             "stat:failed:2023-11-14"};
+  REQUIRE(UtcDate(kNow) == "2023-11-14");
+  FailedJob job;
+  job.working_key = "rq:working:h:1:x:default";
+  job.original = R"({"class":"A"})";
+  job.updated = R"({"class":"A","retry_count":0})";
+
+  SUBCASE("retry: ZADD retry at retry_at") {
+    job.mode = FailMode::kRetry;
+    job.retry_at = kNow + 16;
+    ScriptCall call = FailCall(job, kNow, kLimits);
+    CHECK(call.script == ScriptId::kFail);
+    Strings keys = {"rq:working:h:1:x:default", "retry"};
+    keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
+    CHECK(call.keys == keys);
+    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
+                               "1700006415.750000", "retry", kNowText, "500", "3600", "1"});
+  }
+  SUBCASE("dead: the dead set, scored now") {
+    job.mode = FailMode::kDead;
+    ScriptCall call = FailCall(job, kNow, kLimits);
+    Strings keys = {"rq:working:h:1:x:default", "dead"};
+    keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
+    CHECK(call.keys == keys);
+    REQUIRE(call.args.size() == 8);
+    call.args[2] = "(unused)";  // the score is read in mode "retry" only
+    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
+                               "(unused)", "dead", kNowText, "500", "3600", "1"});
+  }
+  SUBCASE("drop, uncounted: a payload that is not a job") {
+    job.mode = FailMode::kDrop;
+    job.counted = false;
+    ScriptCall call = FailCall(job, kNow, kLimits);
+    REQUIRE(call.keys.size() == 6);
+    CHECK(call.keys[0] == "rq:working:h:1:x:default");
+    CHECK(Strings(call.keys.begin() + 2, call.keys.end()) == stat_keys);
+    REQUIRE(call.args.size() == 8);
+    call.args[2] = "(unused)";
+    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
+                               "(unused)", "drop", kNowText, "500", "3600", "0"});
+  }
+}
+
+TEST_CASE("FailCall dates the stat keys by UTC day, across midnight") {
+  FailedJob job;
+  job.working_key = "w";
+  job.original = "o";
+  job.updated = "u";
+  ScriptCall before = FailCall(job, 1700006399.999, kLimits);  // 23:59:59.999
+  ScriptCall after = FailCall(job, 1700006400.0, kLimits);     // 00:00:00
+  CHECK(before.keys[3] == "stat:processed:2023-11-14");
+  CHECK(before.keys[5] == "stat:failed:2023-11-14");
+  CHECK(after.keys[3] == "stat:processed:2023-11-15");
+  CHECK(after.keys[5] == "stat:failed:2023-11-15");
+}
+
+TEST_CASE("RequeueCall follows requeue.lua in keep and interrupt modes") {
+  Strings keys = {"rq:working:h:1:x:mail", "queue:mail", "dead", "queues"};
+  // The listed payloads are a multiset: a duplicate stays.
+  ScriptCall keep = RequeueCall("rq:working:h:1:x:mail", "mail", RequeueMode::kKeep, 3, kNow,
+                                kLimits, {"p1", "p2", "p1"});
+  CHECK(keep.script == ScriptId::kRequeue);
+  CHECK(keep.keys == keys);
+  CHECK(keep.args == Strings{"keep", "3", kNowText, "500", "3600", "mail", "p1", "p2", "p1"});
+
+  ScriptCall interrupt = RequeueCall("rq:working:h:1:x:mail", "mail", RequeueMode::kInterrupt,
+                                     -1, kNow, kLimits, {});
+  CHECK(interrupt.keys == keys);
+  CHECK(interrupt.args == Strings{"interrupt", "-1", kNowText, "500", "3600", "mail"});
+}
+
+TEST_CASE("RecoverCall follows recover.lua") {
+  Keys keys("rq:");
+  RecoverBatch batch;
+  batch.max_interruptions = 2;
+  batch.limit = 100;
+  batch.force = true;
+  batch.dry_run = true;
+  batch.offset = 300;
+  ScriptCall call = RecoverCall(keys, "h:1:x", "mail", batch, kNow, kLimits);
+  CHECK(call.script == ScriptId::kRecover);
+  CHECK(call.keys == Strings{"rq:heartbeat:h:1:x", "rq:working:h:1:x:mail", "queue:mail", "dead",
+                             "queues"});
+  CHECK(call.args ==
+        Strings{"2", kNowText, "100", "1", "1", "500", "3600", "mail", "300"});
+
+  call = RecoverCall(keys, "h:1:x", "mail", RecoverBatch(), kNow, kLimits);
+  CHECK(call.args == Strings{"3", kNowText, "1000", "0", "0", "500", "3600", "mail", "0"});
+}
+
+TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-job") {
+  ScriptCall call = PromoteCall("retry", kNow, kLimits,
+                                {{"a", "m1"}, {"b", "m2"}, {"a", "m3"}, {"", "not a job"}});
+  CHECK(call.script == ScriptId::kPromote);
+  // KEYS[4..]: the queues, each once, in first-use order.
+  CHECK(call.keys == Strings{"retry", "queues", "dead", "queue:a", "queue:b"});
+  CHECK(call.args == Strings{kNowText, "500", "3600",  // ARGV[1..3]
+                             "4", "a", "m1",           // ARGV[3j+1..3j+3]
+                             "5", "b", "m2",           //
+                             "4", "a", "m3",           //
+                             "0", "", "not a job"});
+
+  call = PromoteCall("schedule", kNow, kLimits, {});
+  CHECK(call.keys == Strings{"schedule", "queues", "dead"});
+  CHECK(call.args == Strings{kNowText, "500", "3600"});
+}
+
+TEST_CASE("RetryNowCall gives each distinct queue one KEYS index, and 0 to a non-job") {
+  ScriptCall call = RetryNowCall("dead", kNow, true,
+                                 {{"a", "e1"}, {"b", "e2"}, {"", "junk"}, {"b", "e3"}});
+  CHECK(call.script == ScriptId::kRetryNow);
+  // KEYS[3..]: the queues, each once, in first-use order.
+  CHECK(call.keys == Strings{"dead", "queues", "queue:a", "queue:b"});
+  CHECK(call.args == Strings{kNowText, "1",  // ARGV[1..2]
+                             "3", "a", "e1",  // ARGV[3j..3j+2]
+                             "4", "b", "e2",  //
+                             "0", "", "junk",  //
+                             "4", "b", "e3"});
+
+  call = RetryNowCall("schedule", kNow, false, {{"q", "e"}});
+  CHECK(call.keys == Strings{"schedule", "queues", "queue:q"});
+  CHECK(call.args == Strings{kNowText, "0", "3", "q", "e"});
+}
+
+TEST_CASE("KillCall follows kill.lua") {
+  ScriptCall call = KillCall(kNow, kLimits, {"e1", "e2"});
+  CHECK(call.script == ScriptId::kKill);
+  CHECK(call.keys == Strings{"retry", "dead"});
+  CHECK(call.args == Strings{kNowText, "500", "3600", "e1", "e2"});
+}
