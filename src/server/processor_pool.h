@@ -101,8 +101,8 @@ class ProcessorPool {
   // finished but not taken, and (when `include_ready`) not started.
   void HeldPayloads(bool include_ready, std::vector<std::vector<std::string>>* per_queue) const;
 
-  // Stops the threads once the ready queue is empty and calls `wake` no
-  // more. Joins threads that finish within `wait`; the others are detached
+  // Drops the jobs not started (take them first with TakeNotStarted if
+  // they matter), stops the threads and calls `wake` no more. Joins threads that finish within `wait`; the others are detached
   // with their handler still running (their outcomes are dropped).
   void Shutdown(std::chrono::milliseconds wait);
 

@@ -5,7 +5,8 @@
 // Strict (no weights): always the order given, so a job is taken from the
 // first non-empty queue. Weighted: Sidekiq's order, each queue repeated
 // `weight` times, shuffled, first occurrences kept, so queue q comes first
-// with probability weight_q / sum.
+// with probability weight_q / sum; a queue of weight 0 in a weighted set
+// counts as weight 1, as in Sidekiq.
 //
 // Thread safety: const after construction; FetchOrder uses the caller's
 // generator.

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace reliableq::uv {
 
@@ -69,10 +70,18 @@ Status EventLoop::Close() {
     closed_ = true;
     return Status::OK();
   }
-  int open = 0;
-  uv_walk(&loop_, [](uv_handle_t*, void* count) { ++*static_cast<int*>(count); }, &open);
-  return Status::IoError("event loop closed with " + std::to_string(open) +
-                         " handles still open (" + uv_err_name(rc) + ")");
+  std::vector<std::string> open;
+  uv_walk(
+      &loop_,
+      [](uv_handle_t* handle, void* names) {
+        static_cast<std::vector<std::string>*>(names)->push_back(
+            uv_handle_type_name(uv_handle_get_type(handle)));
+      },
+      &open);
+  std::string list;
+  for (const std::string& name : open) list += (list.empty() ? "" : ", ") + name;
+  return Status::IoError("event loop closed with " + std::to_string(open.size()) +
+                         " handles still open (" + list + "; " + uv_err_name(rc) + ")");
 }
 
 }  // namespace reliableq::uv

@@ -12,14 +12,18 @@ template <typename UvHandle, typename Callback>
 struct Block {
   UvHandle uv;
   Callback callback;
+  // Set by Close: the callback is never called again, but it is destroyed
+  // only with the block, in the close callback, since Close may run inside
+  // it and its captures must live until it returns.
+  bool closed = false;
 };
 
 template <typename B>
 void CloseBlock(B*& block) {
   if (block == nullptr) return;
-  auto* handle = reinterpret_cast<uv_handle_t*>(&block->uv);
-  block->callback = nullptr;  // never called again, even if libuv already queued it
-  uv_close(handle, [](uv_handle_t* h) { delete static_cast<B*>(h->data); });
+  block->closed = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&block->uv),
+           [](uv_handle_t* h) { delete static_cast<B*>(h->data); });
   block = nullptr;
 }
 
@@ -41,7 +45,7 @@ void Timer::Start(std::chrono::milliseconds delay, std::chrono::milliseconds rep
       &handle_->uv,
       [](uv_timer_t* t) {
         auto* self = static_cast<Handle*>(t->data);
-        if (self->callback) self->callback();
+        if (!self->closed) self->callback();
       },
       static_cast<uint64_t>(std::max<int64_t>(0, delay.count())),
       static_cast<uint64_t>(std::max<int64_t>(0, repeat.count())));
@@ -61,7 +65,7 @@ Wakeup::Wakeup(EventLoop& loop, std::function<void()> on_wake) : handle_(new Han
   handle_->callback = std::move(on_wake);
   uv_async_init(loop.get(), &handle_->uv, [](uv_async_t* a) {
     auto* self = static_cast<Handle*>(a->data);
-    if (self->callback) self->callback();
+    if (!self->closed) self->callback();
   });
   handle_->uv.data = handle_;
 }
@@ -84,7 +88,7 @@ SignalWatch::SignalWatch(EventLoop& loop, int signum, std::function<void(int)> o
   handle_->uv.data = handle_;
   uv_signal_start(&handle_->uv, [](uv_signal_t* s, int signum) {
     auto* self = static_cast<Handle*>(s->data);
-    if (self->callback) self->callback(signum);
+    if (!self->closed) self->callback(signum);
   }, signum);
 }
 
