@@ -113,8 +113,11 @@ struct ServerOptions {
   // Where this server's log lines go; empty: stderr (see logging.h).
   LogSink log_sink;
   // Where the server reads the time (see clock.h); empty: SystemClock().
-  // Job timestamps, retry and schedule times, the dated stats and the
-  // shutdown deadline follow it; the loop's timers run on real time.
+  // Job timestamps, retry and schedule times, the dated stats, and the
+  // deadlines inside the process (the shutdown timeout, the 10 s the
+  // hand-back at stop keeps trying, the heartbeat lease that lets jobs
+  // start) follow it; the loop's timers run on real time, so a clock that
+  // stands still also stops those deadlines.
   std::shared_ptr<const Clock> clock;
 };
 

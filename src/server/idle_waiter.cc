@@ -74,15 +74,11 @@ void IdleWaiter::Interrupt(redis::AsyncConnection& command) {
   }
 }
 
-std::vector<int64_t> IdleWaiter::CloseAll() {
-  std::vector<int64_t> ids;
+void IdleWaiter::CloseAll() {
   for (Waiter& w : waiters_) {
-    int64_t id = w.connection->client_id();
     w.connection->Close();
     w.waiting = false;
-    if (id != 0) ids.push_back(id);
   }
-  return ids;
 }
 
 void IdleWaiter::AppendClientIds(std::vector<int64_t>* ids) const {

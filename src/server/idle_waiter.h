@@ -54,9 +54,10 @@ class IdleWaiter {
   bool waiting() const;
   // Asks Redis, through `command`, to end every wait now (once per wait).
   void Interrupt(redis::AsyncConnection& command);
-  // Closes every connection. Returns the ids they had, to be fenced: closing
-  // our end does not tell when Redis has dropped the client.
-  std::vector<int64_t> CloseAll();
+  // Closes every connection; the waits on their way end with kShutdown
+  // (on_empty), at once. Closing our end does not tell when Redis has
+  // dropped the client: take their ids first (AppendClientIds) to fence them.
+  void CloseAll();
   // The ids of the connections that are ready.
   void AppendClientIds(std::vector<int64_t>* ids) const;
 

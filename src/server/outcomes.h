@@ -51,7 +51,10 @@ class Outcomes {
   // Sends every outcome not sent yet as one round (if connected).
   void Send();
   // No callback runs any more (the server is closing).
-  void Close() { closed_ = true; }
+  void Close() {
+    closed_ = true;
+    retry_timer_.Stop();
+  }
 
   bool in_flight() const { return !carried_.empty(); }
   // Appends, per queue, the payloads whose outcome Redis has not confirmed:

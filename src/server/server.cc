@@ -17,8 +17,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 
 #include "job_codec.h"  // NewJid
@@ -26,6 +24,7 @@
 #include "log.h"
 #include "redis/async_connection.h"
 #include "reliableq/server.h"
+#include "server/control.h"
 #include "server/fetcher.h"
 #include "server/hand_back.h"
 #include "server/heartbeat.h"
@@ -71,16 +70,14 @@ class ServerImpl final : public Server {
   Status Init();
   Status Run() override;
   // Safe from a signal handler: an atomic and uv_async_send.
-  void Quiet() override { Request(&quiet_requested_); }
-  void Stop() override { Request(&stop_requested_); }
+  void Quiet() override { control_->RequestQuiet(); }
+  void Stop() override { control_->RequestStop(); }
   const std::string& identity() const override { return identity_; }
 
  private:
   enum class Phase { kStarting, kRunning, kQuiet, kStopping, kFinishing, kStopped };
 
-  void Request(std::atomic<int>* counter);
-  void OnControl();
-  void HandleSignal(const std::string& name);
+  void OnStopRequest();
   void DumpState();
 
   void ConnectCommand();
@@ -103,6 +100,7 @@ class ServerImpl final : public Server {
   void Reconcile(bool drop_ready);
 
   void EnterQuiet();
+  void CloseIdleWaits();
   void BeginStop();
   void OnStopPoll();
   void FinishStop(bool hard);
@@ -123,9 +121,8 @@ class ServerImpl final : public Server {
   std::unique_ptr<uv::EventLoop> loop_;
   std::unique_ptr<ProcessorPool> pool_;
   std::unique_ptr<redis::AsyncConnection> command_;
-  std::unique_ptr<uv::Wakeup> control_;
+  std::unique_ptr<Control> control_;
   std::unique_ptr<uv::Wakeup> finished_;
-  std::vector<std::unique_ptr<uv::SignalWatch>> signals_;
   std::unique_ptr<uv::Timer> reconnect_timer_;
   std::unique_ptr<uv::Timer> stop_timer_;
   std::unique_ptr<uv::Timer> close_timer_;
@@ -138,8 +135,6 @@ class ServerImpl final : public Server {
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Janitor> janitor_;
 
-  std::atomic<int> quiet_requested_{0};
-  std::atomic<int> stop_requested_{0};
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;
   // The last fetch found the queues dry: the idle waiter takes over.
@@ -173,6 +168,8 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
 }
 
 ServerImpl::~ServerImpl() {
+  // A signal handler calling Stop now must not touch what is being closed.
+  if (control_) control_->Shutdown();
   // No processor calls the wake-up after this; threads still in a handler
   // after a hard stop run on with the pool's shared state.
   pool_->Shutdown(milliseconds(0));
@@ -195,11 +192,14 @@ Status ServerImpl::Init() {
   const Clock& clock = *clock_;
   const DeadSetLimits dead_limits{options_.dead_max_jobs, options_.dead_timeout};
 
-  control_ = std::make_unique<uv::Wakeup>(loop_ref, [this] { OnControl(); });
-  // Quiet and Stop may come at any time until the server is destroyed, so
-  // this wake-up stays open until then; unreferenced, it does not keep Run
-  // from returning.
-  control_->Unref();
+  control_ = std::make_unique<Control>(
+      loop_ref, options_.handle_signals, log,
+      Control::Actions{[this] {
+                         log_->Log(LogLevel::kInfo,
+                                   "quiet: no new jobs; jobs not started go back to their queues");
+                         EnterQuiet();
+                       },
+                       [this] { OnStopRequest(); }, [this] { DumpState(); }});
   finished_ = std::make_unique<uv::Wakeup>(loop_ref, [this] { OnFinished(); });
   reconnect_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { ConnectCommand(); });
   stop_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { OnStopPoll(); });
@@ -278,50 +278,21 @@ Status ServerImpl::Init() {
                                        std::move(recovery), options_.janitor_interval, clock,
                                        log);
 
-  if (options_.handle_signals) {
-    for (auto [signum, name] : {std::pair{SIGTERM, "TERM"}, std::pair{SIGINT, "TERM"},
-                                std::pair{SIGTSTP, "TSTP"}, std::pair{SIGTTIN, "TTIN"}}) {
-      std::string meaning = name;
-      signals_.push_back(std::make_unique<uv::SignalWatch>(
-          loop_ref, signum, [this, meaning](int) { HandleSignal(meaning); }));
-    }
-  }
   return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
 // Control
 
-void ServerImpl::Request(std::atomic<int>* counter) {
-  counter->fetch_add(1);
-  if (control_) control_->Send();
-}
-
-void ServerImpl::OnControl() {
+void ServerImpl::OnStopRequest() {
   if (phase_ == Phase::kStopped) return;
-  if (quiet_requested_.exchange(0) > 0) HandleSignal("TSTP");
-  int stops = stop_requested_.exchange(0);
-  for (int i = 0; i < stops; ++i) HandleSignal("TERM");
-}
-
-void ServerImpl::HandleSignal(const std::string& name) {
-  if (name == "TSTP") {
-    log_->Log(LogLevel::kInfo, "quiet: no new jobs; jobs not started go back to their queues");
-    EnterQuiet();
-  } else if (name == "TERM") {
-    if (++stop_seen_ == 1) {
-      log_->Log(LogLevel::kInfo, "stopping: waiting up to %.1f s for %zu running jobs",
-                static_cast<double>(options_.shutdown_timeout.count()) / 1000.0,
-                pool_->running());
-      BeginStop();
-    } else if (phase_ == Phase::kStopping) {
-      log_->Log(LogLevel::kWarn, "second stop request: handing running jobs back now");
-      FinishStop(true);
-    }
-  } else if (name == "TTIN") {
-    DumpState();
-  } else {
-    log_->Log(LogLevel::kWarn, "ignoring unknown signal '%s'", name.c_str());
+  if (++stop_seen_ == 1) {
+    log_->Log(LogLevel::kInfo, "stopping: waiting up to %.1f s for %zu running jobs",
+              static_cast<double>(options_.shutdown_timeout.count()) / 1000.0, pool_->running());
+    BeginStop();
+  } else if (phase_ == Phase::kStopping) {
+    log_->Log(LogLevel::kWarn, "second stop request: handing running jobs back now");
+    FinishStop(true);
   }
 }
 
@@ -411,7 +382,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   // Extended only now, after the jobs a lost heartbeat invalidated were
   // dropped above.
   pool_->SetLease(lease_until);
-  if (!signal.empty()) HandleSignal(signal);
+  if (!signal.empty()) control_->Handle(signal);
   WaitIdle();
 }
 
@@ -510,9 +481,19 @@ void ServerImpl::EnterQuiet() {
   }
   idle_ = false;
   poller_->Stop();
-  reconciler_->AddStaleClients(idle_waiter_->CloseAll());
+  CloseIdleWaits();
   Reconcile(true);
   heartbeat_->Beat();  // tell the Web UI at once
+}
+
+void ServerImpl::CloseIdleWaits() {
+  // Their ids are fenced before the next requeue: a BLMOVE Redis still
+  // serves after we closed our end must not move a job after it. Taken
+  // before the close, whose callbacks may already send an owed reconcile.
+  std::vector<int64_t> ids;
+  idle_waiter_->AppendClientIds(&ids);
+  reconciler_->AddStaleClients(ids);
+  idle_waiter_->CloseAll();
 }
 
 void ServerImpl::BeginStop() {
@@ -548,7 +529,7 @@ void ServerImpl::FinishStop(bool hard) {
   // again; the hand-back's requeue replaces the reconcile.
   heartbeat_->Stop();
   reconciler_->Close();
-  reconciler_->AddStaleClients(idle_waiter_->CloseAll());
+  CloseIdleWaits();
   PayloadsByQueue running(queues_.size());
   if (hard) {
     // Running jobs are listed before finished ones are taken: a job that
@@ -589,7 +570,7 @@ void ServerImpl::CloseAll() {
   reconnect_timer_->Close();
   stop_timer_->Close();
   close_timer_->Close();
-  signals_.clear();
+  control_->CloseSignals();
 }
 
 Status ServerImpl::Run() {
@@ -599,7 +580,7 @@ Status ServerImpl::Run() {
   heartbeat_->Start();
   ConnectCommand();
   // Quiet/Stop may have been asked before Run.
-  OnControl();
+  control_->TakeRequests();
   loop_->Run();
   return fatal_;
 }

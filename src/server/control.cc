@@ -1,0 +1,43 @@
+#include "server/control.h"
+
+#include <csignal>
+#include <utility>
+
+namespace reliableq {
+
+Control::Control(uv::EventLoop& loop, bool handle_signals, const Logger& log, Actions actions)
+    : log_(log), actions_(std::move(actions)), wakeup_(loop, [this] { TakeRequests(); }) {
+  wakeup_.Unref();
+  if (!handle_signals) return;
+  for (auto [signum, name] : {std::pair{SIGTERM, "TERM"}, std::pair{SIGINT, "TERM"},
+                              std::pair{SIGTSTP, "TSTP"}, std::pair{SIGTTIN, "TTIN"}}) {
+    std::string meaning = name;
+    signals_.push_back(std::make_unique<uv::SignalWatch>(
+        loop, signum, [this, meaning](int) { Handle(meaning); }));
+  }
+}
+
+void Control::Request(std::atomic<int>* counter) {
+  counter->fetch_add(1);
+  if (accepting_.load()) wakeup_.Send();
+}
+
+void Control::TakeRequests() {
+  if (quiet_requested_.exchange(0) > 0) Handle("TSTP");
+  int stops = stop_requested_.exchange(0);
+  for (int i = 0; i < stops; ++i) Handle("TERM");
+}
+
+void Control::Handle(const std::string& name) {
+  if (name == "TSTP") {
+    actions_.quiet();
+  } else if (name == "TERM") {
+    actions_.stop();
+  } else if (name == "TTIN") {
+    actions_.dump();
+  } else {
+    log_.Log(LogLevel::kWarn, "ignoring unknown signal '%s'", name.c_str());
+  }
+}
+
+}  // namespace reliableq

@@ -1,0 +1,73 @@
+// Control: how a worker is told to quiet, stop or report, and the one place
+// that gives each signal its meaning. Requests come from three sources:
+// Server::Quiet()/Stop() on any thread or in a signal handler, the process's
+// signals (when ServerOptions::handle_signals), and the remote signals the
+// heartbeat pops from <identity>-signals (Sidekiq's Web UI).
+//
+//   TSTP  quiet: fetch nothing more, hand back what has not started
+//   TERM  stop (INT too): quiet, wait up to the shutdown timeout, hand back
+//   TTIN  log the state of every processor thread
+//
+// Invariant it keeps: RequestQuiet/RequestStop are async-signal-safe (an
+// atomic counter and uv_async_send) and safe at any time until Shutdown();
+// the actions themselves always run on the loop thread.
+//
+// Thread safety: RequestQuiet/RequestStop from anywhere; the rest on the
+// loop thread.
+
+#ifndef RELIABLEQ_SERVER_CONTROL_H_
+#define RELIABLEQ_SERVER_CONTROL_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "log.h"
+#include "uv/handles.h"
+
+namespace reliableq {
+
+class Control {
+ public:
+  struct Actions {
+    std::function<void()> quiet;
+    std::function<void()> stop;  // once per request: a second one is a hard stop
+    std::function<void()> dump;
+  };
+
+  Control(uv::EventLoop& loop, bool handle_signals, const Logger& log, Actions actions);
+
+  void RequestQuiet() { Request(&quiet_requested_); }
+  void RequestStop() { Request(&stop_requested_); }
+
+  // Runs what was requested since the last look (also what was requested
+  // before the loop ran).
+  void TakeRequests();
+  // A signal by name, from the process or from the remote signals list.
+  void Handle(const std::string& name);
+
+  // The process's signals get their default actions back.
+  void CloseSignals() { signals_.clear(); }
+  // Requests are ignored from now on (the server is being destroyed).
+  void Shutdown() { accepting_.store(false); }
+
+ private:
+  void Request(std::atomic<int>* counter);
+
+  const Logger& log_;
+  Actions actions_;
+  std::atomic<bool> accepting_{true};
+  std::atomic<int> quiet_requested_{0};
+  std::atomic<int> stop_requested_{0};
+  // Requests and signals may come at any time until the server is
+  // destroyed, so this wake-up stays open until then; unreferenced, it does
+  // not keep the loop from ending.
+  uv::Wakeup wakeup_;
+  std::vector<std::unique_ptr<uv::SignalWatch>> signals_;
+};
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_CONTROL_H_
