@@ -360,8 +360,8 @@ TEST_CASE("nothing starts before the first SetLease") {
   Harness h;
   h.Start(2);
   h.Submit({{0, Job("Ok", "j1")}, {1, Job("Ok", "j2")}});
-  // Idle threads look again at least every second; give them a few looks.
-  std::this_thread::sleep_for(milliseconds(300));
+  // Threads held by the lease look again every 100 ms: give them a look.
+  std::this_thread::sleep_for(milliseconds(150));
   CHECK(*h.ran == 0);
   CHECK(h.pool->finished_total() == 0);
   CHECK(h.pool->ready() == 2);
@@ -379,7 +379,7 @@ TEST_CASE("nothing starts while the lease is in the past; moving it forward star
   h.pool->SetLease(t - std::chrono::seconds(1));
   h.Submit({{0, Job("Ok", "j1")}, {1, Job("Ok", "j2")}});
   // With work waiting and the lease out, threads look again every 100 ms.
-  std::this_thread::sleep_for(milliseconds(300));
+  std::this_thread::sleep_for(milliseconds(150));
   CHECK(*h.ran == 0);
   CHECK(h.pool->ready() == 2);
   CHECK(h.pool->Running().empty());
@@ -392,7 +392,7 @@ TEST_CASE("nothing starts while the lease is in the past; moving it forward star
   // starts until the next beat extends it.
   h.clock->SetMonotonic(t + std::chrono::seconds(61));
   h.Submit({{0, Job("Ok", "j3")}});
-  std::this_thread::sleep_for(milliseconds(300));
+  std::this_thread::sleep_for(milliseconds(150));
   CHECK(*h.ran == 2);
   CHECK(h.pool->ready() == 1);
   h.pool->SetLease(t + std::chrono::seconds(120));
