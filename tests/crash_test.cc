@@ -254,6 +254,37 @@ TEST_CASE_FIXTURE(WorkerFixture, "TSTP quiets: prefetched jobs go back, nothing 
   CHECK(Integer({"LLEN", "queue:default"}) == 3);
 }
 
+TEST_CASE_FIXTURE(WorkerFixture, "HUP and USR2 are logged and ignored; USR1 quiets like TSTP") {
+  // Each of these used to end the worker on the spot, with no hand-back.
+  ChildProcess& worker = StartWorker({"-c", "1"});
+  std::string id = IdentityOf(worker.pid());
+  REQUIRE(WaitUntil([&] { return HGet(id, "quiet") == "false"; }));
+  worker.Signal(SIGHUP);
+  REQUIRE(WaitUntil([&] { return worker.Log().find("HUP: nothing to reload") != std::string::npos; }));
+  worker.Signal(SIGUSR2);
+  REQUIRE(WaitUntil([&] { return worker.Log().find("USR2: no log file") != std::string::npos; }));
+  CHECK(worker.running());
+  CHECK(HGet(id, "quiet") == "false");
+  worker.Signal(SIGUSR1);
+  REQUIRE(WaitUntil([&] { return HGet(id, "quiet") == "true"; }));
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(5s);
+  REQUIRE(status);
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK_FALSE(Exists(Keys().Heartbeat(id)));
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "a worker whose connections are killed logs that it reconnected") {
+  ChildProcess& worker = StartWorker({"-c", "1"});
+  std::string id = IdentityOf(worker.pid());
+  REQUIRE(WaitUntil([&] { return HGet(id, "quiet") == "false"; }));
+  Run({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  REQUIRE(WaitUntil([&] { return worker.Log().find("reconnected to Redis at") != std::string::npos; }));
+  auto client = OpenClient();
+  Push(*client, "RecordJob", "[\"after\"]");
+  REQUIRE(WaitUntil([&] { return Executions().size() == 1; }));
+}
+
 TEST_CASE_FIXTURE(WorkerFixture, "recover --dry-run changes nothing; recover moves the jobs") {
   auto client = OpenClient();
   Push(*client, "SleepJob", "[10000]");

@@ -105,8 +105,9 @@ struct ServerOptions {
   std::string prefix = "reliableq:";
   // How long one idle BLMOVE waits before it is renewed.
   std::chrono::milliseconds idle_block_timeout{2000};
-  // Install handlers for TERM, INT (stop), TSTP (quiet) and TTIN (dump
-  // state) on the server's loop. Off by default for embedding programs.
+  // Install handlers on the server's loop for TERM and INT (stop), TSTP and
+  // USR1 (quiet), TTIN (dump state), HUP (reload) and USR2 (reopen logs);
+  // reliableq(1) says what each does. Off by default for embedding programs.
   bool handle_signals = false;
   // Messages at this level and above go to log_sink.
   LogLevel log_level = LogLevel::kInfo;

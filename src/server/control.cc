@@ -9,8 +9,10 @@ Control::Control(uv::EventLoop& loop, bool handle_signals, const Logger& log, Ac
     : log_(log), actions_(std::move(actions)), wakeup_(loop, [this] { TakeRequests(); }) {
   wakeup_.Unref();
   if (!handle_signals) return;
-  for (auto [signum, name] : {std::pair{SIGTERM, "TERM"}, std::pair{SIGINT, "TERM"},
-                              std::pair{SIGTSTP, "TSTP"}, std::pair{SIGTTIN, "TTIN"}}) {
+  for (auto [signum, name] :
+       {std::pair{SIGTERM, "TERM"}, std::pair{SIGINT, "TERM"}, std::pair{SIGTSTP, "TSTP"},
+        std::pair{SIGUSR1, "USR1"}, std::pair{SIGTTIN, "TTIN"}, std::pair{SIGHUP, "HUP"},
+        std::pair{SIGUSR2, "USR2"}}) {
     std::string meaning = name;
     signals_.push_back(std::make_unique<uv::SignalWatch>(
         loop, signum, [this, meaning](int) { Handle(meaning); }));
@@ -29,12 +31,16 @@ void Control::TakeRequests() {
 }
 
 void Control::Handle(const std::string& name) {
-  if (name == "TSTP") {
+  if (name == "TSTP" || name == "USR1") {
     actions_.quiet();
-  } else if (name == "TERM") {
+  } else if (name == "TERM" || name == "INT") {
     actions_.stop();
   } else if (name == "TTIN") {
     actions_.dump();
+  } else if (name == "HUP") {
+    log_.Log(LogLevel::kInfo, "HUP: nothing to reload (no config file); still running");
+  } else if (name == "USR2") {
+    log_.Log(LogLevel::kInfo, "USR2: no log file to reopen (logs go to stderr); still running");
   } else {
     log_.Log(LogLevel::kWarn, "ignoring unknown signal '%s'", name.c_str());
   }

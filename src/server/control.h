@@ -4,9 +4,18 @@
 // signals (when ServerOptions::handle_signals), and the remote signals the
 // heartbeat pops from <identity>-signals (Sidekiq's Web UI).
 //
+//   TERM  stop (INT too): quiet, wait up to the shutdown timeout, hand back;
+//         a second one during the wait hands the running jobs back at once
 //   TSTP  quiet: fetch nothing more, hand back what has not started
-//   TERM  stop (INT too): quiet, wait up to the shutdown timeout, hand back
+//   USR1  quiet too (Sidekiq's quiet signal before 5.0)
 //   TTIN  log the state of every processor thread
+//   HUP   reload: today there is nothing to reload (no config file), so it
+//         is logged and ignored; the worker keeps running
+//   USR2  reopen log files (Sidekiq's old meaning): logs go to stderr, so
+//         it is logged and ignored
+//
+// reliableq(1) documents the same table; a signal's name from the remote
+// signals list means what the signal means.
 //
 // Invariant it keeps: RequestQuiet/RequestStop are async-signal-safe (an
 // atomic counter and uv_async_send) and safe at any time until Shutdown();

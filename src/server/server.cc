@@ -322,6 +322,10 @@ void ServerImpl::ConnectCommand() {
       ScheduleReconnect();
       return;
     }
+    if (reconnect_delay_ != kReconnectMin) {
+      log_->Log(LogLevel::kInfo, "reconnected to Redis at %s",
+                options_.redis.Describe().c_str());
+    }
     reconnect_delay_ = kReconnectMin;
     // Register (or confirm registration) before anything is fetched: a
     // working list must always belong to a registered process.
