@@ -187,11 +187,10 @@ class AdminImpl final : public Admin {
  private:
   // Members [offset, offset + count) of `set` in its display order.
   Result<std::vector<SetEntry>> Range(JobSet set, int64_t offset, int64_t count);
-  // Runs `commands` in one MULTI; the reply of EXEC (an array).
-  Result<redis::ReplyPtr> Transaction(const std::vector<redis::Argv>& commands,
-                                      std::string_view what);
   // One retry_now.lua call for `entries` (all valid).
   Result<std::pair<int64_t, int64_t>> PushNow(JobSet set, const std::vector<SetEntry>& entries);
+  // One clear.lua call: {size, keys and names removed}.
+  Result<std::pair<int64_t, int64_t>> Clear(std::string_view key, std::string_view queue);
   // One kill.lua call for `entries`.
   Result<std::pair<int64_t, int64_t>> MoveToDead(const std::vector<SetEntry>& entries,
                                                  const DeadSetLimits& limits);
@@ -310,13 +309,6 @@ Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64
       redis_->Command({command, JobSetKey(set), start, stop, "WITHSCORES"});
   if (!reply.ok()) return reply.status().WithContext("reading " + std::string(JobSetKey(set)));
   return EntriesOf(reply->get());
-}
-
-Result<redis::ReplyPtr> AdminImpl::Transaction(const std::vector<redis::Argv>& commands,
-                                               std::string_view what) {
-  Result<redis::ReplyPtr> exec = redis_->Transaction(commands);
-  if (!exec.ok()) return exec.status().WithContext(std::string(what));
-  return exec;
 }
 
 Result<SetListing> AdminImpl::List(JobSet set, int64_t limit) {
@@ -441,11 +433,16 @@ Result<SetEntry> AdminImpl::Delete(JobSet set, std::string_view jid) {
 Result<int64_t> AdminImpl::DeleteAll(JobSet set) {
   // UNLINK, as Sidekiq's SortedSet#clear: a large set is freed off Redis's
   // main thread.
-  Result<redis::ReplyPtr> exec =
-      Transaction({{"ZCARD", JobSetKey(set)}, {"UNLINK", JobSetKey(set)}},
-                  "clearing " + std::string(JobSetKey(set)));
-  if (!exec.ok()) return exec.status();
-  return int64_t{(*exec)->element[0]->integer};
+  Result<std::pair<int64_t, int64_t>> cleared = Clear(JobSetKey(set), "");
+  if (!cleared.ok()) return cleared.status();
+  return cleared->first;
+}
+
+Result<std::pair<int64_t, int64_t>> AdminImpl::Clear(std::string_view key,
+                                                     std::string_view queue) {
+  Result<redis::ReplyPtr> reply = redis_->Eval(ClearCall(key, queue));
+  if (!reply.ok()) return reply.status().WithContext("clearing " + std::string(key));
+  return MoveCounts(reply->get(), "clear.lua");
 }
 
 Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(const std::vector<SetEntry>& entries,
@@ -530,16 +527,13 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
 Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
   if (name.empty()) return Status::InvalidArgument("the queue name is empty");
   std::string key = Keys::Queue(name);
-  // Sidekiq's Queue#clear, with the size read in the same transaction.
-  Result<redis::ReplyPtr> exec =
-      Transaction({{"LLEN", key}, {"UNLINK", key}, {"SREM", Keys::kQueues, name}},
-                  "clearing queue " + std::string(name));
-  if (!exec.ok()) return exec.status();
-  const redisReply* r = exec->get();
-  if (r->element[1]->integer == 0 && r->element[2]->integer == 0) {
+  // Sidekiq's Queue#clear, with the size read in the same step.
+  Result<std::pair<int64_t, int64_t>> cleared = Clear(key, name);
+  if (!cleared.ok()) return cleared.status();
+  if (cleared->second == 0) {
     return Status::NotFound("no queue named '" + std::string(name) + "'");
   }
-  return int64_t{r->element[0]->integer};
+  return cleared->first;
 }
 
 }  // namespace

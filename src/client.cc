@@ -16,13 +16,14 @@
 #include "redis/connection.h"
 #include "redis/errors.h"
 #include "redis/reply.h"
+#include "script_calls.h"
 
 namespace reliableq {
 
 namespace {
 
-// Jobs per MULTI in PushBulk: big enough to make a round trip carry a lot,
-// small enough that Redis never blocks long on one EXEC.
+// Jobs per push.lua call in PushBulk: big enough to make a round trip carry
+// a lot, small enough that Redis never blocks long on one call.
 constexpr size_t kBatchSize = 1000;
 
 
@@ -46,14 +47,8 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return std::string();
-    const std::string& queue = encoded->queue;
-    std::string queue_key = Keys::Queue(queue);
-    std::vector<redis::Argv> commands = {
-        {"SADD", Keys::kQueues, queue},
-        {"LPUSH", queue_key, encoded->payload},
-    };
-    Status s = RunTransaction(commands);
-    if (!s.ok()) return s.WithContext("push to " + queue_key);
+    Status s = RunPush({{encoded->queue, {encoded->payload}}});
+    if (!s.ok()) return s.WithContext("push to " + Keys::Queue(encoded->queue));
     return encoded->jid;
   }
 
@@ -73,30 +68,17 @@ class ClientImpl : public Client {
     for (size_t begin = 0; begin < jobs.size(); begin += kBatchSize) {
       size_t end = std::min(jobs.size(), begin + kBatchSize);
       // Queues in the order they first appear, each with its payloads in
-      // input order: LPUSH of p1 p2 p3 leaves p1 to be taken first.
-      std::vector<std::string_view> queues;
-      std::unordered_map<std::string_view, std::vector<size_t>> members;
+      // input order (the first given is taken first).
+      std::vector<QueuePush> pushes;
+      std::unordered_map<std::string_view, size_t> index;
       for (size_t i = begin; i < end; ++i) {
         if (encoded[i].stopped) continue;
-        auto [it, added] = members.try_emplace(encoded[i].queue);
-        if (added) queues.push_back(encoded[i].queue);
-        it->second.push_back(i);
+        auto [it, added] = index.try_emplace(encoded[i].queue, pushes.size());
+        if (added) pushes.push_back({encoded[i].queue, {}});
+        pushes[it->second].payloads.push_back(encoded[i].payload);
       }
-      if (queues.empty()) continue;
-      std::vector<std::string> queue_keys;
-      queue_keys.reserve(queues.size());
-      std::vector<redis::Argv> commands;
-      commands.reserve(queues.size() + 1);
-      redis::Argv sadd = {"SADD", Keys::kQueues};
-      sadd.insert(sadd.end(), queues.begin(), queues.end());
-      commands.push_back(std::move(sadd));
-      for (std::string_view queue : queues) {
-        queue_keys.push_back(Keys::Queue(queue));
-        redis::Argv lpush = {"LPUSH", queue_keys.back()};
-        for (size_t i : members[queue]) lpush.push_back(encoded[i].payload);
-        commands.push_back(std::move(lpush));
-      }
-      Status s = RunTransaction(commands);
+      if (pushes.empty()) continue;
+      Status s = RunPush(pushes);
       if (!s.ok()) {
         return s.WithContext("bulk push stopped after " + std::to_string(begin) + " of " +
                              std::to_string(jobs.size()) + " jobs were pushed");
@@ -174,10 +156,11 @@ class ClientImpl : public Client {
     return out;
   }
 
-  // Runs `commands` in one MULTI ... EXEC (one round trip).
-  Status RunTransaction(const std::vector<redis::Argv>& commands) {
+  // One push.lua call: all of it, or (an error naming the key) none.
+  Status RunPush(const std::vector<QueuePush>& pushes) {
+    ScriptCall call = PushCall(pushes);
     std::lock_guard<std::mutex> lock(mu_);
-    return connection_->Transaction(commands).status();
+    return connection_->Eval(call).status();
   }
 
   std::mutex mu_;

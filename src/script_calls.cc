@@ -31,6 +31,19 @@ std::string Count(int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
+ScriptCall PushCall(const std::vector<QueuePush>& pushes) {
+  ScriptCall call{ScriptId::kPush, {std::string(Keys::kQueues)}, {}};
+  for (const QueuePush& push : pushes) {
+    call.keys.push_back(Keys::Queue(push.queue));
+    call.args.emplace_back(push.queue);
+    call.args.push_back(std::to_string(push.payloads.size()));
+    // LPUSH puts its last argument leftmost; the first given must be taken
+    // first, from the right end, so it goes first.
+    for (std::string_view payload : push.payloads) call.args.emplace_back(payload);
+  }
+  return call;
+}
+
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
                      size_t max) {
   ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};
@@ -125,6 +138,13 @@ ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
                   {FormatEpoch(now), decrement_retry ? "1" : "0"}};
   AddQueuedMembers(2, std::move(entries), &call);
   return call;
+}
+
+ScriptCall ClearCall(std::string_view key, std::string_view queue) {
+  if (queue.empty()) return ScriptCall{ScriptId::kClear, {std::string(key)}, {"zset"}};
+  return ScriptCall{ScriptId::kClear,
+                    {std::string(key), std::string(Keys::kQueues)},
+                    {"list", std::string(queue)}};
 }
 
 ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries) {

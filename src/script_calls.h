@@ -20,6 +20,14 @@
 
 namespace reliableq {
 
+// push.lua: each queue's payloads, in the order given (the first given is
+// taken first), all or nothing. Queues must be distinct and non-empty.
+struct QueuePush {
+  std::string_view queue;
+  std::vector<std::string_view> payloads;
+};
+ScriptCall PushCall(const std::vector<QueuePush>& pushes);
+
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
 // in the order given.
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
@@ -89,6 +97,10 @@ ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& li
 // for Sidekiq's "Retry now" (retry_count - 1).
 ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
                         std::vector<QueuedMember> entries);
+
+// clear.lua: deletes a whole job set (`queue` empty: `key` is a ZSET), or
+// the queue `queue` (`key` is its LIST) and its name in `queues`.
+ScriptCall ClearCall(std::string_view key, std::string_view queue);
 
 // kill.lua: entries of retry to dead.
 ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries);

@@ -628,3 +628,21 @@ TEST_CASE_FIXTURE(AdminFixture, "ListQueues and ClearQueue are Sidekiq's Queue.a
   CHECK(admin().ClearQueue("").status().IsInvalidArgument());
   CHECK(LRange("queue:default").size() == 1);
 }
+
+TEST_CASE_FIXTURE(AdminFixture, "a clear refused for a key of the wrong type deletes nothing") {
+  // In a MULTI, Redis runs the UNLINK although the read before it fails:
+  // the clear was reported as failed and the key was gone all the same.
+  Run({"SET", "dead", "not a zset"});
+  Result<int64_t> cleared = admin().DeleteAll(JobSet::kDead);
+  REQUIRE_FALSE(cleared.ok());
+  CHECK(cleared.status().message().find("key dead holds a string, not a zset") != std::string::npos);
+  CHECK(Get("dead") == "not a zset");
+
+  Run({"LPUSH", "queue:mail", "{}"});
+  Run({"SET", "queues", "not a set"});
+  cleared = admin().ClearQueue("mail");
+  REQUIRE_FALSE(cleared.ok());
+  CHECK(cleared.status().message().find("key queues holds a string, not a set") != std::string::npos);
+  CHECK(LRange("queue:mail").size() == 1);
+  CHECK(Get("queues") == "not a set");
+}

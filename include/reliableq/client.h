@@ -8,7 +8,9 @@
 //   auto jid = (*client)->Push(job);
 //
 // An immediate push is `SADD queues <q>` and `LPUSH queue:<q> <json>` in one
-// MULTI, so a job is in its queue and its queue is listed, or neither. A
+// script (push.lua) that checks both keys' types first, so a job is in its
+// queue and its queue is listed, or neither: a push that fails (say, with
+// WRONGTYPE naming the key at fault) wrote nothing and may be retried. A
 // scheduled push is `ZADD schedule <at> <json>`.
 //
 // Invalid input (empty class or queue, args that are not a JSON array, extra
@@ -72,8 +74,8 @@ class Client {
   // Pushes one job for immediate execution. Returns its jid.
   virtual Result<std::string> Push(const Job& job) = 0;
 
-  // Pushes many jobs; each batch of up to 1,000 jobs is one MULTI in one
-  // round trip. Returns the jids in input order. Every job is validated
+  // Pushes many jobs; each batch of up to 1,000 jobs is one push.lua call
+  // in one round trip, all or nothing. Returns the jids in input order. Every job is validated
   // before anything is written; a batch that fails leaves earlier batches
   // written (the error says how many jobs were pushed).
   virtual Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) = 0;

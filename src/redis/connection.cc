@@ -154,29 +154,6 @@ Result<ReplyPtr> Connection::Eval(const ScriptCall& call) {
   return Eval(call.script, keys, args);
 }
 
-Result<ReplyPtr> Connection::Transaction(const std::vector<Argv>& commands) {
-  std::vector<Argv> all;
-  all.reserve(commands.size() + 2);
-  all.push_back({"MULTI"});
-  all.insert(all.end(), commands.begin(), commands.end());
-  all.push_back({"EXEC"});
-  Result<std::vector<ReplyPtr>> replies = Pipeline(all);
-  if (!replies.ok()) return replies.status();
-  for (const ReplyPtr& reply : *replies) {
-    if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply.get()));
-  }
-  ReplyPtr exec = std::move(replies->back());
-  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != commands.size()) {
-    return Status::Protocol(std::string("EXEC answered ") + TypeName(exec.get()) +
-                            " instead of one reply per queued command");
-  }
-  for (size_t i = 0; i < exec->elements; ++i) {
-    const redisReply* reply = exec->element[i];
-    if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply));
-  }
-  return exec;
-}
-
 Status Connection::LoadScripts() {
   for (size_t i = 0; i < kScriptCount; ++i) {
     const LuaScript& script = kScripts[i];

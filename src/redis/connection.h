@@ -50,12 +50,6 @@ class Connection {
   Result<ReplyPtr> Eval(ScriptId script, const Argv& keys, const Argv& args);
   Result<ReplyPtr> Eval(const ScriptCall& call);
 
-  // Runs `commands` in one MULTI ... EXEC, in one round trip, and returns
-  // EXEC's reply (one element per command). Fails with the first error:
-  // a command Redis refused to queue (then EXEC discards them all), or one
-  // that failed inside EXEC (the others ran: Redis does not roll back, so
-  // callers check types before they write, as the scripts do).
-  Result<ReplyPtr> Transaction(const std::vector<Argv>& commands);
 
   // Loads every embedded script with SCRIPT LOAD and checks that Redis
   // computed the same SHA1 as the build did.
