@@ -14,12 +14,12 @@
 --
 -- Returns a flat array {i, payload, i, payload, ...} in fetch order (oldest
 -- first), i being the 1-based index of the pair the payload came from;
--- empty when every queue is empty or max is 0.
+-- empty when every queue is empty or max is 0. A pair whose queue or
+-- working list exists with another type than LIST is skipped, so that one
+-- broken queue does not stop the others, and reported first, as {-i,
+-- reason}, the reason naming the key and its type.
 -- Errors: RQ_INVALID when KEYS is not a list of pairs or max is not an
--- integer >= 0; WRONGTYPE when a key of any pair exists and is not a LIST
--- (every key is checked before the first job moves). Nothing is written
--- then.
-
+-- integer >= 0; nothing is written then.
 -- @include lib/args.lua
 
 local max = parse_int(ARGV[1], 0)
@@ -30,19 +30,26 @@ end
 if #KEYS == 0 or #KEYS % 2 ~= 0 then
   return redis.error_reply('RQ_INVALID fetch: KEYS must be (queue, working) pairs')
 end
--- Every pair up front: a bad key in a later pair must not fail the script
--- after an earlier pair's jobs have moved.
-local bad = check_types('fetch', 'list', 1, #KEYS)
-if bad then return bad end
+-- Every pair up front, before any job moves: LTRIM of a good queue and
+-- then an LPUSH into a working list of another type would lose the jobs.
+local out = {}
+local skip = {}
+for pair = 1, #KEYS / 2 do
+  local bad = check_types('fetch', 'list', 2 * pair - 1, 2 * pair)
+  if bad then
+    skip[pair] = true
+    out[#out + 1] = -pair
+    out[#out + 1] = (string.gsub(bad.err, '; nothing was written$', ''))
+  end
+end
 
 -- LPUSH takes its values as arguments; Lua's stack bounds how many.
 local kMaxPerCall = 1000
 
-local out = {}
 local wanted = max
 for pair = 1, #KEYS / 2 do
   local queue, working = KEYS[2 * pair - 1], KEYS[2 * pair]
-  while wanted > 0 do
+  while wanted > 0 and not skip[pair] do
     local take = math.min(wanted, kMaxPerCall)
     -- The oldest `take` jobs, oldest last.
     local jobs = redis.call('LRANGE', queue, -take, -1)

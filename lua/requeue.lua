@@ -25,9 +25,10 @@
 -- are taken next and in the order they were fetched.
 --
 -- Returns {requeued, dead, kept}.
--- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] or KEYS[2]
--- exists and is not a LIST, or when a job goes dead and KEYS[3] is not a
--- ZSET, or goes back and KEYS[4] is not a SET; nothing is written then.
+-- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] exists and
+-- is not a LIST, or when a job goes back and KEYS[2] is not a LIST or
+-- KEYS[4] not a SET, or goes dead and KEYS[3] is not a ZSET; nothing is
+-- written then.
 
 -- @include lib/payload.lua
 
@@ -53,10 +54,8 @@ if mode == 'interrupt' then
                              tostring(now))
   end
 end
--- The two lists always: they are the pair fetch.lua checks, so a worker
--- whose fetch fails on one fails its reconcile too, rather than fetching
--- again at once.
-local bad = check_types('requeue', 'list', 1, 2)
+-- The working list always (it is read, and may be rewritten).
+local bad = check_types('requeue', 'list', 1, 1)
 if bad then return bad end
 
 local listed = {}
@@ -83,9 +82,11 @@ for _, payload in ipairs(jobs) do
   end
 end
 
--- `queues` and dead only when written: most reconciles give nothing back
--- and must not fail over keys they do not touch.
-bad = (#back > 0 and check_types('requeue', 'set', 4, 4)) or
+-- The queue, `queues` and dead only when written: most reconciles give
+-- nothing back and must not fail over keys they do not touch (a queue that
+-- is broken must not stop the reconcile of every other queue).
+bad = (#back > 0 and check_types('requeue', 'list', 2, 2)) or
+    (#back > 0 and check_types('requeue', 'set', 4, 4)) or
     (#dead > 0 and check_types('requeue', 'zset', 3, 3))
 if bad then return bad end
 

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -1000,4 +1001,40 @@ TEST_CASE("a stop that cannot hand its jobs back makes Run return the error") {
     std::this_thread::sleep_for(20ms);
   }
   CHECK_FALSE(server.Wait(5s));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a broken queue is reported once and skipped; the others run") {
+  // queue:b holds a string: fetch.lua cannot take from it, and neither can
+  // BLMOVE. It once stopped every queue of the worker.
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto lines_mu = std::make_shared<std::mutex>();
+  auto count = [lines, lines_mu](const std::string& what) {
+    std::lock_guard<std::mutex> lock(*lines_mu);
+    return std::count_if(lines->begin(), lines->end(), [&](const std::string& line) {
+      return line.find(what) != std::string::npos;
+    });
+  };
+  HandlerRegistry registry;
+  registry.Register("Ping", [ran](const JobView&) { ++*ran; });
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"b", 0}, {"a", 0}};
+  opts.log_level = LogLevel::kInfo;
+  opts.log_sink = [lines, lines_mu](LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(*lines_mu);
+    lines->emplace_back(line);
+  };
+  Run({"SET", "queue:b", "not a list"});
+  RunningServer server(opts, std::move(registry));
+  auto client = OpenClient(options());
+  for (int i = 0; i < 20; ++i) PushJob(*client, "Ping", "[]", "a");
+  REQUIRE(WaitUntil([&] { return ran->load() == 20; }));
+  for (int i = 0; i < 20; ++i) PushJob(*client, "Ping", "[]", "a");
+  REQUIRE(WaitUntil([&] { return ran->load() == 40; }));
+  CHECK(count("queue b is broken and skipped (WRONGTYPE fetch: key queue:b holds a string") == 1);
+  CHECK(Get("queue:b") == "not a list");
+  Run({"DEL", "queue:b"});
+  PushJob(*client, "Ping", "[]", "b");
+  REQUIRE(WaitUntil([&] { return ran->load() == 41; }));
+  CHECK(count("queue b works again") == 1);
 }

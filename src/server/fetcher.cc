@@ -14,10 +14,11 @@ constexpr std::chrono::milliseconds kLongestPause{2000};
 }  // namespace
 
 Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-                 const ProcessorPool& pool, int concurrency, const Clock& clock,
-                 const Logger& log, Events events)
+                 QueueHealth& health, const ProcessorPool& pool, int concurrency,
+                 const Clock& clock, const Logger& log, Events events)
     : command_(command),
       queues_(queues),
+      health_(health),
       pool_(pool),
       clock_(clock),
       log_(log),
@@ -59,13 +60,32 @@ void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector
   }
   pause_ = std::chrono::milliseconds(0);
   std::vector<FetchedJob> jobs;
+  size_t skipped = 0;
   if (reply->type == REDIS_REPLY_ARRAY) {
     jobs.reserve(reply->elements / 2);
     for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-      int64_t pair = reply->element[i]->integer;  // 1-based index into `order`
-      if (pair < 1 || static_cast<size_t>(pair) > order.size()) continue;
-      jobs.push_back({order[static_cast<size_t>(pair - 1)],
-                      std::string(reply->element[i + 1]->str, reply->element[i + 1]->len)});
+      // A 1-based index into `order`; negative for a pair fetch.lua skipped
+      // (the reports come first).
+      int64_t pair = reply->element[i]->integer;
+      const redisReply* text = reply->element[i + 1];
+      size_t at = static_cast<size_t>(pair < 0 ? -pair : pair);
+      if (pair == 0 || at > order.size()) continue;
+      if (pair < 0) {
+        health_.Broken(order[at - 1], std::string_view(text->str, text->len));
+        ++skipped;
+        continue;
+      }
+      jobs.push_back({order[at - 1], std::string(text->str, text->len)});
+    }
+  }
+  if (health_.any_broken()) {
+    // Every queue fetch.lua did not report was usable.
+    std::vector<bool> reported(queues_.size(), false);
+    for (size_t i = 0; i < 2 * skipped; i += 2) {
+      reported[order[static_cast<size_t>(-reply->element[i]->integer) - 1]] = true;
+    }
+    for (uint32_t q : order) {
+      if (!reported[q]) health_.Working(q);
     }
   }
   bool drained = jobs.size() < wanted;

@@ -23,6 +23,7 @@
 #include "reliableq/clock.h"
 #include "server/prefetch.h"
 #include "server/processor_pool.h"
+#include "server/queue_health.h"
 #include "server/queue_set.h"
 #include "uv/handles.h"
 
@@ -40,9 +41,10 @@ class Fetcher {
     std::function<void()> on_pause_over;
   };
 
+  // Every fetch tells `health` which queues it could and could not use.
   Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-          const ProcessorPool& pool, int concurrency, const Clock& clock, const Logger& log,
-          Events events);
+          QueueHealth& health, const ProcessorPool& pool, int concurrency, const Clock& clock,
+          const Logger& log, Events events);
 
   // Sends a fetch for what there is room for, unless one is on its way, the
   // connection is down, the pause after a refusal runs, or nothing fits.
@@ -61,6 +63,7 @@ class Fetcher {
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
+  QueueHealth& health_;
   const ProcessorPool& pool_;
   const Clock& clock_;
   const Logger& log_;

@@ -4,8 +4,13 @@ namespace reliableq {
 
 IdleWaiter::IdleWaiter(uv::EventLoop& loop, const RedisOptions& redis,
                        const std::string& client_name, const QueueSet& queues,
-                       std::chrono::milliseconds block_timeout, const Logger& log, Events events)
-    : queues_(queues), block_timeout_(block_timeout), log_(log), events_(std::move(events)) {
+                       QueueHealth& health, std::chrono::milliseconds block_timeout,
+                       const Logger& log, Events events)
+    : queues_(queues),
+      health_(health),
+      block_timeout_(block_timeout),
+      log_(log),
+      events_(std::move(events)) {
   waiters_.resize(queues.size());
   for (uint32_t i = 0; i < waiters_.size(); ++i) {
     auto& connection = waiters_[i].connection;
@@ -24,6 +29,7 @@ IdleWaiter::IdleWaiter(uv::EventLoop& loop, const RedisOptions& redis,
 IdleWaiter::Arm IdleWaiter::Start(uint32_t i, const std::function<bool(int64_t)>& published) {
   Waiter& w = waiters_[i];
   if (w.waiting) return Arm::kWaiting;
+  if (health_.broken(i)) return Arm::kBroken;
   if (!w.connection->ready()) {
     if (w.connecting) return Arm::kConnecting;
     w.connecting = true;
@@ -50,6 +56,7 @@ IdleWaiter::Arm IdleWaiter::Start(uint32_t i, const std::function<bool(int64_t)>
         if (s.ok() && reply->type == REDIS_REPLY_STRING) {
           events_.on_job(i, std::string(reply->str, reply->len));
         } else {
+          if (s.message().rfind("WRONGTYPE", 0) == 0) health_.Broken(i, s.message());
           events_.on_empty(i, s);
         }
       },

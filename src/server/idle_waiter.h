@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "redis/async_connection.h"
+#include "server/queue_health.h"
 #include "server/queue_set.h"
 #include "uv/event_loop.h"
 
@@ -41,14 +42,15 @@ class IdleWaiter {
     // A new connection is ready; it waits once its id is published.
     std::function<void()> on_connected;
   };
-  enum class Arm { kWaiting, kConnecting, kUnpublished };
+  enum class Arm { kWaiting, kConnecting, kUnpublished, kBroken };
 
+  // A wait Redis refuses with WRONGTYPE marks its queue broken in `health`.
   IdleWaiter(uv::EventLoop& loop, const RedisOptions& redis, const std::string& client_name,
-             const QueueSet& queues, std::chrono::milliseconds block_timeout, const Logger& log,
-             Events events);
+             const QueueSet& queues, QueueHealth& health, std::chrono::milliseconds block_timeout,
+             const Logger& log, Events events);
 
-  // Makes queue `i` wait, unless it already does. `published` says whether
-  // a client id is in the registry.
+  // Makes queue `i` wait, unless it already does or is broken. `published`
+  // says whether a client id is in the registry.
   Arm Start(uint32_t i, const std::function<bool(int64_t)>& published);
 
   bool waiting() const;
@@ -70,6 +72,7 @@ class IdleWaiter {
   };
 
   const QueueSet& queues_;
+  QueueHealth& health_;
   const std::chrono::milliseconds block_timeout_;
   const Logger& log_;
   Events events_;

@@ -11,13 +11,30 @@ constexpr int64_t kLeaseCapMillis = 5000;
 
 }  // namespace
 
+namespace {
+
+RecoveryConfig ConfigFor(const Keys& keys, const std::string& identity, int max_interruptions,
+                         const DeadSetLimits& dead_limits) {
+  RecoveryConfig config;
+  config.keys = keys;
+  config.max_interruptions = max_interruptions;
+  config.skip_identity = identity;
+  config.dead_max_jobs = dead_limits.max_jobs;
+  config.dead_timeout_seconds = dead_limits.timeout.count();
+  return config;
+}
+
+}  // namespace
+
 Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
-                 std::unique_ptr<redis::Connection> redis, RecoveryConfig config,
-                 std::chrono::milliseconds interval, const Clock& clock, const Logger& log)
+                 std::unique_ptr<redis::Connection> redis, const Keys& keys,
+                 const std::string& identity, int max_interruptions,
+                 const DeadSetLimits& dead_limits, std::chrono::milliseconds interval,
+                 const Clock& clock, const Logger& log)
     : loop_(loop),
       redis_options_(std::move(redis_options)),
       redis_(std::move(redis)),
-      config_(std::move(config)),
+      config_(ConfigFor(keys, identity, max_interruptions, dead_limits)),
       interval_(interval),
       clock_(clock),
       log_(log),

@@ -28,10 +28,11 @@ namespace reliableq {
 
 class Janitor {
  public:
-  // `config` says how to recover (its skip_identity is this process);
+  // `identity` is this process (never recovered by its own janitor);
   // `redis` may be null (connected on the first pass).
   Janitor(uv::EventLoop& loop, RedisOptions redis_options,
-          std::unique_ptr<redis::Connection> redis, RecoveryConfig config,
+          std::unique_ptr<redis::Connection> redis, const Keys& keys,
+          const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
           std::chrono::milliseconds interval, const Clock& clock, const Logger& log);
 
   // A pass now, then one every interval until Stop().

@@ -34,6 +34,7 @@
 #include "server/outcomes.h"
 #include "server/poller.h"
 #include "server/processor_pool.h"
+#include "server/queue_health.h"
 #include "server/queue_set.h"
 #include "server/reconciler.h"
 #include "server/redis_probe.h"
@@ -126,6 +127,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<uv::Timer> reconnect_timer_;
   std::unique_ptr<uv::Timer> stop_timer_;
   std::unique_ptr<uv::Timer> close_timer_;
+  std::unique_ptr<QueueHealth> queue_health_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<Fetcher> fetcher_;
   std::unique_ptr<IdleWaiter> idle_waiter_;
@@ -220,16 +222,17 @@ Status ServerImpl::Init() {
                                std::chrono::steady_clock::time_point lease) {
                           OnBeat(r, signal, lease);
                         }});
+  queue_health_ = std::make_unique<QueueHealth>(queues_, clock, log);
   fetcher_ = std::make_unique<Fetcher>(
-      loop_ref, *command_, queues_, *pool_, options_.concurrency, clock, log,
+      loop_ref, *command_, queues_, *queue_health_, *pool_, options_.concurrency, clock, log,
       Fetcher::Events{
           [this](std::vector<FetchedJob> jobs, bool drained) {
             OnFetched(std::move(jobs), drained);
           },
           [this](const Status&) { Reconcile(false); }, [this] { FetchMore(); }});
   idle_waiter_ = std::make_unique<IdleWaiter>(
-      loop_ref, options_.redis, keys_.ClientName(identity_), queues_, options_.idle_block_timeout,
-      log,
+      loop_ref, options_.redis, keys_.ClientName(identity_), queues_, *queue_health_,
+      options_.idle_block_timeout, log,
       IdleWaiter::Events{
           [this](uint32_t q, std::string payload) { OnIdleJob(q, std::move(payload)); },
           [this](uint32_t q, const Status& why) {
@@ -268,15 +271,9 @@ Status ServerImpl::Init() {
                                           });
   poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
                                      dead_limits, clock, log);
-  RecoveryConfig recovery;
-  recovery.keys = keys_;
-  recovery.max_interruptions = options_.max_interruptions;
-  recovery.skip_identity = identity_;
-  recovery.dead_max_jobs = options_.dead_max_jobs;
-  recovery.dead_timeout_seconds = options_.dead_timeout.count();
-  janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()),
-                                       std::move(recovery), options_.janitor_interval, clock,
-                                       log);
+  janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
+                                       identity_, options_.max_interruptions, dead_limits,
+                                       options_.janitor_interval, clock, log);
 
   return Status::OK();
 }
@@ -387,6 +384,9 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   // dropped above.
   pool_->SetLease(lease_until);
   if (!signal.empty()) control_->Handle(signal);
+  // A broken queue gets no idle wait: while the worker is idle, a fetch per
+  // beat finds out when it works again.
+  if (idle_ && queue_health_->any_broken()) FetchMore();
   WaitIdle();
 }
 
