@@ -2,7 +2,7 @@
 --
 -- KEYS[1]    queues (SET of queue names)
 -- KEYS[i+1]  queue:<q_i>, the i-th queue pushed to (a LIST), i = 1..#KEYS-1
--- ARGV       for each queue in KEYS order: its name q_i, the number n_i of
+-- ARGV[..]   for each queue in KEYS order: its name q_i, the number n_i of
 --            payloads for it, then those n_i payloads, byte for byte
 --
 -- SADD queues q_1 q_2 ..., then for each queue one LPUSH of its payloads in
