@@ -19,7 +19,10 @@
 -- ARGV[7]  dead timeout in seconds (mode "dead"; integer >= 0)
 -- ARGV[8]  "1": count the execution (processed +1 and failed +1, both the
 --          totals and the dated keys, which expire after 157680000 s);
---          "0": count nothing (a payload that is not valid JSON, as Sidekiq)
+--          "0": count nothing (a payload that is not valid JSON, as Sidekiq);
+--          "2": count it only when the job was still in the working list
+--          (a call sent again after its reply was lost: if the first one
+--          ran, it moved and counted the job already)
 --
 -- The target is written only when LREM working 1 original removed the job:
 -- if a janitor already gave the job back, it lives in its queue and must not
@@ -29,7 +32,9 @@
 -- Errors: RQ_INVALID for a bad mode, count flag, score, now or dead limits;
 -- WRONGTYPE when a key it may write exists with another type (KEYS[1] not
 -- a LIST, KEYS[2] not a ZSET unless the mode is "drop", KEYS[3..6] not
--- STRINGs when the count flag is "1"); nothing is written then.
+-- STRINGs when the count flag is not "0"); nothing is written then. When
+-- one of KEYS[3..6] holds a string that is not an integer, nothing is
+-- counted and the job still moves.
 
 -- @include lib/payload.lua
 
@@ -38,8 +43,8 @@ if mode ~= 'retry' and mode ~= 'dead' and mode ~= 'drop' then
   return redis.error_reply('RQ_INVALID fail: mode must be retry, dead or drop, got ' ..
                            tostring(mode))
 end
-if ARGV[8] ~= '0' and ARGV[8] ~= '1' then
-  return redis.error_reply('RQ_INVALID fail: count flag must be 0 or 1')
+if ARGV[8] ~= '0' and ARGV[8] ~= '1' and ARGV[8] ~= '2' then
+  return redis.error_reply('RQ_INVALID fail: count flag must be 0, 1 or 2')
 end
 if mode == 'retry' and tonumber(ARGV[3]) == nil then
   return redis.error_reply('RQ_INVALID fail: bad retry score ' .. tostring(ARGV[3]))
@@ -58,8 +63,19 @@ end
 -- the outcome is sent.
 local bad = check_types('fail', 'list', 1, 1) or
     (mode ~= 'drop' and check_types('fail', 'zset', 2, 2)) or
-    (ARGV[8] == '1' and check_types('fail', 'string', 3, 6))
+    (ARGV[8] ~= '0' and check_types('fail', 'string', 3, 6))
 if bad then return bad end
+
+-- A counter that holds something else than an integer (set by hand) would
+-- fail INCRBY after the move, and the outcome would be sent again forever:
+-- such counters are left alone, and the job moves all the same.
+local countable = ARGV[8] ~= '0'
+for i = 3, 6 do
+  if countable then
+    local value = redis.call('GET', KEYS[i])
+    if value and not string.find(value, '^%-?%d+$') then countable = false end
+  end
+end
 
 local moved = redis.call('LREM', KEYS[1], '1', ARGV[1])
 if moved > 0 then
@@ -69,7 +85,7 @@ if moved > 0 then
     dead_add(KEYS[2], ARGV[5], ARGV[2], ARGV[6], ARGV[7])
   end
 end
-if ARGV[8] == '1' then
+if countable and (ARGV[8] == '1' or (ARGV[8] == '2' and moved > 0)) then
   redis.call('INCRBY', KEYS[3], '1')
   redis.call('INCRBY', KEYS[4], '1')
   redis.call('EXPIRE', KEYS[4], '157680000')

@@ -95,7 +95,7 @@ ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limit
        std::string(Keys::kFailed) + ":" + date},
       {std::string(job.original), std::string(job.updated),
        job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
-       Count(limits.max_jobs), Count(limits.timeout.count()), job.counted ? "1" : "0"}};
+       Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1"}};
 }
 
 ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,

@@ -62,6 +62,9 @@ struct FailedJob {
   FailMode mode = FailMode::kDead;
   double retry_at = 0;        // kRetry only
   bool counted = true;        // false: a payload that is not a job
+  // Sent again after a reply that was lost: count it only if it is still
+  // in the working list (the first call, if it ran, counted it).
+  bool resent_unconfirmed = false;
 };
 ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits);
 

@@ -46,7 +46,7 @@ class AsyncFixture : public RedisFixture {
   // Sends `commands`; `*statuses` is set when the callback runs (it must
   // run once).
   void Send(const redis::CommandList& commands, std::optional<std::vector<Status>>* statuses) {
-    Status sent = connection_->Pipeline(commands, [statuses](std::vector<Status> got) {
+    Status sent = connection_->Pipeline(commands, [statuses](std::vector<Status> got, std::vector<int64_t>) {
       CHECK_FALSE(statuses->has_value());
       *statuses = std::move(got);
     });
@@ -373,7 +373,7 @@ TEST_CASE("a command unanswered past command_timeout breaks the connection, once
     commands.Add({"INCR", "counter"});
     REQUIRE(connection
                 ->Pipeline(commands,
-                           [&](std::vector<Status> statuses) {
+                           [&](std::vector<Status> statuses, std::vector<int64_t>) {
                              ++pipeline_calls;
                              pipeline = std::move(statuses);
                            })

@@ -294,6 +294,13 @@ void CommandList::Add(std::initializer_list<std::string_view> argv) {
 struct PipelineStatuses {
   AsyncConnection* owner;
   std::vector<Status> statuses;
+  std::vector<int64_t> integers;
+
+  void Add(Status status, const redisReply* reply) {
+    statuses.push_back(std::move(status));
+    integers.push_back(reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? reply->integer
+                                                                              : 0);
+  }
 };
 
 Status AsyncConnection::Pipeline(const CommandList& commands, StatusesCallback done) {
@@ -307,16 +314,17 @@ Status AsyncConnection::Pipeline(const CommandList& commands, StatusesCallback d
   if ((context_->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) != 0) {
     return Status::IoError("connection to Redis at " + options_.Describe() + " is closing");
   }
-  auto* collected = new PipelineStatuses{this, {}};
+  auto* collected = new PipelineStatuses{this, {}, {}};
   collected->statuses.reserve(commands.size());
+  collected->integers.reserve(commands.size());
   // Only the last command is tracked for its deadline: the ones before it
   // are answered first, and a timeout drops the connection, failing them all.
   auto* request = new Request(
       this,
-      [collected, done = std::move(done)](const Status& status, redisReply*) {
+      [collected, done = std::move(done)](const Status& status, redisReply* reply) {
         std::unique_ptr<PipelineStatuses> owned(collected);
-        owned->statuses.push_back(status);
-        done(std::move(owned->statuses));
+        owned->Add(status, reply);
+        done(std::move(owned->statuses), std::move(owned->integers));
       },
       Clock::now() + options_.command_timeout);
   size_t begin = 0;
@@ -338,7 +346,8 @@ Status AsyncConnection::Pipeline(const CommandList& commands, StatusesCallback d
 
 void AsyncConnection::OnPipelinedReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
   auto* collected = static_cast<PipelineStatuses*>(privdata);
-  collected->statuses.push_back(collected->owner->StatusOf(static_cast<redisReply*>(reply)));
+  auto* r = static_cast<redisReply*>(reply);
+  collected->Add(collected->owner->StatusOf(r), r);
 }
 
 Status AsyncConnection::StatusOf(const redisReply* reply) const {

@@ -95,10 +95,12 @@ class AsyncConnection {
   // not: a broken connection may leave any prefix of it applied). `done`
   // runs once, after the last reply or the failure of the connection, with
   // one Status per command in order: OK, the error Redis answered, or why
-  // the connection failed. The replies themselves are not kept. Not for
+  // the connection failed; and one integer per command: its reply when that
+  // is an integer (LREM's count, say), else 0. Other replies are not kept. Not for
   // EVALSHA: a NOSCRIPT here would not drop the connection as Eval's does,
   // and the commands after it would run while it did not.
-  using StatusesCallback = std::function<void(std::vector<Status> statuses)>;
+  using StatusesCallback =
+      std::function<void(std::vector<Status> statuses, std::vector<int64_t> integers)>;
   Status Pipeline(const CommandList& commands, StatusesCallback done);
 
   // Drops the connection: pending callbacks fail with kShutdown.

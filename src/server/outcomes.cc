@@ -9,8 +9,11 @@ namespace reliableq {
 
 namespace {
 
-// Outcomes Redis refused with an error reply are sent again after this.
-constexpr std::chrono::milliseconds kRetryPause{200};
+// Outcomes Redis did not confirm are sent again after a pause, doubling
+// from the first to the longest while Redis keeps refusing: a refusal that
+// will not heal (a key of the wrong type) must not flood Redis or the log.
+constexpr std::chrono::milliseconds kFirstRetryPause{200};
+constexpr std::chrono::milliseconds kLongestRetryPause{30000};
 // Sidekiq keeps its dated stat counters for 5 years.
 constexpr std::string_view kStatsTtlSeconds = "157680000";
 
@@ -67,17 +70,38 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
     carried_.erase(std::find(carried_.begin(), carried_.end(), owned));
     if (closed_) return;
     if (refused.empty()) {
+      if (!refusal_.empty() && unsent_.empty()) {
+        log_.Log(LogLevel::kInfo, "outcomes are confirmed again");
+        refusal_.clear();
+        retry_pause_ = kFirstRetryPause;
+      }
       if (carried_.empty()) on_round_over_();
       return;
     }
-    log_.Log(LogLevel::kWarn, "outcome of %zu jobs not confirmed (%s); will send again",
-             refused.size(), why.ToString().c_str());
-    for (size_t i : refused) unsent_.push_back(std::move((*owned)[i]));
+    // Logged when the reason changes, not on every try.
+    std::string reason = why.ToString();
+    if (reason != refusal_) {
+      log_.Log(LogLevel::kWarn,
+               "outcome of %zu jobs not confirmed (%s); the jobs stay in this process's "
+               "working lists, and are sent again until Redis confirms them",
+               refused.size(), reason.c_str());
+      refusal_ = std::move(reason);
+    }
+    // Without a reply, Redis may have applied them (counters included).
+    bool maybe_applied = why.IsIoError() || why.IsTimeout() || why.IsShutdown();
+    for (size_t i : refused) {
+      FinishedJob& job = (*owned)[i];
+      job.maybe_applied = job.maybe_applied || maybe_applied;
+      unsent_.push_back(std::move(job));
+    }
     // A lost connection sends them again once it is back (the reconcile);
     // an error reply on a live one (READONLY after a failover, MISCONF)
     // needs a later try of its own, since no processor wakes the loop while
-    // a round is out. A pause, so a refusing Redis is not flooded.
-    if (carried_.empty()) retry_timer_.Start(kRetryPause);
+    // a round is out.
+    if (carried_.empty()) {
+      retry_timer_.Start(retry_pause_);
+      retry_pause_ = std::min(retry_pause_ * 2, kLongestRetryPause);
+    }
   });
   if (!sent.ok()) {
     carried_.pop_back();
@@ -96,12 +120,21 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   // while LREM (which frees memory) still runs on its own. Each LREM is one
   // atomic step; the counters are not jobs.
   redis::CommandList ack;
+  // A job whose earlier ack lost its reply is counted only when its LREM
+  // here still removes it (the earlier pipeline did not run), and then in a
+  // later round: had that pipeline run, its INCRBY behind the LREM counted
+  // the job already.
+  int64_t new_jobs = 0;
+  std::vector<bool> maybe_applied;
+  maybe_applied.reserve(acked.size());
   for (const FinishedJob& job : acked) {
     ack.Add({"LREM", queues_[job.queue].working_key, "-1", job.payload});
+    maybe_applied.push_back(job.maybe_applied);
+    if (!job.maybe_applied) ++new_jobs;
   }
   size_t jobs = acked.size();
   int64_t earlier = uncounted_processed_;
-  int64_t count = earlier + static_cast<int64_t>(jobs);
+  int64_t count = earlier + new_jobs;
   std::string count_text = std::to_string(count);
   std::string processed_day = std::string(Keys::kProcessed) + ":" + UtcDate(now);
   ack.Add({"INCRBY", Keys::kProcessed, count_text});
@@ -109,14 +142,21 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
   uncounted_processed_ = 0;
   bool sent = SendRound(std::move(acked), [&](Settle settle) {
-    return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, count,
-                                   earlier](std::vector<Status> statuses) {
+    return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, count, earlier,
+                                   maybe_applied = std::move(maybe_applied)](
+                                      std::vector<Status> statuses,
+                                      std::vector<int64_t> removed) {
       std::vector<size_t> refused;
+      int64_t refused_new = 0;
       Status why;
       for (size_t i = 0; i < jobs; ++i) {
-        if (statuses[i].ok()) continue;
+        if (statuses[i].ok()) {
+          if (maybe_applied[i] && removed[i] > 0) ++uncounted_processed_;
+          continue;
+        }
         if (why.ok()) why = statuses[i];
         refused.push_back(i);
+        if (!maybe_applied[i]) ++refused_new;
       }
       const Status& counted = statuses[jobs];
       if (!counted.ok()) {
@@ -125,8 +165,9 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
           log_.Log(LogLevel::kWarn, "stat:processed not counted (%s); counting later",
                    counted.ToString().c_str());
         }
-        // Jobs sent again are counted again when they are.
-        uncounted_processed_ += count - static_cast<int64_t>(refused.size());
+        // Jobs sent again are counted when they are (or not at all, if
+        // this round may have been applied).
+        uncounted_processed_ += count - refused_new;
       }
       settle(why, refused);
     });
@@ -155,6 +196,7 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
                                                  : FailMode::kDrop;
   failed.retry_at = job.score;
   failed.counted = !invalid;
+  failed.resent_unconfirmed = job.maybe_applied;
   ScriptCall call = FailCall(failed, now, dead_limits_);
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
@@ -163,6 +205,12 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
       settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
     });
   });
+}
+
+void Outcomes::FlushCounts() {
+  if (uncounted_processed_ > 0 && carried_.empty() && unsent_.empty() && command_.ready()) {
+    SendAcks({}, clock_.Now());
+  }
 }
 
 void Outcomes::AddUnconfirmed(PayloadsByQueue* per_queue) const {

@@ -12,7 +12,9 @@
 //   trip and the processors do not wake the loop for each;
 // - each job is counted in stat:processed once: a count Redis refuses (out
 //   of memory refuses INCRBY while LREM still runs) is added to the next
-//   round's.
+//   round's, and an outcome sent again after its reply was lost is counted
+//   only if this time it still moved the job (fail.lua's count flag "2",
+//   the LREM's count for an ack).
 //
 // Thread safety: loop thread only.
 
@@ -50,6 +52,10 @@ class Outcomes {
   void TakeFinished() { pool_.TakeFinished(&unsent_); }
   // Sends every outcome not sent yet as one round (if connected).
   void Send();
+  // Sends the counts still owed (jobs acknowledged while Redis refused
+  // INCRBY, or whose count was settled late) when no round is out; the
+  // shell calls it on each beat, so an idle worker does not keep them.
+  void FlushCounts();
   // No callback runs any more (the server is closing).
   void Close() {
     closed_ = true;
@@ -86,8 +92,12 @@ class Outcomes {
   // The outcomes each round on its way carries, one entry per pipeline or
   // script.
   std::vector<std::shared_ptr<std::vector<FinishedJob>>> carried_;
-  // Acknowledged jobs whose count Redis refused; added to the next ack's.
+  // Acknowledged jobs not counted yet; added to the next ack's.
   int64_t uncounted_processed_ = 0;
+  // Why Redis last refused outcomes (empty while it confirms them), and the
+  // pause before they are sent again.
+  std::string refusal_;
+  std::chrono::milliseconds retry_pause_{200};
 };
 
 }  // namespace reliableq

@@ -383,6 +383,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   // Extended only now, after the jobs a lost heartbeat invalidated were
   // dropped above.
   pool_->SetLease(lease_until);
+  outcomes_->FlushCounts();
   if (!signal.empty()) control_->Handle(signal);
   // A broken queue gets no idle wait: while the worker is idle, a fetch per
   // beat finds out when it works again.

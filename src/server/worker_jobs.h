@@ -34,6 +34,10 @@ struct FinishedJob {
   // kFailed: where it goes, and its score there (retry time or time of death).
   FailureAction action = FailureAction::kDead;
   double score = 0;
+  // An earlier send of this outcome lost its reply (a broken connection, a
+  // timeout): Redis may have applied it, counters included. Sent again, it
+  // must not be counted again.
+  bool maybe_applied = false;
 };
 
 struct RunningJob {
