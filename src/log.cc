@@ -6,6 +6,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
+#include <string>
+
+#include "text_escape.h"
 
 namespace reliableq {
 
@@ -57,12 +60,28 @@ void Logger::Log(LogLevel level, const char* format, ...) const {
   if (m > 0) used += static_cast<size_t>(m) < sizeof line - used ? static_cast<size_t>(m)
                                                                  : sizeof line - used - 1;
   if (used >= sizeof line - 1) used = sizeof line - 2;
+  // Job classes, jids, error messages and remote signal names come from
+  // outside: escaped, they can neither start a forged line nor reach a
+  // terminal as an escape sequence. Our own text has no control characters,
+  // so the whole line is escaped at once; most lines need nothing.
+  std::string_view text(line, used);
+  std::string escaped;
+  if (NeedsEscaping(text)) {
+    AppendEscaped(text, &escaped);
+    text = escaped;
+  }
   if (sink_) {
-    sink_(level, std::string_view(line, used));
+    sink_(level, text);
     return;
   }
-  line[used++] = '\n';
-  ssize_t ignored = write(STDERR_FILENO, line, used);
+  if (escaped.empty()) {
+    line[used++] = '\n';
+    text = std::string_view(line, used);
+  } else {
+    escaped.push_back('\n');
+    text = escaped;
+  }
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
 

@@ -3,6 +3,13 @@
 // The thread's name and the job it runs are per-thread context, set once by
 // whoever runs the thread (SetLogThreadName, JobLogContext).
 //
+// Each line is escaped as a whole before it reaches the sink or stderr
+// (AppendEscaped in text_escape.h): control characters, the C1 controls and
+// bytes that are not UTF-8 become visible escapes such as \n or \x1b, so
+// untrusted text in a message (a job class, an error message, a remote
+// signal name) cannot forge a line or drive a terminal. Messages therefore
+// never contain control characters of their own: one message, one line.
+//
 // Thread safety: a Logger is immutable after construction; Log may be called
 // from any thread. With the default sink each line is written with one
 // write(2), so lines from threads do not interleave.

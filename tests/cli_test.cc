@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -550,8 +551,9 @@ TEST_CASE_FIXTURE(RedisFixture, "retries list and show print every entry, as tex
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.rfind("time (UTC)  ", 0) == 0);
   CHECK(text.out.find("  retry_count  error\n") != std::string::npos);
-  CHECK(text.out.find("2023-11-14 22:16:40  " + kJid1 + "  HardJob  low      0            "
-                      "std::runtime_error: boom more\n") != std::string::npos);
+  CHECK(text.out.find("2023-11-14 22:16:40  " + kJid1 +
+                      "  HardJob  low      0            "
+                      "std::runtime_error: boom\\nmore\n") != std::string::npos);
   CHECK(text.out.find(kJid2 + "  HardJob  default  1") != std::string::npos);
   CHECK(text.out.find("2 of 3 shown (--limit 0 shows all)\n") != std::string::npos);
 
@@ -707,6 +709,300 @@ TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes on
   CHECK(RunCli(With({"queues"}, server().Url())).out.find("mail") == std::string::npos);
   REQUIRE(RunCli(With({"queue", "clear", "default", "--yes"}, server().Url())).exit_code == 0);
   CHECK(RunCli(With({"queues"}, server().Url())).out == "no queues\n");
+}
+
+// True when `text` is lines of inert UTF-8: no byte below 0x20 but the
+// '\n' that ends each line, no DEL, no C1 control, nothing that is not
+// well-formed UTF-8.
+bool InertLines(const std::string& text) {
+  if (text.empty() || text.back() != '\n') return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7F) return false;
+    if (c < 0x80) continue;
+    size_t need = c >= 0xC2 && c <= 0xDF   ? 2
+                  : c >= 0xE0 && c <= 0xEF ? 3
+                  : c >= 0xF0 && c <= 0xF4 ? 4
+                                           : 0;
+    if (need == 0 || i + need > text.size()) return false;
+    for (size_t k = 1; k < need; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    if (c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) return false;
+    i += need - 1;
+  }
+  return true;
+}
+
+rapidjson::Document ParseStrictJson(const std::string& text) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag>(
+      text.c_str(), text.size());
+  REQUIRE_MESSAGE(!doc.HasParseError(), text);
+  return doc;
+}
+
+// A failed job whose fields hold a forged line, terminal escapes, a C1
+// control and bytes that are not UTF-8.
+std::string HostileJob(const std::string& jid) {
+  // Raw bytes inside a JSON string: 0xFF is not UTF-8, C2 9B is CSI.
+  return R"({"class":"Evil\nINFO: forged\u001b[2J","args":[")" + std::string("\xff\xc2\x9b") +
+         R"("],"queue":"lo\rw","retry":true,"jid":")" + jid +
+         R"(","error_message":"boom\n\u0085x","error_class":"E\u001b]0;title\u0007",)"
+         R"("failed_at":1700000001.5,"retry_count":1})";
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "job-set verbs escape the job data they print") {
+  for (const char* set : {"retry", "dead", "schedule"}) {
+    Run({"ZADD", set, "1700000100", HostileJob(kJid1)});
+    Run({"ZADD", set, "1700000200", "not a job\n\x1b[2J\xff"});
+  }
+  for (const char* verb : {"retries", "dead", "scheduled"}) {
+    CAPTURE(verb);
+    Outcome show = RunCli(With({verb, "show", kJid1}, server().Url()));
+    REQUIRE(show.exit_code == 0);
+    CHECK_MESSAGE(InertLines(show.out), show.out);
+    CHECK(show.out.find("class:          Evil\\nINFO: forged\\x1b[2J\n") != std::string::npos);
+    CHECK(show.out.find("queue:          lo\\rw\n") != std::string::npos);
+    CHECK(show.out.find("error_class:    E\\x1b]0;title\\x07\n") != std::string::npos);
+    CHECK(show.out.find("error_message:  boom\\n\\u0085x\n") != std::string::npos);
+    CHECK(show.out.find(
+              R"(payload:        {"class":"Evil\nINFO: forged\u001b[2J","args":["\xff\u009b"])") !=
+          std::string::npos);
+    // Every line is a field: nothing forged one of its own.
+    size_t lines = 0;
+    for (char c : show.out) lines += c == '\n';
+    CHECK(lines == 9);
+
+    Outcome list = RunCli(With({verb, "list"}, server().Url()));
+    REQUIRE(list.exit_code == 0);
+    CHECK_MESSAGE(InertLines(list.out), list.out);
+    CHECK(list.out.find("Evil\\nINFO: forged\\x1b[2J") != std::string::npos);
+
+    for (const char* sub : {"list", "show"}) {
+      std::vector<std::string> args = {verb, sub};
+      if (std::string(sub) == "show") args.push_back(kJid1);
+      args.push_back("--json");
+      Outcome json = RunCli(With(args, server().Url()));
+      CAPTURE(sub);
+      REQUIRE(json.exit_code == 0);
+      CHECK_MESSAGE(InertLines(json.out), json.out);
+      rapidjson::Document doc = ParseStrictJson(json.out);
+      const rapidjson::Value* found = &doc;
+      if (std::string(sub) == "list") {
+        for (const rapidjson::Value& e : doc["entries"].GetArray()) {
+          if (e["valid"].IsTrue()) found = &e;
+        }
+      }
+      const rapidjson::Value& entry = *found;
+      // The strings decode to what was stored, but for the bytes that are
+      // not UTF-8, which become U+FFFD.
+      CHECK(std::string(entry["class"].GetString()) == "Evil\nINFO: forged\x1b[2J");
+      CHECK(std::string(entry["error_message"].GetString()) == "boom\n\xc2\x85x");
+      CHECK(std::string(entry["payload"].GetString()).find("[\"\xEF\xBF\xBD\xc2\x9b\"]") !=
+            std::string::npos);
+    }
+  }
+  Outcome dead_list = RunCli(With({"dead", "list", "--json"}, server().Url()));
+  REQUIRE(dead_list.exit_code == 0);
+  CHECK(std::string(ParseStrictJson(dead_list.out)["entries"][0]["payload"].GetString()) ==
+        "not a job\n\x1b[2J\xEF\xBF\xBD");
+  Outcome retried = RunCli(With({"retries", "retry", kJid1}, server().Url()));
+  REQUIRE(retried.exit_code == 0);
+  CHECK(retried.out == kJid1 + ": back to queue lo\\rw\n");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "queues, stats and errors escape what Redis and the user gave") {
+  Run({"SADD", "queues", "evil\x1b[2J\nq"});
+  Run({"LPUSH", "queue:evil\x1b[2J\nq", R"({"class":"A","args":[],"enqueued_at":1})"});
+  for (const char* verb : {"queues", "stats"}) {
+    CAPTURE(verb);
+    Outcome text = RunCli(With({verb}, server().Url()));
+    REQUIRE(text.exit_code == 0);
+    CHECK_MESSAGE(InertLines(text.out), text.out);
+    CHECK(text.out.find("\nevil\\x1b[2J\\nq  ") != std::string::npos);
+    Outcome json = RunCli(With({verb, "--json"}, server().Url()));
+    REQUIRE(json.exit_code == 0);
+    CHECK(std::string(ParseStrictJson(json.out)["queues"][0]["name"].GetString()) ==
+          "evil\x1b[2J\nq");
+  }
+  // An error quoting what was typed stays one line.
+  Outcome missing = RunCli(With({"dead", "show", "no\nsuch\x1b[2J"}, server().Url()));
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err == "reliableq: Not found: no job with jid no\\nsuch\\x1b[2J in dead\n");
+  CheckUsageError(RunCli({"stats", "x\ny\x1b"}), "stats", "unexpected argument 'x\\ny\\x1b'");
+}
+
+TEST_CASE("worker refuses every option past its limit with a usage error") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-c", "40000"}, "concurrency must be an integer from 1 to 1000, not '40000'"},
+      {{"-c", "1001"}, "concurrency"},
+      {{"-q", "a,1001"}, "queue weight must be an integer from 0 to 1000 in -q 'a,1001'"},
+      {{"-q", "a,999999999"}, "queue weight"},
+      {{"-t", "86400.001"}, "--timeout needs a number of seconds from 0 to 86400 s"},
+      {{"-t", "999999999"}, "--timeout"},
+      {{"--heartbeat-ttl", "1000000"}, "--heartbeat-ttl needs a number of seconds above 0"},
+      {{"--heartbeat-interval", "86401"}, "--heartbeat-interval"},
+      {{"--janitor-interval", "100000"}, "--janitor-interval"},
+      {{"--poll-interval", "999999999"}, "--poll-interval"},
+      {{"--prefix", std::string(129, 'p')}, "prefix must be at most 128"},
+      {{"--prefix", "bad\x01:"}, "printable ASCII"},
+      {{"--tag", std::string(257, 't')}, "the tag must be at most 256 bytes"},
+  };
+  for (const auto& [extra, reason] : cases) {
+    std::vector<std::string> args = {"worker", "-r", "x.so"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CAPTURE(reason);
+    CheckUsageError(RunCli(args), "worker", reason);
+  }
+  std::vector<std::string> many = {"worker", "-r", "x.so"};
+  for (int i = 0; i <= 100; ++i) {
+    many.push_back("-q");
+    many.push_back("q" + std::to_string(i));
+  }
+  CheckUsageError(RunCli(many), "worker", "at most 100 queues (-q), not 101");
+  std::vector<std::string> labels = {"worker", "-r", "x.so"};
+  for (int i = 0; i <= 100; ++i) {
+    labels.push_back("--label");
+    labels.push_back("l" + std::to_string(i));
+  }
+  CheckUsageError(RunCli(labels), "worker", "at most 100 labels, not 101");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "worker -c 40000 is a usage error that touches nothing") {
+  // With a plugin that loads and a Redis that answers, only the limit
+  // stands between this command line and 40000 threads.
+  std::string one = EnvPath("RELIABLEQ_TEST_PLUGIN_ONE");
+  Outcome outcome = RunCli(With({"worker", "-r", one, "-c", "40000"}, server().Url()),
+                           std::chrono::seconds(10));
+  CheckUsageError(outcome, "worker", "concurrency must be an integer from 1 to 1000");
+  CHECK(Integer({"DBSIZE"}) == 0);
+}
+
+TEST_CASE("a redis:// URL without a host is a usage error") {
+  for (const char* url : {"redis://", "redis://:6380/0", "redis:///1"}) {
+    CAPTURE(url);
+    CheckUsageError(RunCli({"stats", "--redis", url}), "stats", "no host");
+  }
+  Outcome from_env = RunCli({"queues"}, std::chrono::seconds(20), "redis://:6380");
+  CheckUsageError(from_env, "queues", "REDIS_URL");
+  CHECK(from_env.err.find("no host") != std::string::npos);
+}
+
+TEST_CASE("help --help prints the help with exit 0") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"help", "--help"}, std::vector<std::string>{"help", "-h"},
+        std::vector<std::string>{"--help", "help"}}) {
+    Outcome outcome = RunCli(args);
+    CHECK(outcome.exit_code == 0);
+    CHECK(outcome.err.empty());
+    CHECK(outcome.out.rfind("usage: reliableq [--redis URL]", 0) == 0);
+  }
+  Outcome push = RunCli({"help", "push", "--help"});
+  CHECK(push.exit_code == 0);
+  CHECK(push.out.rfind("usage: reliableq push", 0) == 0);
+}
+
+// Checks that nothing the program wrote contains `secret`.
+void CheckNoSecret(const Outcome& outcome, const std::string& secret) {
+  CHECK_MESSAGE(outcome.err.find(secret) == std::string::npos, outcome.err);
+  CHECK_MESSAGE(outcome.out.find(secret) == std::string::npos, outcome.out);
+}
+
+TEST_CASE("a password in a bad URL or an argument never appears in an error") {
+  const std::string secret = "pw-s3cret";
+  for (const std::vector<std::string>& args : {
+           std::vector<std::string>{"stats", "--redis", "redis://:" + secret + "@h:port"},
+           std::vector<std::string>{"stats", "--redis", "redis://u:" + secret + "@h:99999/0"},
+           std::vector<std::string>{"stats", "--redis", "redis://" + secret + "@h:1/x"},
+           std::vector<std::string>{"stats", "--redis", "http://:" + secret + "@h"},
+           std::vector<std::string>{"stats", "--redis", "unix:///s?password=" + secret + "&x=1"},
+           std::vector<std::string>{"stats", "--redis", ":" + secret + "@h"},
+           // A URL typed where it is not expected is quoted, masked.
+           std::vector<std::string>{"stats", "redis://:" + secret + "@h:1/0"},
+           std::vector<std::string>{"redis://:" + secret + "@h:1/0", "stats"},
+           std::vector<std::string>{"worker", "-r", "x.so", "-q", "a,redis://:" + secret + "@h"},
+       }) {
+    CAPTURE(args[0] + " " + args[1]);
+    Outcome outcome = RunCli(args);
+    CHECK(outcome.exit_code == 2);
+    CHECK(outcome.err.find("***") != std::string::npos);
+    CheckNoSecret(outcome, secret);
+  }
+  Outcome from_env =
+      RunCli({"stats"}, std::chrono::seconds(20), ("redis://:" + secret + "@h:port").c_str());
+  CHECK(from_env.exit_code == 2);
+  CheckNoSecret(from_env, secret);
+}
+
+TEST_CASE("an unreachable Redis is named without its password") {
+  const std::string secret = "pw-s3cret";
+  std::string one = EnvPath("RELIABLEQ_TEST_PLUGIN_ONE");
+  for (const std::string& url :
+       {"redis://:" + secret + "@127.0.0.1:1/0", "unix:///nonexistent.sock?password=" + secret}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"stats"}, std::vector<std::string>{"push", "A"},
+          std::vector<std::string>{"dead", "list"},
+          std::vector<std::string>{"worker", "-r", one}}) {
+      CAPTURE(url);
+      CAPTURE(args[0]);
+      Outcome outcome = RunCli(With(args, url));
+      CHECK(outcome.exit_code == 1);
+      CHECK((outcome.err.find("127.0.0.1:1") != std::string::npos ||
+             outcome.err.find("/nonexistent.sock") != std::string::npos));
+      CheckNoSecret(outcome, secret);
+    }
+  }
+}
+
+TEST_CASE("a wrong password is refused without being shown; a password file works") {
+  testing::RedisServer secured;
+  {
+    auto admin = redis::Connection::Open(secured.Options());
+    REQUIRE(admin.ok());
+    REQUIRE((*admin)->Command({"CONFIG", "SET", "requirepass", "right-s3cret"}).ok());
+  }
+  const std::string wrong = "wrong-s3cret";
+  std::string one = EnvPath("RELIABLEQ_TEST_PLUGIN_ONE");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"stats"}, std::vector<std::string>{"queues", "--json"},
+        std::vector<std::string>{"worker", "-r", one}}) {
+    CAPTURE(args[0]);
+    Outcome outcome = RunCli(With(args, secured.Url() + "&password=" + wrong));
+    CHECK(outcome.exit_code == 1);
+    CHECK(outcome.err.find(secured.socket_path()) != std::string::npos);
+    CheckNoSecret(outcome, wrong);
+    CheckNoSecret(outcome, "right-s3cret");
+  }
+
+  const std::string dir = secured.dir();
+  auto write_file = [](const std::string& path, const std::string& content) {
+    FILE* file = std::fopen(path.c_str(), "w");
+    REQUIRE(file != nullptr);
+    std::fwrite(content.data(), 1, content.size(), file);
+    std::fclose(file);
+  };
+  write_file(dir + "/right", "right-s3cret\n");
+  write_file(dir + "/wrong", wrong + "\n");
+  write_file(dir + "/empty", "\n");
+  // The file's password wins over the URL's.
+  Outcome ok = RunCli(With({"stats", "--redis-password-file", dir + "/right"},
+                           secured.Url() + "&password=" + wrong));
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("processed:") != std::string::npos);
+  Outcome before_verb =
+      RunCli({"--redis-password-file", dir + "/right", "--redis", secured.Url(), "queues"});
+  CHECK(before_verb.exit_code == 0);
+  Outcome refused = RunCli(With({"stats", "--redis-password-file", dir + "/wrong"}, secured.Url()));
+  CHECK(refused.exit_code == 1);
+  CheckNoSecret(refused, wrong);
+
+  CheckUsageError(RunCli({"stats", "--redis-password-file", dir + "/missing"}), "stats",
+                  "cannot read --redis-password-file '" + dir + "/missing': No such file");
+  CheckUsageError(RunCli({"stats", "--redis-password-file", dir}), "stats",
+                  "cannot read --redis-password-file '" + dir + "': Is a directory");
+  CheckUsageError(RunCli({"worker", "-r", one, "--redis-password-file", dir + "/empty"}), "worker",
+                  "--redis-password-file '" + dir + "/empty' is empty");
 }
 
 TEST_CASE("the job-set and queue verbs report an unreachable Redis with exit 1") {

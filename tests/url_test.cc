@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <string>
+#include <utility>
+
 #include "reliableq/redis_options.h"
 
 using reliableq::RedisOptions;
@@ -48,17 +51,87 @@ TEST_CASE("unix:// URLs") {
   CHECK(RedisOptions::FromUrl("unix:///tmp/r.sock")->db == 0);
 }
 
+namespace {
+
+// FromUrl(url) fails with kInvalidArgument, saying `reason`.
+void CheckRefused(const char* url, const std::string& reason) {
+  CAPTURE(url);
+  auto o = RedisOptions::FromUrl(url);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.status().IsInvalidArgument());
+  CHECK(o.status().message().find(reason) != std::string::npos);
+}
+
+}  // namespace
+
 TEST_CASE("bad URLs are rejected with a reason") {
   const char* bad[] = {"http://h:1",          "redis://h:0",       "redis://h:99999",
                        "redis://h:port",      "redis://h:1/x",     "redis://h:",
                        "unix://relative.sock", "unix:///s?db=-1",   "unix:///s?bogus=1",
                        "redis://[::1",        "redis://%zz@h",     ""};
-  for (const char* url : bad) {
+  for (const char* url : bad) CheckRefused(url, "bad Redis URL");
+}
+
+TEST_CASE("a redis:// URL without a host is refused") {
+  for (const char* url : {"redis://", "redis:///0", "redis://:6380", "redis://:6380/1",
+                          "redis://:pw@", "redis://:pw@:6380/0", "redis://[]:6380"}) {
+    CheckRefused(url, "no host");
+  }
+}
+
+TEST_CASE("a bad URL's error masks its password") {
+  // Each URL fails for a reason other than its password, which must not
+  // appear in the message; the rest of the URL still does.
+  const std::pair<const char*, const char*> cases[] = {
+      {"redis://:s3cret@h:port", "redis://:***@h:port"},
+      {"redis://al:s3cret@h:0", "redis://al:***@h:0"},
+      {"redis://s3cret@h:1/x", "redis://***@h:1/x"},
+      {"redis://:s3cret@", "redis://:***@"},
+      {"redis://:pa/s3cret@h:1", "redis://:***@h:1"},        // an unescaped '/' in it
+      {"redis://:pa@s3cret@h:port", "redis://:***@h:port"},  // an unescaped '@' in it
+      {"redis://:%zzs3cret@h", "redis://:***@h"},            // the bad escape itself
+      {"http://u:s3cret@h", "http://u:***@h"},               // an unknown scheme
+      {":s3cret@h:6379", ":***@h:6379"},                     // no scheme at all
+      {"unix:///s?password=s3cret&bogus=1", "unix:///s?password=***&bogus=1"},
+      {"unix:///s?db=x&password=s3cret", "unix:///s?db=x&password=***"},
+      {"unix:///s?password=%zs3cret", "unix:///s?password=***"},
+  };
+  for (const auto& [url, shown] : cases) {
     CAPTURE(url);
     auto o = RedisOptions::FromUrl(url);
-    CHECK_FALSE(o.ok());
-    CHECK(o.status().IsInvalidArgument());
-    CHECK(o.status().message().find("bad Redis URL") != std::string::npos);
+    REQUIRE_FALSE(o.ok());
+    const std::string message = o.status().ToString();
+    CHECK_MESSAGE(message.find("s3cret") == std::string::npos, message);
+    CHECK_MESSAGE(message.find(std::string("'") + shown + "'") != std::string::npos, message);
+  }
+  setenv("REDIS_URL", "redis://:s3cret@h:port", 1);
+  auto from_env = RedisOptions::FromEnvironment();
+  REQUIRE_FALSE(from_env.ok());
+  CHECK(from_env.status().message().find("s3cret") == std::string::npos);
+  unsetenv("REDIS_URL");
+}
+
+TEST_CASE("Describe never shows the password") {
+  auto tcp = RedisOptions::FromUrl("redis://al:s3cret@h:7000/2");
+  REQUIRE(tcp.ok());
+  CHECK(tcp->Describe() == "h:7000 db 2");
+  auto unix_socket = RedisOptions::FromUrl("unix:///tmp/r.sock?password=s3cret");
+  REQUIRE(unix_socket.ok());
+  CHECK(unix_socket->Describe() == "unix:/tmp/r.sock db 0");
+}
+
+TEST_CASE("RedactUrls masks the password of every URL in a text") {
+  using reliableq::RedactUrls;
+  CHECK(RedactUrls("unexpected argument 'redis://u:s3cret@h:1/0'") ==
+        "unexpected argument 'redis://u:***@h:1/0'");
+  CHECK(RedactUrls("unknown command 'rediss://:s3cret@h'") == "unknown command 'rediss://:***@h'");
+  CHECK(RedactUrls("a redis://:one@a and unix:///s?password=two&db=1 too") ==
+        "a redis://:***@a and unix:///s?password=***&db=1 too");
+  CHECK(RedactUrls("x redis://:s3cret@h\nredis://h:1 y") == "x redis://:***@h\nredis://h:1 y");
+  // Text without a URL, or a URL without a password, is kept.
+  for (const char* kept : {"", "plain text", "mail me@example.com", "redis://h:6379/0",
+                           "unix:///tmp/r.sock?db=2", "see 'reliableq --help'"}) {
+    CHECK(RedactUrls(kept) == kept);
   }
 }
 

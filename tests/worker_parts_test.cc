@@ -1,20 +1,26 @@
 // The worker's pure parts: the queue set and its fetch order, the prefetch
-// controller, the option checks, and the KEYS/ARGV of every script call,
+// controller, the option checks and their limits (with the processor
+// pool's start when threads run out), and the KEYS/ARGV of every script call,
 // each checked against the header of its lua/*.lua script.
+
+#include <sys/resource.h>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "keys.h"
 #include "script_calls.h"
 #include "server/options_check.h"
 #include "server/prefetch.h"
+#include "server/processor_pool.h"
 #include "server/queue_set.h"
 
 using namespace reliableq;
@@ -269,6 +275,172 @@ TEST_CASE("each bad option is rejected with a message naming it") {
     options.idle_block_timeout = std::chrono::milliseconds(999);
     CheckRejected(options, "idle block timeout");
   }
+}
+
+TEST_CASE("each resource limit is checked, its edge passes and one past it fails") {
+  using std::chrono::milliseconds;
+  ServerOptions options;
+  SUBCASE("concurrency") {
+    options.concurrency = kMaxConcurrency;
+    CHECK(CheckServerOptions(options).ok());
+    options.concurrency = 40000;
+    CheckRejected(options, "concurrency must be from 1 to 1000, not 40000");
+  }
+  SUBCASE("queue weights") {
+    options.queues = {{"a", kMaxQueueWeight}, {"b", 0}};
+    CHECK(CheckServerOptions(options).ok());
+    options.queues = {{"a", 1}, {"b", 1000000000}};
+    CheckRejected(options, "queue weights must be from 0 to 1000, not 1000000000 (queue 'b')");
+  }
+  SUBCASE("the number of queues") {
+    options.queues.clear();
+    for (size_t i = 0; i < kMaxQueues; ++i) options.queues.push_back({std::to_string(i), 0});
+    CHECK(CheckServerOptions(options).ok());
+    options.queues.push_back({"one-too-many", 0});
+    CheckRejected(options, "at most 100 queues, not 101");
+  }
+  SUBCASE("a queue name's length") {
+    options.queues = {{std::string(kMaxQueueNameBytes, 'q'), 0}};
+    CHECK(CheckServerOptions(options).ok());
+    options.queues = {{std::string(kMaxQueueNameBytes + 1, 'q'), 0}};
+    CheckRejected(options, "a queue name is longer than 1000 bytes");
+  }
+  SUBCASE("every duration") {
+    options.shutdown_timeout = kMaxDuration;
+    options.heartbeat_ttl = kMaxDuration;
+    options.heartbeat_interval = kMaxDuration / 2;
+    options.janitor_interval = kMaxDuration;
+    options.scheduled_poll_interval = kMaxDuration;
+    options.idle_block_timeout = kMaxDuration;
+    options.redis.connect_timeout = kMaxDuration;
+    options.redis.command_timeout = kMaxDuration;
+    CHECK(CheckServerOptions(options).ok());
+    const milliseconds huge = milliseconds::max();
+    const milliseconds over = kMaxDuration + milliseconds(1);
+    const struct {
+      milliseconds* field;
+      milliseconds bad;
+      const char* message;
+    } cases[] = {
+        {&options.shutdown_timeout, huge, "shutdown timeout must be from 0 to 86400 s"},
+        {&options.heartbeat_ttl, over, "heartbeat ttl must be above 0 and at most 86400 s"},
+        {&options.heartbeat_interval, huge, "heartbeat interval must be above 0"},
+        {&options.janitor_interval, over, "janitor interval"},
+        {&options.scheduled_poll_interval, milliseconds(0), "scheduled poll interval"},
+        {&options.idle_block_timeout, huge, "idle block timeout must be from 1 s to 86400 s"},
+        {&options.redis.connect_timeout, milliseconds(0), "Redis connect timeout"},
+        {&options.redis.command_timeout, over, "Redis command timeout"},
+    };
+    for (const auto& c : cases) {
+      milliseconds good = *c.field;
+      *c.field = c.bad;
+      CheckRejected(options, c.message);
+      *c.field = good;
+    }
+    CHECK(CheckServerOptions(options).ok());
+  }
+  SUBCASE("counts that cannot be negative") {
+    options.max_retries = -1;
+    CheckRejected(options, "max retries");
+    options.max_retries = 0;
+    options.max_interruptions = -1;
+    CheckRejected(options, "max interruptions");
+    options.max_interruptions = 0;
+    options.dead_max_jobs = -1;
+    CheckRejected(options, "dead max jobs");
+    options.dead_max_jobs = 0;
+    options.dead_timeout = std::chrono::seconds(-1);
+    CheckRejected(options, "dead timeout");
+    options.dead_timeout = kMaxDeadTimeout;
+    CHECK(CheckServerOptions(options).ok());
+    options.dead_timeout = std::chrono::seconds::max();
+    CheckRejected(options, "dead timeout");
+  }
+  SUBCASE("the prefix") {
+    options.prefix = std::string(kMaxPrefixBytes, 'p');
+    CHECK(CheckServerOptions(options).ok());
+    options.prefix = "";
+    CHECK(CheckServerOptions(options).ok());
+    options.prefix = std::string(kMaxPrefixBytes + 1, 'p');
+    CheckRejected(options, "prefix");
+    options.prefix = "rq\n:";
+    CheckRejected(options, "printable ASCII");
+    options.prefix = "caf\xC3\xA9:";
+    CheckRejected(options, "printable ASCII");
+  }
+  SUBCASE("the tag and the labels") {
+    options.tag = std::string(kMaxTagBytes, 't');
+    options.labels = std::vector<std::string>(kMaxLabels, std::string(kMaxTagBytes, 'l'));
+    CHECK(CheckServerOptions(options).ok());
+    options.tag += "t";
+    CheckRejected(options, "the tag must be at most 256 bytes");
+    options.tag = "t";
+    options.labels.push_back("one-too-many");
+    CheckRejected(options, "at most 100 labels, not 101");
+    options.labels.pop_back();
+    options.labels[3] += "l";
+    CheckRejected(options, "a label must be at most 256 bytes");
+  }
+}
+
+// --- ProcessorPool::Start when the system refuses a thread ---
+
+namespace {
+
+// The address space in use now (VmSize), in bytes.
+rlim_t AddressSpaceInUse() {
+  std::FILE* status = std::fopen("/proc/self/status", "re");
+  REQUIRE(status != nullptr);
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "VmSize: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  REQUIRE(kib > 0);
+  return static_cast<rlim_t>(kib) * 1024;
+}
+
+}  // namespace
+
+TEST_CASE("a pool whose threads cannot all start returns an error and runs nothing") {
+  ProcessorConfig config;
+  config.threads = 200;
+  config.queue_names = {"default"};
+  config.log = std::make_shared<Logger>(LogLevel::kError, [](LogLevel, std::string_view) {});
+  config.clock = SystemClock();
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer's runtime dies when its own mappings fail, before
+  // pthread_create can report anything: only the successful start is
+  // checked here.
+  config.threads = 2;
+  ProcessorPool pool(config, [] {});
+  CHECK(pool.Start().ok());
+#else
+  // 200 thread stacks do not fit in 64 MiB more address space: the system
+  // refuses a thread, as it does past ulimit -u or a cgroup's pids limit
+  // (which do not bind root, who runs CI).
+  ProcessorPool pool(config, [] {});
+  rlimit saved;
+  REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+  rlimit tight = saved;
+  tight.rlim_cur = AddressSpaceInUse() + (rlim_t{64} << 20);
+  REQUIRE(setrlimit(RLIMIT_AS, &tight) == 0);
+  Status started = pool.Start();
+  REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);
+  INFO(started.ToString());
+  CHECK(started.IsIoError());
+  CHECK(started.message().rfind("cannot start processor thread ", 0) == 0);
+  CHECK(started.message().find(" of 200: ") != std::string::npos);
+  // Nothing runs: a job submitted now stays where it was put.
+  pool.SetLease(std::chrono::steady_clock::time_point::max());
+  std::vector<FetchedJob> jobs(1);
+  jobs[0].payload = R"({"class":"X","args":[],"jid":"j"})";
+  pool.Submit(&jobs);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(pool.running() == 0);
+  CHECK(pool.finished_total() == 0);
+#endif
 }
 
 // --- Script calls: KEYS and ARGV in the order of each lua/*.lua header ---

@@ -16,7 +16,10 @@ namespace reliableq {
 
 enum class LogLevel { kError, kWarn, kInfo, kDebug };
 
-// Receives each line at or above the level, without its final newline.
+// Receives each line at or above the level, without its final newline,
+// with control characters and invalid UTF-8 already escaped (job data in a
+// line cannot forge another line or a terminal sequence; see reliableq(1),
+// OUTPUT).
 // Called from the loop thread and from processor threads, possibly at the
 // same time: it must be thread-safe. The view is valid only during the call.
 // An empty sink writes each line to stderr with a single write(2).

@@ -38,8 +38,9 @@ struct RedisOptions {
   // declared broken. Blocking commands get their own timeout added to it.
   std::chrono::milliseconds command_timeout{5000};
 
-  // Parses a URL of one of the forms above. An unknown scheme, a bad port or
-  // db, or trailing garbage is kInvalidArgument with the reason.
+  // Parses a URL of one of the forms above. An unknown scheme, a missing
+  // host, a bad port or db, or trailing garbage is kInvalidArgument with the
+  // reason; the message shows the URL with its password masked as "***".
   static Result<RedisOptions> FromUrl(std::string_view url);
 
   // FromUrl($REDIS_URL) when REDIS_URL is set and non-empty, otherwise the
@@ -50,6 +51,14 @@ struct RedisOptions {
   // "unix:/tmp/redis.sock db 0". Never includes the password.
   std::string Describe() const;
 };
+
+// `text` with the password of every URL in it masked as "***", for messages
+// that may quote a URL (a mistyped argument, say). A URL runs from its
+// "scheme://" to the end of the line or the next URL; masked are the part
+// of its user info after the first ':' up to the last '@' (all of it when
+// it has no ':', since a lone user info is the password) and the value of
+// each password= query parameter. Text that is not a URL is kept.
+std::string RedactUrls(std::string_view text);
 
 }  // namespace reliableq
 

@@ -50,21 +50,31 @@ const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
 
-// --redis URL, --prefix P and -h/--help: accepted before or after any verb.
+// --redis URL, --redis-password-file FILE, --prefix P and -h/--help:
+// accepted before or after any verb.
 const std::vector<OptionSpec>& GlobalOptions();
 
 // The help of the global options, as printed below every verb's help.
 std::string_view GlobalOptionsHelp();
 
+// `text` as an error message may show it: the password of any URL in it
+// masked (RedactUrls) and control characters escaped (Escaped).
+std::string Shown(std::string_view text);
+
 // Prints "reliableq: <reason> (see 'reliableq VERB --help')" to stderr
 // ("(see 'reliableq --help')" when `verb` is empty) and returns kExitUsage.
+// The reason goes through Shown: it may quote what the user typed.
 int UsageError(std::string_view verb, std::string_view reason);
 
-// Prints "reliableq: <status.ToString()>" to stderr and returns kExitRuntime.
+// Prints "reliableq: <status.ToString()>" to stderr, through Shown, and
+// returns kExitRuntime.
 int RuntimeError(const Status& status);
 
-// Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0.
-// kInvalidArgument for a URL that does not parse.
+// Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0;
+// with --redis-password-file, the password is that file's content less one
+// final newline. kInvalidArgument for a URL that does not parse or a
+// password file that cannot be read or is empty (naming the file, never
+// its content).
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
 
 // The prefix of reliableq's own keys: --prefix, else "reliableq:".

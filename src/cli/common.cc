@@ -1,15 +1,19 @@
 // What every verb shares: the global options, error reporting, output.
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "cli/commands.h"
+#include "text_escape.h"
 
 namespace reliableq::cli {
 
 const std::vector<OptionSpec>& GlobalOptions() {
   static const std::vector<OptionSpec> options = {
       {.name = "redis", .takes_value = true},
+      {.name = "redis-password-file", .takes_value = true},
       {.name = "prefix", .takes_value = true},
       {.name = "help", .short_name = 'h'},
   };
@@ -21,26 +25,74 @@ std::string_view GlobalOptionsHelp() {
          "      --redis URL      Redis to use: redis://[[user]:password@]host[:port][/db] or\n"
          "                       unix:///path/redis.sock[?db=N] (default: $REDIS_URL, else\n"
          "                       redis://127.0.0.1:6379/0)\n"
+         "      --redis-password-file FILE\n"
+         "                       the Redis password is the content of FILE, less one\n"
+         "                       final newline (instead of the URL's): keeps it out of ps\n"
          "      --prefix P       prefix of reliableq's own keys (default: reliableq:)\n"
          "  -h, --help           show this help\n";
 }
 
+std::string Shown(std::string_view text) { return Escaped(RedactUrls(text)); }
+
 int UsageError(std::string_view verb, std::string_view reason) {
   std::string see =
       verb.empty() ? "reliableq --help" : "reliableq " + std::string(verb) + " --help";
-  std::fprintf(stderr, "reliableq: %.*s (see '%s')\n", static_cast<int>(reason.size()),
-               reason.data(), see.c_str());
+  std::fprintf(stderr, "reliableq: %s (see '%s')\n", Shown(reason).c_str(), see.c_str());
   return kExitUsage;
 }
 
 int RuntimeError(const Status& status) {
-  std::fprintf(stderr, "reliableq: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "reliableq: %s\n", Shown(status.ToString()).c_str());
   return kExitRuntime;
 }
 
+namespace {
+
+// More than any password; a larger file is not one.
+constexpr size_t kMaxPasswordFileBytes = 64 * 1024;
+
+// The content of the password file `path`, less one final "\n" (or
+// "\r\n"). Its content never goes into a message.
+Result<std::string> ReadPasswordFile(const std::string& path) {
+  std::string what = "--redis-password-file '" + path + "'";
+  FILE* file = std::fopen(path.c_str(), "re");
+  if (file == nullptr) {
+    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(errno));
+  }
+  std::string content;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0 &&
+         content.size() <= kMaxPasswordFileBytes) {
+    content.append(buf, n);
+  }
+  int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error != 0) {
+    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(error));
+  }
+  if (content.size() > kMaxPasswordFileBytes) {
+    return Status::InvalidArgument(what + " is larger than 64 KiB: not a password");
+  }
+  if (!content.empty() && content.back() == '\n') content.pop_back();
+  if (!content.empty() && content.back() == '\r') content.pop_back();
+  if (content.empty()) return Status::InvalidArgument(what + " is empty");
+  return content;
+}
+
+}  // namespace
+
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
-  if (std::optional<std::string> url = args.Value("redis")) return RedisOptions::FromUrl(*url);
-  return RedisOptions::FromEnvironment();
+  std::optional<std::string> url = args.Value("redis");
+  Result<RedisOptions> options =
+      url ? RedisOptions::FromUrl(*url) : RedisOptions::FromEnvironment();
+  if (!options.ok()) return options;
+  if (std::optional<std::string> path = args.Value("redis-password-file")) {
+    Result<std::string> password = ReadPasswordFile(*path);
+    if (!password.ok()) return password.status();
+    options->password = std::move(*password);
+  }
+  return options;
 }
 
 std::string PrefixFromArgs(const ParsedArgs& args) {

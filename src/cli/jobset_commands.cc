@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
+#include "text_escape.h"
 
 namespace reliableq::cli {
 
@@ -149,22 +150,17 @@ std::string ScoreText(double score) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-// `text` on one line: control characters become spaces, and only its first
-// `width` characters are kept (a UTF-8 sequence is never cut), "..." then
-// marking the cut.
+// `text` on one line, escaped (Escaped): only its first `width` characters
+// are kept (a UTF-8 sequence is never cut), "..." then marking the cut.
 std::string OneLine(std::string_view text, size_t width) {
-  std::string out;
   size_t chars = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    bool continuation = (c & 0xC0) == 0x80;
-    if (!continuation) {
-      if (chars == width) return out + "...";
-      ++chars;
-    }
-    out.push_back(c < 0x20 || c == 0x7F ? ' ' : static_cast<char>(c));
+    bool continuation = (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+    if (continuation) continue;
+    if (chars == width) return Escaped(text.substr(0, i)) + "...";
+    ++chars;
   }
-  return out;
+  return Escaped(text);
 }
 
 std::string ErrorText(const SetEntry& entry) {
@@ -226,7 +222,7 @@ std::string ListJson(const SetVerb& verb, const SetListing& listing) {
   for (const SetEntry& entry : listing.entries) WriteEntry(writer, entry);
   writer.EndArray();
   writer.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string ListText(const SetVerb& verb, const SetListing& listing) {
@@ -273,15 +269,18 @@ std::string ShowJson(const SetEntry& entry) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   WriteEntry(writer, entry);
-  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
+// Every value is escaped: each field, the payload included, stays on its
+// line.
 std::string ShowText(const SetEntry& entry) {
   std::string out;
   auto line = [&](const char* name, const std::string& value) {
     out += name;
     out += std::string(16 - std::string_view(name).size(), ' ');
-    out += value + "\n";
+    AppendEscaped(value, &out);
+    out += "\n";
   };
   line("jid:", entry.jid);
   if (entry.valid) {
@@ -293,9 +292,9 @@ std::string ShowText(const SetEntry& entry) {
   line("time:", UtcTime(entry.score) + " UTC");
   line("score:", ScoreText(entry.score));
   if (entry.retry_count) line("retry_count:", std::to_string(*entry.retry_count));
-  if (entry.error_class) line("error_class:", OneLine(*entry.error_class, 200));
+  if (entry.error_class) line("error_class:", *entry.error_class);
   // The whole message: `show` is where one reads it.
-  if (entry.error_message) line("error_message:", OneLine(*entry.error_message, SIZE_MAX));
+  if (entry.error_message) line("error_message:", *entry.error_message);
   line("payload:", entry.payload);
   return out;
 }
@@ -351,7 +350,8 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
 
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(verb.name, redis.status().message());
-  Result<std::unique_ptr<Admin>> opened = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
+  Result<std::unique_ptr<Admin>> opened =
+      Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!opened.ok()) return RuntimeError(opened.status());
   Admin& admin = **opened;
   const std::string set_name(JobSetKey(verb.set));
@@ -380,8 +380,8 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
     }
     Result<SetEntry> entry = admin.RetryNow(verb.set, jid);
     if (!entry.ok()) return RuntimeError(entry.status());
-    return Print(jid + ": back to queue " + (entry->queue.empty() ? "default" : entry->queue) +
-                 "\n");
+    return Print(Escaped(jid) + ": back to queue " +
+                 (entry->queue.empty() ? "default" : Escaped(entry->queue)) + "\n");
   }
   if (sub == "delete") {
     if (all) {
@@ -391,7 +391,7 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
     }
     Result<SetEntry> entry = admin.Delete(verb.set, jid);
     if (!entry.ok()) return RuntimeError(entry.status());
-    return Print(jid + ": deleted from " + set_name + "\n");
+    return Print(Escaped(jid) + ": deleted from " + set_name + "\n");
   }
   // kill
   const std::string dead_name(JobSetKey(JobSet::kDead));
@@ -403,7 +403,7 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
   }
   Result<SetEntry> entry = admin.Kill(jid, DeadSetLimits());
   if (!entry.ok()) return RuntimeError(entry.status());
-  return Print(jid + ": moved from " + set_name + " to " + dead_name + "\n");
+  return Print(Escaped(jid) + ": moved from " + set_name + " to " + dead_name + "\n");
 }
 
 int RunRetries(const ParsedArgs& args) { return RunSet(kRetries, args); }

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/args.h"
@@ -31,7 +32,8 @@ const Command* FindCommand(std::string_view name) {
 
 std::string GeneralHelp() {
   std::string text =
-      "usage: reliableq [--redis URL] [--prefix P] COMMAND [ARGS]\n"
+      "usage: reliableq [--redis URL] [--redis-password-file FILE] [--prefix P]\n"
+      "                 COMMAND [ARGS]\n"
       "\n"
       "Sidekiq-compatible jobs on Redis with reliable fetch: a job a worker has\n"
       "taken stays in Redis until it is done, so none is lost when a worker dies.\n"
@@ -49,7 +51,10 @@ std::string GeneralHelp() {
       "      --version        print the version\n"
       "\n"
       "Exit status: 0 on success, 1 on a runtime error (Redis unreachable, not\n"
-      "found, ...), 2 on a usage error.\n";
+      "found, ...), 2 on a usage error.\n"
+      "\n"
+      "Text from Redis (job fields, queue names, errors) is printed with control\n"
+      "characters escaped (\\n, \\x1b, ...); see reliableq(1).\n";
   return text;
 }
 
@@ -62,8 +67,10 @@ int PrintHelp(const std::string& text) {
   return kExitOk;
 }
 
-// `reliableq help [COMMAND]`.
-int RunHelp(const std::vector<std::string>& args) {
+// `reliableq help [COMMAND]`; -h and --help change nothing (help of help
+// is help).
+int RunHelp(std::vector<std::string> args) {
+  std::erase_if(args, [](const std::string& arg) { return arg == "-h" || arg == "--help"; });
   if (args.empty()) return PrintHelp(GeneralHelp());
   if (args.size() > 1) return UsageError("help", "unexpected argument '" + args[1] + "'");
   const Command* command = FindCommand(args[0]);

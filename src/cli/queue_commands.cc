@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
+#include "text_escape.h"
 
 namespace reliableq::cli {
 
@@ -66,14 +67,14 @@ std::string QueuesJson(const std::vector<QueueStats>& queues) {
   }
   writer.EndArray();
   writer.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string QueuesText(const std::vector<QueueStats>& queues) {
   if (queues.empty()) return "no queues\n";
   size_t name_width = 5, size_width = 4, latency_width = 7;
   for (const QueueStats& queue : queues) {
-    name_width = std::max(name_width, queue.name.size());
+    name_width = std::max(name_width, Escaped(queue.name).size());
     size_width = std::max(size_width, std::to_string(queue.size).size());
     latency_width = std::max(latency_width, LatencyText(queue.latency).size());
   }
@@ -85,7 +86,7 @@ std::string QueuesText(const std::vector<QueueStats>& queues) {
   };
   row("queue", "size", "latency");
   for (const QueueStats& queue : queues) {
-    row(queue.name, std::to_string(queue.size), LatencyText(queue.latency));
+    row(Escaped(queue.name), std::to_string(queue.size), LatencyText(queue.latency));
   }
   return out;
 }
@@ -96,7 +97,8 @@ int RunQueues(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueuesVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
+  Result<std::unique_ptr<Admin>> admin =
+      Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<std::vector<QueueStats>> queues = (*admin)->ListQueues();
   if (!queues.ok()) return RuntimeError(queues.status());
@@ -121,11 +123,12 @@ int RunQueue(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueueVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
+  Result<std::unique_ptr<Admin>> admin =
+      Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<int64_t> deleted = (*admin)->ClearQueue(name);
   if (!deleted.ok()) return RuntimeError(deleted.status());
-  std::string text = "queue " + name + " cleared: " + std::to_string(*deleted) +
+  std::string text = "queue " + Escaped(name) + " cleared: " + std::to_string(*deleted) +
                      (*deleted == 1 ? " job" : " jobs") + " deleted\n";
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
+#include "text_escape.h"
 
 namespace reliableq::cli {
 
@@ -69,7 +70,7 @@ std::string AsJson(const RecoveryReport& report, bool dry_run) {
   }
   writer.EndArray();
   writer.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string Plural(int64_t n, const char* one, const char* many) {
@@ -91,7 +92,7 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       requeued += queue.requeued;
       if (queue.requeued == 0) continue;
       if (!moves.empty()) moves += ", ";
-      moves += std::to_string(queue.requeued) + " back to " + queue.queue;
+      moves += std::to_string(queue.requeued) + " back to " + Escaped(queue.queue);
     }
     dead += identity_dead;
     if (identity_dead > 0) {
@@ -99,10 +100,10 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       moves += std::to_string(identity_dead) + " to dead";
     }
     if (!identity.error.empty()) {
-      out += identity.identity + ": not recovered: " + identity.error + "\n";
+      out += Escaped(identity.identity) + ": not recovered: " + Escaped(identity.error) + "\n";
     }
     if (moves.empty()) continue;
-    out += identity.identity + ": " + (options.dry_run ? "would move " : "") + moves +
+    out += Escaped(identity.identity) + ": " + (options.dry_run ? "would move " : "") + moves +
            (identity.alive ? " (alive, forced)" : "") + "\n";
   }
   if (processes == 0) return out + "no dead processes\n";
@@ -138,7 +139,8 @@ int Run(const ParsedArgs& args) {
 
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
+  Result<std::unique_ptr<Admin>> admin =
+      Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<RecoveryReport> report = (*admin)->Recover(options);
   if (!report.ok()) return RuntimeError(report.status());

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
+#include "text_escape.h"
 
 namespace reliableq::cli {
 
@@ -70,7 +71,7 @@ std::string AsJson(const Stats& stats) {
   }
   writer.EndArray();
   writer.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string AsText(const Stats& stats) {
@@ -96,7 +97,7 @@ std::string AsText(const Stats& stats) {
   }
   size_t name_width = 5, size_width = 4, latency_width = 7;
   for (const QueueStats& queue : stats.queues) {
-    name_width = std::max(name_width, queue.name.size());
+    name_width = std::max(name_width, Escaped(queue.name).size());
     size_width = std::max(size_width, std::to_string(queue.size).size());
     latency_width = std::max(latency_width, Latency(queue.latency).size());
   }
@@ -107,7 +108,7 @@ std::string AsText(const Stats& stats) {
   };
   row("queue", "size", "latency");
   for (const QueueStats& queue : stats.queues) {
-    row(queue.name, std::to_string(queue.size), Latency(queue.latency));
+    row(Escaped(queue.name), std::to_string(queue.size), Latency(queue.latency));
   }
   return out;
 }
@@ -118,7 +119,8 @@ int Run(const ParsedArgs& args) {
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(*redis, {.prefix = PrefixFromArgs(args)});
+  Result<std::unique_ptr<Admin>> admin =
+      Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<Stats> stats = (*admin)->GetStats();
   if (!stats.ok()) return RuntimeError(stats.status());

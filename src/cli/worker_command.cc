@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
+#include "server/options_check.h"
 
 namespace reliableq::cli {
 
@@ -33,17 +34,18 @@ constexpr std::string_view kHelp =
     "Runs jobs from the queues with the handlers that the plugins register, with\n"
     "reliable fetch: a job stays in this process's working list until it is\n"
     "done, so no job is lost if the process dies. TERM or INT stops it (running\n"
-    "jobs get --timeout seconds, then go back to their queues), TSTP quiets it,\n"
-    "TTIN logs its state. Seconds may have decimals (0.5).\n"
+    "jobs get --timeout seconds, then go back to their queues), TSTP or USR1\n"
+    "quiets it, TTIN logs its state (see SIGNALS in reliableq(1)). Seconds may\n"
+    "have decimals (0.5) and are at most 86400 (a day).\n"
     "\n"
     "Options:\n"
     "  -r, --require LIB.so a plugin: a shared library defining reliableq_register\n"
     "                       (see reliableq/plugin.h); repeat for several\n"
     "  -q, --queue QUEUE[,WEIGHT]\n"
     "                       a queue to work, in order of priority (default: default);\n"
-    "                       with weights, each fetch picks a queue with probability\n"
-    "                       weight / sum of weights\n"
-    "  -c, --concurrency N  jobs run at once (default: 10)\n"
+    "                       with weights (0 to 1000), each fetch picks a queue with\n"
+    "                       probability weight / sum of weights; at most 100 queues\n"
+    "  -c, --concurrency N  jobs run at once, 1 to 1000 (default: 10)\n"
     "  -t, --timeout SEC    how long a stop waits for running jobs (default: 25)\n"
     "      --heartbeat-ttl SEC\n"
     "                       silence after which this process counts as dead\n"
@@ -64,11 +66,13 @@ constexpr std::string_view kHelp =
     "  -v, --verbose        log debug messages\n";
 
 // Seconds given on the command line, as milliseconds. Refuses what is not a
-// plain number, is negative (or zero when `allow_zero` is false) or is too
-// large to be meant.
+// plain number, is negative (or zero when `allow_zero` is false) or is
+// above kMaxDuration.
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero) {
   std::optional<double> seconds = ParseNumber(text);
-  if (!seconds || *seconds < 0 || *seconds > 1e9) return std::nullopt;
+  if (!seconds || *seconds < 0 || *seconds * 1000 > static_cast<double>(kMaxDuration.count())) {
+    return std::nullopt;
+  }
   auto ms = std::chrono::milliseconds(std::llround(*seconds * 1000));
   if (!allow_zero && ms.count() <= 0) return std::nullopt;
   return ms;
@@ -93,18 +97,26 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       if (queue.name.empty()) return "empty queue name in -q '" + spec + "'";
       if (comma != std::string::npos) {
         std::optional<int> weight = ParseCount(std::string_view(spec).substr(comma + 1));
-        if (!weight) {
-          return "queue weight must be a non-negative integer in -q '" + spec + "'";
+        if (!weight || *weight > kMaxQueueWeight) {
+          return "queue weight must be an integer from 0 to " + std::to_string(kMaxQueueWeight) +
+                 " in -q '" + spec + "'";
         }
         queue.weight = *weight;
       }
       if (!seen.insert(queue.name).second) return "queue '" + queue.name + "' given twice";
       options->queues.push_back(std::move(queue));
     }
+    if (options->queues.size() > kMaxQueues) {
+      return "at most " + std::to_string(kMaxQueues) + " queues (-q), not " +
+             std::to_string(options->queues.size());
+    }
   }
   if (auto text = args.Value("concurrency")) {
     std::optional<int> n = ParseCount(*text);
-    if (!n || *n < 1) return "concurrency must be an integer of at least 1, not '" + *text + "'";
+    if (!n || *n < 1 || *n > kMaxConcurrency) {
+      return "concurrency must be an integer from 1 to " + std::to_string(kMaxConcurrency) +
+             ", not '" + *text + "'";
+    }
     options->concurrency = *n;
   }
   struct Duration {
@@ -123,8 +135,9 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
     if (auto text = args.Value(duration.name)) {
       auto ms = ParseSeconds(*text, duration.allow_zero);
       if (!ms) {
-        return std::string("--") + duration.name + " needs a number of seconds" +
-               (duration.allow_zero ? "" : " above 0") + ", not '" + *text + "'";
+        return std::string("--") + duration.name + " needs a number of seconds " +
+               (duration.allow_zero ? "from 0 to " : "above 0 and at most ") +
+               SecondsText(kMaxDuration) + ", not '" + *text + "'";
       }
       *duration.field = *ms;
     }
@@ -204,6 +217,9 @@ int Run(const ParsedArgs& args) {
   options.redis = *redis;
   options.prefix = PrefixFromArgs(args);
   options.handle_signals = true;
+  // The rest of the limits (--prefix, --tag, --label), and the same checks
+  // Server::Open makes, so that none of them fails later with exit 1.
+  if (Status s = CheckServerOptions(options); !s.ok()) return UsageError(kVerb, s.message());
 
   // Without handlers every job would fail and, in the end, land in the
   // dead set: refuse to start instead.
@@ -213,7 +229,7 @@ int Run(const ParsedArgs& args) {
   for (const std::string& plugin : plugins) {
     Status s = LoadPlugin(plugin, &registry);
     if (!s.ok()) {
-      std::fprintf(stderr, "reliableq: %s\n", s.message().c_str());
+      std::fprintf(stderr, "reliableq: %s\n", Shown(s.message()).c_str());
       return kExitRuntime;
     }
   }

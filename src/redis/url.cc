@@ -1,5 +1,7 @@
 // RedisOptions::FromUrl and friends: the URL grammar is in redis_options.h.
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -10,8 +12,44 @@ namespace reliableq {
 
 namespace {
 
+constexpr std::string_view kMask = "***";
+
+// `url` (no scheme, or what follows "scheme://") with the password of its
+// user info masked: the part after the first ':' before the last '@', or
+// all of it when it has no ':' (a lone user info is the password). The
+// last '@', not the first: an unescaped '@' or '/' in a password must not
+// end the mask early.
+std::string MaskUserInfo(std::string_view url) {
+  size_t at = url.rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  size_t colon = url.substr(0, at).find(':');
+  std::string_view user = colon == std::string_view::npos ? "" : url.substr(0, colon + 1);
+  return std::string(user) + std::string(kMask) + std::string(url.substr(at));
+}
+
+// `url` with every password=VALUE of its query masked up to the next '&'.
+std::string MaskQueryPassword(std::string url) {
+  constexpr std::string_view kKey = "password=";
+  for (size_t at = url.find(kKey); at != std::string::npos; at = url.find(kKey, at + 1)) {
+    if (at == 0 || (url[at - 1] != '?' && url[at - 1] != '&')) continue;
+    size_t value = at + kKey.size();
+    size_t end = url.find('&', value);
+    url.replace(value, (end == std::string::npos ? url.size() : end) - value, kMask);
+  }
+  return url;
+}
+
+// One URL as it may be shown: "scheme://" kept, its password masked.
+std::string Redacted(std::string_view url) {
+  size_t scheme = url.find("://");
+  size_t body = scheme == std::string_view::npos ? 0 : scheme + 3;
+  return std::string(url.substr(0, body)) + MaskQueryPassword(MaskUserInfo(url.substr(body)));
+}
+
+// The URL is shown with its password masked: error messages end up in
+// logs and terminals.
 Status Bad(std::string_view url, const std::string& why) {
-  return Status::InvalidArgument("bad Redis URL '" + std::string(url) + "': " + why);
+  return Status::InvalidArgument("bad Redis URL '" + Redacted(url) + "': " + why);
 }
 
 // Parses a whole decimal number in [min, max]; false on anything else.
@@ -100,7 +138,10 @@ Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
       if (port.empty()) return Bad(url, "empty port");
     }
   }
-  if (!host.empty()) options.host = std::string(host);
+  // Redis's clients read a missing host as localhost; here it is more
+  // often a variable that expanded to nothing (redis://$HOST:6379).
+  if (host.empty()) return Bad(url, "no host (redis://HOST[:PORT][/DB])");
+  options.host = std::string(host);
   if (!port.empty() && !ParseInt(port, 1, 65535, &options.port)) {
     return Bad(url, "port must be a number from 1 to 65535");
   }
@@ -157,6 +198,28 @@ Result<RedisOptions> RedisOptions::FromEnvironment() {
   Result<RedisOptions> parsed = FromUrl(url);
   if (!parsed.ok()) return parsed.status().WithContext("REDIS_URL");
   return parsed;
+}
+
+std::string RedactUrls(std::string_view text) {
+  std::string out;
+  size_t done = 0;
+  for (size_t sep = text.find("://"); sep != std::string_view::npos;) {
+    // A URL runs from its scheme to the end of the line or the next URL.
+    size_t body = sep + 3;
+    size_t next = text.find("://", body);
+    size_t end = next == std::string_view::npos ? text.size() : next;
+    while (next != std::string_view::npos && end > body &&
+           std::isalnum(static_cast<unsigned char>(text[end - 1]))) {
+      --end;
+    }
+    end = std::min(end, text.find('\n', body));
+    out.append(text.substr(done, body - done));
+    out += MaskQueryPassword(MaskUserInfo(text.substr(body, end - body)));
+    done = end;
+    sep = next;
+  }
+  out.append(text.substr(done));
+  return out;
 }
 
 std::string RedisOptions::Describe() const {

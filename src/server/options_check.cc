@@ -1,35 +1,124 @@
 #include "server/options_check.h"
 
+#include <cstdio>
 #include <set>
 #include <string>
+#include <string_view>
 
 namespace reliableq {
 
-Status CheckServerOptions(const ServerOptions& options) {
-  using std::chrono::milliseconds;
-  if (options.queues.empty()) return Status::InvalidArgument("no queues to work");
-  std::set<std::string> seen;
-  for (const QueueSpec& q : options.queues) {
+namespace {
+
+using std::chrono::milliseconds;
+
+// "1.5 s".
+std::string Seconds(milliseconds ms) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000);
+  return buf;
+}
+
+// OK when `value` is in [min, kMaxDuration]; otherwise why not, naming it.
+Status CheckDuration(std::string_view name, milliseconds value, milliseconds min) {
+  if (value >= min && value <= kMaxDuration) return Status::OK();
+  std::string range = min.count() == 1
+                          ? "above 0 and at most " + Seconds(kMaxDuration)
+                          : "from " + (min.count() == 0 ? std::string("0") : Seconds(min)) +
+                                " to " + Seconds(kMaxDuration);
+  return Status::InvalidArgument(std::string(name) + " must be " + range + ", not " +
+                                 Seconds(value));
+}
+
+bool IsPrintableAscii(std::string_view text) {
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7E) return false;
+  }
+  return true;
+}
+
+Status CheckQueues(const std::vector<QueueSpec>& queues) {
+  if (queues.empty()) return Status::InvalidArgument("no queues to work");
+  if (queues.size() > kMaxQueues) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxQueues) + " queues, not " +
+                                   std::to_string(queues.size()));
+  }
+  std::set<std::string_view> seen;
+  for (const QueueSpec& q : queues) {
     if (q.name.empty()) return Status::InvalidArgument("a queue name is empty");
-    if (q.weight < 0) return Status::InvalidArgument("queue weights must be >= 0");
+    // The name is not echoed: it may be long.
+    if (q.name.size() > kMaxQueueNameBytes) {
+      return Status::InvalidArgument("a queue name is longer than " +
+                                     std::to_string(kMaxQueueNameBytes) + " bytes");
+    }
+    if (q.weight < 0 || q.weight > kMaxQueueWeight) {
+      return Status::InvalidArgument("queue weights must be from 0 to " +
+                                     std::to_string(kMaxQueueWeight) + ", not " +
+                                     std::to_string(q.weight) + " (queue '" + q.name + "')");
+    }
     if (!seen.insert(q.name).second) {
       return Status::InvalidArgument("queue '" + q.name + "' is given twice");
     }
   }
-  if (options.concurrency < 1) return Status::InvalidArgument("concurrency must be >= 1");
-  if (options.heartbeat_interval.count() <= 0 ||
-      options.heartbeat_ttl < 2 * options.heartbeat_interval) {
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckServerOptions(const ServerOptions& options) {
+  if (Status s = CheckQueues(options.queues); !s.ok()) return s;
+  if (options.concurrency < 1 || options.concurrency > kMaxConcurrency) {
+    return Status::InvalidArgument("concurrency must be from 1 to " +
+                                   std::to_string(kMaxConcurrency) + ", not " +
+                                   std::to_string(options.concurrency));
+  }
+  const milliseconds one(1);
+  const struct {
+    std::string_view name;
+    milliseconds value;
+    milliseconds min;
+  } durations[] = {
+      {"shutdown timeout", options.shutdown_timeout, milliseconds(0)},
+      {"heartbeat interval", options.heartbeat_interval, one},
+      {"heartbeat ttl", options.heartbeat_ttl, one},
+      {"janitor interval", options.janitor_interval, one},
+      {"scheduled poll interval", options.scheduled_poll_interval, one},
+      // BLMOVE takes whole seconds on Redis 6.2.
+      {"idle block timeout", options.idle_block_timeout, milliseconds(1000)},
+      {"Redis connect timeout", options.redis.connect_timeout, one},
+      {"Redis command timeout", options.redis.command_timeout, one},
+  };
+  for (const auto& d : durations) {
+    if (Status s = CheckDuration(d.name, d.value, d.min); !s.ok()) return s;
+  }
+  if (options.heartbeat_ttl < 2 * options.heartbeat_interval) {
     return Status::InvalidArgument("heartbeat ttl must be at least twice the heartbeat interval");
   }
-  if (options.janitor_interval.count() <= 0) {
-    return Status::InvalidArgument("janitor interval must be positive");
+  if (options.max_retries < 0) return Status::InvalidArgument("max retries must be >= 0");
+  if (options.max_interruptions < 0) {
+    return Status::InvalidArgument("max interruptions must be >= 0");
   }
-  if (options.shutdown_timeout.count() < 0) {
-    return Status::InvalidArgument("shutdown timeout must be >= 0");
+  if (options.dead_max_jobs < 0) return Status::InvalidArgument("dead max jobs must be >= 0");
+  if (options.dead_timeout.count() < 0 || options.dead_timeout > kMaxDeadTimeout) {
+    return Status::InvalidArgument("dead timeout must be from 0 to 10 years");
   }
-  if (options.idle_block_timeout < milliseconds(1000)) {
-    // BLMOVE takes whole seconds on Redis 6.2.
-    return Status::InvalidArgument("idle block timeout must be at least 1 s");
+  if (options.prefix.size() > kMaxPrefixBytes || !IsPrintableAscii(options.prefix)) {
+    return Status::InvalidArgument("the key prefix must be at most " +
+                                   std::to_string(kMaxPrefixBytes) +
+                                   " characters of printable ASCII");
+  }
+  if (options.tag.size() > kMaxTagBytes) {
+    return Status::InvalidArgument("the tag must be at most " + std::to_string(kMaxTagBytes) +
+                                   " bytes");
+  }
+  if (options.labels.size() > kMaxLabels) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxLabels) + " labels, not " +
+                                   std::to_string(options.labels.size()));
+  }
+  for (const std::string& label : options.labels) {
+    if (label.size() > kMaxTagBytes) {
+      return Status::InvalidArgument("a label must be at most " + std::to_string(kMaxTagBytes) +
+                                     " bytes");
+    }
   }
   return Status::OK();
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <random>
+#include <system_error>
 #include <typeinfo>
 
 #include "job_codec.h"
@@ -77,12 +78,22 @@ ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
 
 ProcessorPool::~ProcessorPool() { Shutdown(std::chrono::milliseconds(0)); }
 
-void ProcessorPool::Start() {
+Status ProcessorPool::Start() {
   for (size_t i = 0; i < state_->slots.size(); ++i) {
     std::shared_ptr<State> state = state_;
     int slot = static_cast<int>(i);
-    threads_.emplace_back([state, slot] { state->Loop(slot); });
+    try {
+      threads_.emplace_back([state, slot] { state->Loop(slot); });
+    } catch (const std::system_error& e) {
+      // Out of threads or memory (ulimit -u, RLIMIT_AS, a cgroup's pids
+      // limit). The threads already started are idle: stop them, so that
+      // the pool is left as if it had never started.
+      Shutdown(std::chrono::seconds(5));
+      return Status::IoError("cannot start processor thread " + std::to_string(i + 1) + " of " +
+                             std::to_string(state_->slots.size()) + ": " + e.what());
+    }
   }
+  return Status::OK();
 }
 
 void ProcessorPool::State::Loop(int slot_index) {

@@ -37,6 +37,7 @@
 #include "reliableq/clock.h"
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
+#include "reliableq/status.h"
 #include "server/worker_jobs.h"
 
 namespace reliableq {
@@ -63,7 +64,11 @@ class ProcessorPool {
   ProcessorPool(const ProcessorPool&) = delete;
   ProcessorPool& operator=(const ProcessorPool&) = delete;
 
-  void Start();
+  // Starts the `threads` processor threads. kIoError naming how many could
+  // not be started when the system refuses a thread (its limits on threads
+  // or memory); the pool has then stopped the ones it had started and runs
+  // nothing. Call once.
+  Status Start();
 
   // Queues jobs to run, in order.
   void Submit(std::vector<FetchedJob>* jobs);

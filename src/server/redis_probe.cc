@@ -1,11 +1,28 @@
 #include "server/redis_probe.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "redis/reply.h"
 
 namespace reliableq {
+
+namespace {
+
+// The value of one Redis setting (CONFIG GET), or nullopt when Redis does
+// not say.
+std::optional<std::string> ConfigValue(redis::Connection& connection, const char* name) {
+  Result<redis::ReplyPtr> reply = connection.Command({"CONFIG", "GET", name});
+  if (!reply.ok() || (*reply)->type != REDIS_REPLY_ARRAY || (*reply)->elements != 2) {
+    return std::nullopt;
+  }
+  Result<std::string> value = redis::ToString((*reply)->element[1]);
+  if (!value.ok()) return std::nullopt;
+  return *value;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
                                                       const Logger& log) {
@@ -27,14 +44,21 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   }
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
-  Result<redis::ReplyPtr> policy = (*probe)->Command({"CONFIG", "GET", "maxmemory-policy"});
-  if (policy.ok() && (*policy)->type == REDIS_REPLY_ARRAY && (*policy)->elements == 2) {
-    Result<std::string> value = redis::ToString((*policy)->element[1]);
-    if (value.ok() && *value != "noeviction") {
-      log.Log(LogLevel::kWarn,
-              "Redis maxmemory-policy is '%s': Redis may evict jobs; set it to noeviction",
-              value->c_str());
-    }
+  // Warnings only: a Redis that refuses CONFIG (a managed service may) is
+  // not a reason to stop.
+  std::optional<std::string> policy = ConfigValue(**probe, "maxmemory-policy");
+  if (policy && *policy != "noeviction") {
+    log.Log(LogLevel::kWarn,
+            "Redis maxmemory-policy is '%s': Redis may evict jobs; set it to noeviction",
+            policy->c_str());
+  }
+  std::optional<std::string> appendonly = ConfigValue(**probe, "appendonly");
+  if (appendonly && *appendonly == "no") {
+    log.Log(LogLevel::kWarn,
+            "Redis at %s keeps no append-only file (appendonly is 'no'): a restart of Redis "
+            "loses every job written since its last snapshot (every job, if it saves none); "
+            "set appendonly yes",
+            options.Describe().c_str());
   }
   return probe;
 }

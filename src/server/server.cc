@@ -275,7 +275,9 @@ Status ServerImpl::Init() {
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
 
-  return Status::OK();
+  // The threads start now, so that a process that cannot make them (a
+  // thread limit) fails to open instead of fetching jobs nobody runs.
+  return pool_->Start();
 }
 
 // ---------------------------------------------------------------------------
@@ -581,7 +583,6 @@ void ServerImpl::CloseAll() {
 Status ServerImpl::Run() {
   if (!loop_) return Status::Shutdown("server was not opened");
   SetLogThreadName("loop");
-  pool_->Start();
   heartbeat_->Start();
   ConnectCommand();
   // Quiet/Stop may have been asked before Run.
