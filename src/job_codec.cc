@@ -30,24 +30,27 @@ using codec::AppendString;
 using codec::BacktraceLines;
 using codec::CompressBacktrace;
 using codec::IsValidUtf8;
+using codec::KeepRubyMembers;
 using codec::kParseFlags;
-using codec::kRewriteFlags;
+using codec::ParseDocument;
 using codec::ParseText;
 using codec::Rewriter;
 using codec::Scrub;
 
-// True when `value` has at most `levels` levels of arrays and objects.
-// Recursion stops at the limit, so this is safe on any input.
-bool DepthWithin(const rapidjson::Value& value, int levels) {
+// True when `value` has at most `levels` levels of arrays and objects; its
+// objects then hold the members Ruby reads (KeepRubyMembers). Recursion
+// stops at the limit, so this is safe on any input.
+bool WithinDepthAsRuby(rapidjson::Value& value, int levels) {
   if (value.IsArray()) {
     if (levels <= 0) return false;
-    for (const auto& element : value.GetArray()) {
-      if (!DepthWithin(element, levels - 1)) return false;
+    for (auto& element : value.GetArray()) {
+      if (!WithinDepthAsRuby(element, levels - 1)) return false;
     }
   } else if (value.IsObject()) {
     if (levels <= 0) return false;
-    for (const auto& member : value.GetObject()) {
-      if (!DepthWithin(member.value, levels - 1)) return false;
+    if (value.MemberCount() > 1) KeepRubyMembers(&value);
+    for (auto& member : value.GetObject()) {
+      if (!WithinDepthAsRuby(member.value, levels - 1)) return false;
     }
   }
   return true;
@@ -62,15 +65,20 @@ void AppendTimestamp(double seconds, std::string* out) { AppendFloat(RoundToMicr
 constexpr std::string_view kReservedFields[] = {"class", "args",       "queue",       "retry",
                                                 "jid",   "created_at", "enqueued_at", "at"};
 
-// "Invalid value at offset 3": RapidJSON's message without its full stop.
-std::string ParseErrorText(rapidjson::ParseErrorCode code, size_t offset) {
-  std::string text = rapidjson::GetParseError_En(code);
-  if (!text.empty() && text.back() == '.') text.pop_back();
-  return text + " at offset " + std::to_string(offset);
+std::string NulByteText(size_t offset) {
+  return "a NUL byte at offset " + std::to_string(offset) +
+         ", which JSON text cannot hold (a string holds one as \\u0000)";
 }
 
-std::string ParseErrorText(const rapidjson::Document& document) {
-  return ParseErrorText(document.GetParseError(), document.GetErrorOffset());
+// Why `json` does not parse: "Invalid value at offset 3" (RapidJSON's
+// message without its full stop) or NulByteText (see codec::ParseText).
+std::string ParseErrorText(std::string_view json, rapidjson::ParseResult result) {
+  if (result.Offset() < json.size() && json[result.Offset()] == '\0') {
+    return NulByteText(result.Offset());
+  }
+  std::string text = rapidjson::GetParseError_En(result.Code());
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text + " at offset " + std::to_string(result.Offset());
 }
 
 const char* TypeWord(rapidjson::Type type) {
@@ -89,13 +97,19 @@ const char* TypeWord(rapidjson::Type type) {
 const char* TypeWord(const rapidjson::Value& value) { return TypeWord(value.GetType()); }
 
 // Rewrites one field of a Job given as JSON text (args, extra) into
-// `rewriter`. Invalid UTF-8 is refused here: Sidekiq could not read it.
+// `rewriter`. Invalid UTF-8 is refused here, and so is an escape of a lone
+// surrogate, which is no character: Sidekiq could not write the job again.
 Status RewriteField(std::string_view name, const std::string& text, Rewriter* rewriter) {
   rapidjson::ParseResult parsed =
-      ParseText<kRewriteFlags | rapidjson::kParseValidateEncodingFlag>(text, rewriter);
+      ParseText<kParseFlags | rapidjson::kParseValidateEncodingFlag>(text, rewriter);
   if (parsed.IsError()) {
     return Status::InvalidArgument(std::string(name) + " is not valid JSON: " +
-                                   ParseErrorText(parsed.Code(), parsed.Offset()));
+                                   ParseErrorText(text, parsed));
+  }
+  if (rewriter->lone_surrogate()) {
+    return Status::InvalidArgument(std::string(name) +
+                                   " holds a \\u escape of a lone UTF-16 surrogate, which is"
+                                   " no character");
   }
   return Status::OK();
 }
@@ -110,9 +124,10 @@ bool IsPrintableAscii(std::string_view text) {
 }  // namespace
 
 std::string FormatEpoch(double seconds) {
-  char buf[64];
+  // The largest double has 309 digits before the point.
+  char buf[400];
   int n = std::snprintf(buf, sizeof(buf), "%.6f", seconds);
-  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return std::string(buf, n > 0 ? std::min(static_cast<size_t>(n), sizeof(buf) - 1) : 0);
 }
 
 Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<double> enqueued_at,
@@ -201,13 +216,16 @@ Result<DecodedJob> DecodeJob(std::string_view raw) {
   // value and a copy of every string.
   DecodedJob job(std::max<size_t>(1024, 2 * raw.size()));
   rapidjson::Document& doc = job.document;
-  doc.Parse<kParseFlags>(raw.data(), raw.size());
-  if (doc.HasParseError()) {
-    return Status::Corruption("job JSON does not parse: " + ParseErrorText(doc));
+  rapidjson::ParseResult parsed = ParseDocument<kParseFlags>(raw, &doc);
+  if (parsed.IsError()) {
+    return Status::Corruption("job JSON does not parse: " + ParseErrorText(raw, parsed));
   }
   if (!doc.IsObject()) {
     return Status::Corruption(std::string("job JSON is ") + TypeWord(doc) + ", not an object");
   }
+  // Each name once, with its last value, as Sidekiq reads the job; nested
+  // objects below.
+  KeepRubyMembers(&doc);
   auto job_class = doc.FindMember("class");
   if (job_class == doc.MemberEnd() || !job_class->value.IsString()) {
     return Status::Corruption("job JSON has no string \"class\"");
@@ -216,9 +234,11 @@ Result<DecodedJob> DecodeJob(std::string_view raw) {
   if (args == doc.MemberEnd() || !args->value.IsArray()) {
     return Status::Corruption("job JSON has no array \"args\"");
   }
-  if (!DepthWithin(doc, kMaxJsonDepth)) {
-    return Status::Corruption("job JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
-                              " levels");
+  for (auto& member : doc.GetObject()) {
+    if (!WithinDepthAsRuby(member.value, kMaxJsonDepth - 1)) {
+      return Status::Corruption("job JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                                " levels");
+    }
   }
   return job;
 }
@@ -233,7 +253,9 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
   auto count = doc.FindMember("retry_count");
   if (count != doc.MemberEnd() && !count->value.IsNull() && !count->value.IsFalse()) {
     const rapidjson::Value& v = count->value;
-    if (v.IsInt64()) {
+    if (v.IsInt64() && v.GetInt64() == INT64_MAX) {
+      return Status::Corruption("job's retry_count is too large to count one more failure");
+    } else if (v.IsInt64()) {
       retry_count = v.GetInt64();
     } else if (v.IsDouble() && std::trunc(v.GetDouble()) == v.GetDouble() &&
                std::fabs(v.GetDouble()) < 9.0e15) {
@@ -278,10 +300,9 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
     }
   }
 
-  rapidjson::ParseResult parsed = ParseText<kRewriteFlags>(raw, &rewriter);
+  rapidjson::ParseResult parsed = ParseText<kParseFlags>(raw, &rewriter);
   if (parsed.IsError()) {  // DecodeJob read the same text with the same flags
-    return Status::Corruption("job JSON does not parse: " +
-                              ParseErrorText(parsed.Code(), parsed.Offset()));
+    return Status::Corruption("job JSON does not parse: " + ParseErrorText(raw, parsed));
   }
   return std::move(rewriter.json());
 }

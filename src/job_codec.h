@@ -4,10 +4,17 @@
 // Output follows Ruby's JSON.generate, so that a payload Sidekiq reads and
 // dumps again comes out byte for byte the same: compact, keys in insertion
 // order, raw UTF-8, '/' not escaped, control characters as \n \t ... or
-// \u00xx, floats as Ruby's Float#to_s writes them (1700000000.5, 0.1,
-// 1.0e-07). Input is parsed with full precision, so a float read and written
-// again is the same double; an integer literal, of any size, is written
-// again with its digits (-0 as 0), as Ruby reads every one as an Integer.
+// \u00xx (and a lone UTF-16 low surrogate, which a \u escape can make but
+// UTF-8 cannot hold, as its escape), floats as Ruby's Float#to_s writes
+// them (1700000000.5, 0.1, 1.0e-07). Input is read with full precision
+// (correctly rounded, as Ruby reads it; by the codec, not by RapidJSON,
+// whose 1.1.0 gets some literals wrong), so a float read and written again
+// is the same double; an integer literal, of any size, is written again
+// with its digits (-0 as 0), as Ruby reads every one as an Integer.
+// An object that gives a member name twice is read, and written again, as
+// Ruby's JSON.parse reads it (Sidekiq's view of the job): the name once,
+// where it first stands, with its last value. A raw NUL byte, which JSON
+// text never holds (a string holds one as \u0000), makes a text invalid.
 //
 // Thread safety: every function may be called from any thread.
 //
@@ -55,10 +62,14 @@ std::string FormatEpoch(double seconds);
 // order. `args` and the fields of extra are written again compactly from
 // their text, integer literals beyond 64 bits included.
 // kInvalidArgument with a one-line reason, and nothing else done, when the
-// class or queue is empty or not UTF-8, args is not a JSON array, extra is
+// class or queue is empty or not UTF-8, args or extra is not UTF-8 JSON (a
+// \u escape of a lone surrogate, no character, included), args is not a
+// JSON array, extra is
 // not a JSON object or names a field set here (class, args, queue, retry,
 // jid, created_at, enqueued_at, at), retry is a negative count, the jid is
-// not printable ASCII, or the JSON nests deeper than kMaxJsonDepth. The jid
+// not printable ASCII, or the JSON nests deeper than kMaxJsonDepth. A name
+// that args' objects or extra give twice is written once (see the top of
+// this file); a reserved name in extra is refused however often. The jid
 // written is also stored in `*jid` when that is not null.
 Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<double> enqueued_at,
                               std::string* jid = nullptr);
@@ -77,9 +88,14 @@ struct DecodedJob {
   rapidjson::Document document;
 };
 
-// Parses a stored payload. kCorruption, with the reason, unless it is a JSON
-// object with a string "class" and an array "args" that nests at most
-// kMaxJsonDepth deep.
+// Parses a stored payload as Sidekiq reads it. kCorruption, with the
+// reason, unless it is a JSON object (no raw NUL byte anywhere: the reason
+// names the offset of the first) with a string "class" and an array "args"
+// that nests at most kMaxJsonDepth deep. In the document, every object
+// (the job's, and those at any depth below it) holds each name once, where
+// it first stands in `raw`, with the value it last has there, as Ruby's
+// Hash does: a handler, like Sidekiq, sees the last "class" or "args" of a
+// payload that gives two.
 Result<DecodedJob> DecodeJob(std::string_view raw);
 
 // What a failed execution leaves in its job (Sidekiq's retry bookkeeping).
@@ -106,8 +122,9 @@ struct FailureInfo {
 // of the first N. Fields already present are replaced where they stand; new
 // ones are appended; every other field and the order of all of them stay,
 // written again from the text of `raw` (integers beyond 64 bits stay exact).
-// kCorruption when `raw` does not decode (see DecodeJob) or its retry_count
-// is neither null nor an integer.
+// The fields are read, and a name given twice (at any level) written once,
+// as Sidekiq would: see DecodeJob. kCorruption when `raw` does not decode or
+// its retry_count is neither null nor an integer below 2^63 - 1.
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
 
 // `value` as Ruby's JSON.generate writes it (see the top of this file).
@@ -130,7 +147,8 @@ std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide);
 // such literals by themselves; this is for payloads that pass through a DOM.
 class WideIntegers {
  public:
-  // Those of `json`; none when it is not valid JSON.
+  // Those of `json` (under a name an object gives twice, those of its last
+  // value, which Ruby and DecodeJob keep); none when it is not valid JSON.
   static WideIntegers Find(std::string_view json);
 
   bool empty() const { return literals_.empty(); }

@@ -113,14 +113,15 @@ TEST_CASE("Rewriter replaces members in place, appends the rest, keeps literals"
   rewriter.SetMember("b", "\"new\"");
   rewriter.SetMember("z", "7");
   rewriter.SetMember("y", "[]");
-  auto parsed = ParseText<kRewriteFlags>(
+  auto parsed = ParseText<kParseFlags>(
       R"({"a": 123456789012345678901234567890, "b": {"deep": [1, 2]}, "c": -0, "d": 1E2,)"
       R"( "y": "old", "b": 1})",
       &rewriter);
   REQUIRE_FALSE(parsed.IsError());
-  // Only the first "b" is replaced; "y" where it stands, "z" appended.
+  // "b" where it first stands, its later member dropped (Ruby's Hash keeps
+  // one); "y" where it stands, "z" appended.
   CHECK(rewriter.json() ==
-        R"({"a":123456789012345678901234567890,"b":"new","c":0,"d":100.0,"y":[],"b":1,"z":7})");
+        R"({"a":123456789012345678901234567890,"b":"new","c":0,"d":100.0,"y":[],"z":7})");
   CHECK(rewriter.root_type() == rapidjson::kObjectType);
   CHECK_FALSE(rewriter.too_deep());
   REQUIRE(rewriter.members().size() == 6);
@@ -129,12 +130,43 @@ TEST_CASE("Rewriter replaces members in place, appends the rest, keeps literals"
 
 TEST_CASE("Rewriter reports the members that nest too deep") {
   Rewriter rewriter(2);
-  REQUIRE_FALSE(ParseText<kRewriteFlags>(R"({"ok":[1],"deep":[[2]]})", &rewriter).IsError());
+  REQUIRE_FALSE(ParseText<kParseFlags>(R"({"ok":[1],"deep":[[2]]})", &rewriter).IsError());
   CHECK(rewriter.json() == R"({"ok":[1],"deep":[[2]]})");
   CHECK(rewriter.too_deep());
   REQUIRE(rewriter.members().size() == 2);
   CHECK_FALSE(rewriter.members()[0].too_deep);
   CHECK(rewriter.members()[1].too_deep);
+}
+
+TEST_CASE("Rewriter writes a name given twice once, where it first stands, with its last value") {
+  // Ruby: JSON.generate(JSON.parse(text)), at every level.
+  Rewriter rewriter(10);
+  REQUIRE_FALSE(ParseText<kParseFlags>(
+                    R"({"a":1,"b":{"x":1,"y":[{"k":1,"k":2}],"x":{"z":[3]}},"c":"s","a":[4],)"
+                    R"("\u0061":5,"d":[{}]})",
+                    &rewriter)
+                    .IsError());
+  CHECK(rewriter.json() == R"({"a":5,"b":{"x":{"z":[3]},"y":[{"k":2}]},"c":"s","d":[{}]})");
+  REQUIRE(rewriter.members().size() == 6);
+
+  // A replaced name: the new value where the name first stands, no other.
+  Rewriter replacing(10);
+  replacing.SetMember("a", "0");
+  REQUIRE_FALSE(
+      ParseText<kParseFlags>(R"({"b":1,"a":1,"b":2,"a":{"deep":[1]},"c":3,"a":2})", &replacing)
+          .IsError());
+  CHECK(replacing.json() == R"({"b":2,"a":0,"c":3})");
+}
+
+TEST_CASE("ParseText refuses a raw NUL byte, which JSON text cannot hold") {
+  const std::string nul(1, '\0');
+  for (const std::string& text :
+       {R"({"a":1})" + nul + R"({"b":2})", R"({"a":1})" + nul, "[\"x" + nul + "\"]", nul}) {
+    Rewriter rewriter(10);
+    rapidjson::ParseResult parsed = ParseText<kParseFlags>(text, &rewriter);
+    CHECK(parsed.IsError());
+    CHECK(parsed.Offset() == text.find('\0'));
+  }
 }
 
 }  // namespace

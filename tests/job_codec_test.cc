@@ -1,6 +1,7 @@
 #include "job_codec.h"
 
 #include "backtrace_decode.h"
+#include "reliableq/handler.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <charconv>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -184,6 +187,127 @@ TEST_CASE("DecodeJob refuses what is not a job") {
   CHECK(DecodeJob(R"({"class":"A","args":[]})").ok());
 }
 
+// A NUL byte is never part of JSON text (a string holds one as \u0000), but
+// RapidJSON's streams take one for the end of the text.
+TEST_CASE("DecodeJob refuses a raw NUL byte anywhere and names its offset") {
+  const std::string job = R"({"class":"A","args":[]})";
+  const std::string nul(1, '\0');
+  for (const std::string& raw :
+       {job + nul + "garbage", job + nul, job + " " + nul, job + nul + job,
+        std::string(R"({"class":"A)") + nul + R"(B","args":[]})",
+        std::string(R"({"class":"A",)") + nul + R"("args":[]})"}) {
+    auto decoded = DecodeJob(raw);
+    REQUIRE_MESSAGE(decoded.status().IsCorruption(), raw);
+    std::string expected = "NUL byte at offset " + std::to_string(raw.find('\0'));
+    CHECK_MESSAGE(decoded.status().message().find(expected) != std::string::npos,
+                  decoded.status().message());
+  }
+  // Trailing text after the job is refused the same way.
+  CHECK(DecodeJob(job + " xyz").status().IsCorruption());
+  // As JSON escapes it, a NUL is fine.
+  auto escaped = DecodeJob(R"({"class":"A\u0000B","args":["\u0000"]})");
+  REQUIRE(escaped.ok());
+  CHECK(escaped->document["class"].GetStringLength() == 3);
+  CHECK(ToJson(escaped->document) == R"({"class":"A\u0000B","args":["\u0000"]})");
+}
+
+TEST_CASE("RecordFailure, EncodeJob and WideIntegers::Find refuse a raw NUL byte too") {
+  const std::string nul(1, '\0');
+  FailureInfo info;
+  info.error_class = "E";
+  info.fetched_queue = "q";
+  info.now = 1700000000;
+  auto failed = RecordFailure(R"({"class":"A","args":[]})" + nul + "junk", info);
+  CHECK(failed.status().IsCorruption());
+  CHECK_MESSAGE(failed.status().message().find("NUL byte at offset 23") != std::string::npos,
+                failed.status().message());
+
+  auto args = EncodeJob(MakeJob("[1]" + nul + "[2]"), 1, 1);
+  CHECK(args.status().IsInvalidArgument());
+  CHECK_MESSAGE(args.status().message().find("NUL byte at offset 3") != std::string::npos,
+                args.status().message());
+  auto extra = EncodeJob(MakeJob("[]", R"({"a":1})" + nul + R"(,"b":2})"), 1, 1);
+  CHECK(extra.status().IsInvalidArgument());
+  CHECK_MESSAGE(extra.status().message().find("NUL byte at offset 7") != std::string::npos,
+                extra.status().message());
+  // Escaped, it is a character like any other.
+  CHECK(EncodeJob(MakeJob(R"(["\u0000"])", R"({"a":"\u0000"})"), 1, 1).ok());
+
+  // Not valid JSON: no wide integers.
+  CHECK(WideIntegers::Find("[18446744073709551616]" + nul + "x").empty());
+  CHECK_FALSE(WideIntegers::Find("[18446744073709551616]").empty());
+}
+
+// Ruby's JSON.parse (and so Sidekiq) makes each object a Hash: a name given
+// again keeps the place where it first stood and takes its last value.
+// Expected texts are Ruby's: JSON.generate(JSON.parse(raw)).
+TEST_CASE("DecodeJob reads duplicate member names as Sidekiq does: the last value wins") {
+  const char raw[] = R"({"class":"First","args":[1],"queue":"a","class":"Last",)"
+                     R"("args":[{"k":1,"k":2}],"jid":"x","retry_count":0,"jid":"y",)"
+                     R"("retry_count":3})";
+  auto decoded = DecodeJob(raw);
+  REQUIRE(decoded.ok());
+  const rapidjson::Document& doc = decoded->document;
+  CHECK(Keys(doc) == std::vector<std::string>{"class", "args", "queue", "jid", "retry_count"});
+  CHECK(ToJson(doc) ==
+        R"({"class":"Last","args":[{"k":2}],"queue":"a","jid":"y","retry_count":3})");
+  // What a handler sees.
+  JobView job(raw, "a", doc);
+  CHECK(job.job_class() == "Last");
+  CHECK(job.jid() == "y");
+  CHECK(job.retry_count() == 3);
+  REQUIRE(job.args().Size() == 1);
+  REQUIRE(job.args()[0].IsObject());
+  CHECK(job.args()[0]["k"].GetInt() == 2);
+  CHECK(job.args()[0].MemberCount() == 1);
+}
+
+TEST_CASE("DecodeJob checks class and args as Sidekiq reads them") {
+  // The last "class" is a number: Sidekiq has no class to run.
+  CHECK(DecodeJob(R"({"class":"A","args":[],"class":1})").status().IsCorruption());
+  CHECK(DecodeJob(R"({"class":"A","args":[],"args":{}})").status().IsCorruption());
+  // The last ones are right: a job.
+  auto decoded = DecodeJob(R"({"class":1,"args":{},"class":"B","args":[7]})");
+  REQUIRE(decoded.ok());
+  CHECK(ToJson(decoded->document) == R"({"class":"B","args":[7]})");
+  // Many duplicates of many names, beyond the small-object path.
+  std::string many = R"({"class":"A","args":[])";
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 40; ++i) {
+      many += ",\"f" + std::to_string(i) + "\":" + std::to_string(round * 100 + i);
+    }
+  }
+  many += R"(,"class":"Z"})";
+  auto big = DecodeJob(many);
+  REQUIRE(big.ok());
+  CHECK(big->document.MemberCount() == 42);
+  CHECK(std::string(big->document["class"].GetString()) == "Z");
+  CHECK(big->document.MemberBegin()->name == "class");
+  CHECK(big->document["f0"].GetInt() == 200);
+  CHECK(big->document["f39"].GetInt() == 239);
+  CHECK((big->document.MemberBegin() + 2)->name == "f0");
+}
+
+TEST_CASE("EncodeJob writes extra fields given twice once, with the last value") {
+  auto json = EncodeJob(MakeJob(R"([{"a":1,"b":2,"a":3}])", R"({"tags":["a"],"x":1,"tags":["b"]})"),
+                        1700000000.5, std::nullopt);
+  REQUIRE(json.ok());
+  CHECK(*json == R"({"class":"HardJob","args":[{"a":3,"b":2}],"queue":"default","retry":true,)"
+                 R"("jid":"0123456789abcdef01234567","created_at":1700000000.5,)"
+                 R"("tags":["b"],"x":1})");
+}
+
+TEST_CASE("wide integers under a name given twice are those of its last value") {
+  const char raw[] = R"({"class":"A","args":[],"big":18446744073709551616,)"
+                     R"("big":18446744073709551617,"n":{"w":[99999999999999999999]},)"
+                     R"("n":{"w":[1e20]}})";
+  auto decoded = DecodeJob(raw);
+  REQUIRE(decoded.ok());
+  // Ruby: {"class":"A","args":[],"big":18446744073709551617,"n":{"w":[1.0e+20]}}
+  CHECK(ToJson(decoded->document, WideIntegers::Find(raw)) ==
+        R"({"class":"A","args":[],"big":18446744073709551617,"n":{"w":[1.0e+20]}})");
+}
+
 TEST_CASE("DecodeJob refuses nesting deeper than Sidekiq can read") {
   // The job object, args and 98 more arrays: 100 levels.
   std::string ok = R"({"class":"A","args":)" + std::string(99, '[') + std::string(99, ']') + "}";
@@ -247,6 +371,21 @@ TEST_CASE("FormatEpoch always has six decimals") {
     std::string text = FormatEpoch(t);
     CHECK(text.find('.') == text.size() - 7);
   }
+}
+
+// Found while writing tests/fuzz: FormatEpoch wrote into 64 bytes and
+// returned as many bytes as the number needed, reading past the buffer for
+// a time of 1e57 s or more (a client's PushIn with a huge delay).
+TEST_CASE("FormatEpoch writes any finite time whole") {
+  for (double t : {1e57, 1e100, -1e300, 1.7976931348623157e308}) {
+    char expected[400];
+    auto end = std::to_chars(expected, expected + sizeof(expected), t, std::chars_format::fixed, 6);
+    CHECK(FormatEpoch(t) == std::string(expected, end.ptr));
+  }
+  auto json = EncodeJob(MakeJob(), 1e300, 1.7976931348623157e308);
+  REQUIRE(json.ok());
+  CHECK(json->find(R"("created_at":1.0e+300,"enqueued_at":1.7976931348623157e+308)") !=
+        std::string::npos);
 }
 
 TEST_CASE("Retry parses and writes its three forms") {
@@ -448,6 +587,15 @@ TEST_CASE("RecordFailure refuses payloads it cannot update") {
       RecordFailure(R"({"class":"A","args":[],"retry_count":"2"})", info).status().IsCorruption());
   CHECK(
       RecordFailure(R"({"class":"A","args":[],"retry_count":1.5})", info).status().IsCorruption());
+  // One more than the largest 64-bit count is no count reliableq can write
+  // (it wrapped to -9223372036854775808, undefined behavior, before).
+  auto top = RecordFailure(R"({"class":"A","args":[],"retry_count":9223372036854775807})", info);
+  CHECK(top.status().IsCorruption());
+  CHECK_MESSAGE(top.status().message().find("retry_count") != std::string::npos,
+                top.status().message());
+  auto below = RecordFailure(R"({"class":"A","args":[],"retry_count":9223372036854775806})", info);
+  REQUIRE(below.ok());
+  CHECK(below->find(R"("retry_count":9223372036854775807,)") != std::string::npos);
   // null means "no count yet", as in Ruby.
   auto out = RecordFailure(R"({"class":"A","args":[],"retry_count":null})", info);
   REQUIRE(out.ok());
@@ -494,7 +642,7 @@ TEST_CASE("EncodeJob writes every other value as the DOM writer does") {
       "2.5e+300", "1.7976931348623157e308", "1e-400", "0", "-1", "2147483648", "-2147483649",
       "9223372036854775807", "-9223372036854775808", "18446744073709551615", "null", "true",
       "false", R"("a\/b \u00e9 \ud83d\ude00 \"q\" \\ \u0001\n")", "{}", "[]",
-      R"({"k\"ey": [1, {"x": null}], "k\"ey": 2})"};
+      R"({"k\"ey": [1, {"x": null}], "k\"ey2": 2})"};
   for (const char* value : values) {
     std::string args = std::string("[ ") + value + " ]";
     rapidjson::Document doc;
@@ -571,7 +719,8 @@ TEST_CASE("RecordFailure keeps integers beyond 64 bits wherever they stand") {
 
 TEST_CASE("RecordFailure replaces a field of any shape in place and writes the rest as a DOM") {
   // Replaced values that are containers are dropped whole; a field set
-  // twice is replaced where it first stands, as a DOM lookup finds it.
+  // that stands twice is written once, where it first stands (as Ruby's
+  // parse and generate would).
   const char raw[] =
       R"( { "class" : "A", "args" : [ 1 , 2.50 , "\u00e9\/" ], "queue" : ["x", {"y": [1]}],)"
       R"( "error_message" : {"old": [[]]}, "k\"\\" : {}, "queue" : "dup",)"
@@ -579,7 +728,7 @@ TEST_CASE("RecordFailure replaces a field of any shape in place and writes the r
   auto out = RecordFailure(raw, SomeFailure());
   REQUIRE(out.ok());
   CHECK(*out == R"({"class":"A","args":[1,2.5,"é/"],"queue":"q","error_message":"m",)"
-                R"("k\"\\":{},"queue":"dup","retry_count":0,"z":[],"error_class":"E",)"
+                R"("k\"\\":{},"retry_count":0,"z":[],"error_class":"E",)"
                 R"("failed_at":1700000000.5})");
   // The same bytes a DOM would give for the fields left alone.
   auto decoded = DecodeJob(kRubyPayload);
@@ -642,6 +791,89 @@ TEST_CASE("integers beyond 64 bits survive a DOM that code changes (client middl
   CHECK(ToJson(doc).find("18446744073709551617") == std::string::npos);
   CHECK(WideIntegers::Find("[1, 2.5, 18446744073709551615]").empty());
   CHECK(WideIntegers::Find("[18446744073709551616").empty());
+}
+
+TEST_CASE("RecordFailure updates a job with duplicate names as Sidekiq would") {
+  const char raw[] = R"({"class":"A","args":[],"queue":"x","retry_count":1,"tags":["a"],)"
+                     R"("retry_count":5,"tags":["b"],"queue":"y"})";
+  auto out = RecordFailure(raw, SomeFailure());
+  REQUIRE(out.ok());
+  // Ruby: JSON.parse, Sidekiq's retry bookkeeping, JSON.generate.
+  CHECK(*out == R"({"class":"A","args":[],"queue":"q","retry_count":6,"tags":["b"],)"
+                R"("error_message":"m","error_class":"E","retried_at":1700000000.5})");
+  // Nested objects too; wide integers keep their digits wherever they end up.
+  const char nested[] = R"({"class":"A","args":[{"k":1,"k":18446744073709551617}],)"
+                        R"("x":{"a":[1],"b":2,"a":18446744073709551616},"y":{"c":3},)"
+                        R"("y":{"c":4,"c":5}})";
+  out = RecordFailure(nested, SomeFailure());
+  REQUIRE(out.ok());
+  CHECK(*out == R"({"class":"A","args":[{"k":18446744073709551617}],)"
+                R"("x":{"a":18446744073709551616,"b":2},"y":{"c":5},)"
+                R"("queue":"q","error_message":"m","error_class":"E",)"
+                R"("failed_at":1700000000.5,"retry_count":0})");
+}
+
+// Found by tests/fuzz: RapidJSON 1.1.0's own conversion (its DiyFp path
+// passes 0 to clz) read a zero written with 23 or more decimals as a tiny
+// nonzero number, and the codec wrote that number back.
+TEST_CASE("numbers read as Ruby reads them, zeros with many decimals included") {
+  const std::string zeros(23, '0');
+  const std::string raw = R"({"class":"A","args":[0.)" + zeros + ",-0." + zeros +
+                          "0000000e5,0." + std::string(40, '0') +
+                          R"(1,2.4e-324,1e-400,4.9e-324,1700000000.1234567,)"
+                          R"(1.7976931348623157e308,0.1e1,123456789012345678901234567890]})";
+  auto decoded = DecodeJob(raw);
+  REQUIRE(decoded.ok());
+  const rapidjson::Value& args = decoded->document["args"];
+  CHECK(args[0].GetDouble() == 0.0);
+  CHECK(args[1].GetDouble() == 0.0);
+  CHECK(std::signbit(args[1].GetDouble()));
+  // Ruby: JSON.generate(JSON.parse(raw)["args"][0..9])
+  const char expected[] = "[0.0,-0.0,1.0e-41,0.0,0.0,5.0e-324,1700000000.1234567,"
+                          "1.7976931348623157e+308,1.0,1.2345678901234568e+29]";
+  CHECK(ToJson(args) == expected);
+  auto failed = RecordFailure(raw, SomeFailure());
+  REQUIRE(failed.ok());
+  CHECK(failed->find(R"("args":[0.0,-0.0,1.0e-41,0.0,0.0,5.0e-324,1700000000.1234567,)"
+                     R"(1.7976931348623157e+308,1.0,123456789012345678901234567890],)") !=
+        std::string::npos);
+  auto encoded = EncodeJob(MakeJob(R"([0.)" + zeros + "]"), 1, 1);
+  REQUIRE(encoded.ok());
+  CHECK(encoded->find(R"("args":[0.0],)") != std::string::npos);
+  // Beyond the double range: refused, with the number's offset.
+  auto too_big = DecodeJob(R"({"class":"A","args":[1.7976931348623159e308]})");
+  CHECK(too_big.status().IsCorruption());
+  CHECK_MESSAGE(too_big.status().message().find("at offset 21") != std::string::npos,
+                too_big.status().message());
+}
+
+// Found by tests/fuzz: a \u escape of a lone low surrogate (which RapidJSON,
+// like Ruby, reads as the three bytes of an encoded surrogate, no UTF-8)
+// was written as those bytes, so that a payload of plain ASCII came back
+// as invalid UTF-8.
+TEST_CASE("a lone surrogate read from an escape is written as that escape") {
+  const char raw[] = R"({"class":"A","args":["a\udc00b","\uDFFF",["\ud83d\ude00"]],"k\udc00":1})";
+  auto decoded = DecodeJob(raw);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->document["args"][0].GetStringLength() == 5);  // a, 3 bytes, b
+  const char expected[] = R"({"class":"A","args":["a\udc00b","\udfff",["😀"]],"k\udc00":1})";
+  CHECK(ToJson(decoded->document) == expected);
+  auto failed = RecordFailure(raw, SomeFailure());
+  REQUIRE(failed.ok());
+  CHECK(failed->find(R"("args":["a\udc00b","\udfff",["😀"]],"k\udc00":1,)") !=
+        std::string::npos);
+  // The same bytes raw in a stored payload (not UTF-8): the same string for
+  // Ruby, now written as UTF-8.
+  auto bytes = DecodeJob("{\"class\":\"A\",\"args\":[\"\xED\xB0\x80\"]}");
+  REQUIRE(bytes.ok());
+  CHECK(ToJson(bytes->document) == R"({"class":"A","args":["\udc00"]})");
+  // A client may not send one: Sidekiq's JSON.generate refuses the string.
+  auto args = EncodeJob(MakeJob(R"(["\udc00"])"), 1, 1);
+  CHECK(args.status().IsInvalidArgument());
+  CHECK_MESSAGE(args.status().message().find("surrogate") != std::string::npos,
+                args.status().message());
+  CHECK(EncodeJob(MakeJob("[]", R"({"x":{"\udfff":1}})"), 1, 1).status().IsInvalidArgument());
+  CHECK(EncodeJob(MakeJob(R"(["\ud83d\ude00"])"), 1, 1).ok());
 }
 
 }  // namespace
