@@ -52,9 +52,9 @@ std::vector<std::string> StringArray(const redisReply* reply) {
 // milliseconds, told apart by being an integer above 1e12. Unknown or in the
 // future (clock skew) reads as 0.
 double Latency(std::string_view payload, double now) {
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(payload.data(), payload.size());
-  if (doc.HasParseError() || !doc.IsObject()) return 0;
+  Result<DecodedJob> job = DecodeJob(payload);
+  if (!job.ok()) return 0;
+  const rapidjson::Document& doc = job->document;
   auto it = doc.FindMember("enqueued_at");
   if (it == doc.MemberEnd() || !it->value.IsNumber()) return 0;
   double enqueued_at = it->value.GetDouble();
@@ -112,11 +112,14 @@ std::optional<std::string> OptionalString(const rapidjson::Value& object, const 
 SetEntry MakeEntry(std::string payload, double score) {
   SetEntry entry;
   entry.score = score;
-  entry.valid = DecodeJob(payload).ok();
-  // Iterative: a member nested absurdly deep must not exhaust the stack.
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(payload.data(), payload.size());
-  if (!doc.HasParseError() && doc.IsObject()) {
+  Result<DecodedJob> decoded = DecodeJob(payload);
+  entry.valid = decoded.ok();
+  // A member that is no job is still shown with what it names, read
+  // iteratively: one nested absurdly deep must not exhaust the stack.
+  rapidjson::Document fallback;
+  if (!entry.valid) fallback.Parse<rapidjson::kParseIterativeFlag>(payload.data(), payload.size());
+  const rapidjson::Value& doc = entry.valid ? decoded->document : fallback;
+  if (doc.IsObject()) {
     entry.jid = StringMember(doc, "jid");
     entry.job_class = StringMember(doc, "class");
     entry.queue = StringMember(doc, "queue");
@@ -142,8 +145,7 @@ std::vector<SetEntry> EntriesOf(const redisReply* reply) {
   return entries;
 }
 
-// The queue a job of `entry` is pushed to, as Sidekiq's client and the
-// poller choose it.
+// The queue a job of `entry` is pushed to, as QueueOf chooses it.
 std::string TargetQueue(const SetEntry& entry) {
   return entry.queue.empty() ? "default" : entry.queue;
 }

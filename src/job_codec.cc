@@ -243,6 +243,14 @@ Result<DecodedJob> DecodeJob(std::string_view raw) {
   return job;
 }
 
+std::string QueueOf(const rapidjson::Value& job) {
+  auto it = job.FindMember("queue");
+  if (it == job.MemberEnd() || !it->value.IsString() || it->value.GetStringLength() == 0) {
+    return "default";
+  }
+  return {it->value.GetString(), it->value.GetStringLength()};
+}
+
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info) {
   Result<DecodedJob> decoded = DecodeJob(raw);
   if (!decoded.ok()) return decoded.status();

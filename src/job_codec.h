@@ -98,6 +98,11 @@ struct DecodedJob {
 // payload that gives two.
 Result<DecodedJob> DecodeJob(std::string_view raw);
 
+// The queue a decoded job is pushed to when it leaves the schedule, retry or
+// dead set: its "queue" when that is a non-empty string, else "default", as
+// Sidekiq's client and poller choose it.
+std::string QueueOf(const rapidjson::Value& job);
+
 // What a failed execution leaves in its job (Sidekiq's retry bookkeeping).
 struct FailureInfo {
   std::string error_class;

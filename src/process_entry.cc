@@ -49,7 +49,8 @@ bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
   entry->queues.clear();
   entry->clients.clear();
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
+  // Iterative: a record nested absurdly deep must not exhaust the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
   if (doc.HasParseError() || !doc.IsObject()) return false;
   auto text = [&doc](const char* name, std::string* out) {
     auto it = doc.FindMember(name);

@@ -1,6 +1,8 @@
 #include "retry.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 namespace reliableq {
 
@@ -8,6 +10,30 @@ double DefaultRetryDelay(int count, const RandomBelow& random) {
   double c = count;
   return c * c * c * c + 15 + random(10) * (c + 1);
 }
+
+namespace {
+
+// retry_count + 1 for an integer count (RecordFailure also reads an
+// integral float such as 3.0 as one), kept within int so that a hostile
+// count near or beyond INT_MAX is simply exhausted; 0 when there is none.
+int CountAfterFailure(const rapidjson::Value* retry_count) {
+  if (retry_count == nullptr) return 0;
+  int64_t count;
+  if (retry_count->IsInt64()) {
+    count = retry_count->GetInt64();
+  } else if (retry_count->IsDouble() && std::trunc(retry_count->GetDouble()) ==
+                                            retry_count->GetDouble() &&
+             std::fabs(retry_count->GetDouble()) < 9.0e15) {
+    count = static_cast<int64_t>(retry_count->GetDouble());
+  } else {
+    return 0;
+  }
+  if (count >= std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
+  if (count < std::numeric_limits<int>::min()) return std::numeric_limits<int>::min();
+  return static_cast<int>(count + 1);
+}
+
+}  // namespace
 
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
                         const std::function<RetryIn(int count)>& retry_in,
@@ -17,8 +43,7 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
     auto it = job.FindMember(name);
     return it == job.MemberEnd() ? nullptr : &it->value;
   };
-  const rapidjson::Value* retry_count = field("retry_count");
-  plan.count = retry_count != nullptr && retry_count->IsInt() ? retry_count->GetInt() + 1 : 0;
+  plan.count = CountAfterFailure(field("retry_count"));
 
   // Ruby truthiness: only false and nil turn retries off; 0 is truthy and
   // sends the first failure to the dead set.

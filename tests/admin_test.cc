@@ -350,6 +350,19 @@ TEST_CASE_FIXTURE(AdminFixture, "RetryNow: queue defaults and retry_counts that 
   CHECK(SMembers("queues") == std::vector<std::string>{"default", "q"});
 }
 
+TEST_CASE_FIXTURE(AdminFixture, "a name given twice in an entry reads as Sidekiq reads it: the last") {
+  std::string twice = R"({"class":"A","args":[],"queue":"first","class":"B","jid":")" + kJidA +
+                      R"(","queue":"last"})";
+  Run({"ZADD", "retry", "1", twice});
+  Result<SetEntry> found = admin().Find(JobSet::kRetry, kJidA);
+  REQUIRE(found.ok());
+  CHECK(found->job_class == "B");
+  CHECK(found->queue == "last");
+  REQUIRE(admin().RetryNow(JobSet::kRetry, kJidA).ok());
+  CHECK(LRange("queue:first").empty());
+  CHECK(LRange("queue:last").size() == 1);
+}
+
 TEST_CASE_FIXTURE(AdminFixture, "RetryNow refuses an entry that is not a job and leaves it") {
   std::string no_args = R"({"class":"A","jid":")" + kJidA + R"("})";
   Run({"ZADD", "retry", "5", no_args});

@@ -123,6 +123,11 @@ TEST_CASE("a registry entry's queues are read once each, and a bad one names non
     CHECK_FALSE(DecodeProcessEntry(bad, &none));
     CHECK(none.queues.empty());
   }
+  // Nested far deeper than a recursive parser's stack allows: refused, no
+  // crash.
+  std::string deep = R"({"identity":)" + std::string(1000000, '[') + std::string(1000000, ']') + "}";
+  ProcessEntry none;
+  CHECK_FALSE(DecodeProcessEntry(deep, &none));
 }
 
 TEST_CASE("a registry entry reads back as it was written") {

@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+#include <string>
+
 using namespace reliableq;
 
 namespace {
@@ -68,6 +71,21 @@ TEST_CASE("retry true retries up to max_retries, then the job is dead") {
   // max_retries comes from the server.
   CHECK(PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 2, kNow, {}, Fixed(0))
             .action == FailureAction::kDead);
+}
+
+TEST_CASE("a retry_count at or beyond the int range is exhausted, never overflows") {
+  for (const char* count : {"2147483646", "2147483647", "9223372036854775806",
+                            "9223372036854775807"}) {
+    CAPTURE(count);
+    std::string json = std::string(R"({"class":"A","args":[],"retry_count":)") + count + "}";
+    auto plan = PlanFailure(Job(json.c_str()), 25, kNow, {}, Fixed(0));
+    CHECK(plan.count == std::numeric_limits<int>::max());
+    CHECK(plan.action == FailureAction::kDead);
+  }
+  // An integral float counts as its integer, as RecordFailure reads it.
+  auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry_count":3.0})"), 25, kNow, {},
+                          Fixed(0));
+  CHECK(plan.count == 4);
 }
 
 TEST_CASE("retry N allows N retries; 0 sends the first failure to the dead set") {

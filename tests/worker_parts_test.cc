@@ -19,6 +19,7 @@
 #include "keys.h"
 #include "script_calls.h"
 #include "server/options_check.h"
+#include "server/poller.h"
 #include "server/prefetch.h"
 #include "server/processor_pool.h"
 #include "server/queue_set.h"
@@ -609,6 +610,22 @@ TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-
   call = PromoteCall("schedule", kNow, kLimits, {});
   CHECK(call.keys == Strings{"schedule", "queues", "dead"});
   CHECK(call.args == Strings{kNowText, "500", "3600"});
+}
+
+TEST_CASE("a due member goes to the queue Sidekiq reads in it, or to dead when it is no job") {
+  CHECK(DueJobQueue(R"({"class":"A","args":[],"queue":"mail"})") == "mail");
+  CHECK(DueJobQueue(R"({"class":"A","args":[]})") == "default");
+  CHECK(DueJobQueue(R"({"class":"A","args":[],"queue":""})") == "default");
+  // A name given twice: its last value, as Ruby reads it.
+  CHECK(DueJobQueue(R"({"class":"A","args":[],"queue":"a","queue":"b"})") == "b");
+  // Not a job a worker could run: "" (the dead set).
+  CHECK(DueJobQueue(std::string(R"({"class":"A","args":[]})") + '\0' + "junk") == "");
+  CHECK(DueJobQueue(R"({"class":"A","args":[]} xyz)") == "");
+  CHECK(DueJobQueue(R"({"queue":"mail"})") == "");
+  CHECK(DueJobQueue("not json") == "");
+  // Nested far deeper than a recursive parser's stack allows.
+  CHECK(DueJobQueue(R"({"class":"A","args":)" + std::string(1000000, '[') +
+                    std::string(1000000, ']') + "}") == "");
 }
 
 TEST_CASE("RetryNowCall gives each distinct queue one KEYS index, and 0 to a non-job") {

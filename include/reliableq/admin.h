@@ -112,7 +112,8 @@ struct SetEntry {
   std::string payload;
   // True when the payload is a job Sidekiq can push: a JSON object with a
   // string `class` and an array `args`. The fields below are read from any
-  // payload that is a JSON object; otherwise they are empty.
+  // payload that is a JSON object (a name given twice: its last value, as
+  // Sidekiq reads it, when the payload is a job); otherwise they are empty.
   bool valid = false;
   std::string jid;        // "" when absent or not a string
   std::string job_class;  // `class`
@@ -206,8 +207,8 @@ class Admin {
   // kNotFound as for Find, or when the member was removed meanwhile.
   virtual Result<SetEntry> Delete(JobSet set, std::string_view jid) = 0;
 
-  // Deletes the whole set at once (ZCARD and UNLINK in one MULTI, as
-  // Sidekiq's SortedSet#clear). Returns the number of members it had.
+  // Deletes the whole set at once (ZCARD and UNLINK in one script,
+  // clear.lua, as Sidekiq's SortedSet#clear). Returns the number of members it had.
   virtual Result<int64_t> DeleteAll(JobSet set) = 0;
 
   // Sidekiq's SortedEntry#kill for a retry entry: in one script it leaves
@@ -228,7 +229,7 @@ class Admin {
   virtual Result<std::vector<QueueStats>> ListQueues() = 0;
 
   // Sidekiq's Queue#clear: UNLINK queue:<name> and SREM queues <name> in one
-  // MULTI. Returns the number of jobs the queue held. Jobs that workers have
+  // script (clear.lua). Returns the number of jobs the queue held. Jobs that workers have
   // already fetched are not touched: they finish, or a janitor gives them
   // back to the queue (which then reappears). kNotFound when there was
   // neither such a queue nor such a name in `queues` (nothing changed);

@@ -203,7 +203,7 @@ class Progress {
 Result<RedisOptions> OptionsFrom(const Flags& flags) {
   Result<RedisOptions> options = RedisOptions::FromUrl(flags.Get("redis", ""));
   if (!options.ok()) return options;
-  // A 1,000-job MULTI on a loaded two-core machine can take a while.
+  // A 1,000-job bulk push on a loaded two-core machine can take a while.
   options->command_timeout = milliseconds(30000);
   return options;
 }

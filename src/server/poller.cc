@@ -1,7 +1,5 @@
 #include "server/poller.h"
 
-#include <rapidjson/document.h>
-
 #include <memory>
 
 #include "job_codec.h"
@@ -16,6 +14,11 @@ namespace {
 constexpr size_t kPromoteBatch = 100;
 
 }  // namespace
+
+std::string DueJobQueue(std::string_view member) {
+  Result<DecodedJob> job = DecodeJob(member);
+  return job.ok() ? QueueOf(job->document) : std::string();
+}
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
                std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Clock& clock,
@@ -90,16 +93,7 @@ void Poller::Promote(std::string_view set, redisReply* members, std::function<vo
   due.reserve(members->elements);
   for (size_t i = 0; i < members->elements; ++i) {
     std::string member(members->element[i]->str, members->element[i]->len);
-    rapidjson::Document doc;
-    doc.Parse(member.data(), member.size());
-    std::string queue;  // empty: not a job, to the dead set
-    if (!doc.HasParseError() && doc.IsObject()) {
-      auto it = doc.FindMember("queue");
-      queue = it != doc.MemberEnd() && it->value.IsString() && it->value.GetStringLength() > 0
-                  ? std::string(it->value.GetString(), it->value.GetStringLength())
-                  : "default";
-    }
-    due.push_back({std::move(queue), std::move(member)});
+    due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
       PromoteCall(set, clock_.Now(), dead_limits_, std::move(due)),

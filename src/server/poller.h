@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
 #include <string_view>
 
 #include "log.h"
@@ -26,6 +27,12 @@
 #include "uv/handles.h"
 
 namespace reliableq {
+
+// The queue a due member of `schedule` or `retry` is pushed to (QueueOf), or
+// "" when it is not a job as a worker reads one (DecodeJob), which sends it
+// to the dead set: a payload no worker could run is kept where an operator
+// sees it, not fetched to fail there.
+std::string DueJobQueue(std::string_view member);
 
 class Poller {
  public:
