@@ -8,24 +8,13 @@
 
 #include <doctest/doctest.h>
 
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
+
 namespace reliableq {
 namespace {
-
-struct Captured {
-  std::mutex mu;
-  std::vector<std::string> lines;
-
-  LogSink Sink() {
-    return [this](LogLevel, std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu);
-      lines.emplace_back(line);
-    };
-  }
-};
 
 // True when `line` holds no byte a terminal acts on: nothing below 0x20,
 // no DEL, no C1 control (U+0080..U+009F, C2 80..C2 9F in UTF-8).
@@ -41,38 +30,41 @@ bool Inert(const std::string& line) {
 }
 
 TEST_CASE("a message with newlines and ANSI escapes is one escaped line") {
-  Captured captured;
+  LogCapture captured;
   Logger log(LogLevel::kInfo, captured.Sink());
   const char* remote = "TSTP\n2026-01-01T00:00:00.000Z pid=1 tid=loop INFO: \x1b[2Jforged";
   log.Log(LogLevel::kWarn, "ignoring unknown signal '%s'", remote);
-  REQUIRE(captured.lines.size() == 1);
-  const std::string& line = captured.lines[0];
+  std::vector<std::string> lines = captured.Lines();
+  REQUIRE(lines.size() == 1);
+  const std::string& line = lines[0];
   CHECK(Inert(line));
   CHECK(line.find(" WARN: ignoring unknown signal 'TSTP\\n2026-01-01T00:00:00.000Z pid=1 "
                   "tid=loop INFO: \\x1b[2Jforged'") != std::string::npos);
 }
 
 TEST_CASE("the job class and jid of the context are escaped too") {
-  Captured captured;
+  LogCapture captured;
   Logger log(LogLevel::kInfo, captured.Sink());
   {
     JobLogContext context("Evil\r\nJob\xC2\x9B", "jid\t1");
     log.Log(LogLevel::kInfo, "fail: %s", "boom\x07\xFF");
   }
-  REQUIRE(captured.lines.size() == 1);
-  const std::string& line = captured.lines[0];
+  std::vector<std::string> lines = captured.Lines();
+  REQUIRE(lines.size() == 1);
+  const std::string& line = lines[0];
   CHECK(Inert(line));
   CHECK(line.find(" class=Evil\\r\\nJob\\u009b jid=jid\\t1 INFO: fail: boom\\x07\\xff") !=
         std::string::npos);
 }
 
 TEST_CASE("printable UTF-8 and our own messages are logged as they are") {
-  Captured captured;
+  LogCapture captured;
   Logger log(LogLevel::kInfo, captured.Sink());
   log.Log(LogLevel::kInfo, "started: %d threads, queue %s", 10, "caf\xC3\xA9");
-  REQUIRE(captured.lines.size() == 1);
+  std::vector<std::string> lines = captured.Lines();
+  REQUIRE(lines.size() == 1);
   const std::string end = " INFO: started: 10 threads, queue caf\xC3\xA9";
-  const std::string& line = captured.lines[0];
+  const std::string& line = lines[0];
   REQUIRE(line.size() > end.size());
   CHECK(line.substr(line.size() - end.size()) == end);
   CHECK(line.find("\\") == std::string::npos);
