@@ -274,6 +274,26 @@ TEST_CASE_FIXTURE(WorkerFixture, "HUP and USR2 are logged and ignored; USR1 quie
   CHECK_FALSE(Exists(Keys().Heartbeat(id)));
 }
 
+TEST_CASE_FIXTURE(WorkerFixture, "TERM while the worker starts stops it cleanly once it runs") {
+  // Redis paused: the worker connects (the kernel completes the handshake)
+  // and waits in its start-up probe, its signal handlers not yet in place.
+  // TERM's default action ended it there with no log line.
+  REQUIRE(kill(server().pid(), SIGSTOP) == 0);
+  ChildProcess& worker = StartWorker({"-c", "1"});
+  std::this_thread::sleep_for(300ms);
+  worker.Signal(SIGTERM);
+  worker.Signal(SIGTSTP);  // stopped it too, before
+  std::this_thread::sleep_for(100ms);
+  REQUIRE(kill(server().pid(), SIGCONT) == 0);
+  auto status = worker.Wait(10s);
+  REQUIRE(status);
+  INFO(worker.Log());
+  REQUIRE(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(worker.Log().find("stopped") != std::string::npos);
+  CHECK(SMembers("processes").empty());
+}
+
 TEST_CASE_FIXTURE(WorkerFixture, "a worker whose connections are killed logs that it reconnected") {
   ChildProcess& worker = StartWorker({"-c", "1"});
   std::string id = IdentityOf(worker.pid());

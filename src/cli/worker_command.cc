@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/early_signals.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/options_check.h"
@@ -221,6 +222,7 @@ int Run(const ParsedArgs& args) {
   // Server::Open makes, so that none of them fails later with exit 1.
   if (Status s = CheckServerOptions(options); !s.ok()) return UsageError(kVerb, s.message());
 
+  InstallEarlySignals();
   // Without handlers every job would fail and, in the end, land in the
   // dead set: refuse to start instead.
   std::vector<std::string> plugins = args.Values("require");
@@ -241,6 +243,7 @@ int Run(const ParsedArgs& args) {
 
   Result<std::unique_ptr<Server>> server = Server::Open(options, std::move(registry));
   if (!server.ok()) return RuntimeError(server.status());
+  ForwardEarlySignals(**server);
   Status s = (*server)->Run();
   int code = s.ok() ? kExitOk : RuntimeError(s);
   // After a hard stop, handlers still running on their threads cannot be
