@@ -3,7 +3,7 @@
 //
 //   chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S
 //                  --queues Q1,Q2 --accepted FILE --unknown FILE
-//                  [--deadline SECONDS]
+//                  [--deadline SECONDS] [--backlog JOBS]
 //
 // Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
 // new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
@@ -12,15 +12,22 @@
 // restarts), "id<TAB>reason\n" goes to the unknown file: that job may or may
 // not be stored, so it is not counted as accepted, and the next attempt uses
 // the next id. Attempts go on until `count` pushes were accepted, paced at
-// `rate` accepted pushes per second.
+// `rate` accepted pushes per second. With --backlog, pushes also wait while
+// the queues hold that many jobs or more (a standing backlog: the workers
+// never run dry, and neither does Redis fill up).
+//
+// SIGTERM ends the run between two pushes, never inside one, so that every
+// push made is written down.
 //
 // Both files are flushed after every line, so a reader sees every push that
 // was acknowledged before it looked.
 //
 // Prints "accepted A unknown U" and exits 0 when `count` pushes were
-// accepted; exits 1 when the deadline passed first, 2 on bad arguments.
+// accepted or SIGTERM stopped it; exits 1 when the deadline passed first, 2
+// on bad arguments.
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "reliableq/admin.h"
 #include "reliableq/client.h"
 
 namespace {
@@ -45,14 +53,17 @@ struct Options {
   std::string accepted;
   std::string unknown;
   double deadline = 3600;
+  long long backlog = 0;  // 0: no limit
 };
+
+volatile std::sig_atomic_t stop_requested = 0;
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "chaos_producer: %s\n"
                "usage: chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S\n"
                "                      --queues Q1,Q2 --accepted FILE --unknown FILE\n"
-               "                      [--deadline SECONDS]\n",
+               "                      [--deadline SECONDS] [--backlog JOBS]\n",
                problem.c_str());
   return 2;
 }
@@ -94,7 +105,7 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
     } else if (name == "--unknown") {
       options->unknown = value;
     } else if (name == "--first-id" || name == "--count" || name == "--rate" ||
-               name == "--deadline") {
+               name == "--deadline" || name == "--backlog") {
       if (!ParseNumber(value, &number) || number < 0) {
         return name + " needs a non-negative number, not '" + value + "'";
       }
@@ -102,6 +113,7 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       if (name == "--count") options->count = static_cast<long long>(number);
       if (name == "--rate") options->rate = number;
       if (name == "--deadline") options->deadline = number;
+      if (name == "--backlog") options->backlog = static_cast<long long>(number);
     } else {
       return "unknown option " + name;
     }
@@ -123,6 +135,21 @@ void AppendLine(FILE* file, const std::string& line, const std::string& path) {
                  std::strerror(errno));
     std::exit(1);
   }
+}
+
+// The jobs in `queues` now, or -1 when Redis does not answer.
+long long QueuedJobs(const reliableq::RedisOptions& redis, const std::vector<std::string>& queues) {
+  reliableq::Result<std::unique_ptr<reliableq::Admin>> admin = reliableq::Admin::Open(redis);
+  if (!admin.ok()) return -1;
+  reliableq::Result<std::vector<reliableq::QueueStats>> listed = (*admin)->ListQueues();
+  if (!listed.ok()) return -1;
+  long long total = 0;
+  for (const reliableq::QueueStats& queue : *listed) {
+    for (const std::string& name : queues) {
+      if (queue.name == name) total += queue.size;
+    }
+  }
+  return total;
 }
 
 }  // namespace
@@ -154,7 +181,10 @@ int main(int argc, char** argv) {
   long long next_id = options.first_id;
   long long accepted_count = 0;
   long long unknown_count = 0;
-  while (accepted_count < options.count) {
+  std::signal(SIGTERM, [](int) { stop_requested = 1; });
+  // Pushes left before the backlog is looked at again.
+  long long unchecked = 0;
+  while (accepted_count < options.count && !stop_requested) {
     if (Clock::now() >= deadline) {
       std::fprintf(stderr, "chaos_producer: deadline passed after %lld of %lld pushes\n",
                    accepted_count, options.count);
@@ -165,6 +195,16 @@ int main(int argc, char** argv) {
     auto due = start + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(accepted_count / options.rate));
     std::this_thread::sleep_until(due);
+    if (options.backlog > 0 && unchecked-- <= 0) {
+      long long queued = QueuedJobs(*redis, options.queues);
+      if (queued < 0 || queued >= options.backlog) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        unchecked = 0;
+        continue;
+      }
+      // Up to a tenth of the room left before the next look.
+      unchecked = (options.backlog - queued) / 10;
+    }
     if (client == nullptr) {
       reliableq::Result<std::unique_ptr<reliableq::Client>> opened =
           reliableq::Client::Open(*redis);
