@@ -44,6 +44,8 @@ class Keys {
   }
   std::string Registry() const { return prefix_ + "registry"; }
   std::string JanitorLease() const { return prefix_ + "janitor"; }
+  // The layout version the data follows (layout_version.h).
+  std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it
   // before it kills them. Redis refuses spaces in names.
   std::string ClientName(std::string_view identity) const;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "layout_version.h"
 #include "process_entry.h"
 #include "redis/reply.h"
 #include "script_calls.h"
@@ -162,6 +163,10 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     return Status::InvalidArgument("force needs an identity");
   }
   if (config.batch <= 0) return Status::InvalidArgument("the recovery batch must be positive");
+  // Never move jobs between keys laid out for another release.
+  if (Status layout = VerifyLayout(redis, config.keys, /*record=*/false); !layout.ok()) {
+    return layout;
+  }
 
   const std::string registry = config.keys.Registry();
   Result<redis::ReplyPtr> all = redis.Command({"HGETALL", registry});

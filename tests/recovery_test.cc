@@ -190,6 +190,25 @@ TEST_CASE_FIXTURE(RecoveryFixture, "a process whose key has the wrong type does 
   CHECK(Describe(*again)[0] == kDead1 + " dead critical:2/0 default:1/0");
 }
 
+TEST_CASE_FIXTURE(RecoveryFixture, "a pass moves nothing when Redis records another key layout") {
+  Cluster();
+  auto admin = OpenAdmin();
+  Run({"SET", keys.Schema(), "2"});
+  auto report = admin->Recover({});
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.status().code() == Status::Code::kInvalidArgument);
+  CHECK(report.status().message().find("layout '2' at reliableq:schema") != std::string::npos);
+  CHECK(report.status().message().find("upgrade this process") != std::string::npos);
+  CHECK(LRange(keys.Working(kDead1, "critical")) == Strings{Job("c2"), Job("c1")});
+  CHECK(HGet(keys.Registry(), kDead1) == Entry(kDead1, {"critical", "default"}));
+  // No record is layout 1: the pass runs, and writes no record.
+  Run({"DEL", keys.Schema()});
+  report = admin->Recover({});
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK_FALSE(Exists(keys.Schema()));
+  CHECK(LRange(keys.Working(kDead1, "critical")).empty());
+}
+
 TEST_CASE_FIXTURE(RecoveryFixture, "Recover returns the jobs of dead processes only") {
   Cluster();
   auto admin = OpenAdmin();

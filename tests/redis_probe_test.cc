@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "layout_version.h"
+#include "redis/reply.h"
 #include "testutil.h"
 
 namespace reliableq {
@@ -24,7 +26,7 @@ std::vector<std::string> ProbeWarnings(const RedisServer& server) {
     std::lock_guard<std::mutex> lock(*mu);
     if (level == LogLevel::kWarn) lines->emplace_back(line);
   });
-  Result<std::unique_ptr<redis::Connection>> probe = ProbeRedis(server.Options(), log);
+  Result<std::unique_ptr<redis::Connection>> probe = ProbeRedis(server.Options(), Keys(), log);
   REQUIRE_MESSAGE(probe.ok(), probe.status().ToString());
   return *lines;
 }
@@ -43,6 +45,46 @@ TEST_CASE("a Redis without an append-only file gets one warning at start") {
   CHECK(Count(warnings, "set appendonly yes") == 1);
   CHECK(Count(warnings, RedisServer::Shared().socket_path()) == 1);
   CHECK(Count(warnings, "maxmemory-policy") == 0);
+}
+
+TEST_CASE("the probe records this build's key layout, and refuses another one") {
+  RedisServer server;
+  Logger log(LogLevel::kError, [](LogLevel, std::string_view) {});
+  const Keys keys("rq:");
+  REQUIRE(ProbeRedis(server.Options(), keys, log).ok());
+  auto redis = redis::Connection::Open(server.Options());
+  REQUIRE(redis.ok());
+  auto recorded = (*redis)->Command({"GET", "rq:schema"});
+  REQUIRE(recorded.ok());
+  CHECK(redis::View(recorded->get()) == std::to_string(kLayoutVersion));
+  // Idempotent: the next process finds its own layout.
+  CHECK(ProbeRedis(server.Options(), keys, log).ok());
+
+  for (const char* other : {"2", "0", "banana\nFAKE", ""}) {
+    CAPTURE(other);
+    REQUIRE((*redis)->Command({"SET", "rq:schema", other}).ok());
+    auto refused = ProbeRedis(server.Options(), keys, log);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == Status::Code::kInvalidArgument);
+    const std::string& message = refused.status().message();
+    CHECK(message.find("at rq:schema; this reliableq runs layout 1") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK((message.find("upgrade this process") != std::string::npos) ==
+          (std::string(other) == "2"));
+  }
+  // Another prefix is another deployment, with its own record.
+  CHECK(ProbeRedis(server.Options(), Keys("other:"), log).ok());
+}
+
+TEST_CASE("CheckLayout names what Redis holds, escaped and cut short") {
+  CHECK(CheckLayout(std::string("1"), "k").ok());
+  // No record: the data of releases before the record, layout 1.
+  CHECK(CheckLayout(std::nullopt, "k").ok());
+  Status long_one = CheckLayout(std::string(100, '9'), "k");
+  CHECK(long_one.message().find(std::string(40, '9') + "...'") != std::string::npos);
+  CHECK(long_one.message().find("no release of reliableq wrote that") != std::string::npos);
+  CHECK(CheckLayout(std::string("\x1b[31m"), "k").message().find("\\x1b[31m") !=
+        std::string::npos);
 }
 
 TEST_CASE("a Redis with an append-only file and noeviction gets no warning") {

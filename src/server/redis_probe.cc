@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "layout_version.h"
 #include "redis/reply.h"
 
 namespace reliableq {
@@ -25,7 +26,7 @@ std::optional<std::string> ConfigValue(redis::Connection& connection, const char
 }  // namespace
 
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
-                                                      const Logger& log) {
+                                                      const Keys& keys, const Logger& log) {
   Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options);
   if (!probe.ok()) return probe.status();
   Result<redis::ReplyPtr> info = (*probe)->Command({"INFO", "server"});
@@ -42,6 +43,8 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
                                    std::to_string(major) + "." + std::to_string(minor) +
                                    "; reliable fetch needs LMOVE, Redis 6.2 or later");
   }
+  Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
+  if (!claimed.ok()) return claimed;
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
   // Warnings only: a Redis that refuses CONFIG (a managed service may) is

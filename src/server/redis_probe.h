@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "keys.h"
 #include "log.h"
 #include "redis/connection.h"
 #include "reliableq/redis_options.h"
@@ -18,10 +19,12 @@ namespace reliableq {
 
 // The connection it probed through, ready for reuse. kIoError/kTimeout
 // naming where it tried when Redis is unreachable; kInvalidArgument for a
-// Redis older than 6.2; kProtocol when INFO cannot be read; the error of a
-// script Redis refused to load.
+// Redis older than 6.2, or one whose data follows another key layout than
+// this build's (VerifyLayout, which records ours when there is none);
+// kProtocol when INFO cannot be read; the error of a script Redis refused
+// to load.
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
-                                                      const Logger& log);
+                                                      const Keys& keys, const Logger& log);
 
 }  // namespace reliableq
 

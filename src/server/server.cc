@@ -184,7 +184,7 @@ Status ServerImpl::Init() {
   Status checked = CheckServerOptions(options_);
   if (!checked.ok()) return checked;
   // Fail fast, with where we tried, when Redis is not there.
-  Result<std::unique_ptr<redis::Connection>> probe = ProbeRedis(options_.redis, *log_);
+  Result<std::unique_ptr<redis::Connection>> probe = ProbeRedis(options_.redis, keys_, *log_);
   if (!probe.ok()) return probe.status();
   Result<std::unique_ptr<uv::EventLoop>> loop = uv::EventLoop::Create();
   if (!loop.ok()) return loop.status();

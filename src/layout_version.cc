@@ -1,0 +1,54 @@
+#include "layout_version.h"
+
+#include <vector>
+
+#include "text_escape.h"
+
+namespace reliableq {
+
+namespace {
+
+// A record longer than this is shown cut short: it is not a version anyway.
+constexpr size_t kShownChars = 40;
+
+}  // namespace
+
+Status CheckLayout(const std::optional<std::string>& recorded, std::string_view key) {
+  const std::string ours = std::to_string(kLayoutVersion);
+  std::string held = recorded.value_or("1");
+  if (held == ours) return Status::OK();
+  bool cut = held.size() > kShownChars;
+  if (cut) held.resize(kShownChars);
+  std::string message = "Redis records reliableq key layout '" + Escaped(held) +
+                        (cut ? "...'" : "'") + " at " + std::string(key) +
+                        "; this reliableq runs layout " + ours;
+  if (!recorded) {
+    message = std::string(key) + " is missing (layout 1); this reliableq runs layout " + ours;
+  } else if (!held.empty() && held.size() <= 18 &&
+             held.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoll(held) > kLayoutVersion) {
+    message += ": the data was migrated for a newer release; upgrade this process";
+  } else {
+    message += ": no release of reliableq wrote that; restore the key or ask who changed it";
+  }
+  return Status::InvalidArgument(message);
+}
+
+Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
+  const std::string key = keys.Schema();
+  const std::string ours = std::to_string(kLayoutVersion);
+  std::vector<redis::Argv> commands;
+  if (record) commands.push_back({"SET", key, ours, "NX"});
+  commands.push_back({"GET", key});
+  Result<std::vector<redis::ReplyPtr>> replies = redis.Pipeline(commands);
+  if (!replies.ok()) return replies.status().WithContext("reading " + key);
+  const redisReply* got = replies->back().get();
+  if (got->type == REDIS_REPLY_ERROR) {
+    return Status::Script("GET " + key + ": " + std::string(redis::View(got)));
+  }
+  std::optional<std::string> recorded;
+  if (got->type == REDIS_REPLY_STRING) recorded = std::string(redis::View(got));
+  return CheckLayout(recorded, key);
+}
+
+}  // namespace reliableq
