@@ -1,6 +1,6 @@
 #include "reliableq/client.h"
 
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -20,12 +20,22 @@
 
 namespace reliableq {
 
+const char* PushOutcomeName(PushOutcome outcome) {
+  switch (outcome) {
+    case PushOutcome::kAccepted: return "accepted";
+    case PushOutcome::kReplicated: return "replicated";
+    case PushOutcome::kNotConfirmed: return "not confirmed";
+    case PushOutcome::kSpooled: return "spooled";
+    case PushOutcome::kRefused: return "refused";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Jobs per push.lua call in PushBulk: big enough to make a round trip carry
 // a lot, small enough that Redis never blocks long on one call.
 constexpr size_t kBatchSize = 1000;
-
 
 // A job ready to be stored, after the client middleware.
 struct Encoded {
@@ -35,6 +45,50 @@ struct Encoded {
   bool stopped = false;  // a middleware stopped the push
 };
 
+// How far a call to Redis got: for a failed call, this alone decides
+// between kRefused and kNotConfirmed.
+enum class Reach {
+  kNotSent,   // failed before the whole command was written: Redis never ran it
+  kAnswered,  // a reply came (an error reply included: push.lua and ZADD then
+              // wrote nothing)
+  kMaybeRun,  // written, and no reply came: Redis may have run it
+};
+
+// A call to Redis: its Status and how far it got.
+struct Attempt {
+  Status status;
+  Reach reach = Reach::kAnswered;
+};
+
+PushResult Accepted(std::string jid) {
+  PushResult result;
+  result.outcome = PushOutcome::kAccepted;
+  result.jid = std::move(jid);
+  return result;
+}
+
+PushResult Failed(PushOutcome outcome, std::string jid, Status reason) {
+  PushResult result;
+  result.outcome = outcome;
+  result.jid = std::move(jid);
+  result.reason = std::move(reason);
+  return result;
+}
+
+// The result of a call to Redis that stored `jid` if it succeeded; a
+// failure's reason gets `context` in front.
+PushResult FromAttempt(const Attempt& attempt, const std::string& context, std::string jid) {
+  if (attempt.status.ok()) return Accepted(std::move(jid));
+  PushOutcome outcome =
+      attempt.reach == Reach::kMaybeRun ? PushOutcome::kNotConfirmed : PushOutcome::kRefused;
+  return Failed(outcome, std::move(jid), attempt.status.WithContext(context));
+}
+
+PushResult Stopped(std::string jid) {
+  return Failed(PushOutcome::kRefused, std::move(jid),
+                Status::Refused("stopped by client middleware"));
+}
+
 class ClientImpl : public Client {
  public:
   ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options)
@@ -42,29 +96,30 @@ class ClientImpl : public Client {
         options_(std::move(options)),
         clock_(options_.clock ? options_.clock : SystemClock()) {}
 
-  Result<std::string> Push(const Job& job) override {
+  Result<PushResult> Push(const Job& job) override {
     double now = clock_->Now();
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
-    if (encoded->stopped) return std::string();
-    Status s = RunPush({{encoded->queue, {encoded->payload}}});
-    if (!s.ok()) return s.WithContext("push to " + Keys::Queue(encoded->queue));
-    return encoded->jid;
+    if (encoded->stopped) return Stopped(std::move(encoded->jid));
+    Attempt attempt = RunPush({{encoded->queue, {encoded->payload}}});
+    return FromAttempt(attempt, "push to " + Keys::Queue(encoded->queue), std::move(encoded->jid));
   }
 
-  Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) override {
+  Result<std::vector<PushResult>> PushBulk(const std::vector<Job>& jobs) override {
     // Everything is encoded before anything is sent, so that one bad job
     // leaves Redis untouched.
     double now = clock_->Now();
     std::vector<Encoded> encoded(jobs.size());
-    std::vector<std::string> jids(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       Result<Encoded> one = Encode(jobs[i], now, now);
       if (!one.ok()) return one.status().WithContext("job " + std::to_string(i));
       encoded[i] = std::move(one.value());
-      if (!encoded[i].stopped) jids[i] = encoded[i].jid;
     }
 
+    std::vector<PushResult> results(jobs.size());
+    // Set by the first batch that is not accepted: what every later job is
+    // refused with.
+    std::optional<Status> not_sent;
     for (size_t begin = 0; begin < jobs.size(); begin += kBatchSize) {
       size_t end = std::min(jobs.size(), begin + kBatchSize);
       // Queues in the order they first appear, each with its payloads in
@@ -77,17 +132,31 @@ class ClientImpl : public Client {
         if (added) pushes.push_back({encoded[i].queue, {}});
         pushes[it->second].payloads.push_back(encoded[i].payload);
       }
-      if (pushes.empty()) continue;
-      Status s = RunPush(pushes);
-      if (!s.ok()) {
-        return s.WithContext("bulk push stopped after " + std::to_string(begin) + " of " +
-                             std::to_string(jobs.size()) + " jobs were pushed");
+      PushResult batch;
+      if (not_sent) {
+        batch = Failed(PushOutcome::kRefused, {}, *not_sent);
+      } else if (!pushes.empty()) {
+        batch = FromAttempt(
+            RunPush(pushes),
+            "bulk push, jobs " + std::to_string(begin) + " to " + std::to_string(end - 1), {});
+        if (batch.outcome != PushOutcome::kAccepted) {
+          not_sent = batch.reason.WithContext(std::string("not sent: an earlier batch was ") +
+                                              PushOutcomeName(batch.outcome));
+        }
+      }
+      for (size_t i = begin; i < end; ++i) {
+        if (encoded[i].stopped) {
+          results[i] = Stopped(std::move(encoded[i].jid));
+        } else {
+          results[i] = batch;
+          results[i].jid = std::move(encoded[i].jid);
+        }
       }
     }
-    return jids;
+    return results;
   }
 
-  Result<std::string> PushAt(const Job& job, double epoch_seconds) override {
+  Result<PushResult> PushAt(const Job& job, double epoch_seconds) override {
     if (!std::isfinite(epoch_seconds)) {
       return Status::InvalidArgument("the time to run the job at is not a finite number");
     }
@@ -96,21 +165,27 @@ class ClientImpl : public Client {
     // A scheduled job gets enqueued_at when it is moved to its queue.
     Result<Encoded> encoded = Encode(job, now, std::nullopt);
     if (!encoded.ok()) return encoded.status();
-    if (encoded->stopped) return std::string();
-    std::string jid = encoded->jid;
+    if (encoded->stopped) return Stopped(std::move(encoded->jid));
     std::string score = FormatEpoch(epoch_seconds);
+    Attempt attempt;
     Result<redis::ReplyPtr> reply = [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      return connection_->Command({"ZADD", Keys::kSchedule, score, encoded->payload});
+      Result<redis::ReplyPtr> r =
+          connection_->Command({"ZADD", Keys::kSchedule, score, encoded->payload});
+      attempt = Finished(r.status());
+      return r;
     }();
-    if (!reply.ok()) return reply.status().WithContext("schedule");
+    if (!reply.ok()) return FromAttempt(attempt, "schedule", std::move(encoded->jid));
     if ((*reply)->type != REDIS_REPLY_INTEGER) {
-      return Status::Protocol(std::string("ZADD answered ") + redis::TypeName(reply->get()));
+      // Redis ran something and answered oddly: the job may be stored.
+      return Failed(
+          PushOutcome::kNotConfirmed, std::move(encoded->jid),
+          Status::Protocol(std::string("ZADD answered ") + redis::TypeName(reply->get())));
     }
-    return jid;
+    return Accepted(std::move(encoded->jid));
   }
 
-  Result<std::string> PushIn(const Job& job, double seconds) override {
+  Result<PushResult> PushIn(const Job& job, double seconds) override {
     if (!std::isfinite(seconds)) {
       return Status::InvalidArgument("the delay is not a finite number of seconds");
     }
@@ -119,6 +194,7 @@ class ClientImpl : public Client {
 
  private:
   // The job's JSON after the middleware chain, and the queue it names then.
+  // A stopped job keeps the jid it had when it was stopped.
   Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
     Encoded out;
     Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
@@ -133,18 +209,19 @@ class ClientImpl : public Client {
     WideIntegers wide = WideIntegers::Find(*json);
     rapidjson::Document doc;
     doc.Parse<rapidjson::kParseFullPrecisionFlag>(json->data(), json->size());
-    for (const ClientMiddleware& middleware : options_.middleware) {
-      if (!middleware(doc)) {
-        out.stopped = true;
-        return out;
-      }
-    }
     auto string_field = [&doc](const char* name) -> std::string {
       if (!doc.IsObject()) return {};
       auto it = doc.FindMember(name);
       if (it == doc.MemberEnd() || !it->value.IsString()) return {};
       return {it->value.GetString(), it->value.GetStringLength()};
     };
+    for (const ClientMiddleware& middleware : options_.middleware) {
+      if (!middleware(doc)) {
+        out.stopped = true;
+        if (std::string jid = string_field("jid"); !jid.empty()) out.jid = std::move(jid);
+        return out;
+      }
+    }
     out.queue = string_field("queue");
     bool has_args = doc.IsObject() && doc.HasMember("args") && doc["args"].IsArray();
     if (out.queue.empty() || string_field("class").empty() || !has_args) {
@@ -157,10 +234,30 @@ class ClientImpl : public Client {
   }
 
   // One push.lua call: all of it, or (an error naming the key) none.
-  Status RunPush(const std::vector<QueuePush>& pushes) {
+  Attempt RunPush(const std::vector<QueuePush>& pushes) {
     ScriptCall call = PushCall(pushes);
     std::lock_guard<std::mutex> lock(mu_);
-    return connection_->Eval(call).status();
+    return Finished(connection_->Eval(call).status());
+  }
+
+  // The call on connection_ that just returned `status`, and how far it got.
+  // Called under mu_, right after the call: the one place that asks how far
+  // a call got.
+  Attempt Finished(Status status) {
+    Reach reach = Reach::kAnswered;
+    if (!status.ok()) {
+      switch (connection_->last_progress()) {
+        case redis::Connection::Progress::kNotSent:
+          reach = Reach::kNotSent;
+          break;
+        case redis::Connection::Progress::kSent:
+          reach = Reach::kMaybeRun;
+          break;
+        case redis::Connection::Progress::kAnswered:
+          break;
+      }
+    }
+    return {std::move(status), reach};
   }
 
   std::mutex mu_;

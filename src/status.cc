@@ -15,6 +15,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kCorruption: return "Corruption";
     case Status::Code::kScript: return "Redis error";
     case Status::Code::kShutdown: return "Shutdown";
+    case Status::Code::kRefused: return "Refused";
   }
   return "Unknown";
 }

@@ -104,9 +104,7 @@ std::string Push(Client& client, const std::string& cls, const std::string& args
   Job job;
   job.job_class = cls;
   job.args = args;
-  auto jid = client.Push(job);
-  REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
-  return *jid;
+  return AcceptedJid(client.Push(job));
 }
 
 }  // namespace

@@ -97,9 +97,7 @@ std::string PushJob(Client& client, const std::string& cls, const std::string& a
   job.job_class = cls;
   job.args = args;
   job.queue = queue;
-  auto jid = client.Push(job);
-  REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
-  return *jid;
+  return AcceptedJid(client.Push(job));
 }
 
 std::unique_ptr<Client> OpenClient(const RedisOptions& options) {
@@ -331,11 +329,11 @@ TEST_CASE_FIXTURE(RedisFixture, "retries run again, then the job dies with its h
   Job job;
   job.job_class = "Flaky";
   job.retry = Retry::Times(2);
-  REQUIRE(client->Push(job).ok());
+  AcceptedJid(client->Push(job));
   Job no_retry;
   no_retry.job_class = "Once";
   no_retry.retry = Retry::Disabled();
-  REQUIRE(client->Push(no_retry).ok());
+  AcceptedJid(client->Push(no_retry));
   // retry: 2 means three runs.
   REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "dead"}) == 1; }, 10s));
   CHECK(attempts->load() == 3);
@@ -359,10 +357,10 @@ TEST_CASE_FIXTURE(RedisFixture, "a JobFailure's backtrace is stored when the job
   Job asks;
   asks.job_class = "Traced";
   asks.extra = R"({"backtrace":1})";
-  REQUIRE(client->Push(asks).ok());
+  AcceptedJid(client->Push(asks));
   Job silent;
   silent.job_class = "Traced";
-  REQUIRE(client->Push(silent).ok());
+  AcceptedJid(client->Push(silent));
   REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) == 2; }));
   int with_backtrace = 0;
   for (const std::string& entry : ZRange("retry")) {
@@ -403,7 +401,7 @@ TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts once the server's clock 
   job.job_class = "Later";
   job.args = "[1.5]";
   double at = clock->Now() + 3600;
-  REQUIRE((*client)->PushAt(job, at).ok());
+  AcceptedJid((*client)->PushAt(job, at));
   CHECK(ZRangeWithScores("schedule")[0].second == doctest::Approx(at).epsilon(1e-12));
   // The poller looks at both sets (two ZRANGEBYSCOREs a poll) and finds
   // nothing due: on its clock the job is an hour away.
@@ -470,9 +468,7 @@ TEST_CASE_FIXTURE(RedisFixture, "client middleware can change or stop a push") {
   REQUIRE(client.ok());
   Job job;
   job.job_class = "Any";
-  auto jid = (*client)->Push(job);
-  REQUIRE(jid.ok());
-  CHECK(jid->size() == 24);
+  CHECK(AcceptedJid((*client)->Push(job)).size() == 24);
   std::vector<std::string> queued = LRange("queue:rerouted");
   REQUIRE(queued.size() == 1);
   CHECK(queued[0].find("\"tenant\":\"acme\"") != std::string::npos);
@@ -481,7 +477,8 @@ TEST_CASE_FIXTURE(RedisFixture, "client middleware can change or stop a push") {
   blocked.job_class = "Blocked";
   auto stopped = (*client)->Push(blocked);
   REQUIRE(stopped.ok());
-  CHECK(stopped->empty());
+  CHECK(stopped->outcome == PushOutcome::kRefused);
+  CHECK(stopped->reason.IsRefused());
   CHECK(Integer({"LLEN", "queue:default"}) == 0);
 }
 
@@ -501,7 +498,7 @@ TEST_CASE_FIXTURE(RedisFixture, "the dead set is trimmed by count and by age") {
     job.job_class = "Die";
     job.args = "[" + std::to_string(i) + "]";
     job.retry = Retry::Times(0);
-    REQUIRE(client->Push(job).ok());
+    AcceptedJid(client->Push(job));
   }
   REQUIRE(WaitUntil([&] { return Get("stat:failed") == "5"; }));
   std::vector<std::string> dead = ZRange("dead");
@@ -703,7 +700,7 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
   auto client = OpenClient(options());
   std::vector<Job> jobs(20000);
   for (Job& job : jobs) job.job_class = "Job";
-  REQUIRE(client->PushBulk(jobs).ok());
+  AcceptedJids(client->PushBulk(jobs));
   // Held: taken from the queue and not finished (the working list also
   // keeps finished jobs until their ack arrives). Read the queue first: a
   // fetch between the two reads then lowers the estimate.
@@ -720,7 +717,7 @@ TEST_CASE_FIXTURE(RedisFixture, "short jobs raise the prefetch; long ones keep i
 
   slow->store(true);
   jobs.resize(300);
-  REQUIRE(client->PushBulk(jobs).ok());
+  AcceptedJids(client->PushBulk(jobs));
   // The first fetch still uses the short jobs' prefetch (up to 64 jobs held
   // back, for 8 rounds of 100 ms); from then on it halves towards 2 with
   // each fetch, one per round.
@@ -876,8 +873,7 @@ TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses 
   auto client = OpenClient(options());
   std::vector<Job> jobs(40);
   for (Job& job : jobs) job.job_class = "Slow";
-  auto jids = client->PushBulk(jobs);
-  REQUIRE(jids.ok());
+  std::vector<std::string> jids = AcceptedJids(client->PushBulk(jobs));
   auto ran = [&] {
     std::lock_guard<std::mutex> lock(*mu);
     return runs->size();
@@ -892,7 +888,7 @@ TEST_CASE_FIXTURE(RedisFixture, "a process declared dead re-registers and loses 
   REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(id, "default")}) == 0; }));
   CHECK_FALSE(HGet(Keys().Registry(), id).empty());
   std::lock_guard<std::mutex> lock(*mu);
-  for (const std::string& jid : *jids) CHECK((*runs)[jid] == 1);
+  for (const std::string& jid : jids) CHECK((*runs)[jid] == 1);
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "after a recovery behind its back a worker drops what it had not started") {
@@ -970,13 +966,12 @@ TEST_CASE_FIXTURE(RedisFixture, "connections killed under load: every job runs e
     job.args = "[" + std::to_string(1 + i % 20) + "]";
     jobs.push_back(job);
   }
-  auto jids = client->PushBulk(jobs);
-  REQUIRE(jids.ok());
+  std::vector<std::string> jids = AcceptedJids(client->PushBulk(jobs));
   const std::string name = "name=" + Keys().ClientName(server.identity());
   int kills = 0;
   auto done = [&] {
     std::lock_guard<std::mutex> lock(*mu);
-    return runs->size() == jids->size();
+    return runs->size() == jids.size();
   };
   auto deadline = std::chrono::steady_clock::now() + 60s;
   while (!done() && std::chrono::steady_clock::now() < deadline) {
@@ -997,9 +992,9 @@ TEST_CASE_FIXTURE(RedisFixture, "connections killed under load: every job runs e
   REQUIRE(WaitUntil([&] { return Integer({"LLEN", Keys().Working(server.identity(), "default")}) == 0; }));
   std::lock_guard<std::mutex> lock(*mu);
   int twice = 0;
-  for (const std::string& jid : *jids) twice += (*runs)[jid] > 1;
+  for (const std::string& jid : jids) twice += (*runs)[jid] > 1;
   CHECK(twice == 0);
-  CHECK(runs->size() == jids->size());
+  CHECK(runs->size() == jids.size());
 }
 
 TEST_CASE("a stop that cannot hand its jobs back makes Run return the error") {
@@ -1106,7 +1101,7 @@ TEST_CASE("acks sent again after Redis paused count every job once") {
   auto client = OpenClient(lone.Options());
   std::vector<Job> jobs(2000);
   for (Job& job : jobs) job.job_class = "Tick";
-  REQUIRE(client->PushBulk(jobs).ok());
+  AcceptedJids(client->PushBulk(jobs));
   REQUIRE(WaitUntil([&] { return ran.load() >= 300; }));
   kill(lone.pid(), SIGSTOP);
   std::this_thread::sleep_for(1000ms);

@@ -1,7 +1,10 @@
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,6 +147,93 @@ RedisOptions RedisServer::Options(int db) const {
   return options;
 }
 
+TestCertificates::TestCertificates() {
+  char templ[] = "/tmp/reliableq-tls-XXXXXX";
+  if (mkdtemp(templ) == nullptr) Die(std::string("mkdtemp: ") + std::strerror(errno));
+  dir_ = templ;
+  // EC keys: quick to make. Each certificate lives two days.
+  const char* script = R"(set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1"; }
+ca() {
+  key "$1.key"
+  openssl req -x509 -new -key "$1.key" -out "$1.crt" -days 2 -subj "/CN=$2"
+}
+leaf() {  # name, subject CN, extensions
+  key "$1.key"
+  openssl req -new -key "$1.key" -out "$1.csr" -subj "/CN=$2"
+  printf '%s\n' "$3" > "$1.ext"
+  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+    -out "$1.crt" -days 2 -extfile "$1.ext"
+}
+ca ca "reliableq test CA"
+ca other-ca "unrelated test CA"
+leaf server localhost "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth"
+leaf client "reliableq test client" "extendedKeyUsage=clientAuth"
+)";
+  std::string script_path = dir_ + "/make-certs.sh";
+  FILE* file = std::fopen(script_path.c_str(), "we");
+  if (file == nullptr) Die("cannot write " + script_path);
+  std::fputs(script, file);
+  std::fclose(file);
+  std::string command = "cd '" + dir_ + "' && sh make-certs.sh > make-certs.log 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    Die("openssl could not make the test certificates; see " + dir_ + "/make-certs.log");
+  }
+}
+
+TestCertificates::~TestCertificates() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  auto* raw = reinterpret_cast<sockaddr*>(&address);
+  if (bind(fd, raw, sizeof address) != 0 || getsockname(fd, raw, &length) != 0) {
+    Die(std::string("cannot find a free port: ") + std::strerror(errno));
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TlsRedisServer::TlsRedisServer(bool require_client_certs, std::vector<std::string> extra_args)
+    : port_(FreeLoopbackPort()) {
+  std::vector<std::string> args = {"--tls-port", std::to_string(port_),
+                                   "--bind", "127.0.0.1",
+                                   "--tls-cert-file", certs_.server_cert(),
+                                   "--tls-key-file", certs_.server_key(),
+                                   "--tls-ca-cert-file", certs_.ca(),
+                                   "--tls-auth-clients", require_client_certs ? "yes" : "optional",
+                                   "--appendonly", "no"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  server_ = std::make_unique<RedisServer>(std::move(args));
+}
+
+TlsRedisServer& TlsRedisServer::Shared() {
+  static TlsRedisServer server;
+  return server;
+}
+
+RedisOptions TlsRedisServer::Options(int db) const {
+  RedisOptions options;
+  options.host = "127.0.0.1";
+  options.port = port_;
+  options.db = db;
+  options.tls.enabled = true;
+  options.tls.ca_file = certs_.ca();
+  return options;
+}
+
+std::string TlsRedisServer::Url(int db) const {
+  return "rediss://127.0.0.1:" + std::to_string(port_) + "/" + std::to_string(db);
+}
+
 RedisFixture::RedisFixture() {
   auto connection = redis::Connection::Open(RedisServer::Shared().Options());
   if (!connection.ok()) Die("cannot connect to the test server: " + connection.status().ToString());
@@ -224,6 +314,29 @@ long long RedisFixture::Integer(const redis::Argv& command) {
 }
 
 bool RedisFixture::Exists(const std::string& key) { return Integer({"EXISTS", key}) == 1; }
+
+std::string AcceptedJid(const Result<PushResult>& pushed) {
+  REQUIRE_MESSAGE(pushed.ok(), pushed.status().ToString());
+  REQUIRE_MESSAGE(pushed->outcome == PushOutcome::kAccepted,
+                  (std::string(PushOutcomeName(pushed->outcome)) + ": " +
+                   pushed->reason.ToString()));
+  REQUIRE(!pushed->jid.empty());
+  return pushed->jid;
+}
+
+std::vector<std::string> AcceptedJids(const Result<std::vector<PushResult>>& pushed) {
+  REQUIRE_MESSAGE(pushed.ok(), pushed.status().ToString());
+  std::vector<std::string> jids;
+  jids.reserve(pushed->size());
+  for (size_t i = 0; i < pushed->size(); ++i) {
+    const PushResult& one = (*pushed)[i];
+    REQUIRE_MESSAGE(one.outcome == PushOutcome::kAccepted,
+                    ("job " + std::to_string(i) + ": " + PushOutcomeName(one.outcome) + ": " +
+                     one.reason.ToString()));
+    jids.push_back(one.jid);
+  }
+  return jids;
+}
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;

@@ -21,6 +21,7 @@
 
 #include "redis/connection.h"
 #include "reliableq/clock.h"
+#include "reliableq/push_result.h"
 #include "reliableq/redis_options.h"
 
 namespace reliableq::testing {
@@ -59,6 +60,59 @@ class RedisServer {
   pid_t pid_ = -1;
 };
 
+// Certificates for TLS tests, made with the openssl program in a fresh
+// temporary directory (removed with the object): a CA; a server certificate
+// it signed for "localhost" and 127.0.0.1; a client certificate it signed;
+// and a second CA that signed none of them. Keys are unencrypted PEM.
+class TestCertificates {
+ public:
+  TestCertificates();
+  ~TestCertificates();
+  TestCertificates(const TestCertificates&) = delete;
+  TestCertificates& operator=(const TestCertificates&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  std::string ca() const { return dir_ + "/ca.crt"; }
+  std::string server_cert() const { return dir_ + "/server.crt"; }
+  std::string server_key() const { return dir_ + "/server.key"; }
+  std::string client_cert() const { return dir_ + "/client.crt"; }
+  std::string client_key() const { return dir_ + "/client.key"; }
+  std::string other_ca() const { return dir_ + "/other-ca.crt"; }
+
+ private:
+  std::string dir_;
+};
+
+// A private redis-server that also takes TLS on 127.0.0.1:port() (a free
+// port, kept across KillAndRestart), with the certificates above; its
+// unix socket still answers in plain text. With `require_client_certs`,
+// TLS clients must show a certificate the CA signed (tls-auth-clients
+// yes); otherwise one is optional.
+class TlsRedisServer {
+ public:
+  explicit TlsRedisServer(bool require_client_certs = false,
+                          std::vector<std::string> extra_args = {});
+
+  // The one without client certificates, started on first use.
+  static TlsRedisServer& Shared();
+
+  RedisServer& server() { return *server_; }
+  const TestCertificates& certs() const { return certs_; }
+  int port() const { return port_; }
+  // TLS to 127.0.0.1:port(), trusting the test CA.
+  RedisOptions Options(int db = 0) const;
+  // "rediss://127.0.0.1:<port>/<db>"
+  std::string Url(int db = 0) const;
+
+ private:
+  TestCertificates certs_;
+  int port_;
+  std::unique_ptr<RedisServer> server_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreeLoopbackPort();
+
 // Each test case that derives from this starts with an empty database 0 on
 // the shared server, and a connection to it.
 class RedisFixture {
@@ -82,6 +136,14 @@ class RedisFixture {
  private:
   std::unique_ptr<redis::Connection> connection_;
 };
+
+// The jid of a push that must have been accepted: fails the test (REQUIRE)
+// with the outcome and reason otherwise. For Push, PushAt and PushIn:
+//   std::string jid = AcceptedJid(client->Push(job));
+std::string AcceptedJid(const Result<PushResult>& pushed);
+
+// The same for PushBulk: every job accepted; their jids in input order.
+std::vector<std::string> AcceptedJids(const Result<std::vector<PushResult>>& pushed);
 
 // Polls `condition` every 5 ms until it is true or `limit` passes; returns
 // whether it became true.

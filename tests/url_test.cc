@@ -41,6 +41,32 @@ TEST_CASE("redis:// URLs") {
   CHECK(v6->Describe() == "[::1]:6390 db 1");
 }
 
+TEST_CASE("rediss:// URLs are redis:// over TLS") {
+  auto o = RedisOptions::FromUrl("rediss://al:p%40ss@cache.example.com:6380/4");
+  REQUIRE(o.ok());
+  CHECK(o->tls.enabled);
+  CHECK(o->tls.verify_peer);  // on unless turned off
+  CHECK(o->tls.ca_file.empty());
+  CHECK(o->tls.server_name.empty());
+  CHECK(o->host == "cache.example.com");
+  CHECK(o->port == 6380);
+  CHECK(o->db == 4);
+  CHECK(o->username == "al");
+  CHECK(o->password == "p@ss");
+  CHECK(o->Describe() == "rediss://cache.example.com:6380 db 4");
+
+  auto defaults = RedisOptions::FromUrl("rediss://localhost");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->port == 6379);
+  CHECK(defaults->db == 0);
+  auto v6 = RedisOptions::FromUrl("rediss://[::1]:6390/1");
+  REQUIRE(v6.ok());
+  CHECK(v6->Describe() == "rediss://[::1]:6390 db 1");
+
+  CHECK_FALSE(RedisOptions::FromUrl("redis://h")->tls.enabled);
+  CHECK_FALSE(RedisOptions::FromUrl("unix:///tmp/r.sock")->tls.enabled);
+}
+
 TEST_CASE("unix:// URLs") {
   auto o = RedisOptions::FromUrl("unix:///tmp/r.sock?db=5&password=pw");
   REQUIRE(o.ok());
@@ -68,13 +94,15 @@ TEST_CASE("bad URLs are rejected with a reason") {
   const char* bad[] = {"http://h:1",          "redis://h:0",       "redis://h:99999",
                        "redis://h:port",      "redis://h:1/x",     "redis://h:",
                        "unix://relative.sock", "unix:///s?db=-1",   "unix:///s?bogus=1",
-                       "redis://[::1",        "redis://%zz@h",     ""};
+                       "redis://[::1",        "redis://%zz@h",     "",
+                       "rediss://h:0",        "rediss:///tmp/s",   "redisss://h"};
   for (const char* url : bad) CheckRefused(url, "bad Redis URL");
 }
 
 TEST_CASE("a redis:// URL without a host is refused") {
   for (const char* url : {"redis://", "redis:///0", "redis://:6380", "redis://:6380/1",
-                          "redis://:pw@", "redis://:pw@:6380/0", "redis://[]:6380"}) {
+                          "redis://:pw@", "redis://:pw@:6380/0", "redis://[]:6380", "rediss://",
+                          "rediss://:pw@:6380/0"}) {
     CheckRefused(url, "no host");
   }
 }
@@ -85,6 +113,7 @@ TEST_CASE("a bad URL's error masks its password") {
   const std::pair<const char*, const char*> cases[] = {
       {"redis://:s3cret@h:port", "redis://:***@h:port"},
       {"redis://al:s3cret@h:0", "redis://al:***@h:0"},
+      {"rediss://al:s3cret@h:0", "rediss://al:***@h:0"},
       {"redis://s3cret@h:1/x", "redis://***@h:1/x"},
       {"redis://:s3cret@", "redis://:***@"},
       {"redis://:pa/s3cret@h:1", "redis://:***@h:1"},        // an unescaped '/' in it
@@ -115,6 +144,10 @@ TEST_CASE("Describe never shows the password") {
   auto tcp = RedisOptions::FromUrl("redis://al:s3cret@h:7000/2");
   REQUIRE(tcp.ok());
   CHECK(tcp->Describe() == "h:7000 db 2");
+  auto tls = RedisOptions::FromUrl("rediss://al:s3cret@h:7000/2");
+  REQUIRE(tls.ok());
+  tls->tls.key_file = "/keys/client.key";
+  CHECK(tls->Describe() == "rediss://h:7000 db 2");
   auto unix_socket = RedisOptions::FromUrl("unix:///tmp/r.sock?password=s3cret");
   REQUIRE(unix_socket.ok());
   CHECK(unix_socket->Describe() == "unix:/tmp/r.sock db 0");

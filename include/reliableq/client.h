@@ -5,18 +5,36 @@
 //   reliableq::Job job;
 //   job.job_class = "HardJob";
 //   job.args = R"([1,"bob"])";
-//   auto jid = (*client)->Push(job);
+//   reliableq::Result<reliableq::PushResult> pushed = (*client)->Push(job);
+//   if (!pushed.ok()) { ...invalid input: pushed.status()... }
+//   else if (pushed->stored()) { ...done: pushed->jid... }
+//   else if (pushed->outcome == reliableq::PushOutcome::kNotConfirmed) {
+//     job.jid = pushed->jid;  // may exist: push again only under the same jid
+//   } else { ...refused: nothing stored, pushed->reason says why... }
 //
 // An immediate push is `SADD queues <q>` and `LPUSH queue:<q> <json>` in one
 // script (push.lua) that checks both keys' types first, so a job is in its
-// queue and its queue is listed, or neither: a push that fails (say, with
-// WRONGTYPE naming the key at fault) wrote nothing and may be retried. A
-// scheduled push is `ZADD schedule <at> <json>`.
+// queue and its queue is listed, or neither: a push Redis answers with an
+// error (say, WRONGTYPE naming the key at fault) wrote nothing. A scheduled
+// push is `ZADD schedule <at> <json>`.
 //
-// Invalid input (empty class or queue, args that are not a JSON array, extra
-// that is not a JSON object) is kInvalidArgument and writes nothing. A push
-// whose reply is lost to a broken connection is reported as kIoError or
-// kTimeout; it may or may not have been stored (as with any network client).
+// What a push reports, in two layers:
+// - The Result's error Status is only kInvalidArgument, for invalid input
+//   (empty class or queue, args that are not a JSON array, extra that is not
+//   a JSON object, a time that is not finite). Nothing was attempted.
+// - Everything that happens once a push is attempted is a PushResult (see
+//   push_result.h for what the caller may do after each outcome):
+//     stored                              kAccepted, with the jid
+//     Redis answered with an error        kRefused, reason as Redis said it
+//                                         (kScript; kIoError for LOADING or
+//                                         READONLY, kTimeout for BUSY)
+//     could not connect or send           kRefused, reason kIoError/kTimeout
+//     sent, and the reply was lost        kNotConfirmed, reason the transport
+//                                         error: it may or may not be stored
+//     a client middleware stopped it      kRefused, reason kRefused
+//
+// A lost reply is never resent by the client: a retry belongs to the caller,
+// who pushes again under the same jid.
 //
 // Thread safety: a Client is safe to use from many threads at once; calls
 // are serialized on one connection. Open several clients for parallel pushes.
@@ -33,6 +51,7 @@
 
 #include "reliableq/clock.h"
 #include "reliableq/job.h"
+#include "reliableq/push_result.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -40,9 +59,11 @@ namespace reliableq {
 
 // Sidekiq's client middleware: called in the order added, with the job JSON
 // as it is about to be stored, before every push (immediate, scheduled or
-// bulk). It may change any field, the queue included. Return false to stop
-// the push: nothing is written, and Push/PushAt/PushIn return an empty jid
-// (PushBulk an empty jid in that job's place). A job a middleware leaves
+// bulk). It may change any field, the queue and jid included. Return false
+// to stop the push: nothing is written, and that job's PushResult is
+// kRefused with reason kRefused ("stopped by client middleware") and the jid
+// the job had when it was stopped (the one given or made up, or as an
+// earlier middleware changed it; never empty). A job a middleware leaves
 // without a string class, an array args or a non-empty queue is
 // kInvalidArgument. Called on the pushing thread.
 using ClientMiddleware = std::function<bool(rapidjson::Document& job)>;
@@ -71,21 +92,31 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Pushes one job for immediate execution. Returns its jid.
-  virtual Result<std::string> Push(const Job& job) = 0;
+  // Pushes one job for immediate execution. Returns kInvalidArgument for
+  // invalid input (nothing attempted); otherwise the PushResult, whatever
+  // became of the push (see the top of this file and push_result.h).
+  virtual Result<PushResult> Push(const Job& job) = 0;
 
-  // Pushes many jobs; each batch of up to 1,000 jobs is one push.lua call
-  // in one round trip, all or nothing. Returns the jids in input order. Every job is validated
-  // before anything is written; a batch that fails leaves earlier batches
-  // written (the error says how many jobs were pushed).
-  virtual Result<std::vector<std::string>> PushBulk(const std::vector<Job>& jobs) = 0;
+  // Pushes many jobs: one PushResult per job, in input order. Every job is
+  // validated (and passed through the middleware) before anything is sent;
+  // invalid input anywhere is kInvalidArgument, naming the job's index, and
+  // nothing is sent.
+  //
+  // The jobs go in batches of up to 1,000 jobs, each one push.lua call in
+  // one round trip, all or nothing; every job of a batch gets that batch's
+  // outcome. After the first batch that is not accepted, no further batch
+  // is sent: their jobs are kRefused with the reason "not sent: an earlier
+  // batch was <outcome>: <its reason>", keeping that reason's code. A job a
+  // middleware stopped is kRefused with reason kRefused, wherever it is.
+  virtual Result<std::vector<PushResult>> PushBulk(const std::vector<Job>& jobs) = 0;
 
   // Schedules a job to run at `epoch_seconds` (ZADD schedule). A time that
-  // is not in the future pushes it now, as Sidekiq does.
-  virtual Result<std::string> PushAt(const Job& job, double epoch_seconds) = 0;
+  // is not in the future pushes it now, as Sidekiq does. Reports as Push
+  // does; a time that is not finite is kInvalidArgument.
+  virtual Result<PushResult> PushAt(const Job& job, double epoch_seconds) = 0;
 
-  // Schedules a job to run `seconds` from now.
-  virtual Result<std::string> PushIn(const Job& job, double seconds) = 0;
+  // Schedules a job to run `seconds` from now, as PushAt.
+  virtual Result<PushResult> PushIn(const Job& job, double seconds) = 0;
 
  protected:
   Client() = default;

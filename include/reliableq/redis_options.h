@@ -2,6 +2,7 @@
 //
 // Accepted URL forms (as Sidekiq's REDIS_URL):
 //   redis://[[user]:password@]host[:port][/db]      port defaults to 6379, db to 0
+//   rediss://[[user]:password@]host[:port][/db]     the same over TLS (tls.enabled)
 //   unix:///path/to/redis.sock[?db=N][&password=P]
 // IPv6 hosts go in brackets: redis://[::1]:6380/2. Percent-escapes in the
 // user and password are decoded.
@@ -18,6 +19,28 @@
 #include "reliableq/status.h"
 
 namespace reliableq {
+
+// TLS to Redis (redis-server built with TLS, started with --tls-port).
+// File contents are never shown in messages; their paths are.
+struct RedisTlsOptions {
+  // Connect with TLS. Set by a rediss:// URL. TCP only: with unix_path set
+  // a connection fails with kInvalidArgument.
+  bool enabled = false;
+  // PEM file of the CAs that may sign the server's certificate; empty means
+  // the system's default trust store.
+  std::string ca_file;
+  // PEM client certificate (chain) and its unencrypted private key, for a
+  // server that asks for one (tls-auth-clients); both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server's certificate must carry, also sent as SNI; empty
+  // means the host. An IP address is checked against the certificate's IP
+  // addresses (and not sent as SNI).
+  std::string server_name;
+  // Check the server's certificate and name. Turning this off makes the
+  // connection open to anyone who can intercept it; for tests only.
+  bool verify_peer = true;
+};
 
 struct RedisOptions {
   // TCP host; ignored when unix_path is set.
@@ -37,6 +60,8 @@ struct RedisOptions {
   // How long to wait for the reply to one command before the connection is
   // declared broken. Blocking commands get their own timeout added to it.
   std::chrono::milliseconds command_timeout{5000};
+  // TLS; off unless the URL is rediss:// or tls.enabled is set.
+  RedisTlsOptions tls;
 
   // Parses a URL of one of the forms above. An unknown scheme, a missing
   // host, a bad port or db, or trailing garbage is kInvalidArgument with the
@@ -47,8 +72,9 @@ struct RedisOptions {
   // defaults above (127.0.0.1:6379, db 0).
   static Result<RedisOptions> FromEnvironment();
 
-  // Where this points, for messages: "127.0.0.1:6379 db 0" or
-  // "unix:/tmp/redis.sock db 0". Never includes the password.
+  // Where this points, for messages: "127.0.0.1:6379 db 0",
+  // "rediss://127.0.0.1:6380 db 0" with TLS, or "unix:/tmp/redis.sock db 0".
+  // Never includes the password or any TLS file.
   std::string Describe() const;
 };
 

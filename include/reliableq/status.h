@@ -28,6 +28,8 @@ class Status {
     kCorruption,       // a stored payload is not valid job JSON
     kScript,           // Redis returned an error reply (script or command)
     kShutdown,         // the component is stopping or stopped
+    kRefused,          // a rule refused the request (a client middleware stopped a
+                       // push); the same request is refused again
   };
 
   // An OK status.
@@ -44,6 +46,7 @@ class Status {
   static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
   static Status Script(std::string msg) { return {Code::kScript, std::move(msg)}; }
   static Status Shutdown(std::string msg) { return {Code::kShutdown, std::move(msg)}; }
+  static Status Refused(std::string msg) { return {Code::kRefused, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -54,6 +57,7 @@ class Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsScript() const { return code_ == Code::kScript; }
   bool IsShutdown() const { return code_ == Code::kShutdown; }
+  bool IsRefused() const { return code_ == Code::kRefused; }
 
   // True for the errors after which a new connection may succeed
   // (kIoError, kTimeout).

@@ -200,6 +200,22 @@ class Progress {
   Clock::time_point last_{};
 };
 
+// OK when the push stored its job; otherwise why not, named by its outcome.
+Status PushFailure(const Result<PushResult>& pushed) {
+  if (!pushed.ok()) return pushed.status();
+  if (pushed->stored()) return Status::OK();
+  return pushed->reason.WithContext(PushOutcomeName(pushed->outcome));
+}
+
+// The same for a bulk push: the first job that was not stored.
+Status PushFailure(const Result<std::vector<PushResult>>& pushed) {
+  if (!pushed.ok()) return pushed.status();
+  for (const PushResult& one : *pushed) {
+    if (!one.stored()) return one.reason.WithContext(PushOutcomeName(one.outcome));
+  }
+  return Status::OK();
+}
+
 Result<RedisOptions> OptionsFrom(const Flags& flags) {
   Result<RedisOptions> options = RedisOptions::FromUrl(flags.Get("redis", ""));
   if (!options.ok()) return options;
@@ -248,8 +264,8 @@ int RunPush(const Flags& flags) {
       if (g_interrupted) return 130;
       int64_t n = std::min<int64_t>(kChunk, total - pushed);
       if (static_cast<int64_t>(chunk.size()) > n) chunk.resize(static_cast<size_t>(n));
-      Result<std::vector<std::string>> jids = (*client)->PushBulk(chunk);
-      if (!jids.ok()) return Fail(jids.status(), "PushBulk");
+      Status pushed_chunk = PushFailure((*client)->PushBulk(chunk));
+      if (!pushed_chunk.ok()) return Fail(pushed_chunk, "PushBulk");
       pushed += n;
       progress.Show("pushed " + std::to_string(pushed.load()) + "/" + std::to_string(total));
     }
@@ -275,10 +291,10 @@ int RunPush(const Flags& flags) {
           go_cv.wait(lock, [&] { return go; });
         }
         for (int64_t i = 0; i < share && !g_interrupted; ++i) {
-          Result<std::string> jid = clients[static_cast<size_t>(t)]->Push(make_job(i));
-          if (!jid.ok()) {
+          Status pushed_one = PushFailure(clients[static_cast<size_t>(t)]->Push(make_job(i)));
+          if (!pushed_one.ok()) {
             std::lock_guard<std::mutex> lock(error_mu);
-            if (first_error.ok()) first_error = jid.status();
+            if (first_error.ok()) first_error = pushed_one;
             return;
           }
           ++pushed;
@@ -542,8 +558,8 @@ int RunLatency(const Flags& flags) {
     Job job;
     job.job_class = "LatencyJob";
     job.queue = queue;
-    Result<std::string> jid = (*client)->Push(job);
-    if (!jid.ok()) return Fail(jid.status(), "Push");
+    Status pushed = PushFailure((*client)->Push(job));
+    if (!pushed.ok()) return Fail(pushed, "Push");
     progress.Show("pushed " + std::to_string(i + 1) + "/" + std::to_string(total));
   }
   std::vector<double> micros;

@@ -7,14 +7,17 @@
 //
 // Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
 // new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
-// Q[id % number of queues]. When Redis answers the push, "id\n" is appended
-// to the accepted file; when it does not (an error, a lost reply while Redis
-// restarts), "id<TAB>reason\n" goes to the unknown file: that job may or may
-// not be stored, so it is not counted as accepted, and the next attempt uses
-// the next id. Attempts go on until `count` pushes were accepted, paced at
-// `rate` accepted pushes per second. With --backlog, pushes also wait while
-// the queues hold that many jobs or more (a standing backlog: the workers
-// never run dry, and neither does Redis fill up).
+// Q[id % number of queues]. The push's outcome decides where its id goes:
+// accepted (stored), "id\n" to the accepted file; not confirmed (the reply
+// was lost while Redis restarts), "id<TAB>reason\n" to the unknown file: that
+// job may or may not be stored, so it is not counted as accepted; refused
+// (nothing stored: Redis unreachable, or an error reply), neither file, so
+// that tools/chaos reports the job as a phantom execution if it ever runs.
+// Either way the next attempt uses the next id. Attempts go on until `count`
+// pushes were accepted, paced at `rate` accepted pushes per second. With
+// --backlog, pushes also wait while the queues hold that many jobs or more (a
+// standing backlog: the workers never run dry, and neither does Redis fill
+// up).
 //
 // SIGTERM ends the run between two pushes, never inside one, so that every
 // push made is written down.
@@ -181,6 +184,7 @@ int main(int argc, char** argv) {
   long long next_id = options.first_id;
   long long accepted_count = 0;
   long long unknown_count = 0;
+  long long refused_count = 0;
   std::signal(SIGTERM, [](int) { stop_requested = 1; });
   // Pushes left before the backlog is looked at again.
   long long unchecked = 0;
@@ -219,22 +223,36 @@ int main(int argc, char** argv) {
     job.job_class = "ChaosJob";
     job.args = "[" + std::to_string(id) + "]";
     job.queue = options.queues[static_cast<size_t>(id) % options.queues.size()];
-    reliableq::Result<std::string> jid = client->Push(job);
-    if (jid.ok()) {
+    reliableq::Result<reliableq::PushResult> pushed = client->Push(job);
+    if (!pushed.ok()) {
+      // The job is built above and is always valid: a bug, not a fault.
+      std::fprintf(stderr, "chaos_producer: %s\n", pushed.status().ToString().c_str());
+      return 2;
+    }
+    if (pushed->stored()) {
       AppendLine(accepted, std::to_string(id), options.accepted);
       ++accepted_count;
-    } else {
-      std::string reason = jid.status().ToString();
+    } else if (pushed->outcome == reliableq::PushOutcome::kNotConfirmed) {
+      std::string reason = pushed->reason.ToString();
       for (char& c : reason) {
         if (c == '\n' || c == '\t') c = ' ';
       }
       AppendLine(unknown, std::to_string(id) + "\t" + reason, options.unknown);
       ++unknown_count;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } else {
+      // Refused: nothing was stored, so the id is written nowhere. Should
+      // the job run all the same, tools/chaos reports it as a phantom
+      // execution: a refusal that was not true is caught.
+      ++refused_count;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
   std::fclose(accepted);
   std::fclose(unknown);
+  if (refused_count > 0) {
+    std::fprintf(stderr, "chaos_producer: %lld pushes refused\n", refused_count);
+  }
   std::printf("accepted %lld unknown %lld\n", accepted_count, unknown_count);
   return 0;
 }

@@ -50,8 +50,10 @@ const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
 
-// --redis URL, --redis-password-file FILE, --prefix P and -h/--help:
-// accepted before or after any verb.
+// --redis URL, --redis-password-file FILE, the TLS options
+// (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,
+// --redis-tls-server-name, --redis-tls-insecure), --prefix P and
+// -h/--help: accepted before or after any verb.
 const std::vector<OptionSpec>& GlobalOptions();
 
 // The help of the global options, as printed below every verb's help.
@@ -72,9 +74,11 @@ int RuntimeError(const Status& status);
 
 // Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0;
 // with --redis-password-file, the password is that file's content less one
-// final newline. kInvalidArgument for a URL that does not parse or a
-// password file that cannot be read or is empty (naming the file, never
-// its content).
+// final newline; the --redis-tls-* options fill RedisOptions::tls.
+// kInvalidArgument for a URL that does not parse, a password file that
+// cannot be read or is empty (naming the file, never its content), a TLS
+// option without a rediss:// URL, or a certificate without its key (or the
+// reverse).
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
 
 // The prefix of reliableq's own keys: --prefix, else "reliableq:".

@@ -14,6 +14,11 @@ const std::vector<OptionSpec>& GlobalOptions() {
   static const std::vector<OptionSpec> options = {
       {.name = "redis", .takes_value = true},
       {.name = "redis-password-file", .takes_value = true},
+      {.name = "redis-tls-ca", .takes_value = true},
+      {.name = "redis-tls-cert", .takes_value = true},
+      {.name = "redis-tls-key", .takes_value = true},
+      {.name = "redis-tls-server-name", .takes_value = true},
+      {.name = "redis-tls-insecure"},
       {.name = "prefix", .takes_value = true},
       {.name = "help", .short_name = 'h'},
   };
@@ -22,12 +27,23 @@ const std::vector<OptionSpec>& GlobalOptions() {
 
 std::string_view GlobalOptionsHelp() {
   return "Global options (before or after the command):\n"
-         "      --redis URL      Redis to use: redis://[[user]:password@]host[:port][/db] or\n"
+         "      --redis URL      Redis to use: redis://[[user]:password@]host[:port][/db],\n"
+         "                       rediss://... (the same over TLS) or\n"
          "                       unix:///path/redis.sock[?db=N] (default: $REDIS_URL, else\n"
          "                       redis://127.0.0.1:6379/0)\n"
          "      --redis-password-file FILE\n"
          "                       the Redis password is the content of FILE, less one\n"
          "                       final newline (instead of the URL's): keeps it out of ps\n"
+         "      --redis-tls-ca FILE\n"
+         "                       with rediss://: the CAs (PEM) that may sign the server's\n"
+         "                       certificate (default: the system's trusted CAs)\n"
+         "      --redis-tls-cert FILE, --redis-tls-key FILE\n"
+         "                       with rediss://: a client certificate (PEM) and its key\n"
+         "      --redis-tls-server-name NAME\n"
+         "                       with rediss://: the name the server's certificate must\n"
+         "                       carry, also sent as SNI (default: the URL's host)\n"
+         "      --redis-tls-insecure\n"
+         "                       with rediss://: do not verify the server's certificate\n"
          "      --prefix P       prefix of reliableq's own keys (default: reliableq:)\n"
          "  -h, --help           show this help\n";
 }
@@ -92,6 +108,24 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
     if (!password.ok()) return password.status();
     options->password = std::move(*password);
   }
+  // The files are read when connecting: a missing one is a runtime error
+  // (exit 1) that names it, like an unreachable server.
+  static constexpr const char* kTlsFlags[] = {"redis-tls-ca", "redis-tls-cert", "redis-tls-key",
+                                              "redis-tls-server-name", "redis-tls-insecure"};
+  for (const char* flag : kTlsFlags) {
+    if (args.Has(flag) && !options->tls.enabled) {
+      return Status::InvalidArgument(std::string("--") + flag +
+                                     " needs a rediss:// URL (TLS); the Redis URL is not one");
+    }
+  }
+  if (args.Has("redis-tls-cert") != args.Has("redis-tls-key")) {
+    return Status::InvalidArgument("--redis-tls-cert and --redis-tls-key go together");
+  }
+  options->tls.ca_file = args.Value("redis-tls-ca").value_or("");
+  options->tls.cert_file = args.Value("redis-tls-cert").value_or("");
+  options->tls.key_file = args.Value("redis-tls-key").value_or("");
+  options->tls.server_name = args.Value("redis-tls-server-name").value_or("");
+  options->tls.verify_peer = !args.Has("redis-tls-insecure");
   return options;
 }
 

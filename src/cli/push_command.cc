@@ -3,12 +3,14 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <cstdio>
 #include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "reliableq/client.h"
 #include "reliableq/job.h"
+#include "reliableq/push_result.h"
 
 namespace reliableq::cli {
 
@@ -24,6 +26,12 @@ constexpr std::string_view kHelp =
     "arguments as a JSON array (default: []). The job is Sidekiq's job JSON, so\n"
     "Sidekiq's tools see it too.\n"
     "\n"
+    "When Redis stored the job, prints its jid and exits 0. When the push was sent\n"
+    "but no reply came, the job may or may not be stored: prints its jid on stderr\n"
+    "and exits 1; push it again with --jid JID, so that it is at worst the same\n"
+    "job twice, never two different jobs. When the push was refused, nothing was\n"
+    "stored: prints why and exits 1.\n"
+    "\n"
     "Options:\n"
     "  -q, --queue QUEUE    the queue to push to (default: default)\n"
     "      --in SECONDS     run the job SECONDS from now (decimals allowed); the job\n"
@@ -33,7 +41,8 @@ constexpr std::string_view kHelp =
     "      --retry N|true|false\n"
     "                       the job's retry field: true (the default, 25 retries),\n"
     "                       false (none, and no dead set), or N retries\n"
-    "      --jid JID        the job id (default: 24 random hex digits)\n"
+    "      --jid JID        the job id (default: 24 random hex digits); give the\n"
+    "                       jid of a push that was not confirmed to push it again\n"
     "      --extra JSON     further job fields as a JSON object, written after the\n"
     "                       others, e.g. '{\"retry_queue\":\"low\",\"tags\":[\"a\"]}'\n"
     "\n"
@@ -111,14 +120,25 @@ int Run(const ParsedArgs& args) {
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   Result<std::unique_ptr<Client>> client = Client::Open(*redis);
   if (!client.ok()) return RuntimeError(client.status());
-  Result<std::string> jid = in   ? (*client)->PushIn(job, *in)
-                            : at ? (*client)->PushAt(job, *at)
-                                 : (*client)->Push(job);
+  Result<PushResult> pushed = in   ? (*client)->PushIn(job, *in)
+                              : at ? (*client)->PushAt(job, *at)
+                                   : (*client)->Push(job);
   // The Client refuses input the checks above let through (a reserved
   // field in --extra, a jid that is not printable): still the user's input.
-  if (jid.status().IsInvalidArgument()) return UsageError(kVerb, jid.status().message());
-  if (!jid.ok()) return RuntimeError(jid.status());
-  if (!WriteOut(*jid + "\n")) return RuntimeError(Status::IoError("cannot write to stdout"));
+  if (!pushed.ok()) return UsageError(kVerb, pushed.status().message());
+  if (pushed->outcome == PushOutcome::kNotConfirmed) {
+    // The one case where pushing again blindly could make a second job.
+    std::fprintf(stderr,
+                 "reliableq: not confirmed: job %s may or may not be stored (%s); to push it "
+                 "again, add --jid %s so that it cannot become two different jobs\n",
+                 Shown(pushed->jid).c_str(), Shown(pushed->reason.ToString()).c_str(),
+                 Shown(pushed->jid).c_str());
+    return kExitRuntime;
+  }
+  if (!pushed->stored()) return RuntimeError(pushed->reason);
+  if (!WriteOut(pushed->jid + "\n")) {
+    return RuntimeError(Status::IoError("cannot write to stdout"));
+  }
   return kExitOk;
 }
 

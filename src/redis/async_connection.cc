@@ -1,114 +1,33 @@
 #include "redis/async_connection.h"
 
-
 #include <cassert>
-#include <charconv>
-#include <memory>
 #include <utility>
 
 #include "redis/connection.h"  // IgnoreSigpipe
 #include "redis/errors.h"
-#include "redis/reply.h"
 
 namespace reliableq::redis {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // How often pending commands are checked against their deadlines.
 constexpr uint64_t kWatchdogMillis = 50;
 
-// The glue between hiredis and libuv. hiredis ships one (adapters/libuv.h),
-// but the one in Debian's hiredis 0.14 drops poll errors: when libuv reports
-// POLLERR (a write to a socket whose peer died, say) it stops the handle and
-// the adapter returns, so the dead connection goes unnoticed until a command
-// times out. This one hands the error to hiredis as a read, so hiredis reads
-// the socket's error and drops the connection at once; everything else is
-// as the stock adapter does it, including freeing only in the close callback.
-struct UvEvents {
-  redisAsyncContext* context;
-  uv_poll_t handle;
-  int events;
-};
-
-void UvPoll(uv_poll_t* handle, int status, int events) {
-  auto* p = static_cast<UvEvents*>(handle->data);
-  if (p->context == nullptr) return;
-  if (status != 0) {
-    redisAsyncHandleRead(p->context);
-    // Still connected (the error was transient): libuv stopped the handle,
-    // so start it again.
-    if (p->context != nullptr && p->events != 0) uv_poll_start(&p->handle, p->events, UvPoll);
-    return;
-  }
-  if (events & UV_READABLE) redisAsyncHandleRead(p->context);
-  if (p->context != nullptr && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->context);
-}
-
-void UvUpdate(UvEvents* p, int events) {
-  // hiredis asks for writability once per command it buffers; libuv's
-  // uv_poll_start removes the descriptor from epoll and adds it again on
-  // every call, so only a change is passed on.
-  if (events == p->events) return;
-  int started = events != 0 ? uv_poll_start(&p->handle, events, UvPoll)
-                            : uv_poll_stop(&p->handle);
-  // Kept only once libuv took it, so that the next request tries again.
-  if (started == 0) p->events = events;
-}
-
-void UvAddRead(void* data) {
-  auto* p = static_cast<UvEvents*>(data);
-  UvUpdate(p, p->events | UV_READABLE);
-}
-void UvDelRead(void* data) {
-  auto* p = static_cast<UvEvents*>(data);
-  UvUpdate(p, p->events & ~UV_READABLE);
-}
-void UvAddWrite(void* data) {
-  auto* p = static_cast<UvEvents*>(data);
-  UvUpdate(p, p->events | UV_WRITABLE);
-}
-void UvDelWrite(void* data) {
-  auto* p = static_cast<UvEvents*>(data);
-  UvUpdate(p, p->events & ~UV_WRITABLE);
-}
-void UvCleanup(void* data) {
-  auto* p = static_cast<UvEvents*>(data);
-  p->context = nullptr;  // hiredis frees the context after this
-  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle),
-           [](uv_handle_t* h) { delete static_cast<UvEvents*>(h->data); });
-}
-
-bool UvAttach(redisAsyncContext* context, uv_loop_t* loop) {
-  if (context->ev.data != nullptr) return false;
-  auto* p = new UvEvents{context, {}, 0};
-  if (uv_poll_init(loop, &p->handle, context->c.fd) != 0) {
-    delete p;
-    return false;
-  }
-  p->handle.data = p;
-  context->ev.addRead = UvAddRead;
-  context->ev.delRead = UvDelRead;
-  context->ev.addWrite = UvAddWrite;
-  context->ev.delWrite = UvDelWrite;
-  context->ev.cleanup = UvCleanup;
-  context->ev.data = p;
-  return true;
-}
+// What one read may bring: a fetch reply of a full batch fits.
+constexpr size_t kReadBufferBytes = 64 * 1024;
 
 }  // namespace
 
-struct AsyncConnection::Request {
-  Request(AsyncConnection* o, ReplyCallback cb, Clock::time_point d)
-      : owner(o), callback(std::move(cb)), deadline(d) {}
-  AsyncConnection* owner;
-  ReplyCallback callback;
-  Clock::time_point deadline;
-};
+void CommandList::Add(std::initializer_list<std::string_view> argv) {
+  AppendCommand(&wire_, argv.begin(), argv.size());
+  ends_.push_back(wire_.size());
+}
 
 AsyncConnection::AsyncConnection(uv_loop_t* loop, RedisOptions options)
-    : loop_(loop), options_(std::move(options)), timer_(new uv_timer_t) {
+    : loop_(loop),
+      options_(std::move(options)),
+      in_(new char[kReadBufferBytes]),
+      timer_(new uv_timer_t) {
   IgnoreSigpipe();
   uv_timer_init(loop_, timer_);
   timer_->data = this;
@@ -121,41 +40,51 @@ AsyncConnection::~AsyncConnection() {
            [](uv_handle_t* handle) { delete reinterpret_cast<uv_timer_t*>(handle); });
 }
 
+Status AsyncConnection::NotReady() const {
+  return Status::IoError("not connected to Redis at " + options_.Describe());
+}
+
 void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
-  assert(state_ == State::kIdle && context_ == nullptr);
+  assert(state_ == State::kIdle && transport_ == nullptr);
   on_ready_ = std::move(on_ready);
   user_close_ = false;
   client_id_ = 0;
-  redisAsyncContext* context =
-      options_.unix_path.empty()
-          ? redisAsyncConnect(options_.host.c_str(), options_.port)
-          : redisAsyncConnectUnix(options_.unix_path.c_str());
-  if (context == nullptr) {
-    FinishConnect(Status::IoError("out of memory connecting to " + options_.Describe()));
+  if (options_.tls.enabled && tls_ == nullptr) {
+    Result<std::shared_ptr<const TlsContext>> tls = TlsContext::Create(options_.tls);
+    if (!tls.ok()) {
+      FinishConnect(tls.status());
+      return;
+    }
+    tls_ = std::move(*tls);
+  }
+  Result<std::unique_ptr<Transport>> started =
+      Transport::StartConnect(Endpoint::Of(options_), options_.tls.enabled ? tls_ : nullptr);
+  if (!started.ok()) {
+    FinishConnect(started.status());
     return;
   }
-  if (context->err != 0) {
-    Status s = FromTransportError(context->err, context->errstr, options_.Describe());
-    redisAsyncFree(context);
-    FinishConnect(s.WithContext("cannot connect"));
-    return;
-  }
-  if (!UvAttach(context, loop_)) {
-    redisAsyncFree(context);
+  reader_ = NewReader();
+  auto* poll = new uv_poll_t;
+  if (reader_ == nullptr || uv_poll_init(loop_, poll, (*started)->fd()) != 0) {
+    delete poll;
+    reader_.reset();
     FinishConnect(Status::IoError("cannot watch the Redis socket (" + options_.Describe() + ")"));
     return;
   }
-  context->data = this;
-  redisAsyncSetConnectCallback(context, &AsyncConnection::OnConnectThunk);
-  redisAsyncSetDisconnectCallback(context, &AsyncConnection::OnDisconnectThunk);
-  context_ = context;
+  poll->data = this;
+  poll_ = poll;
+  poll_events_ = 0;
+  transport_ = std::move(*started);
+  read_want_ = kReadable;
+  write_want_ = 0;
+  out_.clear();
+  out_offset_ = 0;
   state_ = State::kConnecting;
-  closing_status_ = Status::OK();
   connect_deadline_ = Clock::now() + options_.connect_timeout;
   ArmTimer();
-  // hiredis queues these until the socket is writable, so the handshake
-  // costs no extra round trip.
+  // Queued behind the connect; written as soon as it is made.
   Handshake();
+  UpdatePoll();
 }
 
 void AsyncConnection::Handshake() {
@@ -163,23 +92,21 @@ void AsyncConnection::Handshake() {
     return [this, what](const Status& status, redisReply*) {
       if (!status.ok()) {
         Status why = status.WithContext(std::string(what) + " at " + options_.Describe());
-        Abort(why);
+        Fail(why);
         FinishConnect(why);
       }
     };
   };
   std::string db = std::to_string(options_.db);
-  auto* self = this;
-  auto send = [self](const std::vector<std::string_view>& argv, ReplyCallback callback) {
-    auto* request = new Request(self, std::move(callback),
-                                Clock::now() + self->options_.connect_timeout);
-    return self->Send(request, argv);
+  auto send = [this](std::initializer_list<std::string_view> argv, ReplyCallback callback) {
+    return Send(argv.begin(), argv.size(), std::move(callback),
+                Clock::now() + options_.connect_timeout);
   };
   if (!options_.password.empty()) {
-    std::vector<std::string_view> auth = {"AUTH"};
-    if (!options_.username.empty()) auth.push_back(options_.username);
-    auth.push_back(options_.password);
-    if (!send(auth, fail_on_error("AUTH")).ok()) return;
+    Status sent = options_.username.empty()
+                      ? send({"AUTH", options_.password}, fail_on_error("AUTH"))
+                      : send({"AUTH", options_.username, options_.password}, fail_on_error("AUTH"));
+    if (!sent.ok()) return;
   }
   if (options_.db != 0) {
     if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
@@ -200,7 +127,7 @@ void AsyncConnection::Handshake() {
   send({"CLIENT", "ID"}, [this](const Status& status, redisReply* reply) {
     if (!status.ok() && status.IsRetryable()) {
       Status why = status.WithContext("CLIENT ID at " + options_.Describe());
-      Abort(why);
+      Fail(why);
       FinishConnect(why);
       return;
     }
@@ -219,44 +146,27 @@ void AsyncConnection::FinishConnect(const Status& status) {
   on_ready(status);
 }
 
-Status AsyncConnection::Send(Request* request, const std::vector<std::string_view>& argv) {
-  if (context_ == nullptr) {
-    delete request;
-    return Status::IoError("not connected to Redis at " + options_.Describe());
-  }
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  ptrs.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (std::string_view arg : argv) {
-    ptrs.push_back(arg.data());
-    lens.push_back(arg.size());
-  }
-  if (redisAsyncCommandArgv(context_, &AsyncConnection::OnReplyThunk, request,
-                            static_cast<int>(ptrs.size()), ptrs.data(), lens.data()) != REDIS_OK) {
-    delete request;
-    return Status::IoError("cannot send to Redis at " + options_.Describe());
-  }
-  pending_.push_back(request);
+Status AsyncConnection::Send(const std::string_view* argv, size_t argc, ReplyCallback callback,
+                             Clock::time_point deadline) {
+  if (transport_ == nullptr) return NotReady();
+  AppendCommand(&out_, argv, argc);
+  Request& request = pending_.emplace_back();
+  request.callback = std::move(callback);
+  request.deadline = deadline;
+  WantWrite();
   ArmTimer();
   return Status::OK();
 }
 
 Status AsyncConnection::Command(const std::vector<std::string_view>& argv, ReplyCallback callback,
                                 std::chrono::milliseconds extra_timeout) {
-  if (state_ != State::kReady) {
-    return Status::IoError("not connected to Redis at " + options_.Describe());
-  }
-  auto* request =
-      new Request(this, std::move(callback),
-                              Clock::now() + options_.command_timeout + extra_timeout);
-  return Send(request, argv);
+  if (state_ != State::kReady) return NotReady();
+  return Send(argv.data(), argv.size(), std::move(callback),
+              Clock::now() + options_.command_timeout + extra_timeout);
 }
 
 Status AsyncConnection::Eval(const ScriptCall& call, ReplyCallback callback) {
-  if (state_ != State::kReady) {
-    return Status::IoError("not connected to Redis at " + options_.Describe());
-  }
+  if (state_ != State::kReady) return NotReady();
   std::string numkeys = std::to_string(call.keys.size());
   std::vector<std::string_view> argv;
   argv.reserve(3 + call.keys.size() + call.args.size());
@@ -265,179 +175,231 @@ Status AsyncConnection::Eval(const ScriptCall& call, ReplyCallback callback) {
   argv.push_back(numkeys);
   for (const std::string& k : call.keys) argv.push_back(k);
   for (const std::string& a : call.args) argv.push_back(a);
-  auto* request = new Request(this, std::move(callback), Clock::now() + options_.command_timeout);
-  return Send(request, argv);
+  return Send(argv.data(), argv.size(), std::move(callback),
+              Clock::now() + options_.command_timeout);
 }
-
-void CommandList::Add(std::initializer_list<std::string_view> argv) {
-  auto append_header = [this](char kind, size_t n) {
-    char digits[24];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
-    (void)ec;  // 24 digits hold any size_t
-    wire_ += kind;
-    wire_.append(digits, end);
-    wire_ += "\r\n";
-  };
-  append_header('*', argv.size());
-  for (std::string_view arg : argv) {
-    append_header('$', arg.size());
-    wire_ += arg;
-    wire_ += "\r\n";
-  }
-  ends_.push_back(wire_.size());
-}
-
-// What the replies of one Pipeline call have said so far. Owned by the
-// request of its last command: hiredis runs callbacks in the order the
-// commands were sent, also when the connection fails, so the earlier ones
-// always run first.
-struct PipelineStatuses {
-  AsyncConnection* owner;
-  std::vector<Status> statuses;
-  std::vector<int64_t> integers;
-
-  void Add(Status status, const redisReply* reply) {
-    statuses.push_back(std::move(status));
-    integers.push_back(reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? reply->integer
-                                                                              : 0);
-  }
-};
 
 Status AsyncConnection::Pipeline(const CommandList& commands, StatusesCallback done) {
-  if (state_ != State::kReady || context_ == nullptr) {
-    return Status::IoError("not connected to Redis at " + options_.Describe());
-  }
+  if (state_ != State::kReady || transport_ == nullptr) return NotReady();
   if (commands.empty()) return Status::InvalidArgument("Pipeline: no commands");
-  // hiredis refuses commands only while the context is going away; checked
-  // once here, so that no command of the batch is refused after another
-  // was taken.
-  if ((context_->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) != 0) {
-    return Status::IoError("connection to Redis at " + options_.Describe() + " is closing");
-  }
-  auto* collected = new PipelineStatuses{this, {}, {}};
-  collected->statuses.reserve(commands.size());
-  collected->integers.reserve(commands.size());
-  // Only the last command is tracked for its deadline: the ones before it
-  // are answered first, and a timeout drops the connection, failing them all.
-  auto* request = new Request(
-      this,
-      [collected, done = std::move(done)](const Status& status, redisReply* reply) {
-        std::unique_ptr<PipelineStatuses> owned(collected);
-        owned->Add(status, reply);
-        done(std::move(owned->statuses), std::move(owned->integers));
-      },
-      Clock::now() + options_.command_timeout);
-  size_t begin = 0;
-  for (size_t i = 0; i < commands.ends_.size(); ++i) {
-    size_t end = commands.ends_[i];
-    bool last = i + 1 == commands.ends_.size();
-    int sent = redisAsyncFormattedCommand(
-        context_, last ? &AsyncConnection::OnReplyThunk : &OnPipelinedReplyThunk,
-        last ? static_cast<void*>(request) : static_cast<void*>(collected),
-        commands.wire_.data() + begin, end - begin);
-    assert(sent == REDIS_OK);  // see the flags checked above
-    (void)sent;
-    begin = end;
-  }
-  pending_.push_back(request);
+  out_ += commands.wire_;
+  // One entry for the batch: its replies come back to back, and a timeout
+  // drops the connection, failing them all.
+  Request& request = pending_.emplace_back();
+  request.done = std::move(done);
+  request.replies = commands.size();
+  request.statuses.reserve(commands.size());
+  request.integers.reserve(commands.size());
+  request.deadline = Clock::now() + options_.command_timeout;
+  WantWrite();
   ArmTimer();
   return Status::OK();
 }
 
-void AsyncConnection::OnPipelinedReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
-  auto* collected = static_cast<PipelineStatuses*>(privdata);
-  auto* r = static_cast<redisReply*>(reply);
-  collected->Add(collected->owner->StatusOf(r), r);
+void AsyncConnection::WantWrite() {
+  if (write_want_ != 0 || !transport_->connected()) return;
+  write_want_ = kWritable;
+  UpdatePoll();
 }
 
-Status AsyncConnection::StatusOf(const redisReply* reply) const {
-  if (reply == nullptr) {
-    return !closing_status_.ok()
-               ? closing_status_
-               : Status::IoError("connection to Redis at " + options_.Describe() + " lost");
+void AsyncConnection::UpdatePoll() {
+  if (poll_ == nullptr) return;
+  int events = transport_->connected() ? (read_want_ | write_want_) : transport_->wants();
+  // A request per command would otherwise re-register the descriptor with
+  // epoll each time (uv_poll_start does): only a change is passed on.
+  if (events == poll_events_) return;
+  int rc = events != 0 ? uv_poll_start(poll_, events, &AsyncConnection::OnPollThunk)
+                       : uv_poll_stop(poll_);
+  // Kept only once libuv took it, so that the next update tries again.
+  if (rc == 0) poll_events_ = events;
+}
+
+void AsyncConnection::ClosePoll() {
+  if (poll_ == nullptr) return;
+  // uv_close stops watching the descriptor at once, before the transport
+  // closes it (a new socket may get the same number); the memory goes in
+  // the close callback, as libuv requires.
+  poll_->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(poll_),
+           [](uv_handle_t* handle) { delete reinterpret_cast<uv_poll_t*>(handle); });
+  poll_ = nullptr;
+  poll_events_ = 0;
+}
+
+void AsyncConnection::OnPollThunk(uv_poll_t* handle, int status, int events) {
+  auto* self = static_cast<AsyncConnection*>(handle->data);
+  if (self == nullptr) return;
+  if (status < 0) {
+    // libuv stopped the handle: the socket has an error (a write to a peer
+    // that died, say). Reading or writing says which at once, instead of a
+    // timeout later; UpdatePoll starts the handle again if it was transient.
+    self->poll_events_ = 0;
+    events = UV_READABLE | UV_WRITABLE;
   }
-  if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply));
-  return Status::OK();
+  self->OnEvents(events);
 }
 
-void AsyncConnection::OnReplyThunk(redisAsyncContext*, void* reply, void* privdata) {
-  auto* request = static_cast<Request*>(privdata);
-  request->owner->OnReply(request, static_cast<redisReply*>(reply));
-}
-
-void AsyncConnection::OnReply(Request* request, redisReply* reply) {
-  assert(!pending_.empty() && pending_.front() == request);
-  pending_.pop_front();
-  Status status = StatusOf(reply);
-  if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
-    if (IsNoScript(status)) {
-      // The cache was flushed under us (SCRIPT FLUSH). Commands sent after
-      // this one may run while it did not, so the order callers rely on is
-      // gone: drop the connection; the next handshake loads the scripts.
-      status = Status::IoError("Redis lost its scripts (SCRIPT FLUSH?); reconnecting");
-      ReplyCallback callback = std::move(request->callback);
-      delete request;
-      Abort(status);
-      if (callback) callback(status, nullptr);
+void AsyncConnection::OnEvents(int events) {
+  uint64_t generation = generation_;
+  if (!transport_->connected()) {
+    IoResult step = transport_->ContinueConnect();
+    if (step.kind == IoResult::Kind::kError) {
+      Fail(step.error);
       return;
     }
+    if (step.kind == IoResult::Kind::kWouldBlock) {
+      UpdatePoll();
+      return;
+    }
+    // Connected: the handshake commands wait in out_.
+    read_want_ = kReadable;
+    write_want_ = out_.size() > out_offset_ ? kWritable : 0;
+    events = write_want_;
   }
-  ReplyCallback callback = std::move(request->callback);
-  delete request;
-  if (callback) callback(status, status.ok() ? reply : nullptr);
+  if (write_want_ != 0 && (events & write_want_) != 0) {
+    Flush();
+    if (generation != generation_) return;
+  }
+  if ((events & read_want_) != 0) {
+    ReadReplies();
+    if (generation != generation_) return;
+  }
+  UpdatePoll();
 }
 
-void AsyncConnection::OnConnectThunk(const redisAsyncContext* context, int status) {
-  auto* self = static_cast<AsyncConnection*>(context->data);
-  if (status == REDIS_OK) return;  // ready once the handshake replies arrive
-  // hiredis frees the context after this callback, without calling the
-  // disconnect callback (it was never connected).
-  Status why = FromTransportError(context->err, context->errstr, self->options_.Describe())
-                   .WithContext("cannot connect");
-  self->closing_status_ = why;
-  self->context_ = nullptr;
-  self->state_ = State::kIdle;
-  self->FinishConnect(why);
+void AsyncConnection::Flush() {
+  while (out_offset_ < out_.size()) {
+    IoResult r = transport_->Write(out_.data() + out_offset_, out_.size() - out_offset_);
+    switch (r.kind) {
+      case IoResult::Kind::kDone:
+        out_offset_ += r.bytes;
+        break;
+      case IoResult::Kind::kWouldBlock:
+        write_want_ = r.wants;
+        return;
+      case IoResult::Kind::kEof:
+      case IoResult::Kind::kError:
+        Fail(r.error.ok() ? Status::IoError("connection closed by server (Redis at " +
+                                            transport_->where() + ")")
+                          : r.error);
+        return;
+    }
+  }
+  out_.clear();  // keeps its capacity for the next commands
+  out_offset_ = 0;
+  write_want_ = 0;
 }
 
-void AsyncConnection::OnDisconnectThunk(const redisAsyncContext* context, int status) {
-  auto* self = static_cast<AsyncConnection*>(context->data);
-  Status why = !self->closing_status_.ok() ? self->closing_status_
-               : status == REDIS_OK
-                   ? Status::IoError("connection closed")
-                   : FromTransportError(context->err, context->errstr, self->options_.Describe());
-  self->OnDisconnected(why);
+void AsyncConnection::ReadReplies() {
+  while (true) {
+    IoResult r = transport_->Read(in_.get(), kReadBufferBytes);
+    switch (r.kind) {
+      case IoResult::Kind::kDone:
+        break;
+      case IoResult::Kind::kWouldBlock:
+        read_want_ = r.wants;
+        return;
+      case IoResult::Kind::kEof:
+        Fail(FromTransportError(REDIS_ERR_EOF, "Server closed the connection",
+                                transport_->where()));
+        return;
+      case IoResult::Kind::kError:
+        Fail(r.error);
+        return;
+    }
+    read_want_ = kReadable;
+    redisReaderFeed(reader_.get(), in_.get(), r.bytes);
+    if (!DeliverReplies()) return;
+    // More is waiting only if the buffer filled up (the poll reports the
+    // rest anyway) or SSL holds decrypted bytes (the poll cannot see those).
+    if (r.bytes < kReadBufferBytes && !transport_->has_buffered()) return;
+  }
 }
 
-void AsyncConnection::OnDisconnected(const Status& why) {
-  context_ = nullptr;
+bool AsyncConnection::DeliverReplies() {
+  uint64_t generation = generation_;
+  while (true) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+      Fail(FromTransportError(REDIS_ERR_PROTOCOL, reader_->errstr, transport_->where()));
+      return false;
+    }
+    if (raw == nullptr) return true;
+    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (pending_.empty()) {
+      Fail(Status::Protocol("a reply to no command from Redis at " + options_.Describe()));
+      return false;
+    }
+    OnReply(std::move(reply));
+    if (generation != generation_) return false;
+  }
+}
+
+void AsyncConnection::OnReply(ReplyPtr reply) {
+  Request& front = pending_.front();
+  Status status = reply->type == REDIS_REPLY_ERROR ? FromErrorReply(View(reply.get()))
+                                                   : Status::OK();
+  if (front.done) {
+    front.integers.push_back(reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0);
+    front.statuses.push_back(std::move(status));
+    if (front.statuses.size() < front.replies) return;
+    Request request = std::move(front);
+    pending_.pop_front();
+    request.done(std::move(request.statuses), std::move(request.integers));
+    return;
+  }
+  if (IsNoScript(status)) {
+    // The cache was flushed under us (SCRIPT FLUSH). Commands sent after
+    // this one may run while it did not, so the order callers rely on is
+    // gone: drop the connection (this request fails first); the next
+    // handshake loads the scripts.
+    Fail(Status::IoError("Redis lost its scripts (SCRIPT FLUSH?); reconnecting"));
+    return;
+  }
+  Request request = std::move(front);
+  pending_.pop_front();
+  if (request.callback) request.callback(status, status.ok() ? reply.get() : nullptr);
+}
+
+void AsyncConnection::Fail(const Status& why) {
+  if (transport_ == nullptr) return;
+  ++generation_;
   bool was_ready = state_ == State::kReady;
+  bool was_connecting = state_ == State::kConnecting;
+  ClosePoll();
+  transport_.reset();
+  reader_.reset();
+  out_.clear();
+  out_offset_ = 0;
+  write_want_ = 0;
+  read_want_ = kReadable;
   state_ = State::kIdle;
   client_id_ = 0;
-  FinishConnect(why);
-  if (was_ready && !user_close_ && on_disconnect_) on_disconnect_(why);
-}
-
-void AsyncConnection::Abort(const Status& why) {
-  if (context_ == nullptr) return;
-  closing_status_ = why;
-  redisAsyncContext* context = context_;
-  // Inside a hiredis callback the free is deferred until it returns; either
-  // way the context must not be used from here on.
-  context_ = nullptr;
-  bool was_connecting = state_ == State::kConnecting;
-  redisAsyncFree(context);
-  if (was_connecting) {
-    state_ = State::kIdle;
-    FinishConnect(why);
+  std::deque<Request> failed;
+  failed.swap(pending_);
+  std::function<void(const Status&)> on_ready;
+  if (was_connecting) on_ready.swap(on_ready_);
+  // Each callback exactly once, in the order sent. A callback may Connect
+  // again: the new requests are in pending_, not here.
+  for (Request& request : failed) {
+    if (request.done) {
+      while (request.statuses.size() < request.replies) {
+        request.statuses.push_back(why);
+        request.integers.push_back(0);
+      }
+      request.done(std::move(request.statuses), std::move(request.integers));
+    } else if (request.callback) {
+      request.callback(why, nullptr);
+    }
   }
+  if (on_ready) on_ready(why);
+  if (was_ready && !user_close_ && on_disconnect_) on_disconnect_(why);
 }
 
 void AsyncConnection::Close() {
   user_close_ = true;
   on_ready_ = nullptr;
-  Abort(Status::Shutdown("connection closed"));
-  state_ = State::kIdle;
+  Fail(Status::Shutdown("connection closed"));
   // Nothing is left to watch, and an active timer would keep the loop up.
   uv_timer_stop(timer_);
 }
@@ -452,14 +414,12 @@ void AsyncConnection::OnTimerThunk(uv_timer_t* timer) {
   auto* self = static_cast<AsyncConnection*>(timer->data);
   auto now = Clock::now();
   if (self->state_ == State::kConnecting && now >= self->connect_deadline_) {
-    Status why = Status::Timeout("no connection to Redis at " + self->options_.Describe() +
-                                 " within " +
-                                 std::to_string(self->options_.connect_timeout.count()) + " ms");
-    self->Abort(why);
-    self->FinishConnect(why);
-  } else if (!self->pending_.empty() && now >= self->pending_.front()->deadline) {
-    self->Abort(Status::Timeout("Redis at " + self->options_.Describe() +
-                                " did not answer in time; connection dropped"));
+    self->Fail(Status::Timeout("no connection to Redis at " + self->options_.Describe() +
+                               " within " +
+                               std::to_string(self->options_.connect_timeout.count()) + " ms"));
+  } else if (!self->pending_.empty() && now >= self->pending_.front().deadline) {
+    self->Fail(Status::Timeout("Redis at " + self->options_.Describe() +
+                               " did not answer in time; connection dropped"));
   }
   if (self->pending_.empty() && self->state_ != State::kConnecting) uv_timer_stop(timer);
 }

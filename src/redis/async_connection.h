@@ -1,5 +1,24 @@
-// AsyncConnection: one non-blocking hiredis connection driven by a libuv
-// loop, with the timeouts hiredis 0.14 lacks.
+// AsyncConnection: one non-blocking connection to Redis driven by a libuv
+// loop, with per-command deadlines.
+//
+// How it works: a Transport (TCP, unix socket or TLS; see transport.h) under
+// a uv_poll_t on its descriptor; commands are written in Redis's protocol
+// into one write buffer, flushed when the socket is writable (so the
+// commands of one loop turn leave in one write); replies are read into a
+// reusable buffer, parsed by hiredis's redisReader and matched in order
+// with a FIFO of pending requests. uv_poll_start is called only when the
+// events wanted change (it re-registers the descriptor with epoll on every
+// call). With TLS, reads continue while SSL holds decrypted bytes, and a
+// read or write that waits for the other direction gets it.
+//
+// The connect does not block the loop: it is a state machine driven from
+// the poll callback (Transport::ContinueConnect: TCP connect, then the TLS
+// handshake), and the Redis handshake (AUTH, SELECT, SCRIPT LOAD, CLIENT
+// SETNAME, CLIENT ID) is queued at once behind it, as hiredis did, so it
+// costs no extra round trip. Not libuv's thread pool: a connect there could
+// not be abandoned by Close() or the destructor (the loop would have to wait
+// for the thread), and the pool is shared with the janitor's blocking pass.
+// Only a host name's resolution blocks, as it did with hiredis.
 //
 // Callback contract (as hiredis and libuv state theirs): a call that returns
 // a non-OK Status never calls its callback; otherwise the callback is called
@@ -17,7 +36,7 @@
 #ifndef RELIABLEQ_REDIS_ASYNC_CONNECTION_H_
 #define RELIABLEQ_REDIS_ASYNC_CONNECTION_H_
 
-#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include <chrono>
@@ -25,12 +44,16 @@
 #include <deque>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lua_scripts.h"
+#include "redis/reply.h"
 #include "redis/script_call.h"
+#include "redis/tls.h"
+#include "redis/transport.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -107,40 +130,70 @@ class AsyncConnection {
   void Close();
 
  private:
+  using Clock = std::chrono::steady_clock;
   enum class State { kIdle, kConnecting, kReady };
-  struct Request;
 
-  static void OnConnectThunk(const redisAsyncContext* context, int status);
-  static void OnDisconnectThunk(const redisAsyncContext* context, int status);
-  static void OnReplyThunk(redisAsyncContext* context, void* reply, void* privdata);
-  static void OnPipelinedReplyThunk(redisAsyncContext* context, void* reply, void* privdata);
+  // What one entry of the FIFO waits for: the reply of one command, or the
+  // `replies` replies of one Pipeline.
+  struct Request {
+    ReplyCallback callback;       // a command's
+    StatusesCallback done;        // a Pipeline's
+    std::vector<Status> statuses;  // a Pipeline's replies so far
+    std::vector<int64_t> integers;
+    size_t replies = 1;
+    Clock::time_point deadline;
+  };
+
+  static void OnPollThunk(uv_poll_t* handle, int status, int events);
   static void OnTimerThunk(uv_timer_t* timer);
 
-  Status Send(Request* request, const std::vector<std::string_view>& argv);
-  // The status a reply (null: the connection failed) stands for.
-  Status StatusOf(const redisReply* reply) const;
-  void OnReply(Request* request, redisReply* reply);
-  void OnDisconnected(const Status& why);
+  Status NotReady() const;
+  // Queues one command; fails when there is no transport.
+  Status Send(const std::string_view* argv, size_t argc, ReplyCallback callback,
+              Clock::time_point deadline);
+  void OnEvents(int events);
+  void Flush();
+  void ReadReplies();
+  // Hands every whole reply the reader holds to its request; false once
+  // the connection failed or was closed meanwhile.
+  bool DeliverReplies();
+  void OnReply(ReplyPtr reply);
+  void WantWrite();
+  void UpdatePoll();
+  void ClosePoll();
   void Handshake();
   void FinishConnect(const Status& status);
-  void Abort(const Status& why);
+  // Drops the transport and fails every pending request with `why`, in
+  // order; then on_ready (while connecting) or on_disconnect (when it was
+  // ready and not closed by the user).
+  void Fail(const Status& why);
   void ArmTimer();
 
   uv_loop_t* loop_;
   RedisOptions options_;
   std::string client_name_;
-  redisAsyncContext* context_ = nullptr;  // owned by hiredis once attached
+  std::shared_ptr<const TlsContext> tls_;  // made on the first Connect with TLS
+  std::unique_ptr<Transport> transport_;   // null while idle
+  ReaderPtr reader_;                       // one per transport
+  uv_poll_t* poll_ = nullptr;              // on transport_'s fd; freed in its close callback
+  int poll_events_ = 0;                    // what poll_ was last started with
+  int read_want_ = kReadable;              // what the next read waits for
+  int write_want_ = 0;                     // what the next write waits for; 0: nothing to write
+  std::string out_;                        // commands not yet written, from out_offset_
+  size_t out_offset_ = 0;
+  std::unique_ptr<char[]> in_;             // what one read brings
+  // Bumped whenever the transport goes away, so that a loop over replies
+  // notices when a callback closed the connection under it.
+  uint64_t generation_ = 0;
   State state_ = State::kIdle;
   int64_t client_id_ = 0;
   int64_t last_client_id_ = 0;
   uv_timer_t* timer_;  // freed in its close callback
-  std::chrono::steady_clock::time_point connect_deadline_;
+  Clock::time_point connect_deadline_;
   std::function<void(const Status&)> on_ready_;
   std::function<void(const Status&)> on_disconnect_;
   // Requests in the order sent; Redis answers in the same order.
-  std::deque<Request*> pending_;
-  // Why the context is going away, for the callbacks it fails.
-  Status closing_status_;
+  std::deque<Request> pending_;
   bool user_close_ = false;
 };
 

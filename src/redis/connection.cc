@@ -1,7 +1,6 @@
 #include "redis/connection.h"
 
 #include <signal.h>
-#include <sys/time.h>
 
 #include <chrono>
 
@@ -11,21 +10,10 @@ namespace reliableq::redis {
 
 namespace {
 
-timeval ToTimeval(std::chrono::milliseconds ms) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-  return tv;
-}
+using Clock = std::chrono::steady_clock;
 
-void ToArgv(const Argv& argv, std::vector<const char*>* ptrs, std::vector<size_t>* lens) {
-  ptrs->clear();
-  lens->clear();
-  for (std::string_view arg : argv) {
-    ptrs->push_back(arg.data());
-    lens->push_back(arg.size());
-  }
-}
+// What one read may bring; large replies take several.
+constexpr size_t kReadBufferBytes = 64 * 1024;
 
 }  // namespace
 
@@ -55,88 +43,129 @@ void IgnoreSigpipe() {
 Result<std::unique_ptr<Connection>> Connection::Open(const RedisOptions& options) {
   IgnoreSigpipe();
   std::unique_ptr<Connection> connection(new Connection(options));
+  if (options.tls.enabled) {
+    Result<std::shared_ptr<const TlsContext>> tls = TlsContext::Create(options.tls);
+    if (!tls.ok()) return tls.status();
+    connection->tls_ = std::move(*tls);
+  }
+  connection->buffer_.reset(new char[kReadBufferBytes]);
   Status s = connection->Connect();
   if (!s.ok()) return s;
   return connection;
 }
 
-Connection::~Connection() {
-  if (context_ != nullptr) redisFree(context_);
-}
+Connection::~Connection() = default;
 
-Status Connection::TransportError() {
-  Status s = FromTransportError(context_->err, context_->errstr, options_.Describe());
-  redisFree(context_);
-  context_ = nullptr;
-  return s;
+Status Connection::TransportError(Status why) {
+  transport_.reset();
+  reader_.reset();
+  return why;
 }
 
 Status Connection::Connect() {
-  timeval connect_tv = ToTimeval(options_.connect_timeout);
-  context_ = options_.unix_path.empty()
-                 ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
-                 : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
-  if (context_ == nullptr) {
-    return Status::IoError("cannot allocate a connection to Redis at " + options_.Describe());
+  Endpoint endpoint = Endpoint::Of(options_);
+  Result<std::unique_ptr<Transport>> transport =
+      Transport::Connect(endpoint, tls_, Clock::now() + options_.connect_timeout);
+  if (!transport.ok()) {
+    if (!transport.status().IsTimeout()) return transport.status();
+    return Status::Timeout("no connection to Redis at " + endpoint.Describe() + " within " +
+                           std::to_string(options_.connect_timeout.count()) + " ms");
   }
-  if (context_->err != 0) {
-    return TransportError().WithContext("cannot connect");
-  }
-  if (redisSetTimeout(context_, ToTimeval(options_.command_timeout)) != REDIS_OK) {
-    return TransportError().WithContext("cannot set the command timeout");
-  }
+  reader_ = NewReader();
+  if (reader_ == nullptr) return Status::IoError("out of memory for a Redis reply reader");
+  transport_ = std::move(*transport);
   std::string db = std::to_string(options_.db);
   if (!options_.password.empty()) {
     Argv auth = options_.username.empty()
                     ? Argv{"AUTH", options_.password}
                     : Argv{"AUTH", options_.username, options_.password};
     Result<ReplyPtr> reply = Command(auth);
-    if (!reply.ok()) return reply.status().WithContext("AUTH at " + options_.Describe());
+    // Not kept half set up: the next call must not run unauthenticated.
+    if (!reply.ok()) {
+      return TransportError(reply.status().WithContext("AUTH at " + options_.Describe()));
+    }
   }
   if (options_.db != 0) {
     Result<ReplyPtr> reply = Command({"SELECT", db});
-    if (!reply.ok()) return reply.status().WithContext("SELECT " + db);
+    if (!reply.ok()) return TransportError(reply.status().WithContext("SELECT " + db));
   }
   return Status::OK();
 }
 
 Status Connection::EnsureConnected() {
-  if (context_ != nullptr) return Status::OK();
+  if (transport_ != nullptr) return Status::OK();
   return Connect();
+}
+
+Result<ReplyPtr> Connection::ReadReply() {
+  while (true) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+      return TransportError(
+          FromTransportError(REDIS_ERR_PROTOCOL, reader_->errstr, transport_->where()));
+    }
+    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    // No whole reply yet. The deadline restarts with every read that
+    // brings bytes: a large reply is slow, a silent server is late.
+    Result<size_t> n = transport_->ReadSome(buffer_.get(), kReadBufferBytes,
+                                            Clock::now() + options_.command_timeout);
+    if (!n.ok()) return TransportError(n.status());
+    if (*n == 0) {
+      return TransportError(FromTransportError(REDIS_ERR_EOF, "Server closed the connection",
+                                               transport_->where()));
+    }
+    redisReaderFeed(reader_.get(), buffer_.get(), *n);
+  }
+}
+
+Status Connection::RoundTrip(size_t count, std::vector<ReplyPtr>* replies) {
+  // Set after the (re)connect, whose AUTH and SELECT come through here too.
+  last_progress_ = Progress::kNotSent;
+  Status written = transport_->WriteAll(wire_, Clock::now() + options_.command_timeout);
+  if (!written.ok()) {
+    // A write cut short leaves its last command incomplete, which Redis
+    // never runs; the commands before it in a pipeline may have gone.
+    if (count > 1) last_progress_ = Progress::kSent;
+    return TransportError(written);
+  }
+  last_progress_ = Progress::kSent;
+  for (size_t i = 0; i < count; ++i) {
+    Result<ReplyPtr> reply = ReadReply();
+    if (!reply.ok()) return reply.status();
+    replies->push_back(std::move(*reply));
+  }
+  last_progress_ = Progress::kAnswered;
+  return Status::OK();
 }
 
 Result<ReplyPtr> Connection::Command(const Argv& argv) {
   Status s = EnsureConnected();
+  if (!s.ok()) {
+    last_progress_ = Progress::kNotSent;
+    return s;
+  }
+  wire_.clear();
+  AppendCommand(&wire_, argv.data(), argv.size());
+  std::vector<ReplyPtr> replies;
+  s = RoundTrip(1, &replies);
   if (!s.ok()) return s;
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  ToArgv(argv, &ptrs, &lens);
-  void* raw = redisCommandArgv(context_, static_cast<int>(ptrs.size()), ptrs.data(), lens.data());
-  if (raw == nullptr) return TransportError();
-  ReplyPtr reply(static_cast<redisReply*>(raw));
+  ReplyPtr reply = std::move(replies.front());
   if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply.get()));
   return reply;
 }
 
 Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& commands) {
   Status s = EnsureConnected();
-  if (!s.ok()) return s;
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  for (const Argv& argv : commands) {
-    ToArgv(argv, &ptrs, &lens);
-    if (redisAppendCommandArgv(context_, static_cast<int>(ptrs.size()), ptrs.data(),
-                               lens.data()) != REDIS_OK) {
-      return TransportError();
-    }
+  if (!s.ok()) {
+    last_progress_ = Progress::kNotSent;
+    return s;
   }
+  wire_.clear();
+  for (const Argv& argv : commands) AppendCommand(&wire_, argv.data(), argv.size());
   std::vector<ReplyPtr> replies;
   replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return TransportError();
-    replies.emplace_back(static_cast<redisReply*>(raw));
-  }
+  s = RoundTrip(commands.size(), &replies);
+  if (!s.ok()) return s;
   return replies;
 }
 

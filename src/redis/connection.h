@@ -1,5 +1,11 @@
-// Connection: one blocking hiredis connection with connect and command
-// timeouts, used by Client, Admin, the janitor pass and the CLI.
+// Connection: one blocking connection to Redis with connect and command
+// timeouts, used by Client, Admin, the janitor pass and the CLI. It runs on
+// a Transport (TCP, unix socket or TLS; see transport.h) and parses replies
+// with hiredis's redisReader.
+//
+// connect_timeout bounds the connect (and the TLS handshake);
+// command_timeout bounds writing a call's commands and each wait for more
+// of its replies.
 //
 // Every call returns a Status on failure and never throws. A transport error
 // closes the connection; the next call reconnects once before it sends
@@ -19,6 +25,8 @@
 #include "lua_scripts.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
+#include "redis/tls.h"
+#include "redis/transport.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -57,18 +65,37 @@ class Connection {
 
   const RedisOptions& options() const { return options_; }
 
+  // How far the last Command, Pipeline or Eval got (for Eval, its last
+  // command), so that a caller can tell a command Redis cannot have run
+  // from one it may have run. kNotSent: it failed before all of its bytes
+  // were written (in the (re)connect, or in the write). kSent: written, and
+  // the connection failed before every reply was read: Redis may have run
+  // it. kAnswered: every reply was read, error replies included.
+  enum class Progress { kNotSent, kSent, kAnswered };
+  Progress last_progress() const { return last_progress_; }
+
  private:
   explicit Connection(const RedisOptions& options) : options_(options) {}
   Status Connect();
   Status EnsureConnected();
-  Status TransportError();
+  // Drops the transport after a transport failure and returns `why`.
+  Status TransportError(Status why);
+  // Writes wire_ and reads `count` replies into *replies.
+  Status RoundTrip(size_t count, std::vector<ReplyPtr>* replies);
+  Result<ReplyPtr> ReadReply();
 
   RedisOptions options_;
-  redisContext* context_ = nullptr;  // owned; null while disconnected
+  std::shared_ptr<const TlsContext> tls_;  // null without TLS
+  std::unique_ptr<Transport> transport_;   // null while disconnected
+  ReaderPtr reader_;                       // one per transport
+  std::string wire_;                       // the commands of one call, reused
+  std::unique_ptr<char[]> buffer_;         // what a read brings, reused
+  Progress last_progress_ = Progress::kNotSent;
 };
 
-// Sets SIGPIPE to ignored if it still has its default action. Connections
-// write with write(2), and a write to a socket the server has closed would
+// Sets SIGPIPE to ignored if it still has its default action. Plain
+// sockets are written with MSG_NOSIGNAL, but OpenSSL writes with write(2),
+// and a write to a socket the server has closed would
 // otherwise end the whole program instead of failing the call. A handler
 // the program installed itself is left alone. Every connection calls this
 // before it connects: it is the one place the library touches SIGPIPE.

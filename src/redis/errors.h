@@ -1,8 +1,9 @@
-// The one place where hiredis failures become Status values.
+// The one place where Redis failures become Status values.
 //
 // Two planes, kept apart as hiredis keeps them:
-// - transport: the context's sticky `err` (I/O, EOF, protocol, timeout), which
-//   means the connection is unusable and a new one may succeed;
+// - transport: a failed connect, read or write (I/O, EOF, timeout) or bytes
+//   the reply parser cannot read (protocol), named with hiredis's `err`
+//   codes; the connection is unusable and a new one may succeed;
 // - server: an error reply ("ERR ...", "NOSCRIPT ...", "RQ_NOTFOUND ..."), after
 //   which the connection is fine.
 

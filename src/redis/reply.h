@@ -1,5 +1,6 @@
-// Owning pointer to a hiredis reply, and small readers that turn a reply of
-// an expected shape into a value or a kProtocol Status. Pure; no I/O.
+// Owning pointers to a hiredis reply and to hiredis's RESP parser, and small
+// readers that turn a reply of an expected shape into a value or a
+// kProtocol Status. Pure; no I/O.
 
 #ifndef RELIABLEQ_REDIS_REPLY_H_
 #define RELIABLEQ_REDIS_REPLY_H_
@@ -19,6 +20,15 @@ struct ReplyDeleter {
   void operator()(redisReply* reply) const { freeReplyObject(reply); }
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// hiredis's parser: bytes go in with redisReaderFeed, redisReply objects
+// come out of redisReaderGetReply. One per connection; after a protocol
+// error (reader->err) it is unusable, as is the connection.
+struct ReaderDeleter {
+  void operator()(redisReader* reader) const { redisReaderFree(reader); }
+};
+using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
+inline ReaderPtr NewReader() { return ReaderPtr(redisReaderCreate()); }
 
 inline std::string_view View(const redisReply* reply) {
   return {reply->str, static_cast<size_t>(reply->len)};

@@ -140,7 +140,7 @@ Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   }
   // Redis's clients read a missing host as localhost; here it is more
   // often a variable that expanded to nothing (redis://$HOST:6379).
-  if (host.empty()) return Bad(url, "no host (redis://HOST[:PORT][/DB])");
+  if (host.empty()) return Bad(url, "no host (redis[s]://HOST[:PORT][/DB])");
   options.host = std::string(host);
   if (!port.empty() && !ParseInt(port, 1, 65535, &options.port)) {
     return Bad(url, "port must be a number from 1 to 65535");
@@ -186,10 +186,15 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
 }  // namespace
 
 Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
-  constexpr std::string_view kRedis = "redis://", kUnix = "unix://";
+  constexpr std::string_view kRedis = "redis://", kRediss = "rediss://", kUnix = "unix://";
   if (url.substr(0, kRedis.size()) == kRedis) return ParseTcp(url, url.substr(kRedis.size()));
+  if (url.substr(0, kRediss.size()) == kRediss) {
+    Result<RedisOptions> options = ParseTcp(url, url.substr(kRediss.size()));
+    if (options.ok()) options->tls.enabled = true;
+    return options;
+  }
   if (url.substr(0, kUnix.size()) == kUnix) return ParseUnix(url, url.substr(kUnix.size()));
-  return Bad(url, "expected redis://host:port/db or unix:///path.sock");
+  return Bad(url, "expected redis://host:port/db, rediss://host:port/db or unix:///path.sock");
 }
 
 Result<RedisOptions> RedisOptions::FromEnvironment() {
@@ -227,6 +232,7 @@ std::string RedisOptions::Describe() const {
                           ? (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                                 ":" + std::to_string(port)
                           : "unix:" + unix_path;
+  if (tls.enabled && unix_path.empty()) where = "rediss://" + where;
   return where + " db " + std::to_string(db);
 }
 

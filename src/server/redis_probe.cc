@@ -47,6 +47,12 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   if (!claimed.ok()) return claimed;
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
+  if (options.tls.enabled && !options.tls.verify_peer) {
+    log.Log(LogLevel::kWarn,
+            "TLS to Redis at %s: the server's certificate is not verified "
+            "(--redis-tls-insecure): anyone on the path can read and change every job",
+            options.Describe().c_str());
+  }
   // Warnings only: a Redis that refuses CONFIG (a managed service may) is
   // not a reason to stop.
   std::optional<std::string> policy = ConfigValue(**probe, "maxmemory-policy");

@@ -1,8 +1,9 @@
 // The worker's look at Redis before it starts: is it there, does it speak
 // LMOVE (6.2 or later), are the scripts loaded, and is it set up so that it
 // keeps jobs: a warning, logged once per Open, for a maxmemory-policy that
-// may evict them and for a Redis without an append-only file (appendonly
-// no), whose restart loses them.
+// may evict them, for a Redis without an append-only file (appendonly no),
+// whose restart loses them, and for TLS without a check of the server's
+// certificate.
 
 #ifndef RELIABLEQ_SERVER_REDIS_PROBE_H_
 #define RELIABLEQ_SERVER_REDIS_PROBE_H_

@@ -150,10 +150,9 @@ class Pusher {
               Retry retry = Retry::Enabled()) {
     Pushed pushed = Make(job_class, args, queue);
     pushed.pushed_after = NowSeconds();
-    Result<std::string> jid = client_->Push(MakeJob(pushed, retry));
+    Result<PushResult> result = client_->Push(MakeJob(pushed, retry));
     pushed.pushed_before = NowSeconds();
-    REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
-    pushed.jid = *jid;
+    pushed.jid = AcceptedJid(result);
     return pushed;
   }
 
@@ -162,11 +161,10 @@ class Pusher {
                   double at, bool in) {
     Pushed pushed = Make(job_class, args, queue);
     pushed.pushed_after = NowSeconds();
-    Result<std::string> jid = in ? client_->PushIn(MakeJob(pushed, Retry::Enabled()), at)
-                                 : client_->PushAt(MakeJob(pushed, Retry::Enabled()), at);
+    Result<PushResult> result = in ? client_->PushIn(MakeJob(pushed, Retry::Enabled()), at)
+                                   : client_->PushAt(MakeJob(pushed, Retry::Enabled()), at);
     pushed.pushed_before = NowSeconds();
-    REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
-    pushed.jid = *jid;
+    pushed.jid = AcceptedJid(result);
     pushed.at = in ? 0 : at;
     return pushed;
   }

@@ -84,9 +84,7 @@ TEST_CASE_FIXTURE(RedisFixture,
     job.queue = queue;
     job.retry = retry;
     job.extra = extra;
-    Result<std::string> jid = (*client)->Push(job);
-    REQUIRE_MESSAGE(jid.ok(), jid.status().ToString());
-    return *jid;
+    return AcceptedJid((*client)->Push(job));
   };
   // First failure; a later failure (retried_at); retry_queue; retry 0 (dead
   // at once); the 25th retry used up (dead, exhausted).
