@@ -1,6 +1,7 @@
 // Real worker processes over TLS (`reliableq worker --redis rediss://...`):
-// they run what a TLS client pushed, and a SIGKILLed one's jobs are
-// recovered by another, as over a plain socket (crash_test.cc).
+// they run what a TLS client pushed, a SIGKILLed one's jobs are recovered
+// by another, and a restart of Redis is survived, as over a plain socket
+// (crash_test.cc, tools/chaos).
 
 #include <signal.h>
 
@@ -24,8 +25,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST_CASE("workers over TLS run pushed jobs, and recover a SIGKILLed worker's") {
-  TlsRedisServer tls;
+TEST_CASE("workers over TLS run pushed jobs, recover a SIGKILLed worker's, survive a restart") {
+  // An append-only file, so that a restart keeps every job.
+  TlsRedisServer tls(false, {"--appendonly", "yes", "--appendfsync", "always"});
   auto admin_opened = redis::Connection::Open(tls.server().Options());
   REQUIRE(admin_opened.ok());
   redis::Connection& admin = **admin_opened;
@@ -71,6 +73,14 @@ TEST_CASE("workers over TLS run pushed jobs, and recover a SIGKILLed worker's") 
   REQUIRE(first->Wait(5s));
 
   ChildProcess* second = start_worker();
+  // Redis dies and comes back on the same port while the worker runs: it
+  // reconnects over TLS and goes on.
+  REQUIRE(WaitUntil([&] { return executions().size() >= 60; }, 20s));
+  tls.server().KillAndRestart();
+  REQUIRE_MESSAGE(
+      WaitUntil([&] { return second->Log().find("reconnected to Redis at") != std::string::npos; },
+                20s),
+      second->Log());
   bool drained = WaitUntil(
       [&] {
         auto length = admin.Command({"LLEN", "queue:default"});
@@ -85,6 +95,8 @@ TEST_CASE("workers over TLS run pushed jobs, and recover a SIGKILLed worker's") 
   CHECK(runs.size() == pushed.size());
   // The second worker's log says nothing of TLS trouble.
   CHECK(second->Log().find("TLS") == std::string::npos);
+  CHECK(second->Log().find("rediss://127.0.0.1:" + std::to_string(tls.port())) !=
+        std::string::npos);
 
   second->Signal(SIGTERM);
   CHECK(second->Wait(30s));
