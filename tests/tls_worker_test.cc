@@ -93,8 +93,10 @@ TEST_CASE("workers over TLS run pushed jobs, recover a SIGKILLed worker's, survi
   for (const std::string& jid : pushed) lost += runs.count(jid) == 0 ? 1 : 0;
   CHECK(lost == 0);
   CHECK(runs.size() == pushed.size());
-  // The second worker's log says nothing of TLS trouble.
-  CHECK(second->Log().find("TLS") == std::string::npos);
+  // No certificate trouble in the second worker's log. (A handshake cut
+  // short while Redis restarted may be logged: that is the outage.)
+  CHECK(second->Log().find("certificate") == std::string::npos);
+  CHECK(second->Log().find("hostname mismatch") == std::string::npos);
   CHECK(second->Log().find("rediss://127.0.0.1:" + std::to_string(tls.port())) !=
         std::string::npos);
 
