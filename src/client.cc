@@ -45,19 +45,12 @@ struct Encoded {
   bool stopped = false;  // a middleware stopped the push
 };
 
-// How far a call to Redis got: for a failed call, this alone decides
-// between kRefused and kNotConfirmed.
-enum class Reach {
-  kNotSent,   // failed before the whole command was written: Redis never ran it
-  kAnswered,  // a reply came (an error reply included: push.lua and ZADD then
-              // wrote nothing)
-  kMaybeRun,  // written, and no reply came: Redis may have run it
-};
-
-// A call to Redis: its Status and how far it got.
+// A call to Redis: its Status, and whether a failed call may have run. That
+// alone decides between kNotConfirmed (written, no reply) and kRefused (not
+// sent, or answered with an error: push.lua and ZADD then wrote nothing).
 struct Attempt {
   Status status;
-  Reach reach = Reach::kAnswered;
+  bool maybe_run = false;
 };
 
 PushResult Accepted(std::string jid) {
@@ -80,7 +73,7 @@ PushResult Failed(PushOutcome outcome, std::string jid, Status reason) {
 PushResult FromAttempt(const Attempt& attempt, const std::string& context, std::string jid) {
   if (attempt.status.ok()) return Accepted(std::move(jid));
   PushOutcome outcome =
-      attempt.reach == Reach::kMaybeRun ? PushOutcome::kNotConfirmed : PushOutcome::kRefused;
+      attempt.maybe_run ? PushOutcome::kNotConfirmed : PushOutcome::kRefused;
   return Failed(outcome, std::move(jid), attempt.status.WithContext(context));
 }
 
@@ -244,20 +237,9 @@ class ClientImpl : public Client {
   // Called under mu_, right after the call: the one place that asks how far
   // a call got.
   Attempt Finished(Status status) {
-    Reach reach = Reach::kAnswered;
-    if (!status.ok()) {
-      switch (connection_->last_progress()) {
-        case redis::Connection::Progress::kNotSent:
-          reach = Reach::kNotSent;
-          break;
-        case redis::Connection::Progress::kSent:
-          reach = Reach::kMaybeRun;
-          break;
-        case redis::Connection::Progress::kAnswered:
-          break;
-      }
-    }
-    return {std::move(status), reach};
+    bool maybe_run =
+        !status.ok() && connection_->last_progress() == redis::Connection::Progress::kSent;
+    return {std::move(status), maybe_run};
   }
 
   std::mutex mu_;

@@ -140,10 +140,15 @@ void AppendLine(FILE* file, const std::string& line, const std::string& path) {
   }
 }
 
-// The jobs in `queues` now, or -1 when Redis does not answer.
-long long QueuedJobs(const reliableq::RedisOptions& redis, const std::vector<std::string>& queues) {
-  reliableq::Result<std::unique_ptr<reliableq::Admin>> admin = reliableq::Admin::Open(redis);
-  if (!admin.ok()) return -1;
+// The jobs in `queues` now, or -1 when Redis does not answer. `admin` is
+// opened on first use and kept (its connection reconnects by itself).
+long long QueuedJobs(const reliableq::RedisOptions& redis, const std::vector<std::string>& queues,
+                     std::unique_ptr<reliableq::Admin>* admin) {
+  if (*admin == nullptr) {
+    reliableq::Result<std::unique_ptr<reliableq::Admin>> opened = reliableq::Admin::Open(redis);
+    if (!opened.ok()) return -1;
+    *admin = std::move(opened.value());
+  }
   reliableq::Result<std::vector<reliableq::QueueStats>> listed = (*admin)->ListQueues();
   if (!listed.ok()) return -1;
   long long total = 0;
@@ -188,6 +193,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, [](int) { stop_requested = 1; });
   // Pushes left before the backlog is looked at again.
   long long unchecked = 0;
+  std::unique_ptr<reliableq::Admin> admin;
   while (accepted_count < options.count && !stop_requested) {
     if (Clock::now() >= deadline) {
       std::fprintf(stderr, "chaos_producer: deadline passed after %lld of %lld pushes\n",
@@ -200,7 +206,7 @@ int main(int argc, char** argv) {
                            std::chrono::duration<double>(accepted_count / options.rate));
     std::this_thread::sleep_until(due);
     if (options.backlog > 0 && unchecked-- <= 0) {
-      long long queued = QueuedJobs(*redis, options.queues);
+      long long queued = QueuedJobs(*redis, options.queues, &admin);
       if (queued < 0 || queued >= options.backlog) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         unchecked = 0;
