@@ -41,6 +41,18 @@ std::string EncodeProcessEntry(const ProcessEntry& entry) {
   w.StartArray();
   for (int64_t id : entry.clients) w.Int64(id);
   w.EndArray();
+  if (entry.beat_client > 0) {
+    w.Key("beat_client");
+    w.Int64(entry.beat_client);
+  }
+  if (entry.ttl_ms > 0) {
+    w.Key("ttl_ms");
+    w.Int64(entry.ttl_ms);
+  }
+  if (!entry.run_id.empty()) {
+    w.Key("run_id");
+    WriteString(w, entry.run_id);
+  }
   w.EndObject();
   return buf.GetString();
 }
@@ -48,6 +60,9 @@ std::string EncodeProcessEntry(const ProcessEntry& entry) {
 bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
   entry->queues.clear();
   entry->clients.clear();
+  entry->beat_client = 0;
+  entry->ttl_ms = 0;
+  entry->run_id.clear();
   rapidjson::Document doc;
   // Iterative: a record nested absurdly deep must not exhaust the stack.
   doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
@@ -60,6 +75,15 @@ bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
   };
   text("identity", &entry->identity);
   text("hostname", &entry->hostname);
+  text("run_id", &entry->run_id);
+  auto positive = [&doc](const char* name, int64_t* out) {
+    auto it = doc.FindMember(name);
+    if (it != doc.MemberEnd() && it->value.IsInt64() && it->value.GetInt64() > 0) {
+      *out = it->value.GetInt64();
+    }
+  };
+  positive("beat_client", &entry->beat_client);
+  positive("ttl_ms", &entry->ttl_ms);
   if (auto it = doc.FindMember("pid"); it != doc.MemberEnd() && it->value.IsInt64()) {
     entry->pid = it->value.GetInt64();
   }

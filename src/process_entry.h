@@ -6,7 +6,12 @@
 //
 //   {"identity":"host:123:abcdef012345","hostname":"host","pid":123,
 //    "started_at":1700000000.5,"queues":["critical","default"],
-//    "clients":[17,18]}
+//    "clients":[17,18],"beat_client":17,"ttl_ms":30000,
+//    "run_id":"<40 hex digits>"}
+//
+// run_id is not written here: heartbeat.lua adds it (from INFO server) to an
+// entry that names its beat_client, so that it always names the server that
+// stored the entry and gave out its client ids.
 //
 // Thread safety: plain functions over values.
 
@@ -27,8 +32,17 @@ struct ProcessEntry {
   double started_at = 0;            // epoch seconds
   std::vector<std::string> queues;  // the queues it serves: its working lists
   // The CLIENT IDs of its Redis connections as it last published them; a
-  // janitor kills these before it recovers the process.
+  // janitor kills these before it recovers the process, and takes it for
+  // dead at once when none of them exists any more (recovery.h).
   std::vector<int64_t> clients;
+  // The CLIENT ID of the connection the beat was sent on, which the beat
+  // also stores as the heartbeat key's value; 0: unknown (not written).
+  int64_t beat_client = 0;
+  // The heartbeat ttl the process beats with, in ms; 0: unknown (not written).
+  int64_t ttl_ms = 0;
+  // The run_id of the Redis server that stored the entry (heartbeat.lua
+  // writes it); empty: unknown (not written).
+  std::string run_id;
 };
 
 std::string EncodeProcessEntry(const ProcessEntry& entry);
@@ -37,7 +51,7 @@ std::string EncodeProcessEntry(const ProcessEntry& entry);
 // non-empty strings under "queues": then its working lists cannot be named
 // (queues is left empty). Duplicate queue names are kept once, in order; a
 // missing or unreadable "clients" reads as none; other fields are read when
-// present with the right type.
+// present with the right type (beat_client and ttl_ms only when positive).
 bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry);
 
 }  // namespace reliableq

@@ -1,7 +1,15 @@
 // The janitor pass: gives the jobs of dead processes back to their queues.
 //
 // A process is found through its registry entry (process_entry.h) and is
-// dead when its heartbeat key is absent. For each dead process, every
+// dead when its heartbeat key is absent, or when none of the Redis
+// connections it published exists any more: then, if the entry's client ids
+// come from this server run (its run_id) and this server has been up longer
+// than the process's heartbeat ttl, drop_heartbeat.lua deletes its heartbeat
+// key, but only while the key still names the connection of the beat the
+// pass read (a process that reconnected and beat meanwhile stays alive).
+// A SIGKILLed worker is thus recovered within a pass or two, while a
+// stopped one (SIGSTOP), a partitioned one or any process after a Redis
+// restart or failover waits for its ttl. For each dead process, every
 // working list named by its queues is emptied by recover.lua (in batches,
 // each batch one atomic script that checks the heartbeat again), then the
 // process is unregistered by forget.lua, which again refuses if the process
@@ -55,10 +63,12 @@ struct RecoveryConfig {
 
 // Runs one pass at time `now` (epoch seconds). The report lists every
 // identity looked at: dead ones (and a forced one) first with what moved
-// per queue, then live ones with alive=true and no queues; each group is
-// sorted by identity. A registry entry whose JSON cannot be read is
-// reported as a dead identity with no queues and is not unregistered, so it
-// stays visible until someone looks at it.
+// per queue and why they were taken for dead (a dry run reports a process
+// without connections as dead, and deletes nothing), then live ones with
+// alive=true and no queues; each group is sorted by identity. A registry
+// entry whose JSON cannot be read is reported as a dead identity with no
+// queues and is not unregistered, so it stays visible until someone looks
+// at it.
 //
 // Errors: kInvalidArgument for force without identity or a non-positive
 // batch; kNotFound "no registered process <id>" when `identity` is not in

@@ -16,6 +16,7 @@
 #include "keys.h"
 #include "process_entry.h"
 #include "reliableq/admin.h"
+#include "script_calls.h"
 #include "testutil.h"
 
 using namespace reliableq;
@@ -150,6 +151,29 @@ TEST_CASE("a registry entry reads back as it was written") {
   CHECK(read.started_at == 1700000000.5);
   CHECK(read.queues == entry.queues);
   CHECK(read.clients == entry.clients);
+  CHECK(read.beat_client == 0);
+  CHECK(read.ttl_ms == 0);
+  CHECK(read.run_id.empty());
+
+  // What lets a janitor judge the process by its connections.
+  entry.beat_client = 17;
+  entry.ttl_ms = 30000;
+  entry.run_id = "0123456789abcdef0123456789abcdef01234567";
+  json = EncodeProcessEntry(entry);
+  CHECK(json == R"({"identity":"host:42:abcdef012345","hostname":"host","pid":42,)"
+                R"("started_at":1700000000.500000,"queues":["critical","default"],)"
+                R"("clients":[17,18],"beat_client":17,"ttl_ms":30000,)"
+                R"("run_id":"0123456789abcdef0123456789abcdef01234567"})");
+  REQUIRE(DecodeProcessEntry(json, &read));
+  CHECK(read.beat_client == 17);
+  CHECK(read.ttl_ms == 30000);
+  CHECK(read.run_id == entry.run_id);
+  // Values of the wrong kind read as unknown.
+  REQUIRE(DecodeProcessEntry(R"({"queues":[],"beat_client":-3,"ttl_ms":"30000","run_id":7})",
+                             &read));
+  CHECK(read.beat_client == 0);
+  CHECK(read.ttl_ms == 0);
+  CHECK(read.run_id.empty());
 }
 
 TEST_CASE_FIXTURE(RecoveryFixture, "a process whose key has the wrong type does not stop the pass") {
@@ -513,4 +537,262 @@ TEST_CASE_FIXTURE(RecoveryFixture, "GetStats reports a key of the wrong type") {
   auto stats = admin->GetStats();
   REQUIRE_FALSE(stats.ok());
   CHECK(stats.status().message().find("queue:a") != std::string::npos);
+}
+
+// ------------------------------------- processes whose connections are gone
+
+namespace {
+
+// A worker's view of itself for these tests: named connections whose ids it
+// publishes, and beats sent with heartbeat.lua as the worker sends them.
+struct ConnectionsFixture : RecoveryFixture {
+  struct Named {
+    std::unique_ptr<redis::Connection> connection;
+    int64_t id = 0;
+  };
+
+  Named Connect(const std::string& identity) {
+    auto connection = redis::Connection::Open(options());
+    REQUIRE(connection.ok());
+    Named named{std::move(connection.value()), 0};
+    REQUIRE(named.connection->Command({"CLIENT", "SETNAME", keys.ClientName(identity)}).ok());
+    auto id = named.connection->Command({"CLIENT", "ID"});
+    REQUIRE(id.ok());
+    named.id = (*id)->integer;
+    return named;
+  }
+
+  // Closes the connection and waits until the server has let it go.
+  void Close(Named* named) {
+    named->connection.reset();
+    const std::string id = std::to_string(named->id);
+    REQUIRE(WaitUntil([&] {
+      auto listed = redis().Command({"CLIENT", "LIST", "ID", id});
+      return listed.ok() && (*listed)->len == 0;
+    }));
+  }
+
+  // One heartbeat.lua call as a worker's beat on connection `beat_client`
+  // would send it, publishing `clients`. The entry's ttl (what the janitor
+  // compares the server's uptime with) is `ttl_ms`; the key itself lives
+  // a minute, so that it can only go by a janitor's hand here.
+  void Beat(const std::string& identity, int64_t beat_client, std::vector<int64_t> clients,
+            int64_t ttl_ms = 500) {
+    ProcessEntry entry;
+    entry.identity = identity;
+    entry.hostname = "h";
+    entry.pid = 1;
+    entry.started_at = 1700000000.5;
+    entry.queues = {"default"};
+    entry.clients = std::move(clients);
+    entry.beat_client = beat_client;
+    entry.ttl_ms = ttl_ms;
+    BeatFields fields;
+    fields.ttl_millis = 60000;
+    fields.registry_entry = EncodeProcessEntry(entry);
+    fields.info = "{}";
+    fields.now = 1700000100.5;
+    auto reply = redis().Eval(HeartbeatCall(keys, identity, std::move(fields)));
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  }
+
+  std::string ServerInfo(const std::string& field) {
+    auto info = redis().Command({"INFO", "server"});
+    REQUIRE(info.ok());
+    std::string text((*info)->str, (*info)->len);
+    size_t at = text.find("\n" + field + ":");
+    REQUIRE(at != std::string::npos);
+    at += field.size() + 2;
+    return text.substr(at, text.find('\r', at) - at);
+  }
+
+  // The fast rule needs the server up longer than the entry's ttl (500 ms).
+  void WaitForUptime() {
+    REQUIRE(WaitUntil([&] { return std::stoll(ServerInfo("uptime_in_seconds")) >= 1; },
+                      std::chrono::seconds(3)));
+  }
+
+  ProcessEntry Published(const std::string& identity) {
+    ProcessEntry entry;
+    REQUIRE(DecodeProcessEntry(HGet(keys.Registry(), identity), &entry));
+    return entry;
+  }
+};
+
+const IdentityRecovery* Find(const RecoveryReport& report, const std::string& identity) {
+  for (const IdentityRecovery& id : report.identities) {
+    if (id.identity == identity) return &id;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(ConnectionsFixture, "a beat stores its connection's id and the server's run_id") {
+  Named command = Connect(kLive);
+  Beat(kLive, command.id, {command.id});
+  CHECK(Get(keys.Heartbeat(kLive)) == std::to_string(command.id));
+  ProcessEntry entry = Published(kLive);
+  CHECK(entry.beat_client == command.id);
+  CHECK(entry.ttl_ms == 500);
+  CHECK(entry.run_id == ServerInfo("run_id"));
+  CHECK(entry.run_id.size() == 40);
+  // An entry that names no connection (an older worker's) is stored as
+  // given, and its key holds 1.
+  const std::string old = Entry(kDead1, {"default"});
+  BeatFields fields;
+  fields.ttl_millis = 60000;
+  fields.registry_entry = old;
+  fields.info = "{}";
+  fields.now = 1700000100.5;
+  REQUIRE(redis().Eval(HeartbeatCall(keys, kDead1, std::move(fields))).ok());
+  CHECK(Get(keys.Heartbeat(kDead1)) == "1");
+  CHECK(HGet(keys.Registry(), kDead1) == old);
+}
+
+TEST_CASE_FIXTURE(ConnectionsFixture, "drop_heartbeat deletes the key only while it names the id") {
+  Named first = Connect(kLive);
+  Beat(kLive, first.id, {first.id});
+  const std::string key = keys.Heartbeat(kLive);
+  auto drop = [&](int64_t id) {
+    auto reply = redis().Eval(DropHeartbeatCall(keys, kLive, id));
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+    return (*reply)->integer;
+  };
+  // The process reconnected and beat from its new connection: the id the
+  // janitor saw in the entry no longer matches, and the key stays.
+  Named second = Connect(kLive);
+  Beat(kLive, second.id, {second.id});
+  CHECK(drop(first.id) == 0);
+  CHECK(Get(key) == std::to_string(second.id));
+  CHECK(Integer({"PTTL", key}) > 50000);
+  CHECK(drop(second.id) == 1);
+  CHECK_FALSE(Exists(key));
+  CHECK(drop(second.id) == 0);  // gone already
+  // A key of another type is refused, untouched.
+  Run({"LPUSH", key, "x"});
+  auto wrong = redis().Eval(DropHeartbeatCall(keys, kLive, second.id));
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.status().message().find("WRONGTYPE drop_heartbeat") != std::string::npos);
+  CHECK(LRange(key) == Strings{"x"});
+  auto bad = redis().Eval(ScriptId::kDropHeartbeat, {key}, {"0"});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().IsInvalidArgument());
+}
+
+TEST_CASE_FIXTURE(ConnectionsFixture, "a process with none of its connections left goes at once") {
+  WaitForUptime();
+  // kDead1: two connections, both of which go away (SIGKILL closes them all).
+  Named command = Connect(kDead1);
+  Named idle = Connect(kDead1);
+  Beat(kDead1, command.id, {command.id, idle.id});
+  Fetched(kDead1, "default", {Job("k1"), Job("k2")});
+  // kLive: its connection stays open.
+  Named live = Connect(kLive);
+  Beat(kLive, live.id, {live.id});
+  Fetched(kLive, "default", {Job("live")});
+
+  auto admin = OpenAdmin();
+  // One connection left is enough to be alive.
+  Close(&command);
+  auto report = admin->Recover({});
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Describe(*report) == Strings{kDead1 + " alive", kLive + " alive"});
+
+  Close(&idle);
+  auto before = Snapshot();
+  RecoverOptions dry;
+  dry.dry_run = true;
+  auto preview = admin->Recover(dry);
+  REQUIRE(preview.ok());
+  CHECK(Snapshot() == before);  // the heartbeat key too
+  report = admin->Recover({});
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Describe(*preview) == Describe(*report));
+  CHECK(Describe(*report) == Strings{kDead1 + " dead default:2/0", kLive + " alive"});
+  const IdentityRecovery* dead = Find(*report, kDead1);
+  REQUIRE(dead != nullptr);
+  CHECK(dead->evidence == DeathEvidence::kConnectionsGone);
+  CHECK(Find(*report, kLive)->evidence == DeathEvidence::kNone);
+  CHECK(LRange("queue:default") == Strings{Interrupted(Job("k2"), 1), Interrupted(Job("k1"), 1)});
+  CHECK(HGet(keys.Registry(), kDead1).empty());
+  CHECK_FALSE(Exists(keys.Heartbeat(kDead1)));
+  CHECK(LRange(keys.Working(kLive, "default")) == Strings{Job("live")});
+  CHECK(Get(keys.Heartbeat(kLive)) == std::to_string(live.id));
+}
+
+TEST_CASE_FIXTURE(ConnectionsFixture, "a beat on a new connection after the check keeps it alive") {
+  WaitForUptime();
+  Named old_connection = Connect(kDead1);
+  Beat(kDead1, old_connection.id, {old_connection.id});
+  const std::string checked = HGet(keys.Registry(), kDead1);
+  Fetched(kDead1, "default", {Job("k1")});
+  Close(&old_connection);
+  // The process reconnects and beats right after a janitor read its entry
+  // and found that connection gone: the pass still holds the entry it read,
+  // which is what the registry shows it here; the key names the new
+  // connection.
+  Named reconnected = Connect(kDead1);
+  Beat(kDead1, reconnected.id, {reconnected.id});
+  Run({"HSET", keys.Registry(), kDead1, checked});
+
+  RecoveryConfig config;
+  auto report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Describe(*report) == Strings{kDead1 + " alive"});
+  CHECK(Get(keys.Heartbeat(kDead1)) == std::to_string(reconnected.id));
+  CHECK(LRange(keys.Working(kDead1, "default")) == Strings{Job("k1")});
+  CHECK(HGet(keys.Registry(), kDead1) == checked);
+  CHECK_FALSE(Exists("queue:default"));
+}
+
+TEST_CASE_FIXTURE(ConnectionsFixture, "connections tell nothing about ids of another server run") {
+  WaitForUptime();
+  Named gone = Connect(kDead1);
+  Named gone_too = Connect(kDead2);
+  Beat(kDead1, gone.id, {gone.id});
+  Beat(kDead2, gone_too.id, {gone_too.id}, /*ttl_ms=*/3600 * 1000);
+  Fetched(kDead1, "default", {Job("k1")});
+  Fetched(kDead2, "default", {Job("k2")});
+  Close(&gone);
+  Close(&gone_too);
+  // kDead1's entry was written on another server (a restart or a failover
+  // since): its ids may belong to anyone here.
+  ProcessEntry entry = Published(kDead1);
+  entry.run_id = std::string(40, 'f');
+  Run({"HSET", keys.Registry(), kDead1, EncodeProcessEntry(entry)});
+  // kDead2's ttl is longer than the server has been up: its worker may not
+  // have reconnected yet since the server started.
+  // kOld is an older worker's entry: no beat connection, key "1".
+  const std::string kOld = "host-e:55:eeeeeeeeeeee";
+  Register(kOld, Entry(kOld, {"default"}), true);
+  Fetched(kOld, "default", {Job("k3")});
+
+  RecoveryConfig config;
+  auto report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(Describe(*report) == Strings{kDead1 + " alive", kDead2 + " alive", kOld + " alive"});
+  CHECK_FALSE(Exists("queue:default"));
+  CHECK(Exists(keys.Heartbeat(kDead1)));
+  CHECK(Exists(keys.Heartbeat(kDead2)));
+
+  // The same entries with this server's run_id and a short ttl go at once.
+  entry.run_id = ServerInfo("run_id");
+  Run({"HSET", keys.Registry(), kDead1, EncodeProcessEntry(entry)});
+  report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead1 + " dead default:1/0", kDead2 + " alive",
+                                     kOld + " alive"});
+}
+
+TEST_CASE_FIXTURE(RecoveryFixture, "Recover says an expired heartbeat made a process dead") {
+  Cluster();
+  auto admin = OpenAdmin();
+  auto report = admin->Recover({});
+  REQUIRE(report.ok());
+  for (const IdentityRecovery& id : report->identities) {
+    CAPTURE(id.identity);
+    CHECK(id.evidence ==
+          (id.alive ? DeathEvidence::kNone : DeathEvidence::kHeartbeatExpired));
+  }
 }

@@ -77,9 +77,19 @@ struct QueueRecovery {
   int64_t dead = 0;      // to the dead set (dry run: would be)
 };
 
+// Why a recovery pass took a process for dead (reliableq-schema(7), DEAD
+// PROCESSES).
+enum class DeathEvidence {
+  kNone,              // not taken for dead: alive (and recovered only if forced)
+  kHeartbeatExpired,  // its heartbeat key was gone (it was silent for its ttl)
+  kConnectionsGone,   // none of the Redis connections it published exists any
+                      // more (a crash, a kill): taken before its ttl ran out
+};
+
 struct IdentityRecovery {
   std::string identity;
   bool alive = false;  // heartbeat present (only recovered with force)
+  DeathEvidence evidence = DeathEvidence::kNone;  // kNone exactly when alive
   std::vector<QueueRecovery> queues;
   // Non-empty when Redis refused a move for this process (a key it would
   // write holds the wrong type): the pass wrote nothing for that list, left

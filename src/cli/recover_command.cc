@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
@@ -20,9 +21,10 @@ constexpr std::string_view kHelp =
     "                         [--json]\n"
     "\n"
     "Returns the jobs of dead worker processes (those whose heartbeat key has\n"
-    "expired) from their working lists to the front of their queues, as the\n"
-    "workers' janitor does every few seconds. A job interrupted more than N\n"
-    "times goes to the dead set instead. Safe to run beside live workers.\n"
+    "expired, and those none of whose Redis connections exists any more) from\n"
+    "their working lists to the front of their queues, as the workers' janitor\n"
+    "does every second. A job interrupted more than N times goes to the dead set\n"
+    "instead. Safe to run beside live workers.\n"
     "\n"
     "Options:\n"
     "      --dry-run        only show what would move\n"
@@ -33,7 +35,23 @@ constexpr std::string_view kHelp =
     "                       the interruptions a job may have had (default: 3)\n"
     "      --json           one JSON object instead of text:\n"
     "                       {\"dry_run\":..,\"identities\":[{\"identity\":..,\"alive\":..,\n"
-    "                        [\"error\":..,]\"queues\":[{\"queue\":..,\"requeued\":..,\"dead\":..}]}]}\n";
+    "                        [\"evidence\":\"heartbeat_expired\"|\"connections_gone\",]\n"
+    "                        [\"error\":..,]\"queues\":[{\"queue\":..,\"requeued\":..,\n"
+    "                        \"dead\":..}]}]}\n";
+
+// How the report names the reason a process was taken for dead; empty when
+// it was not.
+std::string_view EvidenceName(DeathEvidence evidence) {
+  switch (evidence) {
+    case DeathEvidence::kHeartbeatExpired:
+      return "heartbeat_expired";
+    case DeathEvidence::kConnectionsGone:
+      return "connections_gone";
+    case DeathEvidence::kNone:
+      break;
+  }
+  return {};
+}
 
 std::string AsJson(const RecoveryReport& report, bool dry_run) {
   rapidjson::StringBuffer buffer;
@@ -49,6 +67,10 @@ std::string AsJson(const RecoveryReport& report, bool dry_run) {
     writer.String(identity.identity);
     writer.Key("alive");
     writer.Bool(identity.alive);
+    if (std::string_view evidence = EvidenceName(identity.evidence); !evidence.empty()) {
+      writer.Key("evidence");
+      writer.String(evidence.data(), static_cast<rapidjson::SizeType>(evidence.size()));
+    }
     if (!identity.error.empty()) {
       writer.Key("error");
       writer.String(identity.error);
@@ -103,8 +125,12 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       out += Escaped(identity.identity) + ": not recovered: " + Escaped(identity.error) + "\n";
     }
     if (moves.empty()) continue;
+    std::string why = identity.alive ? "alive, forced"
+                      : identity.evidence == DeathEvidence::kConnectionsGone
+                          ? "connections gone"
+                          : "heartbeat expired";
     out += Escaped(identity.identity) + ": " + (options.dry_run ? "would move " : "") + moves +
-           (identity.alive ? " (alive, forced)" : "") + "\n";
+           " (" + why + ")\n";
   }
   if (processes == 0) return out + "no dead processes\n";
   std::string jobs = Plural(requeued + dead, "job", "jobs");

@@ -2,16 +2,14 @@
 
 #include <algorithm>
 
+#include "redis/errors.h"
+
 namespace reliableq {
 
 namespace {
 
 // The longest a janitor pass holds the lease.
 constexpr int64_t kLeaseCapMillis = 5000;
-
-}  // namespace
-
-namespace {
 
 RecoveryConfig ConfigFor(const Keys& keys, const std::string& identity, int max_interruptions,
                          const DeadSetLimits& dead_limits) {
@@ -22,6 +20,18 @@ RecoveryConfig ConfigFor(const Keys& keys, const std::string& identity, int max_
   config.dead_max_jobs = dead_limits.max_jobs;
   config.dead_timeout_seconds = dead_limits.timeout.count();
   return config;
+}
+
+const char* Evidence(DeathEvidence evidence) {
+  switch (evidence) {
+    case DeathEvidence::kConnectionsGone:
+      return "its connections are gone";
+    case DeathEvidence::kHeartbeatExpired:
+      return "its heartbeat expired";
+    case DeathEvidence::kNone:
+      break;
+  }
+  return "forced";
 }
 
 }  // namespace
@@ -43,7 +53,7 @@ Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
 
 void Janitor::Start() {
   stopped_ = false;
-  Schedule(true);
+  Schedule(std::chrono::milliseconds(0));
 }
 
 void Janitor::Stop() {
@@ -51,14 +61,8 @@ void Janitor::Stop() {
   timer_.Stop();
 }
 
-void Janitor::Schedule(bool now) {
+void Janitor::Schedule(std::chrono::milliseconds delay) {
   if (stopped_) return;
-  std::chrono::milliseconds delay{0};
-  if (!now) {
-    std::uniform_real_distribution<double> jitter(0.5, 1.0);
-    delay = std::chrono::milliseconds(
-        static_cast<int64_t>(static_cast<double>(interval_.count()) * jitter(random_)));
-  }
   timer_.Start(delay);
 }
 
@@ -69,6 +73,9 @@ void Janitor::BeginPass() {
 }
 
 void Janitor::RunPass() {
+  won_lease_ = false;
+  lease_left_ = interval_;
+  lease_read_at_ = clock_.Monotonic();
   if (!redis_) {
     auto connection = redis::Connection::Open(redis_options_);
     if (!connection.ok()) {
@@ -80,18 +87,31 @@ void Janitor::RunPass() {
   // About one pass per interval across all workers. The lease expires on
   // its own, so a janitor that dies holding it delays the next pass by at
   // most the lease; the cap keeps a worker with a long interval from
-  // holding back the others.
-  std::string lease_ms = std::to_string(std::min<int64_t>(interval_.count(), kLeaseCapMillis));
-  auto lease = redis_->Command(
-      {"SET", config_.keys.JanitorLease(), config_.skip_identity, "NX", "PX", lease_ms});
+  // holding back the others. PTTL tells a loser when to try again.
+  const std::string lease_ms =
+      std::to_string(std::min<int64_t>(interval_.count(), kLeaseCapMillis));
+  auto lease = redis_->Pipeline(
+      {{"SET", config_.keys.JanitorLease(), config_.skip_identity, "NX", "PX", lease_ms},
+       {"PTTL", config_.keys.JanitorLease()}});
+  lease_read_at_ = clock_.Monotonic();
   if (!lease.ok()) {
     result_ = lease.status();
     return;
   }
-  if ((*lease)->type == REDIS_REPLY_NIL) {
+  const redisReply* set = (*lease)[0].get();
+  const redisReply* pttl = (*lease)[1].get();
+  if (set->type == REDIS_REPLY_ERROR) {
+    result_ = redis::FromErrorReply(redis::View(set));
+    return;
+  }
+  if (pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0) {
+    lease_left_ = std::chrono::milliseconds(std::min<int64_t>(pttl->integer, interval_.count()));
+  }
+  if (set->type == REDIS_REPLY_NIL) {
     result_ = RecoveryReport{};
     return;
   }
+  won_lease_ = true;
   result_ = RunRecoveryPass(*redis_, config_, clock_.Now());
 }
 
@@ -112,13 +132,30 @@ void Janitor::Report() {
         dead += q.dead;
       }
       log_.Log(LogLevel::kInfo,
-               "janitor: process %s is dead: %lld jobs back to their queues, %lld to the dead "
-               "set",
-               id.identity.c_str(), static_cast<long long>(requeued),
+               "janitor: process %s is dead (%s): %lld jobs back to their queues, %lld to the "
+               "dead set",
+               id.identity.c_str(), Evidence(id.evidence), static_cast<long long>(requeued),
                static_cast<long long>(dead));
     }
   }
-  Schedule(false);
+  // The winner waits a whole interval; a loser (or a pass that failed) waits
+  // until the lease it found runs out. Both add up to a fifth of the
+  // interval, so that the workers do not all try at the same instant.
+  std::uniform_real_distribution<double> jitter(0.0, 0.2);
+  auto spread = std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(interval_.count()) * jitter(random_)));
+  std::chrono::milliseconds wait = interval_;
+  if (!won_lease_) {
+    auto since = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Monotonic() -
+                                                                       lease_read_at_);
+    wait = std::max(std::chrono::milliseconds(0), lease_left_ - since);
+  } else {
+    // The lease was taken when the pass began; the interval counts from then.
+    auto since = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Monotonic() -
+                                                                       lease_read_at_);
+    wait = std::max(std::chrono::milliseconds(0), interval_ - since);
+  }
+  Schedule(wait + spread);
 }
 
 }  // namespace reliableq

@@ -1,10 +1,15 @@
-// Janitor: every janitor_interval (jittered), one recovery pass that gives
-// the jobs of dead processes back to their queues (recovery.h), when this
+// Janitor: about every janitor_interval, one recovery pass that gives the
+// jobs of dead processes back to their queues (recovery.h), when this
 // process wins the lease that keeps passes from running at once.
 //
 // The pass runs on libuv's thread pool with a blocking connection of its
-// own, so a long recovery never stalls the loop. Jitter only ever shortens
-// the wait, so recovery stays within heartbeat ttl + janitor interval (I3).
+// own, so a long recovery never stalls the loop. A worker that wins the
+// lease tries again 1 to 1.2 intervals later; one that loses tries again
+// when the lease it found runs out, plus up to 0.2 interval, so that the
+// workers sharing a prefix run about one pass per interval between them
+// whatever their number, and a dead process is recovered within its
+// heartbeat ttl + 1.2 intervals of its last beat (I3), or within about 1.2
+// intervals of its crash when its connections tell (recovery.h).
 // Its own process is skipped: it knows it is alive even when its heartbeat
 // lapsed (a Redis outage), and its next beat re-registers it.
 //
@@ -35,13 +40,13 @@ class Janitor {
           const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
           std::chrono::milliseconds interval, const Clock& clock, const Logger& log);
 
-  // A pass now, then one every interval until Stop().
+  // A pass now, then about one every interval until Stop().
   void Start();
   // No new pass; one running finishes (the loop waits for it).
   void Stop();
 
  private:
-  void Schedule(bool now);
+  void Schedule(std::chrono::milliseconds delay);
   void BeginPass();
   // On the thread pool.
   void RunPass();
@@ -59,7 +64,12 @@ class Janitor {
   std::mt19937_64 random_;
   bool stopped_ = false;
   bool running_ = false;
+  // Set by the pass: its outcome, and how long before the lease it won or
+  // found runs out, measured when the pass took or tried it.
   Result<RecoveryReport> result_ = RecoveryReport{};
+  bool won_lease_ = false;
+  std::chrono::milliseconds lease_left_{0};
+  std::chrono::steady_clock::time_point lease_read_at_;
 };
 
 }  // namespace reliableq

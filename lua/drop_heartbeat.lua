@@ -1,0 +1,32 @@
+-- drop_heartbeat.lua: take for dead a process whose connections are all gone.
+--
+-- KEYS[1]  its heartbeat key (STRING: the client id of the connection its
+--          latest beat was sent on; see heartbeat.lua)
+-- ARGV[1]  the beat_client of the registry entry the janitor found with no
+--          connection left (a positive integer)
+--
+-- Deletes KEYS[1] only while it still holds ARGV[1]. The janitor read the
+-- entry, then saw that none of its connections exists any more; a process
+-- that has reconnected and beaten since then wrote the id of its new
+-- connection here, and stays alive. A connection id is never given out
+-- twice by one server run, so once that connection is gone no later beat
+-- can write the same value again. After the delete, the recovery pass goes
+-- on as for an expired heartbeat (recover.lua and forget.lua check the key
+-- again inside each step).
+--
+-- Returns 1 when the key was deleted, 0 when it is absent or holds another
+-- value.
+-- Errors: RQ_INVALID when ARGV[1] is not a positive integer; WRONGTYPE when
+-- KEYS[1] exists and is not a STRING; nothing is written then.
+
+-- @include lib/payload.lua
+
+if ARGV[1] == nil or not string.find(ARGV[1], '^[1-9]%d*$') then
+  return redis.error_reply('RQ_INVALID drop_heartbeat: the client id must be a positive ' ..
+                           'integer, got ' .. tostring(ARGV[1]))
+end
+local bad = check_types('drop_heartbeat', 'string', 1, 1)
+if bad then return bad end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
