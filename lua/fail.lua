@@ -23,10 +23,20 @@
 --          "2": count it only when the job was still in the working list
 --          (a call sent again after its reply was lost: if the first one
 --          ran, it moved and counted the job already)
+-- ARGV[9]  optional: the wake-up channel of scheduled jobs
+--          (reliableq:wake:scheduled with the default prefix). Mode
+--          "retry": when the job it adds is the earliest member of retry,
+--          PUBLISH this channel the score (ARGV[3] as given), so that idle
+--          workers sleeping until a later head wake at its time. Absent or
+--          "": no PUBLISH.
 --
 -- The target is written only when LREM working 1 original removed the job:
 -- if a janitor already gave the job back, it lives in its queue and must not
 -- be in two places. The stats are counted in both cases: the job did run.
+--
+-- The PUBLISH (ARGV[9]) comes after every write. A message nobody hears
+-- is lost; the retry is then found by the next fallback read of the heads
+-- by any worker's poller (reliableq-schema(7), promote.lua).
 --
 -- Returns 1 when the job was moved, 0 when it was not in the working list.
 -- Errors: RQ_INVALID for a bad mode, count flag, score, now or dead limits;
@@ -77,10 +87,17 @@ for i = 3, 6 do
   end
 end
 
+local wake = false
 local moved = redis.call('LREM', KEYS[1], '1', ARGV[1])
 if moved > 0 then
   if mode == 'retry' then
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+    -- Only when it is the head: the workers already wake at the head's
+    -- time, which is not after any other member's (one tied with the head
+    -- but sorted after it is due at that same time).
+    if ARGV[9] and ARGV[9] ~= '' and redis.call('ZRANK', KEYS[2], ARGV[2]) == 0 then
+      wake = true
+    end
   elseif mode == 'dead' then
     dead_add(KEYS[2], ARGV[5], ARGV[2], ARGV[6], ARGV[7])
   end
@@ -93,5 +110,6 @@ if countable and (ARGV[8] == '1' or (ARGV[8] == '2' and moved > 0)) then
   redis.call('INCRBY', KEYS[6], '1')
   redis.call('EXPIRE', KEYS[6], '157680000')
 end
+if wake then redis.call('PUBLISH', ARGV[9], ARGV[3]) end
 if moved > 0 then return 1 end
 return 0

@@ -20,12 +20,13 @@ constexpr std::string_view kStatsTtlSeconds = "157680000";
 }  // namespace
 
 Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-                   ProcessorPool& pool, DeadSetLimits dead_limits, const Clock& clock,
-                   const Logger& log, std::function<void()> on_round_over)
+                   ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
+                   const Clock& clock, const Logger& log, std::function<void()> on_round_over)
     : command_(command),
       queues_(queues),
       pool_(pool),
       dead_limits_(dead_limits),
+      wake_channel_(std::move(wake_channel)),
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),
@@ -197,7 +198,7 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
   failed.retry_at = job.score;
   failed.counted = !invalid;
   failed.resent_unconfirmed = job.maybe_applied;
-  ScriptCall call = FailCall(failed, now, dead_limits_);
+  ScriptCall call = FailCall(failed, now, dead_limits_, wake_channel_);
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {

@@ -40,10 +40,12 @@ class Outcomes {
  public:
   // `on_round_over` runs when a round was confirmed whole and no other is
   // on its way, or when the pause after a refusal is over: the caller then
-  // collects again (Collect).
+  // collects again (Collect). A retry that becomes the earliest of `retry`
+  // is announced on `wake_channel` (Keys::WakeScheduled), so that the
+  // pollers wake at its time.
   Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-           ProcessorPool& pool, DeadSetLimits dead_limits, const Clock& clock, const Logger& log,
-           std::function<void()> on_round_over);
+           ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
+           const Clock& clock, const Logger& log, std::function<void()> on_round_over);
 
   // Takes what the processors finished and sends it, unless a round is on
   // its way; arms the processors' wake-up when nothing is left to take.
@@ -81,6 +83,7 @@ class Outcomes {
   const QueueSet& queues_;
   ProcessorPool& pool_;
   const DeadSetLimits dead_limits_;
+  const std::string wake_channel_;
   const Clock& clock_;
   const Logger& log_;
   std::function<void()> on_round_over_;

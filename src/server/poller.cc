@@ -1,5 +1,8 @@
 #include "server/poller.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "job_codec.h"
@@ -12,6 +15,26 @@ namespace {
 
 // Due members promoted per script call.
 constexpr size_t kPromoteBatch = 100;
+
+constexpr std::string_view kSets[2] = {Keys::kSchedule, Keys::kRetry};
+constexpr unsigned kBothSets = 3;
+
+// The score of a ZRANGE ... WITHSCORES reply of at most one member, or
+// +inf for an empty set. False when the reply is not that.
+bool HeadScore(redisReply* r, double* score) {
+  if (r->type != REDIS_REPLY_ARRAY) return false;
+  if (r->elements == 0) {
+    *score = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) return false;
+  // Redis writes scores so that strtod reads back the same double
+  // ("inf" and "-inf" included).
+  std::string text(r->element[1]->str, r->element[1]->len);
+  char* end = nullptr;
+  *score = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && *end == '\0' && !std::isnan(*score);
+}
 
 }  // namespace
 
@@ -28,12 +51,18 @@ Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
       dead_limits_(dead_limits),
       clock_(clock),
       log_(log),
-      timer_(loop, [this] { Poll(); }),
+      timer_(loop, [this] { OnTimer(); }),
       random_(std::random_device{}()) {}
 
 void Poller::Start() {
   running_ = true;
-  Schedule(false);
+  backing_off_ = false;
+  if (busy_) {
+    reread_ = true;
+    return;
+  }
+  timer_.Stop();
+  ReadHeads(true);
 }
 
 void Poller::Stop() {
@@ -41,53 +70,172 @@ void Poller::Stop() {
   timer_.Stop();
 }
 
-void Poller::Schedule(bool now) {
-  if (!running_) return;
-  std::chrono::milliseconds delay{0};
-  if (!now) {
-    std::uniform_real_distribution<double> spread(0.5, 1.5);
-    double average = static_cast<double>(interval_.count()) *
-                     static_cast<double>(std::max<int64_t>(1, process_count_));
-    delay = std::chrono::milliseconds(static_cast<int64_t>(average * spread(random_)));
-  }
-  timer_.Start(delay);
-}
-
-void Poller::Poll() {
-  if (!running_) return;
-  if (in_flight_ || !command_.ready()) {
-    Schedule(false);
+void Poller::Nudge() {
+  if (!running_ || backing_off_) return;
+  if (busy_) {
+    reread_ = true;
     return;
   }
-  in_flight_ = true;
-  command_.Command({"SCARD", Keys::kProcesses}, [this](const Status& s, redisReply* r) {
-    if (s.ok() && r->type == REDIS_REPLY_INTEGER) process_count_ = r->integer;
-  });
-  std::string now = FormatEpoch(clock_.Now());
-  std::string limit = std::to_string(kPromoteBatch);
-  auto full = std::make_shared<bool>(false);
-  auto remaining = std::make_shared<int>(2);
-  auto finished = [this, full, remaining](bool batch_was_full) {
-    *full = *full || batch_was_full;
-    if (--*remaining > 0) return;
-    in_flight_ = false;
-    Schedule(*full);
+  timer_.Stop();
+  ReadHeads(false);
+}
+
+void Poller::NudgeAt(double score) {
+  if (!running_ || backing_off_ || std::isnan(score)) return;
+  if (busy_) {
+    // The read on its way may have missed it: the next sleep counts it.
+    nudged_at_ = std::min(nudged_at_, score);
+    return;
+  }
+  if (score < wake_at_) ArmDue(score, clock_.Now());
+}
+
+void Poller::OnTimer() {
+  if (!running_ || busy_) return;
+  bool due = timer_for_due_;
+  backing_off_ = false;
+  wake_at_ = kNever;
+  if (!due) {
+    // The fallback: the heads may have changed unseen (a Ruby client that
+    // sends no signal), and the process count with them.
+    ReadHeads(true);
+    return;
+  }
+  // Straight to the due members: reading the heads first would only add a
+  // round trip to every job's lateness. No set due by the heads read (the
+  // time came from NudgeAt, or the timer fired a hair early): ask both.
+  unsigned mask = DueMask(std::strtod(NowText().c_str(), nullptr));
+  Pass(mask != 0 ? mask : kBothSets);
+}
+
+std::string Poller::NowText() const { return FormatEpoch(clock_.Now()); }
+
+unsigned Poller::DueMask(double now) const {
+  unsigned mask = 0;
+  for (int set : {kScheduleSet, kRetrySet}) {
+    if (heads_[set] <= now) mask |= 1u << set;
+  }
+  return mask;
+}
+
+void Poller::ReadHeads(bool count_processes) {
+  if (!command_.ready()) {
+    BackOff();
+    return;
+  }
+  busy_ = true;
+  // This read sees every member added before it; a nudge from now on asks
+  // for another.
+  reread_ = false;
+  struct Read {
+    int remaining = 0;
+    bool failed = false;
+    double heads[2] = {kNever, kNever};
   };
-  for (std::string_view set : {Keys::kSchedule, Keys::kRetry}) {
+  auto read = std::make_shared<Read>();
+  read->remaining = count_processes ? 3 : 2;
+  auto finished = [this, read] {
+    if (--read->remaining > 0) return;
+    busy_ = false;
+    if (!running_) return;
+    if (read->failed) {
+      BackOff();
+      return;
+    }
+    heads_[kScheduleSet] = read->heads[kScheduleSet];
+    heads_[kRetrySet] = read->heads[kRetrySet];
+    unsigned due = DueMask(std::strtod(NowText().c_str(), nullptr));
+    if (due != 0) {
+      Pass(due);
+    } else if (reread_) {
+      ReadHeads(false);
+    } else {
+      Sleep(std::min(heads_[kScheduleSet], heads_[kRetrySet]));
+    }
+  };
+  // Sent in one loop turn, so they leave in one write and cost one round
+  // trip (async_connection.h).
+  for (int set : {kScheduleSet, kRetrySet}) {
     Status sent = command_.Command(
-        {"ZRANGEBYSCORE", set, "-inf", now, "LIMIT", "0", limit},
-        [this, set, finished](const Status& s, redisReply* r) {
-          if (!s.ok() || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
-            finished(false);
-            return;
-          }
-          Promote(set, r, finished);
+        {"ZRANGE", kSets[set], "0", "0", "WITHSCORES"},
+        [read, set, finished](const Status& s, redisReply* r) {
+          if (!s.ok() || !HeadScore(r, &read->heads[set])) read->failed = true;
+          finished();
         });
-    if (!sent.ok()) finished(false);
+    if (!sent.ok()) {
+      read->failed = true;
+      finished();
+    }
+  }
+  if (count_processes) {
+    Status sent = command_.Command({"SCARD", Keys::kProcesses},
+                                   [this, finished](const Status& s, redisReply* r) {
+                                     if (s.ok() && r->type == REDIS_REPLY_INTEGER) {
+                                       process_count_ = r->integer;
+                                     }
+                                     finished();
+                                   });
+    if (!sent.ok()) finished();
   }
 }
 
-void Poller::Promote(std::string_view set, redisReply* members, std::function<void(bool)> done) {
+void Poller::Pass(unsigned mask) {
+  if (!command_.ready()) {
+    BackOff();
+    return;
+  }
+  if (mask == 0) mask = kBothSets;
+  busy_ = true;
+  struct Round {
+    int remaining = 0;
+    bool full = false;
+    bool failed = false;
+  };
+  auto round = std::make_shared<Round>();
+  round->remaining = ((mask & 1u) != 0) + ((mask & 2u) != 0);
+  auto finished = [this, round](bool batch_was_full, bool failed) {
+    round->full = round->full || batch_was_full;
+    round->failed = round->failed || failed;
+    if (--round->remaining > 0) return;
+    busy_ = false;
+    if (!running_) return;
+    if (round->failed) {
+      BackOff();
+    } else if (round->full) {
+      Pass(kBothSets);
+    } else {
+      ReadHeads(false);
+    }
+  };
+  std::string now = NowText();
+  std::string limit = std::to_string(kPromoteBatch);
+  // Schedule first: its batch is promoted first.
+  for (int set : {kScheduleSet, kRetrySet}) {
+    if ((mask & (1u << set)) == 0) continue;
+    std::string_view key = kSets[set];
+    Status sent = command_.Command(
+        {"ZRANGEBYSCORE", key, "-inf", now, "LIMIT", "0", limit},
+        [this, key, finished](const Status& s, redisReply* r) {
+          if (!s.ok() || r->type != REDIS_REPLY_ARRAY) {
+            if (!s.ok()) {
+              log_.Log(LogLevel::kWarn, "reading due jobs of %.*s failed: %s",
+                       static_cast<int>(key.size()), key.data(), s.ToString().c_str());
+            }
+            finished(false, true);
+            return;
+          }
+          if (r->elements == 0) {
+            finished(false, false);
+            return;
+          }
+          Promote(key, r, finished);
+        });
+    if (!sent.ok()) finished(false, true);
+  }
+}
+
+void Poller::Promote(std::string_view set, redisReply* members,
+                     std::function<void(bool, bool)> done) {
   bool full = members->elements >= kPromoteBatch;
   std::vector<QueuedMember> due;
   due.reserve(members->elements);
@@ -106,9 +254,58 @@ void Poller::Promote(std::string_view set, redisReply* members, std::function<vo
                    static_cast<int>(set.size()), set.data(), r->element[0]->integer,
                    r->element[1]->integer);
         }
-        done(s.ok() && full);
+        done(s.ok() && full, !s.ok());
       });
-  if (!sent.ok()) done(false);
+  if (!sent.ok()) done(false, true);
+}
+
+std::chrono::milliseconds Poller::FallbackWait() {
+  std::uniform_real_distribution<double> spread(0.5, 1.5);
+  double average = static_cast<double>(interval_.count()) *
+                   static_cast<double>(std::max<int64_t>(1, process_count_));
+  // Capped far beyond any real wait (kMaxDuration x a huge process count),
+  // so that adding it to a steady_clock time cannot overflow.
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::min(average * spread(random_), 1e10)));
+}
+
+void Poller::Sleep(double due) {
+  // The loop's timers run on real time (clock.h), so the fallback's
+  // deadline is kept on the real steady clock, not the injected one.
+  fallback_at_ = std::chrono::steady_clock::now() + FallbackWait();
+  due = std::min(due, nudged_at_);
+  nudged_at_ = kNever;
+  ArmDue(due, clock_.Now());
+}
+
+void Poller::BackOff() {
+  backing_off_ = true;
+  nudged_at_ = kNever;
+  fallback_at_ = std::chrono::steady_clock::now() + FallbackWait();
+  ArmDue(kNever, clock_.Now());
+}
+
+void Poller::ArmDue(double due, double now) {
+  using std::chrono::milliseconds;
+  double fallback_ms = std::max<double>(
+      0.0, static_cast<double>(std::chrono::duration_cast<milliseconds>(
+                                   fallback_at_ - std::chrono::steady_clock::now())
+                                   .count()));
+  // Rounded up, and 1 ms more: libuv counts whole milliseconds from the
+  // time it cached at the start of the loop turn, so a timer can fire up
+  // to a millisecond early, find nothing due and cost two round trips.
+  double due_ms = due <= now ? 0.0 : std::ceil((due - now) * 1000.0) + 1.0;
+  if (due_ms < fallback_ms) {
+    timer_for_due_ = true;
+    wake_at_ = due;
+    timer_.Start(milliseconds(static_cast<int64_t>(due_ms)));
+  } else {
+    // Also when the clock was set back or forth: no sleep is longer than
+    // the fallback wait.
+    timer_for_due_ = false;
+    wake_at_ = now + fallback_ms / 1000.0;
+    timer_.Start(milliseconds(static_cast<int64_t>(fallback_ms)));
+  }
 }
 
 }  // namespace reliableq
