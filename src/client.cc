@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,6 +39,10 @@ namespace {
 // a lot, small enough that Redis never blocks long on one call.
 constexpr size_t kBatchSize = 1000;
 
+// Round trips a caller makes for others' calls, after its own, before it
+// hands the connection on (ClientImpl::Run).
+constexpr int kMaxRounds = 16;
+
 // A job ready to be stored, after the client middleware.
 struct Encoded {
   std::string payload;
@@ -47,10 +53,12 @@ struct Encoded {
 
 // A call to Redis: its Status, and whether a failed call may have run. That
 // alone decides between kNotConfirmed (written, no reply) and kRefused (not
-// sent, or answered with an error: push.lua and ZADD then wrote nothing).
+// sent, or answered with an error: push.lua and schedule.lua then wrote
+// nothing).
 struct Attempt {
   Status status;
   bool maybe_run = false;
+  redis::ReplyPtr reply;  // when status is OK
 };
 
 PushResult Accepted(std::string jid) {
@@ -69,12 +77,13 @@ PushResult Failed(PushOutcome outcome, std::string jid, Status reason) {
 }
 
 // The result of a call to Redis that stored `jid` if it succeeded; a
-// failure's reason gets `context` in front.
-PushResult FromAttempt(const Attempt& attempt, const std::string& context, std::string jid) {
+// failure's reason gets context() in front (built only then).
+template <typename Context>
+PushResult FromAttempt(const Attempt& attempt, const Context& context, std::string jid) {
   if (attempt.status.ok()) return Accepted(std::move(jid));
   PushOutcome outcome =
       attempt.maybe_run ? PushOutcome::kNotConfirmed : PushOutcome::kRefused;
-  return Failed(outcome, std::move(jid), attempt.status.WithContext(context));
+  return Failed(outcome, std::move(jid), attempt.status.WithContext(context()));
 }
 
 PushResult Stopped(std::string jid) {
@@ -82,11 +91,62 @@ PushResult Stopped(std::string jid) {
                 Status::Refused("stopped by client middleware"));
 }
 
+// One script call on its way to Redis: encoded by its caller, written by
+// whichever caller holds the connection then (see ClientImpl::Run).
+class Pending {
+ public:
+  explicit Pending(const ScriptCall& call) : script(call.script) {
+    std::string numkeys = std::to_string(call.keys.size());
+    redis::Argv keys(call.keys.begin(), call.keys.end());
+    redis::Argv args(call.args.begin(), call.args.end());
+    redis::Argv argv =
+        redis::ScriptArgv("EVALSHA", GetScript(call.script).sha1, numkeys, keys, args);
+    redis::AppendCommand(&wire, argv.data(), argv.size());
+  }
+
+  // Called by the caller that wrote it, once `attempt` is final: its own
+  // caller takes the attempt and returns.
+  void Finish() { Signal(State::kDone); }
+  // Called by the caller that held the connection: this call's caller
+  // holds it now, and writes this call with the others queued.
+  void Lead() { Signal(State::kLead); }
+
+  enum class State { kWaiting, kDone, kLead };
+
+  // Blocks until Finish or Lead; returns which.
+  State Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return state != State::kWaiting; });
+    return state;
+  }
+
+  const ScriptId script;
+  std::string wire;  // the EVALSHA, in Redis's protocol
+  // Written by the caller holding the connection before Finish, read by
+  // this call's caller after it.
+  Attempt attempt;
+
+ private:
+  void Signal(State to) {
+    std::lock_guard<std::mutex> lock(mu);
+    state = to;
+    // Under the lock: once the waiter sees the state, it may return and
+    // destroy this object, which it can do only after this unlock. (A
+    // futex wait on an atomic instead, tried, spent more system time.)
+    cv.notify_one();
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  State state = State::kWaiting;  // guarded by mu
+};
+
 class ClientImpl : public Client {
  public:
   ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options)
       : connection_(std::move(connection)),
         options_(std::move(options)),
+        keys_(options_.prefix),
         clock_(options_.clock ? options_.clock : SystemClock()) {}
 
   Result<PushResult> Push(const Job& job) override {
@@ -94,8 +154,14 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
-    Attempt attempt = RunPush({{encoded->queue, {encoded->payload}}});
-    return FromAttempt(attempt, "push to " + Keys::Queue(encoded->queue), std::move(encoded->jid));
+    std::vector<QueuePush> pushes;
+    pushes.push_back({encoded->queue, {}});
+    pushes.back().payloads.push_back(std::move(encoded->payload));
+    Pending pending(PushCall(keys_, std::move(pushes)));
+    Attempt attempt = Run(&pending);
+    return FromAttempt(
+        attempt, [&] { return "push to " + Keys::Queue(encoded->queue); },
+        std::move(encoded->jid));
   }
 
   Result<std::vector<PushResult>> PushBulk(const std::vector<Job>& jobs) override {
@@ -116,22 +182,31 @@ class ClientImpl : public Client {
     for (size_t begin = 0; begin < jobs.size(); begin += kBatchSize) {
       size_t end = std::min(jobs.size(), begin + kBatchSize);
       // Queues in the order they first appear, each with its payloads in
-      // input order (the first given is taken first).
+      // input order (the first given is taken first). The payloads move
+      // into the call: nothing reads them afterwards.
       std::vector<QueuePush> pushes;
       std::unordered_map<std::string_view, size_t> index;
       for (size_t i = begin; i < end; ++i) {
         if (encoded[i].stopped) continue;
         auto [it, added] = index.try_emplace(encoded[i].queue, pushes.size());
-        if (added) pushes.push_back({encoded[i].queue, {}});
-        pushes[it->second].payloads.push_back(encoded[i].payload);
+        if (added) {
+          pushes.push_back({encoded[i].queue, {}});
+          pushes.back().payloads.reserve(end - i);
+        }
+        pushes[it->second].payloads.push_back(std::move(encoded[i].payload));
       }
       PushResult batch;
       if (not_sent) {
         batch = Failed(PushOutcome::kRefused, {}, *not_sent);
       } else if (!pushes.empty()) {
+        Pending pending(PushCall(keys_, std::move(pushes)));
         batch = FromAttempt(
-            RunPush(pushes),
-            "bulk push, jobs " + std::to_string(begin) + " to " + std::to_string(end - 1), {});
+            Run(&pending),
+            [&] {
+              return "bulk push, jobs " + std::to_string(begin) + " to " +
+                     std::to_string(end - 1);
+            },
+            {});
         if (batch.outcome != PushOutcome::kAccepted) {
           not_sent = batch.reason.WithContext(std::string("not sent: an earlier batch was ") +
                                               PushOutcomeName(batch.outcome));
@@ -159,21 +234,16 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, std::nullopt);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
-    std::string score = FormatEpoch(epoch_seconds);
-    Attempt attempt;
-    Result<redis::ReplyPtr> reply = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      Result<redis::ReplyPtr> r =
-          connection_->Command({"ZADD", Keys::kSchedule, score, encoded->payload});
-      attempt = Finished(r.status());
-      return r;
-    }();
-    if (!reply.ok()) return FromAttempt(attempt, "schedule", std::move(encoded->jid));
-    if ((*reply)->type != REDIS_REPLY_INTEGER) {
+    Pending pending(ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
+    Attempt attempt = Run(&pending);
+    if (!attempt.status.ok()) {
+      return FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid));
+    }
+    if (attempt.reply->type != REDIS_REPLY_INTEGER) {
       // Redis ran something and answered oddly: the job may be stored.
-      return Failed(
-          PushOutcome::kNotConfirmed, std::move(encoded->jid),
-          Status::Protocol(std::string("ZADD answered ") + redis::TypeName(reply->get())));
+      return Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid),
+                    Status::Protocol(std::string("schedule.lua answered ") +
+                                     redis::TypeName(attempt.reply.get())));
     }
     return Accepted(std::move(encoded->jid));
   }
@@ -226,26 +296,144 @@ class ClientImpl : public Client {
     return out;
   }
 
-  // One push.lua call: all of it, or (an error naming the key) none.
-  Attempt RunPush(const std::vector<QueuePush>& pushes) {
-    ScriptCall call = PushCall(pushes);
-    std::lock_guard<std::mutex> lock(mu_);
-    return Finished(connection_->Eval(call).status());
+  // Runs `pending` and returns how it went. Calls from many threads share
+  // round trips (automatic pipelining, as group commit): a caller that
+  // finds the connection free takes it and writes, in one write, its own
+  // call and every call queued meanwhile, reads their replies in order and
+  // hands each to its caller. While calls queued up during a round trip,
+  // it writes them in the next one at once: waking another thread to do it
+  // would leave Redis idle for a scheduler's delay. After kMaxRounds it
+  // hands the connection to the caller of the first queued call instead,
+  // so that no caller serves others for long. Each call stays its own
+  // script call, all or nothing, whatever else shares its round trip.
+  Attempt Run(Pending* pending) {
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.push_back(pending);
+    if (writing_) {
+      lock.unlock();
+      if (pending->Wait() == Pending::State::kDone) return std::move(pending->attempt);
+      // Handed the connection: `pending` is still queued.
+      lock.lock();
+    }
+    writing_ = true;
+    Attempt own;
+    for (int round = 1;; ++round) {
+      batch_.swap(queue_);
+      lock.unlock();
+      // The callers of the previous round are woken while Redis runs this
+      // one: their wake-ups cost this thread system calls.
+      RoundTrip([this] { FinishAll(&answered_); });
+      FinishAll(&answered_);
+      for (Pending* p : batch_) {
+        if (p == pending) {
+          own = std::move(p->attempt);
+        } else {
+          answered_.push_back(p);
+        }
+      }
+      batch_.clear();
+      lock.lock();
+      if (queue_.empty() || round == kMaxRounds) break;
+    }
+    Pending* next = queue_.empty() ? nullptr : queue_.front();
+    if (next == nullptr) writing_ = false;
+    // answered_ is this caller's until it lets the connection go.
+    std::vector<Pending*> answered;
+    answered.swap(answered_);
+    lock.unlock();
+    FinishAll(&answered);
+    if (next != nullptr) next->Lead();
+    return own;
   }
 
-  // The call on connection_ that just returned `status`, and how far it got.
-  // Called under mu_, right after the call: the one place that asks how far
-  // a call got.
-  Attempt Finished(Status status) {
-    bool maybe_run =
-        !status.ok() && connection_->last_progress() == redis::Connection::Progress::kSent;
-    return {std::move(status), maybe_run};
+  static void FinishAll(std::vector<Pending*>* calls) {
+    for (Pending* p : *calls) p->Finish();
+    calls->clear();
   }
+
+  // Writes every call of batch_ in one write, reads the replies, and sets
+  // each call's attempt (not yet published to its caller). A call whose
+  // script Redis no longer holds (NOSCRIPT: a restart or SCRIPT FLUSH)
+  // did not run: the script is loaded and the call written again, once.
+  // Runs with the connection held (writing_), without mu_.
+  void RoundTrip(const std::function<void()>& while_redis_works) {
+    std::vector<Pending*> again = Send(batch_, {}, while_redis_works);
+    if (again.empty()) return;
+    std::vector<ScriptId> scripts;
+    for (Pending* p : again) {
+      if (std::find(scripts.begin(), scripts.end(), p->script) == scripts.end()) {
+        scripts.push_back(p->script);
+      }
+    }
+    std::vector<Pending*> still = Send(again, scripts, nullptr);
+    for (Pending* p : still) {
+      p->attempt.status = Status::Script("NOSCRIPT twice: Redis lost the script again");
+    }
+  }
+
+  // One round trip: SCRIPT LOAD of each of `load`, then the calls of
+  // `calls`. Sets each call's attempt; returns the calls Redis answered
+  // with NOSCRIPT (they did not run).
+  std::vector<Pending*> Send(const std::vector<Pending*>& calls,
+                             const std::vector<ScriptId>& load,
+                             const std::function<void()>& while_redis_works) {
+    wire_.clear();
+    ends_.clear();
+    replies_.clear();
+    for (ScriptId id : load) {
+      std::string_view argv[] = {"SCRIPT", "LOAD", GetScript(id).source};
+      redis::AppendCommand(&wire_, argv, 3);
+      ends_.push_back(wire_.size());
+    }
+    std::string_view wire;
+    if (load.empty() && calls.size() == 1) {
+      wire = calls[0]->wire;  // a bulk batch: no copy
+      ends_.push_back(wire.size());
+    } else {
+      for (const Pending* p : calls) {
+        wire_ += p->wire;
+        ends_.push_back(wire_.size());
+      }
+      wire = wire_;
+    }
+    size_t written = 0;
+    Status sent = connection_->Send(wire, ends_, &replies_, &written, while_redis_works);
+    std::vector<Pending*> noscript;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Pending* p = calls[i];
+      size_t at = load.size() + i;
+      Attempt& attempt = p->attempt;
+      if (at < replies_.size()) {
+        redis::ReplyPtr& reply = replies_[at];
+        if (reply->type != REDIS_REPLY_ERROR) {
+          attempt = {Status::OK(), false, std::move(reply)};
+          continue;
+        }
+        attempt = {redis::FromErrorReply(redis::View(reply.get())), false, nullptr};
+        if (redis::IsNoScript(attempt.status)) noscript.push_back(p);
+      } else {
+        // Written whole and unanswered: it may have run. Not written
+        // whole: Redis never ran it.
+        attempt = {sent, at < written, nullptr};
+      }
+    }
+    return noscript;
+  }
+
+  std::unique_ptr<redis::Connection> connection_;  // used only while writing_
+  const ClientOptions options_;
+  const Keys keys_;
+  const std::shared_ptr<const Clock> clock_;
 
   std::mutex mu_;
-  std::unique_ptr<redis::Connection> connection_;  // guarded by mu_
-  const ClientOptions options_;
-  const std::shared_ptr<const Clock> clock_;
+  std::vector<Pending*> queue_;  // guarded by mu_: calls waiting to be written
+  bool writing_ = false;         // guarded by mu_: a caller holds the connection
+  // Used only by the caller that holds the connection.
+  std::vector<Pending*> batch_;
+  std::vector<Pending*> answered_;  // answered, their callers not woken yet
+  std::string wire_;
+  std::vector<size_t> ends_;
+  std::vector<redis::ReplyPtr> replies_;
 };
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -60,7 +62,19 @@ bool WithinDepthAsRuby(rapidjson::Value& value, int levels) {
 // as Ruby writes the float, so that Sidekiq's re-dump gives the same bytes.
 double RoundToMicros(double seconds) { return std::strtod(FormatEpoch(seconds).c_str(), nullptr); }
 
-void AppendTimestamp(double seconds, std::string* out) { AppendFloat(RoundToMicros(seconds), out); }
+void AppendTimestamp(double seconds, std::string* out) {
+  // Formatting a float exactly as Ruby does costs more than the rest of a
+  // job's JSON; the jobs of one PushBulk share their timestamps, so the
+  // last text is kept (per thread: encoding runs on callers' threads).
+  thread_local double last_seconds = std::numeric_limits<double>::quiet_NaN();
+  thread_local std::string last_text;
+  if (seconds != last_seconds) {
+    last_text.clear();
+    AppendFloat(RoundToMicros(seconds), &last_text);
+    last_seconds = seconds;
+  }
+  out->append(last_text);
+}
 
 constexpr std::string_view kReservedFields[] = {"class", "args",       "queue",       "retry",
                                                 "jid",   "created_at", "enqueued_at", "at"};

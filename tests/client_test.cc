@@ -369,6 +369,158 @@ TEST_CASE_FIXTURE(RedisFixture, "one client pushes from many threads at once") {
   CHECK(stored_jids == returned);
 }
 
+// A field of INFO `section`, as a number.
+long long InfoField(redis::Connection& connection, const std::string& section,
+                    const std::string& field) {
+  auto reply = connection.Command({"INFO", section});
+  REQUIRE(reply.ok());
+  std::string info((*reply)->str, (*reply)->len);
+  size_t at = info.find("\r\n" + field + ":");
+  REQUIRE_MESSAGE(at != std::string::npos, field);
+  return std::atoll(info.c_str() + at + field.size() + 3);
+}
+
+TEST_CASE("pushes made while a round trip is under way share the next one") {
+  // Redis stops (SIGSTOP) with one push written; the pushes of seven more
+  // threads queue up behind it meanwhile. Once Redis runs again, they all go
+  // in one write: Redis reads the client's socket twice (the first push,
+  // then the seven), where one round trip per push would read it eight times.
+  testing::RedisServer server;
+  auto client = OpenClient(server.Options());
+  AcceptedJid(client->Push(MakeJob("Warm", "[]", "warm")));  // loads push.lua
+  auto probe = redis::Connection::Open(server.Options());
+  REQUIRE(probe.ok());
+  long long reads_before = InfoField(**probe, "stats", "total_reads_processed");
+
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{server.pid()};
+  REQUIRE(kill(server.pid(), SIGSTOP) == 0);
+  constexpr int kThreads = 8;
+  std::vector<Result<PushResult>> results(kThreads, Status::Timeout("not run"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      results[t] = client->Push(MakeJob("T", "[" + std::to_string(t) + "]"));
+    });
+  }
+  // Every thread has queued its push long before this (the command timeout
+  // is 5 s, far longer).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(kill(server.pid(), SIGCONT) == 0);
+  for (std::thread& thread : threads) thread.join();
+
+  std::set<std::string> jids;
+  for (const auto& result : results) jids.insert(AcceptedJid(result));
+  CHECK(jids.size() == kThreads);
+  // Reads: the first push, the other seven, and the probe's INFO.
+  long long reads = InfoField(**probe, "stats", "total_reads_processed") - reads_before;
+  CHECK(reads <= 3);
+  auto stored = (*probe)->Command({"LLEN", "queue:default"});
+  REQUIRE(stored.ok());
+  CHECK((*stored)->integer == kThreads);
+}
+
+TEST_CASE("a round trip cut short: pushes written whole are not confirmed, the rest refused") {
+  // Redis stops (SIGSTOP). W's push is written and gets no reply; while it
+  // waits, A (small) and B (32 MB) queue up. When W's wait times out, the
+  // next round trip writes A whole on a new connection, and cannot finish
+  // writing B. Once Redis runs again it runs what it read whole: W and A.
+  testing::RedisServer server;
+  RedisOptions redis_options = server.Options();
+  redis_options.command_timeout = std::chrono::milliseconds(2000);
+  auto client = OpenClient(redis_options);
+  AcceptedJid(client->Push(MakeJob("Warm", "[]", "warm")));
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{server.pid()};
+  REQUIRE(kill(server.pid(), SIGSTOP) == 0);
+  Result<PushResult> w = Status::Timeout("not run"), a = w, b = w;
+  std::thread tw([&] { w = client->Push(MakeJob("W")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread ta([&] { a = client->Push(MakeJob("A")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread tb([&] { b = client->Push(MakeJob("B", "[\"" + std::string(32 << 20, 'x') + "\"]")); });
+  tw.join();
+  ta.join();
+  tb.join();
+  REQUIRE(kill(server.pid(), SIGCONT) == 0);
+  REQUIRE(w.ok());
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(w->outcome == PushOutcome::kNotConfirmed);
+  CHECK(a->outcome == PushOutcome::kNotConfirmed);
+  CHECK(b->outcome == PushOutcome::kRefused);
+  CHECK(w->reason.IsTimeout());
+  CHECK(a->reason.IsTimeout());
+  CHECK(b->reason.IsTimeout());
+
+  auto reader = redis::Connection::Open(server.Options());
+  REQUIRE(reader.ok());
+  auto classes = [&] {
+    auto reply = (*reader)->Command({"LRANGE", "queue:default", "0", "-1"});
+    REQUIRE(reply.ok());
+    std::set<std::string> out;
+    for (size_t i = 0; i < (*reply)->elements; ++i) {
+      const redisReply* element = (*reply)->element[i];
+      out.insert(Parse(std::string(element->str, element->len))["class"].GetString());
+    }
+    return out;
+  };
+  CHECK(testing::WaitUntil([&] { return classes().size() == 2; }));
+  CHECK(classes() == std::set<std::string>{"A", "W"});
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "pushes that meet a flushed script cache load it and run once") {
+  auto client = OpenClient(options());
+  AcceptedJid(client->Push(MakeJob()));
+  AcceptedJid(client->PushIn(MakeJob(), 60));
+  Run({"SCRIPT", "FLUSH"});
+  constexpr int kThreads = 6, kPerThread = 50;
+  std::vector<std::thread> threads;
+  std::vector<int> accepted(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto pushed = t % 2 == 0 ? client->Push(MakeJob()) : client->PushIn(MakeJob(), 60);
+        if (pushed.ok() && pushed->outcome == PushOutcome::kAccepted) ++accepted[t];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(accepted[t] == kPerThread);
+  CHECK(LRange("queue:default").size() == 1 + kThreads / 2 * kPerThread);
+  CHECK(ZRange("schedule").size() == 1 + kThreads / 2 * kPerThread);
+}
+
+TEST_CASE("a push whose write could not finish is refused: Redis never read it whole") {
+  testing::RedisServer server;
+  RedisOptions redis_options = server.Options();
+  redis_options.command_timeout = std::chrono::milliseconds(300);
+  auto client = OpenClient(redis_options);
+  AcceptedJid(client->Push(MakeJob("Warm", "[]", "warm")));
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{server.pid()};
+  REQUIRE(kill(server.pid(), SIGSTOP) == 0);
+  // 64 MB of args: more than the socket buffers hold while Redis is stopped.
+  auto pushed = client->Push(MakeJob("Big", "[\"" + std::string(64 << 20, 'x') + "\"]"));
+  REQUIRE(kill(server.pid(), SIGCONT) == 0);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == PushOutcome::kRefused);
+  CHECK(pushed->reason.IsTimeout());
+  // The next push reconnects; the cut-short one was never run.
+  AcceptedJid(client->Push(MakeJob("After")));
+  auto reader = redis::Connection::Open(server.Options());
+  REQUIRE(reader.ok());
+  auto length = (*reader)->Command({"LLEN", "queue:default"});
+  REQUIRE(length.ok());
+  CHECK((*length)->integer == 1);
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "a push a client middleware stops is refused with kRefused") {
   ClientOptions client_options;
   client_options.middleware.push_back([](rapidjson::Document& job) {

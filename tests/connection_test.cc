@@ -104,3 +104,102 @@ TEST_CASE("a connection comes back after the server restarts") {
   CHECK(broken.status().IsRetryable());
   CHECK((*connection)->Command({"PING"}).ok());  // reconnected on this call
 }
+
+namespace {
+
+// Commands encoded back to back, as Connection::Send takes them.
+struct Wire {
+  std::string bytes;
+  std::vector<size_t> ends;
+  void Add(const redis::Argv& argv) {
+    redis::AppendCommand(&bytes, argv.data(), argv.size());
+    ends.push_back(bytes.size());
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(RedisFixture, "Send writes many commands at once and keeps each reply") {
+  Wire wire;
+  wire.Add({"SET", "k", "v"});
+  wire.Add({"LPUSH", "k", "x"});  // WRONGTYPE, in place
+  wire.Add({"INCR", "n"});
+  std::vector<redis::ReplyPtr> replies;
+  size_t written = 99;
+  REQUIRE(redis().Send(wire.bytes, wire.ends, &replies, &written).ok());
+  CHECK(written == 3);
+  REQUIRE(replies.size() == 3);
+  CHECK(replies[0]->type == REDIS_REPLY_STATUS);
+  CHECK(replies[1]->type == REDIS_REPLY_ERROR);
+  CHECK(replies[2]->integer == 1);
+  CHECK(redis().last_progress() == redis::Connection::Progress::kAnswered);
+}
+
+TEST_CASE("Send keeps the replies read before the connection broke") {
+  RedisServer own;
+  auto connection = redis::Connection::Open(own.Options());
+  REQUIRE(connection.ok());
+  // Redis answers QUIT, then closes the connection without running what
+  // follows it.
+  Wire wire;
+  wire.Add({"SET", "a", "1"});
+  wire.Add({"QUIT"});
+  wire.Add({"SET", "c", "1"});
+  std::vector<redis::ReplyPtr> replies;
+  size_t written = 0;
+  Status sent = (*connection)->Send(wire.bytes, wire.ends, &replies, &written);
+  CHECK_FALSE(sent.ok());
+  CHECK(sent.IsIoError());
+  CHECK(written == 3);
+  CHECK(replies.size() == 2);
+  CHECK((*connection)->last_progress() == redis::Connection::Progress::kSent);
+  // The next call reconnects.
+  auto c = (*connection)->Command({"EXISTS", "a", "c"});
+  REQUIRE(c.ok());
+  CHECK((*c)->integer == 1);
+}
+
+TEST_CASE("Send counts only the commands written whole") {
+  // A listener that never reads: the socket buffers fill, and the write of
+  // the large second command cannot finish within the command timeout.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  RedisOptions silent;
+  silent.host = "127.0.0.1";
+  silent.port = ntohs(addr.sin_port);
+  silent.command_timeout = std::chrono::milliseconds(300);
+  auto connection = redis::Connection::Open(silent);  // db 0, no password: sends nothing
+  REQUIRE(connection.ok());
+
+  std::string big(64 << 20, 'x');
+  Wire wire;
+  wire.Add({"SET", "a", "1"});
+  wire.Add({"SET", "b", big});
+  wire.Add({"SET", "c", "1"});
+  std::vector<redis::ReplyPtr> replies;
+  size_t written = 99;
+  auto start = std::chrono::steady_clock::now();
+  Status sent = (*connection)->Send(wire.bytes, wire.ends, &replies, &written);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+  CHECK(sent.IsTimeout());
+  CHECK(written == 1);  // the first whole, the second cut short, the third never
+  CHECK(replies.empty());
+  CHECK((*connection)->last_progress() == redis::Connection::Progress::kSent);
+
+  // Small commands are written whole and wait for replies that never come.
+  Wire small;
+  small.Add({"SET", "a", "1"});
+  small.Add({"SET", "c", "1"});
+  sent = (*connection)->Send(small.bytes, small.ends, &replies, &written);
+  CHECK(sent.IsTimeout());
+  CHECK(written == 2);
+  CHECK(replies.empty());
+  close(listener);
+}

@@ -13,10 +13,12 @@
 //   } else { ...refused: nothing stored, pushed->reason says why... }
 //
 // An immediate push is `SADD queues <q>` and `LPUSH queue:<q> <json>` in one
-// script (push.lua) that checks both keys' types first, so a job is in its
-// queue and its queue is listed, or neither: a push Redis answers with an
-// error (say, WRONGTYPE naming the key at fault) wrote nothing. A scheduled
-// push is `ZADD schedule <at> <json>`.
+// script (push.lua), all or nothing, so a job is in its queue and its queue
+// is listed, or neither: a push Redis answers with an error (say, WRONGTYPE
+// naming the key at fault) wrote nothing. A scheduled push is
+// `ZADD schedule <at> <json>` in one script (schedule.lua). Both wake idle
+// workers: a push that finds its queue empty, or a scheduled job that is
+// due before every other, publishes a wake-up signal (reliableq-schema(7)).
 //
 // What a push reports, in two layers:
 // - The Result's error Status is only kInvalidArgument, for invalid input
@@ -36,8 +38,11 @@
 // A lost reply is never resent by the client: a retry belongs to the caller,
 // who pushes again under the same jid.
 //
-// Thread safety: a Client is safe to use from many threads at once; calls
-// are serialized on one connection. Open several clients for parallel pushes.
+// Thread safety: a Client is safe to use from many threads at once, on one
+// connection. Calls made at the same time share round trips (automatic
+// pipelining): the calls that wait while one round trip is under way go
+// together in the next one, each still its own script call with its own
+// PushResult. A call blocks its thread until its own reply is read.
 
 #ifndef RELIABLEQ_CLIENT_H_
 #define RELIABLEQ_CLIENT_H_
@@ -73,6 +78,9 @@ struct ClientOptions {
   // Where created_at, enqueued_at and "now" for PushIn/PushAt come from;
   // empty: SystemClock().
   std::shared_ptr<const Clock> clock;
+  // The prefix of reliableq's own keys, as in ServerOptions: the wake-up
+  // signals go to the channels the workers of that prefix listen to.
+  std::string prefix = "reliableq:";
 };
 
 class Client {

@@ -118,7 +118,10 @@ int Run(const ParsedArgs& args) {
 
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
-  Result<std::unique_ptr<Client>> client = Client::Open(*redis);
+  ClientOptions client_options;
+  // The wake-up channels of the workers of this prefix.
+  client_options.prefix = PrefixFromArgs(args);
+  Result<std::unique_ptr<Client>> client = Client::Open(*redis, client_options);
   if (!client.ok()) return RuntimeError(client.status());
   Result<PushResult> pushed = in   ? (*client)->PushIn(job, *in)
                               : at ? (*client)->PushAt(job, *at)

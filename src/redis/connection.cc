@@ -1,8 +1,12 @@
 #include "redis/connection.h"
 
+#include <poll.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "redis/errors.h"
 
@@ -130,6 +134,66 @@ Status Connection::RoundTrip(size_t count, std::vector<ReplyPtr>* replies) {
   }
   last_progress_ = Progress::kSent;
   for (size_t i = 0; i < count; ++i) {
+    Result<ReplyPtr> reply = ReadReply();
+    if (!reply.ok()) return reply.status();
+    replies->push_back(std::move(*reply));
+  }
+  last_progress_ = Progress::kAnswered;
+  return Status::OK();
+}
+
+Status Connection::WriteCounted(std::string_view data, size_t* sent) {
+  *sent = 0;
+  Clock::time_point deadline = Clock::now() + options_.command_timeout;
+  while (*sent < data.size()) {
+    IoResult r = transport_->Write(data.data() + *sent, data.size() - *sent);
+    switch (r.kind) {
+      case IoResult::Kind::kDone:
+        *sent += r.bytes;
+        break;
+      case IoResult::Kind::kEof:
+        return FromTransportError(REDIS_ERR_EOF, "Server closed the connection",
+                                  transport_->where());
+      case IoResult::Kind::kError:
+        return r.error;
+      case IoResult::Kind::kWouldBlock: {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+          return Status::Timeout("no answer in time writing (Redis at " + transport_->where() +
+                                 ")");
+        }
+        pollfd p{transport_->fd(),
+                 static_cast<short>(((r.wants & kReadable) ? POLLIN : 0) |
+                                    ((r.wants & kWritable) ? POLLOUT : 0)),
+                 0};
+        // Rounded up; POLLERR and POLLHUP wake it too, and the next Write
+        // says why.
+        if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) {
+          return Status::IoError(std::string("waiting to write to Redis at ") +
+                                 transport_->where() + ": " + std::strerror(errno));
+        }
+        break;
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
+                        std::vector<ReplyPtr>* replies, size_t* written,
+                        const std::function<void()>& while_redis_works) {
+  *written = 0;
+  Status s = EnsureConnected();
+  // Set after the (re)connect, whose AUTH and SELECT set it too.
+  last_progress_ = Progress::kNotSent;
+  if (!s.ok()) return s;
+  size_t sent = 0;
+  s = WriteCounted(wire, &sent);
+  *written = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), sent) - ends.begin());
+  if (*written > 0) last_progress_ = Progress::kSent;
+  if (!s.ok()) return TransportError(s);
+  if (while_redis_works) while_redis_works();
+  for (size_t i = 0; i < ends.size(); ++i) {
     Result<ReplyPtr> reply = ReadReply();
     if (!reply.ok()) return reply.status();
     replies->push_back(std::move(*reply));

@@ -17,6 +17,7 @@
 #ifndef RELIABLEQ_REDIS_CONNECTION_H_
 #define RELIABLEQ_REDIS_CONNECTION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,6 +54,23 @@ class Connection {
   // transport error fails the whole call.
   Result<std::vector<ReplyPtr>> Pipeline(const std::vector<Argv>& commands);
 
+  // Sends commands already in Redis's protocol (AppendCommand), back to
+  // back in `wire`, command i ending at offset ends[i], in one write, then
+  // reads their replies in order, appending each to *replies (error
+  // replies in place, as Pipeline). For callers that encode outside their
+  // lock and batch many callers' commands into one round trip (Client).
+  // Reconnects first, as every call does. Unlike Pipeline, a failure keeps
+  // what is known command by command: *replies holds the replies read
+  // before it, and *written how many commands were written whole. A
+  // command written whole without a reply may have run; one not written
+  // whole never ran (Redis runs no command it has not read to the end).
+  // Returns the failure, or OK once every reply was read. `while_redis_works`,
+  // when given, runs once the write succeeded, before the first read: work
+  // the caller can do while Redis runs the commands.
+  Status Send(std::string_view wire, const std::vector<size_t>& ends,
+              std::vector<ReplyPtr>* replies, size_t* written,
+              const std::function<void()>& while_redis_works = nullptr);
+
   // Runs an embedded script with EVALSHA; on NOSCRIPT sends the source with
   // EVAL, which also puts it back in the script cache.
   Result<ReplyPtr> Eval(ScriptId script, const Argv& keys, const Argv& args);
@@ -82,6 +100,9 @@ class Connection {
   Status TransportError(Status why);
   // Writes wire_ and reads `count` replies into *replies.
   Status RoundTrip(size_t count, std::vector<ReplyPtr>* replies);
+  // Writes all of `data` within the command timeout; *sent counts the
+  // bytes written, also when it fails.
+  Status WriteCounted(std::string_view data, size_t* sent);
   Result<ReplyPtr> ReadReply();
 
   RedisOptions options_;
