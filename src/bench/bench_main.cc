@@ -1,47 +1,43 @@
 // reliableq-bench: the load generator behind tools/bench. It pushes jobs,
-// starts a worker program, watches Redis until the worker has drained what
-// was queued, and prints one JSON object with what it measured. All timing
-// of the benchmark happens here; tools/bench only orchestrates the runs.
+// starts worker programs, watches Redis while they work, and prints one
+// JSON object with what it measured. All timing of the benchmark happens
+// here; tools/bench only orchestrates the runs.
 //
-//   reliableq-bench push    --redis URL --jobs N [--queues a,b] [--class C]
-//                           [--single --threads T]
-//   reliableq-bench drain   --redis URL [--queues a,b] [--done-key K] [--log FILE]
-//                           -- WORKER...
-//   reliableq-bench latency --redis URL [--jobs N] [--interval-ms MS]
-//                           [--ready blocked|registered] --record FILE
-//                           [--log FILE] -- WORKER...
+//   reliableq-bench push     --redis URL --jobs N [--queues a,b] [--class C]
+//                            [--single --threads T]
+//   reliableq-bench drain    --redis URL [--queues a,b] [--done-key K] [--log FILE]
+//                            -- WORKER...
+//   reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]
+//                            [--producer client|sidekiq] [--idle-seconds S]
+//                            [--ready blocked|registered|idle] --record FILE
+//                            [--log FILE] -- WORKER...
+//   reliableq-bench recovery --redis URL [--jobs N] [--queue Q] [--cap-seconds S]
+//                            [--log FILE] -- WORKER... -- IDLE WORKER...
+//   reliableq-bench schedule --redis URL [--jobs N] [--ahead-ms MS] [--spread-ms MS]
+//                            [--min-lead-ms MS] [--producer client|ruby]
+//                            --record FILE [--log FILE] -- WORKER...
 //
 // Progress goes to stderr, the result to stdout. Exit status 0 on success,
 // 1 on a failed run, 2 on bad usage, 130 when interrupted.
 
 #include <signal.h>
-#include <unistd.h>
-
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "bench/queue_watch.h"
 #include "bench/worker_process.h"
 #include "keys.h"
 #include "redis/connection.h"
+#include "redis/reply.h"
 #include "reliableq/client.h"
 #include "reliableq/job.h"
 #include "reliableq/redis_options.h"
@@ -50,179 +46,41 @@ namespace reliableq::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
 constexpr const char kUsage[] =
-    "usage: reliableq-bench push    --redis URL --jobs N [--queues Q1,Q2...] [--class CLASS]\n"
-    "                               [--single --threads T]\n"
-    "       reliableq-bench drain   --redis URL [--queues Q1,Q2...] [--poll-us US]\n"
-    "                               [--done-key KEY] [--timeout SEC] [--log FILE]\n"
-    "                               -- WORKER COMMAND...\n"
-    "       reliableq-bench latency --redis URL [--jobs N] [--interval-ms MS] [--queue Q]\n"
-    "                               [--ready blocked|registered] --record FILE\n"
-    "                               [--timeout SEC] [--log FILE]\n"
-    "                               -- WORKER COMMAND...\n"
+    "usage: reliableq-bench push     --redis URL --jobs N [--queues Q1,Q2...] [--class CLASS]\n"
+    "                                [--single --threads T]\n"
+    "       reliableq-bench drain    --redis URL [--queues Q1,Q2...] [--poll-us US]\n"
+    "                                [--done-key KEY] [--timeout SEC] [--log FILE]\n"
+    "                                -- WORKER COMMAND...\n"
+    "       reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]\n"
+    "                                [--producer client|sidekiq] [--idle-seconds S]\n"
+    "                                [--ready blocked|registered|idle] --record FILE\n"
+    "                                [--timeout SEC] [--log FILE]\n"
+    "                                -- WORKER COMMAND...\n"
+    "       reliableq-bench recovery --redis URL [--jobs N] [--queue Q] [--sleep-ms MS]\n"
+    "                                [--cap-seconds S] [--poll-ms MS] [--log FILE]\n"
+    "                                -- WORKER COMMAND... -- IDLE WORKER COMMAND...\n"
+    "       reliableq-bench schedule --redis URL [--jobs N] [--queue Q] [--ahead-ms MS]\n"
+    "                                [--spread-ms MS] [--min-lead-ms MS]\n"
+    "                                [--producer client|ruby]\n"
+    "                                --record FILE [--log FILE] -- WORKER COMMAND...\n"
     "Common options: --prefix P (reliableq's key prefix, default reliableq:).\n";
 
-std::atomic<bool> g_interrupted{false};
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// --name value options, --flag switches, and the command after "--".
-class Flags {
- public:
-  static std::optional<Flags> Parse(int argc, char** argv, int first) {
-    Flags flags;
-    for (int i = first; i < argc; ++i) {
-      std::string arg = argv[i];
-      if (arg == "--") {
-        for (++i; i < argc; ++i) flags.command_.push_back(argv[i]);
-        break;
-      }
-      if (arg.rfind("--", 0) != 0) {
-        std::fprintf(stderr, "reliableq-bench: unexpected argument '%s'\n", arg.c_str());
-        return std::nullopt;
-      }
-      std::string name = arg.substr(2);
-      if (name == "single") {
-        flags.values_[name] = "1";
-      } else if (i + 1 < argc) {
-        flags.values_[name] = argv[++i];
-      } else {
-        std::fprintf(stderr, "reliableq-bench: %s needs a value\n", arg.c_str());
-        return std::nullopt;
-      }
-    }
-    return flags;
+// The average size of the payloads at the head of `queue` (up to 1,000),
+// so that a reference benchmark can push values of the same size.
+Result<double> AveragePayloadBytes(redis::Connection* redis, const std::string& queue) {
+  Result<redis::ReplyPtr> items = redis->Command({"LRANGE", Keys::Queue(queue), "0", "999"});
+  if (!items.ok()) return items.status();
+  const redisReply* reply = items->get();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0) {
+    return Status::NotFound("queue:" + queue + " holds no job to measure");
   }
-
-  std::string Get(const std::string& name, std::string fallback) const {
-    auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
-  }
-
-  // A whole number >= `min`; exits with a usage error otherwise.
-  int64_t Int(const std::string& name, int64_t fallback, int64_t min) const {
-    auto it = values_.find(name);
-    if (it == values_.end()) return fallback;
-    char* end = nullptr;
-    long long n = std::strtoll(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end != '\0' || n < min) {
-      std::fprintf(stderr, "reliableq-bench: --%s needs an integer >= %lld\n", name.c_str(),
-                   static_cast<long long>(min));
-      std::exit(2);
-    }
-    return n;
-  }
-
-  bool Has(const std::string& name) const { return values_.count(name) > 0; }
-  const std::vector<std::string>& command() const { return command_; }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::vector<std::string> command_;
-};
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
+  double bytes = 0;
+  for (size_t i = 0; i < reply->elements; ++i) bytes += redis::View(reply->element[i]).size();
+  return bytes / static_cast<double>(reply->elements);
 }
 
-int Fail(const Status& status, const char* what) {
-  std::fprintf(stderr, "reliableq-bench: %s: %s\n", what, status.ToString().c_str());
-  return 1;
-}
-
-// One JSON object on one line of stdout.
-class JsonLine {
- public:
-  JsonLine() : writer_(buffer_) { writer_.StartObject(); }
-  JsonLine& Add(const char* key, double value) {
-    writer_.Key(key);
-    // Three decimals are plenty for every figure printed and keep lines short.
-    writer_.Double(std::round(value * 1000) / 1000);
-    return *this;
-  }
-  JsonLine& Add(const char* key, int64_t value) {
-    writer_.Key(key);
-    writer_.Int64(value);
-    return *this;
-  }
-  JsonLine& Add(const char* key, const std::string& value) {
-    writer_.Key(key);
-    writer_.String(value.c_str(), static_cast<rapidjson::SizeType>(value.size()));
-    return *this;
-  }
-  void Print() {
-    writer_.EndObject();
-    std::printf("%s\n", buffer_.GetString());
-    std::fflush(stdout);
-  }
-
- private:
-  rapidjson::StringBuffer buffer_;
-  rapidjson::Writer<rapidjson::StringBuffer> writer_;
-};
-
-// Progress on stderr: one line rewritten in place on a terminal, a new line
-// every two seconds otherwise (logs).
-class Progress {
- public:
-  Progress() : tty_(::isatty(STDERR_FILENO) != 0) {}
-  void Show(const std::string& text, bool force = false) {
-    auto now = Clock::now();
-    auto every = tty_ ? milliseconds(200) : milliseconds(2000);
-    if (!force && now - last_ < every) return;
-    last_ = now;
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K  %s", text.c_str());
-    } else {
-      std::fprintf(stderr, "  %s\n", text.c_str());
-    }
-    shown_ = true;
-  }
-  void Done() {
-    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-
- private:
-  bool tty_;
-  bool shown_ = false;
-  Clock::time_point last_{};
-};
-
-// OK when the push stored its job; otherwise why not, named by its outcome.
-Status PushFailure(const Result<PushResult>& pushed) {
-  if (!pushed.ok()) return pushed.status();
-  if (pushed->stored()) return Status::OK();
-  return pushed->reason.WithContext(PushOutcomeName(pushed->outcome));
-}
-
-// The same for a bulk push: the first job that was not stored.
-Status PushFailure(const Result<std::vector<PushResult>>& pushed) {
-  if (!pushed.ok()) return pushed.status();
-  for (const PushResult& one : *pushed) {
-    if (!one.stored()) return one.reason.WithContext(PushOutcomeName(one.outcome));
-  }
-  return Status::OK();
-}
-
-Result<RedisOptions> OptionsFrom(const Flags& flags) {
-  Result<RedisOptions> options = RedisOptions::FromUrl(flags.Get("redis", ""));
-  if (!options.ok()) return options;
-  // A 1,000-job bulk push on a loaded two-core machine can take a while.
-  options->command_timeout = milliseconds(30000);
-  return options;
-}
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // push
@@ -326,26 +184,24 @@ int RunPush(const Flags& flags) {
     if (g_interrupted) return 130;
   }
   progress.Done();
+  // What the jobs weigh in Redis, read back once the clock has stopped.
+  Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(*options);
+  if (!redis.ok()) return Fail(redis.status(), "connect");
+  Result<double> payload = AveragePayloadBytes(redis->get(), queues.front());
+  if (!payload.ok()) return Fail(payload.status(), "payload size");
   JsonLine()
       .Add("mode", std::string(single ? "single" : "bulk"))
       .Add("threads", static_cast<int64_t>(single ? threads : 1))
       .Add("jobs", total)
       .Add("seconds", seconds)
       .Add("jobs_per_sec", total / seconds)
+      .Add("payload_bytes", *payload)
       .Print();
   return 0;
 }
 
 // ---------------------------------------------------------------------------
 // drain
-
-// Reads Redis's own CPU time, to tell whether Redis or the worker was the
-// limit of a run.
-double RedisCpuSeconds(redis::Connection* redis) {
-  Result<double> user = ReadInfoField(redis, "cpu", "used_cpu_user");
-  Result<double> sys = ReadInfoField(redis, "cpu", "used_cpu_sys");
-  return (user.ok() ? *user : 0) + (sys.ok() ? *sys : 0);
-}
 
 int RunDrain(const Flags& flags) {
   Result<RedisOptions> options = OptionsFrom(flags);
@@ -477,131 +333,8 @@ int RunDrain(const Flags& flags) {
   return 0;
 }
 
-// ---------------------------------------------------------------------------
-// latency
-
-// Nearest-rank percentile of sorted values.
-double Percentile(const std::vector<double>& sorted, double p) {
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
-}
-
-std::vector<double> ReadRecords(const std::string& path) {
-  std::vector<double> values;
-  std::ifstream in(path);
-  double v;
-  while (in >> v) values.push_back(v);
-  return values;
-}
-
-int RunLatency(const Flags& flags) {
-  Result<RedisOptions> options = OptionsFrom(flags);
-  if (!options.ok()) return Fail(options.status(), "--redis");
-  int64_t total = flags.Int("jobs", 1000, 1);
-  auto interval = std::chrono::microseconds(flags.Int("interval-ms", 5, 0) * 1000);
-  std::string queue = flags.Get("queue", "default");
-  std::string record = flags.Get("record", "");
-  auto timeout = std::chrono::seconds(flags.Int("timeout", 120, 1));
-  if (record.empty() || flags.command().empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(*options);
-  if (!redis.ok()) return Fail(redis.status(), "connect");
-  Result<std::unique_ptr<Client>> client = Client::Open(*options);
-  if (!client.ok()) return Fail(client.status(), "connect");
-  std::remove(record.c_str());
-
-  WorkerProcess worker;
-  Status started = worker.Start(flags.command(), flags.Get("log", ""),
-                                {"RELIABLEQ_BENCH_LATENCY_LOG=" + record});
-  if (!started.ok()) return Fail(started, "start the worker");
-  Progress progress;
-  auto deadline = Clock::now() + timeout;
-
-  // Idle means: waiting in a blocking command (BLMOVE, BRPOP) for a job.
-  // After the first blocked client appears, a short pause lets the worker
-  // finish starting up (the rest of its connections, its first beat). A
-  // worker that polls instead (gitlab's reliable fetch) is idle once it has
-  // registered in `processes` (--ready registered).
-  bool by_registration = flags.Get("ready", "blocked") == "registered";
-  while (true) {
-    if (g_interrupted) return 130;
-    if (!worker.Running()) {
-      return Fail(Status::IoError("the worker exited during start-up (see its log)"), "latency");
-    }
-    if (Clock::now() > deadline) {
-      return Fail(Status::Timeout("the worker never waited for jobs"), "latency");
-    }
-    if (by_registration) {
-      Result<redis::ReplyPtr> members = (*redis)->Command({"SCARD", Keys::kProcesses});
-      if (!members.ok()) return Fail(members.status(), "SCARD");
-      if ((*members)->type == REDIS_REPLY_INTEGER && (*members)->integer >= 1) break;
-    } else {
-      Result<double> blocked = ReadInfoField(redis->get(), "clients", "blocked_clients");
-      if (!blocked.ok()) return Fail(blocked.status(), "INFO clients");
-      if (*blocked >= 1) break;
-    }
-    progress.Show("waiting for the worker to be idle");
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  std::this_thread::sleep_for(milliseconds(500));
-  Result<ProcessSample> idle = worker.Sample();
-  if (!idle.ok()) return Fail(idle.status(), "read the worker's memory");
-
-  // Pushes follow a fixed schedule (start + i * interval) so that a slow
-  // push does not shift every later one.
-  auto start = Clock::now();
-  for (int64_t i = 0; i < total; ++i) {
-    if (g_interrupted) return 130;
-    std::this_thread::sleep_until(start + i * interval);
-    Job job;
-    job.job_class = "LatencyJob";
-    job.queue = queue;
-    Status pushed = PushFailure((*client)->Push(job));
-    if (!pushed.ok()) return Fail(pushed, "Push");
-    progress.Show("pushed " + std::to_string(i + 1) + "/" + std::to_string(total));
-  }
-  std::vector<double> micros;
-  auto wait_until = Clock::now() + std::chrono::seconds(30);
-  while (true) {
-    micros = ReadRecords(record);
-    if (static_cast<int64_t>(micros.size()) >= total) break;
-    if (g_interrupted) return 130;
-    if (Clock::now() > wait_until || !worker.Running()) {
-      return Fail(Status::Timeout("only " + std::to_string(micros.size()) + " of " +
-                                  std::to_string(total) + " jobs recorded a start"),
-                  "latency");
-    }
-    progress.Show("waiting for the last jobs to start");
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  progress.Done();
-  Result<ProcessSample> after = worker.Sample();
-  std::optional<int> exit_status = worker.Stop(milliseconds(30000));
-
-  std::vector<double> ms;
-  for (double us : micros) ms.push_back(us / 1000.0);
-  std::sort(ms.begin(), ms.end());
-  double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
-  JsonLine line;
-  line.Add("jobs", total)
-      .Add("interval_ms", std::chrono::duration<double, std::milli>(interval).count())
-      .Add("p50_ms", Percentile(ms, 50))
-      .Add("p90_ms", Percentile(ms, 90))
-      .Add("p99_ms", Percentile(ms, 99))
-      .Add("max_ms", ms.back())
-      .Add("min_ms", ms.front())
-      .Add("mean_ms", mean)
-      .Add("idle_rss_kb", idle->vm_rss_kb);
-  if (after.ok()) line.Add("rss_kb", after->vm_hwm_kb);
-  line.Add("worker_exit", static_cast<int64_t>(exit_status.value_or(-1))).Print();
-  return 0;
-}
-
-}  // namespace
-
 }  // namespace reliableq::bench
+
 
 int main(int argc, char** argv) {
   using reliableq::bench::Flags;
@@ -627,6 +360,8 @@ int main(int argc, char** argv) {
   if (verb == "push") return reliableq::bench::RunPush(*flags);
   if (verb == "drain") return reliableq::bench::RunDrain(*flags);
   if (verb == "latency") return reliableq::bench::RunLatency(*flags);
+  if (verb == "recovery") return reliableq::bench::RunRecovery(*flags);
+  if (verb == "schedule") return reliableq::bench::RunSchedule(*flags);
   std::fputs(reliableq::bench::kUsage, stderr);
   return 2;
 }

@@ -174,4 +174,13 @@ std::optional<int> WorkerProcess::Stop(std::chrono::milliseconds patience) {
   return exit_status_;
 }
 
+std::optional<int> WorkerProcess::Kill() {
+  if (pid_ <= 0) return std::nullopt;
+  if (!Running()) return exit_status_;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  if (::waitpid(pid_, &status, 0) == pid_) exit_status_ = StatusOf(status);
+  return exit_status_;
+}
+
 }  // namespace reliableq::bench

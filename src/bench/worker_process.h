@@ -57,6 +57,10 @@ class WorkerProcess {
   // when no child was started.
   std::optional<int> Stop(std::chrono::milliseconds patience);
 
+  // Sends SIGKILL and reaps the child: a crash, as the recovery benchmark
+  // needs it. Returns the exit status, or nullopt when no child runs.
+  std::optional<int> Kill();
+
   pid_t pid() const { return pid_; }
 
  private:

@@ -19,6 +19,11 @@
 //                                         start of its handler, to
 //                                         $RELIABLEQ_BENCH_LATENCY_LOG
 //                                         (tools/bench's pickup latency)
+//   DueJob      [due_epoch_seconds]       appends "<microseconds>\n", the time
+//                                         from its due time to the start of
+//                                         its handler, to the same file
+//                                         (tools/bench's scheduled-job
+//                                         lateness)
 //
 // A job whose args do not have the shape above fails with
 // std::invalid_argument (and is retried like any other failure).
@@ -172,6 +177,20 @@ void LatencyJob(const JobView& job) {
              std::to_string(std::llround((now - it->value.GetDouble()) * 1e6)));
 }
 
+// As LatencyJob, against the due time the job carries (the time it was
+// scheduled for, float epoch seconds) instead of enqueued_at, which a
+// scheduled job gets only when it is moved to its queue.
+void DueJob(const JobView& job) {
+  double now = std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+  const rapidjson::Value& args = job.args();
+  if (args.Empty() || !args[0].IsNumber()) {
+    throw std::invalid_argument("DueJob expects args [due_epoch_seconds]");
+  }
+  AppendLine("RELIABLEQ_BENCH_LATENCY_LOG",
+             std::to_string(std::llround((now - args[0].GetDouble()) * 1e6)));
+}
+
 }  // namespace
 
 // The module is built with hidden visibility; this is its one exported symbol.
@@ -188,6 +207,7 @@ extern "C" __attribute__((visibility("default"))) int reliableq_register(
     registry->Register("CrashJob", CrashJob);
     registry->Register("RecordJob", RecordJob);
     registry->Register("LatencyJob", LatencyJob);
+    registry->Register("DueJob", DueJob);
   } catch (...) {
     return 1;
   }

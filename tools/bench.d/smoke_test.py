@@ -18,8 +18,10 @@ BENCH = os.path.join(os.path.dirname(HERE), "bench")
 
 # scenario -> the numeric fields its line must carry.
 EXPECTED = {
-    "enqueue_bulk": ["jobs", "seconds", "jobs_per_sec"],
-    "enqueue_single": ["jobs", "seconds", "jobs_per_sec", "threads"],
+    "enqueue_bulk": ["jobs", "seconds", "jobs_per_sec", "payload_bytes", "vs_redis_benchmark"],
+    "enqueue_single": ["jobs", "seconds", "jobs_per_sec", "threads", "vs_redis_benchmark"],
+    "enqueue_single_8": ["jobs", "seconds", "jobs_per_sec", "threads", "vs_redis_benchmark"],
+    "enqueue_redis_benchmark": ["jobs", "jobs_per_sec", "payload_bytes"],
     "drain_c25": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
     "drain_c10": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
     "drain_c100": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
@@ -27,6 +29,16 @@ EXPECTED = {
     "drain_10_queues": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "queues"],
     "drain_1m": ["jobs", "seconds", "jobs_per_sec", "ratio_vs_baseline"],
     "rss": ["idle_rss_kb", "load_rss_kb"],
+    "queues_500": ["queues", "connections", "idle_rss_kb", "idle_seconds", "client_p50_ms",
+                   "client_p99_ms", "notify_p50_ms", "notify_p99_ms", "poll_p50_ms",
+                   "poll_p99_ms"],
+    "recovery": ["jobs", "cap_seconds", "back"],
+    "schedule_lateness": ["jobs", "p50_ms", "p99_ms", "max_ms", "ruby_p50_ms", "ruby_p99_ms"],
+}
+
+# Numeric fields that may be negative: a difference of two noisy figures.
+SIGNED = {
+    "queues_500": ["idle_redis_cpu_ms"],
 }
 
 
@@ -64,6 +76,20 @@ def main():
                 value = obj.get(field)
                 if not isinstance(value, (int, float)) or value < 0:
                     problems.append("%s is %r, not a number >= 0" % (field, value))
+            for field in SIGNED.get(scenario, []):
+                if not isinstance(obj.get(field), (int, float)):
+                    problems.append("%s is %r, not a number" % (field, obj.get(field)))
+            if obj.get("system") is None:
+                problems.append("no system")
+            if scenario == "recovery":
+                # Jobs that were not back within the cap have no seconds.
+                if not isinstance(obj.get("recovered"), bool):
+                    problems.append("recovered is %r, not true or false" % obj.get("recovered"))
+                elif obj["recovered"] and not isinstance(obj.get("seconds"), (int, float)):
+                    problems.append("recovered, but seconds is %r" % obj.get("seconds"))
+                elif obj["recovered"] and obj.get("back") != obj.get("jobs"):
+                    problems.append("recovered, but %s jobs back of %s" % (
+                        obj.get("back"), obj.get("jobs")))
             if "processed" in obj and obj["processed"] != obj["jobs"]:
                 problems.append("%s jobs queued, %s processed" % (obj["jobs"], obj["processed"]))
         if problems:
