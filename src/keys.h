@@ -44,6 +44,15 @@ class Keys {
   }
   std::string Registry() const { return prefix_ + "registry"; }
   std::string JanitorLease() const { return prefix_ + "janitor"; }
+  // Pub/sub channels (not keys): the wake-up signals of idle workers.
+  // A push that finds queue <q> empty publishes the queue's name on
+  // WakeQueue(q); a scheduled push or a retry that becomes the earliest
+  // member of schedule or retry publishes its score on WakeScheduled().
+  // reliableq-schema(7), "Wake-up signals".
+  std::string WakeQueue(std::string_view queue) const {
+    return prefix_ + "wake:queue:" + std::string(queue);
+  }
+  std::string WakeScheduled() const { return prefix_ + "wake:scheduled"; }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

@@ -31,17 +31,27 @@ std::string Count(int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
-ScriptCall PushCall(const std::vector<QueuePush>& pushes) {
-  ScriptCall call{ScriptId::kPush, {std::string(Keys::kQueues)}, {}};
-  for (const QueuePush& push : pushes) {
+ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
+  ScriptCall call{ScriptId::kPush, {std::string(Keys::kQueues)}, {keys.WakeQueue("")}};
+  size_t args = 1;
+  for (const QueuePush& push : pushes) args += 2 + push.payloads.size();
+  call.keys.reserve(1 + pushes.size());
+  call.args.reserve(args);
+  for (QueuePush& push : pushes) {
     call.keys.push_back(Keys::Queue(push.queue));
     call.args.emplace_back(push.queue);
     call.args.push_back(std::to_string(push.payloads.size()));
     // LPUSH puts its last argument leftmost; the first given must be taken
     // first, from the right end, so it goes first.
-    for (std::string_view payload : push.payloads) call.args.emplace_back(payload);
+    for (std::string& payload : push.payloads) call.args.push_back(std::move(payload));
   }
   return call;
+}
+
+ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
+  return ScriptCall{ScriptId::kSchedule,
+                    {std::string(Keys::kSchedule)},
+                    {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
@@ -81,7 +91,12 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
   return call;
 }
 
-ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits) {
+ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client) {
+  return ScriptCall{ScriptId::kDropHeartbeat, {keys.Heartbeat(identity)}, {Count(beat_client)}};
+}
+
+ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,
+                    std::string_view wake_channel) {
   std::string date = UtcDate(now);
   std::string_view target = job.mode == FailMode::kRetry ? Keys::kRetry : Keys::kDead;
   const char* mode = job.mode == FailMode::kRetry  ? "retry"
@@ -95,7 +110,8 @@ ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limit
        std::string(Keys::kFailed) + ":" + date},
       {std::string(job.original), std::string(job.updated),
        job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
-       Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1"}};
+       Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1",
+       std::string(wake_channel)}};
 }
 
 ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,

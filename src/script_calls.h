@@ -21,12 +21,18 @@
 namespace reliableq {
 
 // push.lua: each queue's payloads, in the order given (the first given is
-// taken first), all or nothing. Queues must be distinct and non-empty.
+// taken first), all or nothing; a queue that was empty is woken on
+// keys.WakeQueue(queue). Queues must be distinct and non-empty. The
+// payloads are moved into the call: a bulk push copies none of them.
 struct QueuePush {
   std::string_view queue;
-  std::vector<std::string_view> payloads;
+  std::vector<std::string> payloads;
 };
-ScriptCall PushCall(const std::vector<QueuePush>& pushes);
+ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes);
+
+// schedule.lua: `payload` into schedule, due at `at`; when it is the
+// earliest, keys.WakeScheduled() hears its time.
+ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload);
 
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
 // in the order given.
@@ -53,6 +59,10 @@ ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields
 ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                       const std::vector<std::string>& queues, bool force);
 
+// drop_heartbeat.lua: deletes the heartbeat key of `identity` only while it
+// holds `beat_client` (> 0), the id its registry entry named.
+ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client);
+
 // fail.lua: where a failed job goes.
 enum class FailMode { kRetry, kDead, kDrop };
 struct FailedJob {
@@ -66,7 +76,12 @@ struct FailedJob {
   // in the working list (the first call, if it ran, counted it).
   bool resent_unconfirmed = false;
 };
-ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits);
+// `wake_channel` is Keys::WakeScheduled(): mode kRetry publishes the retry
+// time there when the job becomes the earliest member of retry, so that
+// sleeping pollers wake at its time. Empty: no message (the pollers' fallback
+// reads still find it).
+ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,
+                    std::string_view wake_channel = {});
 
 // requeue.lua: a live process gives back one working list.
 enum class RequeueMode { kKeep, kInterrupt };

@@ -856,11 +856,11 @@ TEST_CASE("worker refuses every option past its limit with a usage error") {
     CheckUsageError(RunCli(args), "worker", reason);
   }
   std::vector<std::string> many = {"worker", "-r", "x.so"};
-  for (int i = 0; i <= 100; ++i) {
+  for (int i = 0; i <= 1000; ++i) {
     many.push_back("-q");
     many.push_back("q" + std::to_string(i));
   }
-  CheckUsageError(RunCli(many), "worker", "at most 100 queues (-q), not 101");
+  CheckUsageError(RunCli(many), "worker", "at most 1000 queues (-q), not 1001");
   std::vector<std::string> labels = {"worker", "-r", "x.so"};
   for (int i = 0; i <= 100; ++i) {
     labels.push_back("--label");

@@ -49,21 +49,39 @@ class WorkerFixture : public RedisFixture {
 
   // Starts `reliableq worker` with the demo plugin and short timings.
   ChildProcess& StartWorker(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
-                                     "worker",
-                                     "--redis", server().Url(),
-                                     "-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"),
-                                     "--heartbeat-ttl", std::to_string(kTtl),
-                                     "--heartbeat-interval", "0.25"};
+    std::vector<std::string> timings = {"--heartbeat-ttl", std::to_string(kTtl),
+                                        "--heartbeat-interval", "0.25"};
     if (std::find(extra.begin(), extra.end(), "--janitor-interval") == extra.end()) {
       extra.push_back("--janitor-interval");
       extra.push_back(std::to_string(kJanitor));
     }
-    argv.insert(argv.end(), extra.begin(), extra.end());
+    timings.insert(timings.end(), extra.begin(), extra.end());
+    return Launch(timings, record_log_);
+  }
+
+  // Starts `reliableq worker` with the demo plugin and only `options`
+  // (the defaults for everything else); RecordJob writes to `record_log`.
+  ChildProcess& Launch(const std::vector<std::string>& options, const std::string& record_log) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "worker", "--redis",
+                                     server().Url(), "-r", BuildPath("RELIABLEQ_DEMO_PLUGIN")};
+    argv.insert(argv.end(), options.begin(), options.end());
     std::string log = dir_ + "/worker" + std::to_string(workers_.size()) + ".log";
     workers_.push_back(std::make_unique<ChildProcess>(
-        argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + record_log_}, log));
+        argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + record_log}, log));
     return *workers_.back();
+  }
+
+  // A janitor takes a process for dead by its connections only once the
+  // server has been up longer than the process's heartbeat ttl.
+  void WaitForUptimeAbove(std::chrono::seconds ttl) {
+    auto uptime = [&]() -> long long {
+      auto info = redis().Command({"INFO", "server"});
+      if (!info.ok()) return -1;
+      std::string text((*info)->str, (*info)->len);
+      size_t at = text.find("uptime_in_seconds:");
+      return at == std::string::npos ? -1 : std::stoll(text.substr(at + 18));
+    };
+    REQUIRE(WaitUntil([&] { return uptime() > ttl.count(); }, ttl + 5s));
   }
 
   // The jids RecordJob wrote, with how often each ran.
@@ -100,11 +118,23 @@ class WorkerFixture : public RedisFixture {
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
-std::string Push(Client& client, const std::string& cls, const std::string& args) {
+std::string Push(Client& client, const std::string& cls, const std::string& args,
+                 const std::string& queue = "default") {
   Job job;
   job.job_class = cls;
   job.args = args;
+  job.queue = queue;
   return AcceptedJid(client.Push(job));
+}
+
+// The jids listed in a RecordJob log, with how often each appears.
+std::map<std::string, int> Recorded(const std::string& path) {
+  std::map<std::string, int> counts;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) ++counts[line];
+  }
+  return counts;
 }
 
 }  // namespace
@@ -342,14 +372,13 @@ TEST_CASE_FIXTURE(WorkerFixture, "recover --dry-run changes nothing; recover mov
 }
 
 TEST_CASE_FIXTURE(WorkerFixture, "a stopped worker cannot take a job after it was recovered") {
-  // The zombie is idle, with a BLMOVE blocked in Redis for 30 s.
+  // The zombie is idle, subscribed to its queue's wake-up channel.
   ChildProcess& zombie = StartWorker({"-c", "1", "--janitor-interval", "600"});
   std::string id = IdentityOf(zombie.pid());
   REQUIRE_FALSE(id.empty());
   REQUIRE(WaitUntil([&] {
-    auto clients = redis().Command({"CLIENT", "LIST"});
-    return clients.ok() &&
-           std::string((*clients)->str, (*clients)->len).find("cmd=blmove") != std::string::npos;
+    auto numsub = redis().Command({"PUBSUB", "NUMSUB", "reliableq:wake:queue:default"});
+    return numsub.ok() && (*numsub)->elements == 2 && (*numsub)->element[1]->integer == 1;
   }));
   zombie.Signal(SIGSTOP);
   REQUIRE(WaitUntil([&] { return !Exists(Keys().Heartbeat(id)); }, 5s));
@@ -358,9 +387,9 @@ TEST_CASE_FIXTURE(WorkerFixture, "a stopped worker cannot take a job after it wa
   REQUIRE(recovered.exit_code == 0);
   REQUIRE(HGet(Keys().Registry(), id).empty());
 
-  // Redis would serve this job to the zombie's blocked BLMOVE if the
-  // janitor had not closed the zombie's connections first; with the zombie
-  // unregistered and then killed, nobody would ever recover it.
+  // The push wakes the zombie's connection if the janitor had not closed
+  // it; whatever the zombie had queued must not move the job into a
+  // working list nobody would ever recover once it is unregistered.
   auto client = OpenClient();
   std::string jid = Push(*client, "RecordJob", "[\"x\"]");
   std::this_thread::sleep_for(100ms);
@@ -407,4 +436,218 @@ TEST_CASE_FIXTURE(WorkerFixture, "SIGKILL between a failure and its retry leaves
   }, 5s));
   CHECK(copies() == 1);
   CHECK(Integer({"ZCARD", "retry"}) == 0);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "SIGKILL, default settings: jobs back in seconds, not the ttl") {
+  // Default liveness settings (heartbeat ttl 30 s, janitor interval 1 s).
+  WaitForUptimeAbove(30s);
+  auto client = OpenClient();
+  ChildProcess& live = Launch({"-q", "live", "-c", "2"}, record_log_);
+  const std::string live_id = IdentityOf(live.pid());
+  std::set<std::string> live_jids;
+  for (int i = 0; i < 2; ++i) {
+    live_jids.insert(Push(*client, "RecordJob", "[\"live\", 6000]", "live"));
+  }
+  const std::string live_list = Keys().Working(live_id, "live");
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", live_list}) == 2; }));
+
+  ChildProcess& doomed = Launch({"-q", "doomed", "-c", "2"}, record_log_);
+  const std::string doomed_id = IdentityOf(doomed.pid());
+  std::set<std::string> doomed_jids;
+  for (int i = 0; i < 2; ++i) {
+    doomed_jids.insert(Push(*client, "RecordJob", "[\"doomed\", 6000]", "doomed"));
+  }
+  const std::string doomed_list = Keys().Working(doomed_id, "doomed");
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", doomed_list}) == 2; }));
+
+  doomed.Signal(SIGKILL);
+  auto killed_at = std::chrono::steady_clock::now();
+  REQUIRE(doomed.Wait(5s));
+  // Nobody else works queue "doomed": the jobs wait there once recovered.
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", "queue:doomed"}) == 2; }, 25s));
+  double recovery =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  MESSAGE("SIGKILL to jobs back in their queue, default settings: " << recovery << " s");
+  // Far below the heartbeat ttl: its connections told the janitor.
+  CHECK(recovery < 10.0);
+  CHECK(Integer({"LLEN", doomed_list}) == 0);
+  for (const std::string& payload : LRange("queue:doomed")) {
+    CHECK(payload.find("\"interrupted_count\":1") != std::string::npos);
+  }
+  REQUIRE(WaitUntil([&] { return HGet(Keys().Registry(), doomed_id).empty(); }));
+  CHECK(live.Log().find("process " + doomed_id + " is dead (its connections are gone)") !=
+        std::string::npos);
+
+  // The live worker beside it keeps its running jobs and its registration.
+  CHECK(Integer({"LLEN", live_list}) == 2);
+  CHECK_FALSE(HGet(Keys().Registry(), live_id).empty());
+  CHECK(Exists(Keys().Heartbeat(live_id)));
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", live_list}) == 0; }, 15s));
+  std::map<std::string, int> runs = Executions();
+  for (const std::string& jid : live_jids) CHECK(runs[jid] == 1);
+  for (const std::string& jid : doomed_jids) CHECK(runs.count(jid) == 0);
+  CHECK(live.Log().find("heartbeat key was gone") == std::string::npos);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "a SIGSTOPped worker waits for its ttl, runs no recovered job") {
+  constexpr auto kZombieTtl = 4s;
+  // The connections rule is in force: only the open sockets keep the
+  // zombie from being taken for dead before its ttl.
+  WaitForUptimeAbove(kZombieTtl);
+  auto client = OpenClient();
+  const std::string zombie_log = dir_ + "/zombie-executions.log";
+  ChildProcess& zombie =
+      Launch({"-c", "1", "--heartbeat-ttl", "4", "--heartbeat-interval", "0.5"}, zombie_log);
+  const std::string id = IdentityOf(zombie.pid());
+  const std::string list = Keys().Working(id, "default");
+  std::set<std::string> jids;
+  for (int i = 0; i < 4; ++i) jids.insert(Push(*client, "RecordJob", "[\"z\", 3000]"));
+  // One job running, at least one fetched and not started.
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", list}) >= 2; }));
+  size_t held = static_cast<size_t>(Integer({"LLEN", list}));
+  zombie.Signal(SIGSTOP);
+  auto stopped_at = std::chrono::steady_clock::now();
+
+  // Another worker, with the default settings, runs the janitor.
+  ChildProcess& survivor = Launch({"-c", "4"}, record_log_);
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", list}) == 0; }, 20s));
+  double recovered_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  MESSAGE("SIGSTOP to recovery: " << recovered_after << " s (ttl 4 s, beat every 0.5 s)");
+  // Its last beat came at most one interval before the stop.
+  CHECK(recovered_after >= 4.0 - 0.5 - 0.2);
+  CHECK(survivor.Log().find("process " + id + " is dead (its heartbeat expired)") !=
+        std::string::npos);
+  REQUIRE(WaitUntil([&] { return Executions().size() == jids.size(); }, 20s));
+
+  const std::map<std::string, int> before = Recorded(zombie_log);
+  zombie.Signal(SIGCONT);
+  REQUIRE(WaitUntil(
+      [&] { return zombie.Log().find("heartbeat key was gone") != std::string::npos; }, 10s));
+  // Long enough for the job it was running to end, and for a job it held
+  // but had not started to run too, if it wrongly did.
+  std::this_thread::sleep_for(4s);
+  std::map<std::string, int> after = Recorded(zombie_log);
+  size_t new_runs = 0;
+  for (const auto& [jid, n] : after) new_runs += static_cast<size_t>(n - before.count(jid));
+  INFO("zombie held " << held << " jobs; it recorded " << new_runs << " after SIGCONT");
+  // Only the one job it was running when stopped (concurrency 1) may end
+  // after SIGCONT; the fetched ones were recovered and run elsewhere.
+  CHECK(new_runs <= 1);
+  std::map<std::string, int> runs = Executions();
+  for (const std::string& jid : jids) CHECK(runs[jid] == 1);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+
+  zombie.Signal(SIGTERM);
+  auto status = zombie.Wait(10s);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+}
+
+TEST_CASE("a Redis restart under running workers recovers none of their jobs") {
+  // Its own server: an append-only file, so that the restart keeps every
+  // key, registry entries and heartbeats included.
+  RedisServer durable({"--appendonly", "yes", "--appendfsync", "always"});
+  auto admin_opened = redis::Connection::Open(durable.Options());
+  REQUIRE(admin_opened.ok());
+  redis::Connection& admin = **admin_opened;
+  char templ[] = "/tmp/reliableq-restart-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string dir = templ;
+  const std::string record_log = dir + "/executions.log";
+  auto integer = [&](const redis::Argv& command) {
+    auto reply = admin.Command(command);
+    return reply.ok() ? (*reply)->integer : -1;
+  };
+
+  // A short ttl, so that this test also watches the time after the new
+  // server has been up longer than it, when only the run_id tells the old
+  // entries apart; the janitor interval is the default.
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> argv = {
+        BuildPath("RELIABLEQ_BIN"), "worker", "--redis", durable.Url(), "-r",
+        BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-c", "2", "--heartbeat-ttl", "3",
+        "--heartbeat-interval", "0.5"};
+    workers.push_back(std::make_unique<ChildProcess>(
+        argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + record_log},
+        dir + "/worker" + std::to_string(i) + ".log"));
+  }
+  REQUIRE(WaitUntil([&] { return integer({"SCARD", "processes"}) == 2; }));
+  auto client = Client::Open(durable.Options());
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  std::set<std::string> jids;
+  for (int i = 0; i < 8; ++i) jids.insert(Push(**client, "RecordJob", "[\"r\", 2500]"));
+  // Each worker runs two jobs.
+  REQUIRE(WaitUntil([&] { return integer({"LLEN", "queue:default"}) <= 2; }));
+
+  durable.KillAndRestart();
+  for (auto& worker : workers) {
+    CHECK(WaitUntil(
+        [&] { return worker->Log().find("reconnected to Redis at") != std::string::npos; }, 10s));
+  }
+  // Past the ttl of the workers on the new server.
+  std::this_thread::sleep_for(5s);
+  REQUIRE(WaitUntil(
+      [&] {
+        return Recorded(record_log).size() == jids.size() &&
+               integer({"LLEN", "queue:default"}) == 0;
+      },
+      30s));
+  std::map<std::string, int> runs = Recorded(record_log);
+  for (const std::string& jid : jids) CHECK(runs[jid] == 1);
+  for (auto& worker : workers) {
+    INFO(worker->Log());
+    CHECK(worker->Log().find("is dead") == std::string::npos);
+    CHECK(worker->Log().find("heartbeat key was gone") == std::string::npos);
+    CHECK(worker->running());
+  }
+  CHECK(integer({"SCARD", "processes"}) == 2);
+  CHECK(integer({"HLEN", Keys().Registry()}) == 2);
+
+  for (auto& worker : workers) worker->Signal(SIGTERM);
+  for (auto& worker : workers) CHECK(worker->Wait(30s));
+  workers.clear();
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+TEST_CASE_FIXTURE(WorkerFixture, "recover takes a SIGKILLed worker before its ttl and says why") {
+  WaitForUptimeAbove(30s);
+  auto client = OpenClient();
+  Push(*client, "SleepJob", "[10000]");
+  Push(*client, "SleepJob", "[10000]");
+  // The default ttl (30 s); its own janitor never runs again.
+  ChildProcess& worker = Launch({"-c", "2", "--janitor-interval", "600"}, record_log_);
+  const std::string id = IdentityOf(worker.pid());
+  const std::string list = Keys().Working(id, "default");
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", list}) == 2; }));
+  worker.Signal(SIGKILL);
+  REQUIRE(worker.Wait(5s));
+  REQUIRE(WaitUntil([&] {
+    auto clients = redis().Command({"CLIENT", "LIST"});
+    return clients.ok() && std::string((*clients)->str, (*clients)->len)
+                                   .find("name=" + Keys().ClientName(id)) == std::string::npos;
+  }));
+  CHECK(Exists(Keys().Heartbeat(id)));
+
+  CommandResult dry = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url(),
+                                  "--dry-run", "--json"});
+  INFO(dry.out << dry.err);
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.out.find("\"alive\":false,\"evidence\":\"connections_gone\"") != std::string::npos);
+  CHECK(dry.out.find("\"requeued\":2") != std::string::npos);
+  CHECK(Exists(Keys().Heartbeat(id)));
+  CHECK(Integer({"LLEN", list}) == 2);
+
+  CommandResult real =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url()});
+  INFO(real.out << real.err);
+  CHECK(real.exit_code == 0);
+  CHECK(real.out.find(id + ": 2 back to default (connections gone)\n") != std::string::npos);
+  CHECK(Integer({"LLEN", "queue:default"}) == 2);
+  CHECK(Integer({"LLEN", list}) == 0);
+  CHECK(HGet(Keys().Registry(), id).empty());
+  CHECK_FALSE(Exists(Keys().Heartbeat(id)));
 }

@@ -367,6 +367,87 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed counter before movi
   CHECK(LRange("stat:failed:2023-11-14") == Strings{"x"});
 }
 
+namespace {
+
+// A second connection subscribed to one channel. Raw hiredis: the
+// project's synchronous Connection reads only the replies to its own
+// commands.
+class Subscriber {
+ public:
+  Subscriber(const std::string& socket_path, const std::string& channel) {
+    context_ = redisConnectUnix(socket_path.c_str());
+    REQUIRE(context_ != nullptr);
+    REQUIRE(context_->err == 0);
+    redisSetTimeout(context_, timeval{5, 0});  // a missing message fails, never hangs
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(context_, "SUBSCRIBE %b", channel.data(), channel.size()));
+    REQUIRE(reply != nullptr);
+    freeReplyObject(reply);
+  }
+  ~Subscriber() { redisFree(context_); }
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // The payloads of the messages before `marker`, which the test publishes
+  // after the call it checks: Redis delivers messages in order, so this
+  // needs no guess at how long to wait for a message that must not come.
+  Strings Until(const std::string& marker) {
+    Strings got;
+    while (true) {
+      void* raw = nullptr;
+      REQUIRE(redisGetReply(context_, &raw) == REDIS_OK);
+      auto* reply = static_cast<redisReply*>(raw);
+      REQUIRE(reply->type == REDIS_REPLY_ARRAY);
+      REQUIRE(reply->elements == 3);
+      std::string payload(reply->element[2]->str, reply->element[2]->len);
+      freeReplyObject(reply);
+      if (payload == marker) return got;
+      got.push_back(payload);
+    }
+  }
+
+ private:
+  redisContext* context_;
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(ScriptFixture, "fail retry publishes the score when the job becomes retry's earliest") {
+  const std::string channel = keys.WakeScheduled();
+  Subscriber subscriber(server().socket_path(), channel);
+  Push(kWorkA, {Job(1), Job(2), Job(3), Job(4), Job(5), Job(6)});
+  int step = 0;
+  // One fail.lua call with ARGV[9] = `wake` (nullptr: no ARGV[9]); what it
+  // published on the channel.
+  auto fail = [&](int n, const std::string& score, const std::string& mode,
+                  const char* wake) -> Strings {
+    std::string original = Job(n), updated = "failed " + std::to_string(n);
+    redis::Argv args = {original, updated, score, mode, kNow, kDeadMax, kDeadTimeout, "1"};
+    if (wake != nullptr) args.push_back(wake);
+    Result<redis::ReplyPtr> reply =
+        redis().Eval(ScriptId::kFail, FailKeys(mode == "dead" ? "dead" : "retry"), args);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+    std::string marker = "marker " + std::to_string(++step);
+    Run({"PUBLISH", channel, marker});
+    return subscriber.Until(marker);
+  };
+
+  // The first retry is the earliest.
+  CHECK(fail(1, "1700000200.5", "retry", channel.c_str()) == Strings{"1700000200.5"});
+  // A later one changes no worker's wake-up.
+  CHECK(fail(2, "1700000300.5", "retry", channel.c_str()).empty());
+  // An earlier one does.
+  CHECK(fail(3, "1700000100.5", "retry", channel.c_str()) == Strings{"1700000100.5"});
+  // No channel (an empty or a missing ARGV[9]): no message.
+  CHECK(fail(4, "1700000050.5", "retry", "").empty());
+  CHECK(fail(5, "1700000040.5", "retry", nullptr).empty());
+  // Dead adds nothing to retry.
+  CHECK(fail(6, "1600000000.5", "dead", channel.c_str()).empty());
+  // A job a janitor gave back is not added, so it wakes nobody.
+  CHECK(fail(1, "1600000000.5", "retry", channel.c_str()).empty());
+  CHECK(ZRange("retry") == Strings{"failed 5", "failed 4", "failed 3", "failed 1", "failed 2"});
+}
+
 // ------------------------------------------------------------ heartbeat.lua
 
 namespace {

@@ -86,7 +86,7 @@ ServerOptions FastOptions(const RedisOptions& redis) {
   options.heartbeat_interval = 200ms;
   options.janitor_interval = 300ms;
   options.shutdown_timeout = 2000ms;
-  options.idle_block_timeout = 1000ms;
+  options.idle_poll_interval = 50ms;
   options.log_level = LogLevel::kError;
   return options;
 }
@@ -127,7 +127,7 @@ struct Gate {
 };
 
 // A field of INFO (for example "blocked_clients", or, from a line of
-// commandstats, "cmdstat_zrangebyscore:calls" or "cmdstat_evalsha:failed_calls");
+// commandstats, "cmdstat_zrange:calls" or "cmdstat_evalsha:failed_calls");
 // 0 when it is absent.
 long long InfoNumber(RedisFixture& fixture, const char* section, const std::string& field) {
   Result<redis::ReplyPtr> info = fixture.redis().Command({"INFO", section});
@@ -228,24 +228,141 @@ TEST_CASE_FIXTURE(RedisFixture, "strict queue order takes the first non-empty qu
   for (int i = 20; i < 40; ++i) CHECK((*order)[static_cast<size_t>(i)] == "low");
 }
 
+// How many subscribers channel `channel` has.
+long long Subscribers(RedisFixture& fixture, const std::string& channel) {
+  Result<redis::ReplyPtr> reply = fixture.redis().Command({"PUBSUB", "NUMSUB", channel});
+  REQUIRE(reply.ok());
+  REQUIRE((*reply)->elements == 2);
+  return (*reply)->element[1]->integer;
+}
+
+// How many connections carry the worker's client name.
+int WorkerConnections(RedisFixture& fixture) {
+  Result<redis::ReplyPtr> list = fixture.redis().Command({"CLIENT", "LIST"});
+  REQUIRE(list.ok());
+  std::string text((*list)->str, (*list)->len);
+  int count = 0;
+  for (size_t at = text.find(" name=reliableq"); at != std::string::npos;
+       at = text.find(" name=reliableq", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// A worker on `queues` whose idle poll would take a minute: a job it picks
+// up within seconds came through a wake-up.
+ServerOptions NoPollOptions(const RedisOptions& redis, std::vector<QueueSpec> queues) {
+  ServerOptions opts = FastOptions(redis);
+  opts.queues = std::move(queues);
+  opts.idle_poll_interval = 60000ms;
+  opts.heartbeat_interval = 30000ms;  // the safety poll with notifications on
+  opts.heartbeat_ttl = 60000ms;
+  return opts;
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "an idle worker picks up a pushed job without polling") {
   auto started = std::make_shared<std::atomic<int>>(0);
   HandlerRegistry registry;
   registry.Register("Ping", [started](const JobView&) { ++*started; });
-  ServerOptions opts = FastOptions(options());
-  opts.queues = {{"one", 0}, {"two", 0}};
-  opts.idle_block_timeout = 5000ms;  // far longer than the waits below
-  RunningServer server(opts, std::move(registry));
+  RunningServer server(NoPollOptions(options(), {{"one", 0}, {"two", 0}}), std::move(registry));
   auto client = OpenClient(options());
-  // Let the worker go idle on its blocking connections first.
-  REQUIRE(WaitUntil([&] { return InfoNumber(*this, "clients", "blocked_clients") == 2; }));
+  // Idle: subscribed to both queues' wake-up channels.
+  REQUIRE(WaitUntil([&] {
+    return Subscribers(*this, "reliableq:wake:queue:one") == 1 &&
+           Subscribers(*this, "reliableq:wake:queue:two") == 1;
+  }));
   for (const char* queue : {"two", "one"}) {
     int before = started->load();
     PushJob(*client, "Ping", "[]", queue);
     // Not a speed test (tools/bench measures that): the job must start well
-    // before the 5 s block timeout, i.e. without waiting for a poll.
-    CHECK(WaitUntil([&] { return started->load() == before + 1; }, 2000ms));
+    // before the one-minute poll, i.e. woken by the push.
+    CHECK(WaitUntil([&] { return started->load() == before + 1; }, 5000ms));
   }
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a Sidekiq-format push wakes an idle worker through keyspace "
+                                "notifications, or the idle poll finds it") {
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Ping", [started](const JobView&) { ++*started; });
+  const std::string job = R"({"class":"Ping","args":[],"jid":"0123456789abcdef01234567",)"
+                          R"("queue":"two","enqueued_at":1700000000.0})";
+  SUBCASE("notifications on: the message wakes it") {
+    Run({"CONFIG", "SET", "notify-keyspace-events", "Kl"});
+    RunningServer server(NoPollOptions(options(), {{"one", 0}, {"two", 0}}),
+                         std::move(registry));
+    REQUIRE(WaitUntil([&] {
+      return Subscribers(*this, "__keyspace@0__:queue:two") == 1;
+    }));
+    // What Ruby's client sends: no wake-up message of ours.
+    Run({"SADD", "queues", "two"});
+    Run({"LPUSH", "queue:two", job});
+    CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+    Run({"CONFIG", "SET", "notify-keyspace-events", ""});
+  }
+  SUBCASE("notifications off: the idle poll finds it") {
+    Run({"CONFIG", "SET", "notify-keyspace-events", ""});
+    ServerOptions opts = NoPollOptions(options(), {{"one", 0}, {"two", 0}});
+    opts.idle_poll_interval = 200ms;
+    RunningServer server(opts, std::move(registry));
+    REQUIRE(WaitUntil([&] {
+      return Subscribers(*this, "__keyspace@0__:queue:two") == 1;
+    }));
+    Run({"SADD", "queues", "two"});
+    Run({"LPUSH", "queue:two", job});
+    CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+  }
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a worker's connections do not grow with its queues") {
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Ping", [started](const JobView&) { ++*started; });
+  std::vector<QueueSpec> queues;
+  for (int i = 0; i < 200; ++i) queues.push_back({"q" + std::to_string(i), 0});
+  RunningServer server(NoPollOptions(options(), queues), std::move(registry));
+  auto client = OpenClient(options());
+  REQUIRE(WaitUntil([&] { return Subscribers(*this, "reliableq:wake:queue:q199") == 1; }));
+  // The command connection, the wake-up listener and the janitor's.
+  CHECK(WorkerConnections(*this) <= 3);
+  // And the last queue still gets its job at once.
+  PushJob(*client, "Ping", "[]", "q199");
+  CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a queue namespace serves every queue under it, new ones too, "
+                                "and publishes each working list before it fetches") {
+  auto ran = std::make_shared<std::mutex>();
+  auto order = std::make_shared<std::vector<std::string>>();
+  HandlerRegistry registry;
+  registry.Register("Where", [ran, order](const JobView& job) {
+    std::lock_guard<std::mutex> lock(*ran);
+    order->push_back(std::string(job.queue()));
+  });
+  auto client = OpenClient(options());
+  // One queue exists before the worker starts; "cronjobs" is not under
+  // "cronjob:", and a plain name is never a namespace.
+  PushJob(*client, "Where", "[]", "cronjob:a");
+  PushJob(*client, "Where", "[]", "cronjobs");
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"critical", 0}, {"cronjob:*", 0}};
+  RunningServer server(opts, std::move(registry));
+  auto ran_in = [&](const std::string& queue) {
+    std::lock_guard<std::mutex> lock(*ran);
+    return std::count(order->begin(), order->end(), queue);
+  };
+  REQUIRE(WaitUntil([&] { return ran_in("cronjob:a") == 1; }));
+  // A queue that appears later is found by its first push.
+  PushJob(*client, "Where", "[]", "cronjob:b");
+  REQUIRE(WaitUntil([&] { return ran_in("cronjob:b") == 1; }));
+  CHECK(ran_in("cronjobs") == 0);
+  CHECK(LRange("queue:cronjobs").size() == 1);
+  // Both working lists are in the registry entry, where a janitor looks.
+  std::string identity = server.identity();
+  std::string entry = HGet(Keys().Registry(), identity);
+  CHECK(entry.find("\"cronjob:a\"") != std::string::npos);
+  CHECK(entry.find("\"cronjob:b\"") != std::string::npos);
+  CHECK(entry.find("\"cronjobs\"") == std::string::npos);
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "bad payloads go to the dead set; failures are retried") {
@@ -403,11 +520,11 @@ TEST_CASE_FIXTURE(RedisFixture, "a scheduled job starts once the server's clock 
   double at = clock->Now() + 3600;
   AcceptedJid((*client)->PushAt(job, at));
   CHECK(ZRangeWithScores("schedule")[0].second == doctest::Approx(at).epsilon(1e-12));
-  // The poller looks at both sets (two ZRANGEBYSCOREs a poll) and finds
+  // The poller reads both sets' heads (two ZRANGEs a read) and finds
   // nothing due: on its clock the job is an hour away.
-  long long polls = InfoNumber(*this, "commandstats", "cmdstat_zrangebyscore:calls");
+  long long polls = InfoNumber(*this, "commandstats", "cmdstat_zrange:calls");
   REQUIRE(WaitUntil([&] {
-    return InfoNumber(*this, "commandstats", "cmdstat_zrangebyscore:calls") >= polls + 4;
+    return InfoNumber(*this, "commandstats", "cmdstat_zrange:calls") >= polls + 4;
   }));
   CHECK(started->load() == 0);
   CHECK(Integer({"ZCARD", "schedule"}) == 1);

@@ -44,6 +44,26 @@ TEST_CASE("QueueSet builds each queue's Sidekiq key and this process's working l
   CHECK(set[2].working_key == "app1:working:host:42:abc:low");
 }
 
+TEST_CASE("QueueSet: a namespace's queues are fetched only once published, at its place") {
+  QueueSet set({{"critical", 0}, {"cron:*", 0}, {"low", 0}}, Keys(), "h:1:x");
+  std::mt19937_64 random(1);
+  REQUIRE(set.size() == 2);
+  CHECK(set.Matches("cron:b"));
+  CHECK_FALSE(set.Matches("cronb"));
+  CHECK_FALSE(set.Matches("low"));
+  uint32_t b = set.Add("cron:b");
+  uint32_t a = set.Add("cron:a");
+  CHECK_FALSE(set.Matches("cron:a"));
+  // Not listed in the registry yet: not fetched from.
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, 1});
+  set.Publish(3);
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, b, 1});
+  set.Publish(4);
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, a, b, 1});
+  CHECK(set[a].working_key == Keys().Working("h:1:x", "cron:a"));
+  CHECK(set[a].queue_key == "queue:cron:a");
+}
+
 TEST_CASE("a strict QueueSet always fetches in the order given") {
   QueueSet set({{"c", 0}, {"a", 0}, {"b", 0}}, Keys(), "h:1:x");
   std::mt19937_64 random(7);
@@ -227,7 +247,7 @@ TEST_CASE("values on the edge of each check pass") {
   options.heartbeat_ttl = std::chrono::milliseconds(2000);  // exactly twice
   options.janitor_interval = std::chrono::milliseconds(1);
   options.shutdown_timeout = std::chrono::milliseconds(0);
-  options.idle_block_timeout = std::chrono::milliseconds(1000);
+  options.idle_poll_interval = std::chrono::milliseconds(10);
   CHECK(CheckServerOptions(options).ok());
 }
 
@@ -272,9 +292,9 @@ TEST_CASE("each bad option is rejected with a message naming it") {
     options.shutdown_timeout = std::chrono::milliseconds(-1);
     CheckRejected(options, "shutdown timeout");
   }
-  SUBCASE("an idle block timeout under 1 s") {
-    options.idle_block_timeout = std::chrono::milliseconds(999);
-    CheckRejected(options, "idle block timeout");
+  SUBCASE("an idle poll interval under 10 ms") {
+    options.idle_poll_interval = std::chrono::milliseconds(9);
+    CheckRejected(options, "idle poll interval");
   }
 }
 
@@ -298,7 +318,7 @@ TEST_CASE("each resource limit is checked, its edge passes and one past it fails
     for (size_t i = 0; i < kMaxQueues; ++i) options.queues.push_back({std::to_string(i), 0});
     CHECK(CheckServerOptions(options).ok());
     options.queues.push_back({"one-too-many", 0});
-    CheckRejected(options, "at most 100 queues, not 101");
+    CheckRejected(options, "at most 1000 queues, not 1001");
   }
   SUBCASE("a queue name's length") {
     options.queues = {{std::string(kMaxQueueNameBytes, 'q'), 0}};
@@ -312,7 +332,7 @@ TEST_CASE("each resource limit is checked, its edge passes and one past it fails
     options.heartbeat_interval = kMaxDuration / 2;
     options.janitor_interval = kMaxDuration;
     options.scheduled_poll_interval = kMaxDuration;
-    options.idle_block_timeout = kMaxDuration;
+    options.idle_poll_interval = kMaxDuration;
     options.redis.connect_timeout = kMaxDuration;
     options.redis.command_timeout = kMaxDuration;
     CHECK(CheckServerOptions(options).ok());
@@ -328,7 +348,7 @@ TEST_CASE("each resource limit is checked, its edge passes and one past it fails
         {&options.heartbeat_interval, huge, "heartbeat interval must be above 0"},
         {&options.janitor_interval, over, "janitor interval"},
         {&options.scheduled_poll_interval, milliseconds(0), "scheduled poll interval"},
-        {&options.idle_block_timeout, huge, "idle block timeout must be from 1 s to 86400 s"},
+        {&options.idle_poll_interval, huge, "idle poll interval must be from 0.01 s to 86400 s"},
         {&options.redis.connect_timeout, milliseconds(0), "Redis connect timeout"},
         {&options.redis.command_timeout, over, "Redis command timeout"},
     };
@@ -515,13 +535,19 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
   SUBCASE("retry: ZADD retry at retry_at") {
     job.mode = FailMode::kRetry;
     job.retry_at = kNow + 16;
-    ScriptCall call = FailCall(job, kNow, kLimits);
+    ScriptCall call = FailCall(job, kNow, kLimits, Keys("rq:").WakeScheduled());
     CHECK(call.script == ScriptId::kFail);
     Strings keys = {"rq:working:h:1:x:default", "retry"};
     keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
     CHECK(call.keys == keys);
+    // ARGV[9]: the channel, not a key (PUBLISH only).
     CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "1700006415.750000", "retry", kNowText, "500", "3600", "1"});
+                               "1700006415.750000", "retry", kNowText, "500", "3600", "1",
+                               "rq:wake:scheduled"});
+    // No channel: ARGV[9] is "", and fail.lua publishes nothing.
+    call = FailCall(job, kNow, kLimits);
+    REQUIRE(call.args.size() == 9);
+    CHECK(call.args[8] == "");
   }
   SUBCASE("dead: the dead set, scored now") {
     job.mode = FailMode::kDead;
@@ -529,10 +555,10 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
     Strings keys = {"rq:working:h:1:x:default", "dead"};
     keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
     CHECK(call.keys == keys);
-    REQUIRE(call.args.size() == 8);
+    REQUIRE(call.args.size() == 9);
     call.args[2] = "(unused)";  // the score is read in mode "retry" only
     CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "(unused)", "dead", kNowText, "500", "3600", "1"});
+                               "(unused)", "dead", kNowText, "500", "3600", "1", ""});
   }
   SUBCASE("drop, uncounted: a payload that is not a job") {
     job.mode = FailMode::kDrop;
@@ -541,10 +567,10 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
     REQUIRE(call.keys.size() == 6);
     CHECK(call.keys[0] == "rq:working:h:1:x:default");
     CHECK(Strings(call.keys.begin() + 2, call.keys.end()) == stat_keys);
-    REQUIRE(call.args.size() == 8);
+    REQUIRE(call.args.size() == 9);
     call.args[2] = "(unused)";
     CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "(unused)", "drop", kNowText, "500", "3600", "0"});
+                               "(unused)", "drop", kNowText, "500", "3600", "0", ""});
   }
 }
 

@@ -16,8 +16,8 @@
 //   working list (one LREM per job, pipelined with the stats counters);
 // - beats every heartbeat_interval: its heartbeat key (with heartbeat_ttl)
 //   and the Sidekiq process records, so Sidekiq's Web UI and API see it;
-// - every janitor_interval returns the jobs of processes whose heartbeat
-//   expired to their queues.
+// - about every janitor_interval returns to their queues the jobs of
+//   processes whose heartbeat expired or whose connections are all gone.
 //
 // Thread safety: Quiet() and Stop() may be called from any thread, and from
 // a signal handler (they only set an atomic and call uv_async_send), any
@@ -74,8 +74,13 @@ struct ServerOptions {
   std::chrono::milliseconds heartbeat_ttl{30000};
   // How often the process beats. Must be at most heartbeat_ttl / 2.
   std::chrono::milliseconds heartbeat_interval{5000};
-  // How often the janitor looks for dead processes (jittered by up to 20%).
-  std::chrono::milliseconds janitor_interval{5000};
+  // How often, about, the workers sharing a prefix look for dead processes
+  // between them (each waits this long plus up to 20% between its tries of
+  // the lease; see reliableq-schema(7)). A process that crashed (all its
+  // connections closed) is recovered within about 1.2 times this; one that
+  // went silent, within heartbeat_ttl plus that. A pass costs a handful of
+  // Redis commands plus one per registered process.
+  std::chrono::milliseconds janitor_interval{1000};
   // A job whose process died while running it more than this many times
   // goes to the dead set instead of back to its queue.
   int max_interruptions = 3;
@@ -86,10 +91,15 @@ struct ServerOptions {
   int64_t dead_max_jobs = 10000;
   // ... and none older than this (dead_timeout_in_seconds).
   std::chrono::seconds dead_timeout{180 * 24 * 3600};
-  // How often, on average, the whole cluster looks for due jobs in
-  // `schedule` and `retry`: each process waits about (number of processes x
-  // this), so a due job starts within about this long whatever the number
-  // of processes (Sidekiq's average_scheduled_poll_interval is 5 s).
+  // The fallback of the scheduled-job poller. Each worker sleeps until the
+  // earliest score of `schedule` and `retry` and is woken when an earlier
+  // one is announced, so jobs scheduled through Client::PushAt/PushIn and
+  // retries start at their time whatever this is. When nothing is
+  // announced (a Ruby client without keyspace notifications) the whole
+  // cluster still reads the earliest scores about this often: each process
+  // waits (number of processes x this), uniformly in [0.5, 1.5) of that, so
+  // such a job is late by at most 1.5 x processes x this (Sidekiq's
+  // average_scheduled_poll_interval is 5 s). reliableq-schema(7), promote.lua.
   std::chrono::milliseconds scheduled_poll_interval{500};
   // The randomness of retry jitter: a uniform integer in [0, n). Empty: a
   // generator per thread seeded from std::random_device. Set it to make
@@ -103,8 +113,13 @@ struct ServerOptions {
   std::vector<std::string> labels;
   // Prefix of reliableq's own keys (working lists, heartbeats, registry).
   std::string prefix = "reliableq:";
-  // How long one idle BLMOVE waits before it is renewed.
-  std::chrono::milliseconds idle_block_timeout{2000};
+  // How often an idle worker looks at its queues when nothing tells it of
+  // a push: jobs a Ruby client pushes while the server's
+  // notify-keyspace-events lacks K and l (keyspace notifications for
+  // lists) start within about this long. With them on, or for jobs pushed
+  // by reliableq's client, a pub/sub message wakes the worker at once and
+  // this look runs only every heartbeat_interval, as a safety net.
+  std::chrono::milliseconds idle_poll_interval{100};
   // Install handlers on the server's loop for TERM and INT (stop), TSTP and
   // USR1 (quiet), TTIN (dump state), HUP (reload) and USR2 (reopen logs);
   // reliableq(1) says what each does. Off by default for embedding programs.

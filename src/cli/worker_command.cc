@@ -29,7 +29,8 @@ constexpr std::string_view kHelp =
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
     "                        [--max-interruptions N] [--max-retries N]\n"
-    "                        [--poll-interval SEC] [--tag TAG] [--label LABEL]...\n"
+    "                        [--poll-interval SEC] [--idle-poll SEC]\n"
+    "                        [--tag TAG] [--label LABEL]...\n"
     "                        [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that the plugins register, with\n"
@@ -45,7 +46,10 @@ constexpr std::string_view kHelp =
     "  -q, --queue QUEUE[,WEIGHT]\n"
     "                       a queue to work, in order of priority (default: default);\n"
     "                       with weights (0 to 1000), each fetch picks a queue with\n"
-    "                       probability weight / sum of weights; at most 100 queues\n"
+    "                       probability weight / sum of weights; at most 1000 queues;\n"
+    "                       a name ending in * (cronjob:*) is a namespace: every\n"
+    "                       queue whose name starts with what precedes the *, as\n"
+    "                       such queues appear\n"
     "  -c, --concurrency N  jobs run at once, 1 to 1000 (default: 10)\n"
     "  -t, --timeout SEC    how long a stop waits for running jobs (default: 25)\n"
     "      --heartbeat-ttl SEC\n"
@@ -54,7 +58,7 @@ constexpr std::string_view kHelp =
     "      --heartbeat-interval SEC\n"
     "                       how often the process beats (default: 5)\n"
     "      --janitor-interval SEC\n"
-    "                       how often dead processes are looked for (default: 5)\n"
+    "                       how often dead processes are looked for (default: 1)\n"
     "      --max-interruptions N\n"
     "                       a job interrupted more often goes to the dead set\n"
     "                       (default: 3)\n"
@@ -62,6 +66,9 @@ constexpr std::string_view kHelp =
     "      --poll-interval SEC\n"
     "                       how often, on average across all workers, due scheduled\n"
     "                       jobs and retries are moved to their queues (default: 0.5)\n"
+    "      --idle-poll SEC  how often an idle worker looks at its queues for jobs\n"
+    "                       no message announced: pushed by a Ruby client while\n"
+    "                       Redis's keyspace notifications are off (default: 0.1)\n"
     "      --tag TAG        Sidekiq's process tag, shown in its Web UI\n"
     "      --label LABEL    a Sidekiq process label; repeat for several\n"
     "  -v, --verbose        log debug messages\n";
@@ -131,6 +138,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       {"heartbeat-interval", false, &options->heartbeat_interval},
       {"janitor-interval", false, &options->janitor_interval},
       {"poll-interval", false, &options->scheduled_poll_interval},
+      {"idle-poll", false, &options->idle_poll_interval},
   };
   for (const Duration& duration : durations) {
     if (auto text = args.Value(duration.name)) {
@@ -272,6 +280,7 @@ const Command& WorkerCommand() {
               {.name = "max-interruptions", .takes_value = true},
               {.name = "max-retries", .takes_value = true},
               {.name = "poll-interval", .takes_value = true},
+              {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
               {.name = "verbose", .short_name = 'v'},

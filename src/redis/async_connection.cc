@@ -10,6 +10,16 @@ namespace reliableq::redis {
 
 namespace {
 
+// A message pushed to a subscriber, as opposed to the reply of a command
+// ((P)SUBSCRIBE's confirmations start with "subscribe" or "psubscribe").
+bool IsPubSubMessage(const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return false;
+  const redisReply* kind = reply.element[0];
+  if (kind->type != REDIS_REPLY_STRING) return false;
+  std::string_view k(kind->str, kind->len);
+  return k == "message" || k == "pmessage";
+}
+
 // How often pending commands are checked against their deadlines.
 constexpr uint64_t kWatchdogMillis = 50;
 
@@ -326,6 +336,11 @@ bool AsyncConnection::DeliverReplies() {
     }
     if (raw == nullptr) return true;
     ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (on_message_ && IsPubSubMessage(*reply)) {
+      on_message_(*reply);
+      if (generation != generation_) return false;
+      continue;
+    }
     if (pending_.empty()) {
       Fail(Status::Protocol("a reply to no command from Redis at " + options_.Describe()));
       return false;

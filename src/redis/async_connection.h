@@ -92,6 +92,14 @@ class AsyncConnection {
     on_disconnect_ = std::move(on_disconnect);
   }
 
+  // For a subscriber: every pub/sub message (an array whose first element
+  // is "message" or "pmessage") goes to `on_message` instead of a request.
+  // (P)SUBSCRIBE answers once per channel: send one channel per command
+  // (Pipeline) so that each reply matches its command.
+  void SetOnMessage(std::function<void(const redisReply& message)> on_message) {
+    on_message_ = std::move(on_message);
+  }
+
   // Sent with CLIENT SETNAME on every (re)connect when non-empty.
   void set_client_name(std::string name) { client_name_ = std::move(name); }
 
@@ -192,6 +200,7 @@ class AsyncConnection {
   Clock::time_point connect_deadline_;
   std::function<void(const Status&)> on_ready_;
   std::function<void(const Status&)> on_disconnect_;
+  std::function<void(const redisReply&)> on_message_;
   // Requests in the order sent; Redis answers in the same order.
   std::deque<Request> pending_;
   bool user_close_ = false;

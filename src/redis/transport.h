@@ -40,8 +40,9 @@
 //   worker's loop closes each AsyncConnection at once (their owners already
 //   reconnect and reconcile after any break), so every connection of a
 //   process follows the server together.
-// - Many connections' worth of idle waits on one AsyncConnection, and
-//   auto-pipelined pushes, use the same write buffer and reply FIFO.
+// - An idle worker's wake-ups arrive on one subscribed AsyncConnection
+//   (SetOnMessage); auto-pipelined pushes use the same write buffer and
+//   reply FIFO as any command.
 //
 // Thread safety: one thread at a time.
 

@@ -27,11 +27,19 @@ Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const Que
       random_(std::random_device{}()),
       pause_timer_(loop, [this] { events_.on_pause_over(); }) {}
 
-void Fetcher::Fetch() {
-  if (in_flight_ || !command_.ready() || pause_timer_.active()) return;
+bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
+  if (in_flight_ || !command_.ready() || pause_timer_.active()) return false;
   size_t wanted = Wanted();
-  if (wanted == 0) return;
+  if (wanted == 0) return false;
   std::vector<uint32_t> order = queues_.FetchOrder(random_);
+  if (only != nullptr) {
+    std::vector<bool> named(queues_.size(), false);
+    for (uint32_t q : *only) {
+      if (q < named.size()) named[q] = true;
+    }
+    std::erase_if(order, [&named](uint32_t q) { return !named[q]; });
+    if (order.empty()) return false;
+  }
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   pairs.reserve(order.size());
   for (uint32_t i : order) pairs.emplace_back(queues_[i].queue_key, queues_[i].working_key);
@@ -44,6 +52,7 @@ void Fetcher::Fetch() {
         OnReply(s, r, order, wanted);
       });
   if (!sent.ok()) in_flight_ = false;
+  return sent.ok();
 }
 
 void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,

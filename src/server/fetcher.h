@@ -47,8 +47,11 @@ class Fetcher {
           const Logger& log, Events events);
 
   // Sends a fetch for what there is room for, unless one is on its way, the
-  // connection is down, the pause after a refusal runs, or nothing fits.
-  void Fetch();
+  // connection is down, the pause after a refusal runs, or nothing fits;
+  // true when it was sent. `only`, when given, limits it to those queues
+  // (still in fetch order): the ones a wake-up named while the worker was
+  // idle.
+  bool Fetch(const std::vector<uint32_t>* only);
   // Ends the pause after a refusal without fetching (the server is closing).
   void Stop() { pause_timer_.Stop(); }
 

@@ -5,7 +5,7 @@
 // the jobs once the heartbeat expires.
 //
 // Clean stop: nothing runs, so every job left in a working list (one a
-// BLMOVE moved as its connection closed, say) goes back untouched, except
+// fetch whose reply was lost moved, say) goes back untouched, except
 // those whose outcome Redis has not confirmed: should their ack be refused,
 // they must not go back and run again (forget then refuses, and the
 // hand-back is tried again). Hard stop: every job goes back, the ones still

@@ -73,7 +73,7 @@ void Heartbeat::Stop() {
   timer_.Stop();
 }
 
-std::string Heartbeat::InfoJson() const {
+std::string Heartbeat::InfoJson(const std::vector<std::string>& queues) const {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
@@ -90,7 +90,7 @@ std::string Heartbeat::InfoJson() const {
   w.Int(self_.concurrency);
   w.Key("queues");
   w.StartArray();
-  for (const std::string& q : self_.queues) WriteString(w, q);
+  for (const std::string& q : queues) WriteString(w, q);
   w.EndArray();
   w.Key("labels");
   w.StartArray();
@@ -123,40 +123,50 @@ void Heartbeat::Beat() {
   });
 
   BeatSnapshot snapshot = events_.snapshot();
+  const std::vector<std::string>& queues =
+      snapshot.queues.empty() ? self_.queues : snapshot.queues;
   ProcessEntry entry;
   entry.identity = self_.identity;
   entry.hostname = self_.hostname;
   entry.pid = self_.pid;
   entry.started_at = started_at_;
-  entry.queues = self_.queues;
+  entry.queues = queues;
   // The janitor kills these connections before it recovers this process, so
   // that a stopped-but-alive process cannot move a job into a working list
   // after its registration is gone.
   entry.clients = snapshot.clients;
+  // The connection this beat goes out on: heartbeat.lua stores its id as the
+  // heartbeat key's value, and a janitor that sees all our connections gone
+  // deletes the key only while it still holds this id (drop_heartbeat.lua),
+  // so a beat from a new connection keeps us alive.
+  entry.beat_client = command_.client_id();
+  entry.ttl_ms = ttl_.count();
   std::set<int64_t> published(snapshot.clients.begin(), snapshot.clients.end());
 
   BeatFields fields;
   fields.ttl_millis = ttl_.count();
   fields.registry_entry = EncodeProcessEntry(entry);
-  fields.info = InfoJson();
+  fields.info = InfoJson(queues);
   fields.busy = snapshot.running.size();
   fields.now = clock_.Now();
   fields.quiet = snapshot.quiet;
   fields.rss_kb = RssKilobytes();
   fields.rtt_us = rtt_us_;
   for (const RunningJob& job : snapshot.running) {
-    fields.work.emplace_back("p" + std::to_string(job.slot), WorkJson(self_.queues[job.queue], job));
+    fields.work.emplace_back("p" + std::to_string(job.slot), WorkJson(queues[job.queue], job));
   }
   ScriptCall call = HeartbeatCall(keys_, self_.identity, std::move(fields));
   auto sent_at = clock_.Monotonic();
-  Status sent = command_.Eval(std::move(call), [this, published = std::move(published), sent_at](
-                                                   const Status& s, redisReply* r) mutable {
-    OnReply(s, r, std::move(published), sent_at);
-  });
+  Status sent = command_.Eval(
+      std::move(call), [this, published = std::move(published), queue_count = queues.size(),
+                        sent_at](const Status& s, redisReply* r) mutable {
+        OnReply(s, r, std::move(published), queue_count, sent_at);
+      });
   if (!sent.ok()) in_flight_ = false;
 }
 
 void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+                        size_t queue_count,
                         std::chrono::steady_clock::time_point sent_at) {
   in_flight_ = false;
   if (stopped_) return;
@@ -172,10 +182,13 @@ void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_
     if (popped.ok()) signal = std::move(popped.value());
   }
   published_ = std::move(published);
+  published_queues_ = queue_count;
   Found found = !registered_ ? Found::kFirst : existed ? Found::kAlive : Found::kDeclaredDead;
   registered_ = true;
   // The key lives until at least sent_at + ttl, so no janitor can take our
-  // jobs before then (a tenth is kept back for clock drift).
+  // jobs before then (a tenth is kept back for clock drift) while one of
+  // the connections this beat published stays open; a janitor may take
+  // them sooner once all of them are gone (recovery.h).
   events_.on_beat(found, signal, sent_at + ttl_ * 9 / 10);
   if (again_) Beat();
 }

@@ -1,8 +1,9 @@
 // Heartbeat: this process's liveness and its records, written by one script
 // (heartbeat.lua) every heartbeat_interval and whenever the shell asks: the
-// heartbeat key with its ttl, the registry entry a janitor finds its
-// working lists and connections by, Sidekiq's process hash and work hashes,
-// and the pop of one remote signal.
+// heartbeat key with its ttl (its value: the id of the command connection
+// the beat is sent on), the registry entry a janitor finds its working
+// lists and connections by, Sidekiq's process hash and work hashes, and the
+// pop of one remote signal.
 //
 // Invariant it keeps: a beat is never sent while another is on its way (a
 // request meanwhile sends one more when the reply is in), so the published
@@ -33,6 +34,9 @@ namespace reliableq {
 
 // What a beat says about this process, besides its fixed description.
 struct BeatSnapshot {
+  // Every queue served now, by index: the description's, then those a
+  // namespace added (the registry entry must name each working list).
+  std::vector<std::string> queues;
   std::vector<int64_t> clients;  // ids of the connections that may move jobs
   std::vector<RunningJob> running;
   bool quiet = false;
@@ -61,7 +65,9 @@ class Heartbeat {
     std::function<BeatSnapshot()> snapshot;
     // After each confirmed beat: what it found, the signal it popped (empty
     // when none), and until when (on the clock's Monotonic()) no janitor
-    // can have declared this process dead.
+    // can have declared this process dead as long as one of the connections
+    // the beat published stays open (once they are all gone, a janitor may
+    // recover the process at once: recovery.h).
     std::function<void(Found found, const std::string& signal,
                        std::chrono::steady_clock::time_point lease_until)>
         on_beat;
@@ -84,12 +90,15 @@ class Heartbeat {
   bool registered() const { return registered_; }
   // Whether the last confirmed beat published this client id.
   bool Published(int64_t client_id) const { return published_.count(client_id) > 0; }
+  // How many of the snapshot's queues the last confirmed beat listed.
+  size_t published_queues() const { return published_queues_; }
   int64_t rtt_us() const { return rtt_us_; }
 
  private:
   void OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+               size_t queue_count,
                std::chrono::steady_clock::time_point sent_at);
-  std::string InfoJson() const;
+  std::string InfoJson(const std::vector<std::string>& queues) const;
 
   redis::AsyncConnection& command_;
   const Keys& keys_;
@@ -107,6 +116,7 @@ class Heartbeat {
   bool in_flight_ = false;
   bool again_ = false;
   std::set<int64_t> published_;
+  size_t published_queues_ = 0;
   int64_t rtt_us_ = 0;
 };
 

@@ -82,8 +82,7 @@ Status CheckServerOptions(const ServerOptions& options) {
       {"heartbeat ttl", options.heartbeat_ttl, one},
       {"janitor interval", options.janitor_interval, one},
       {"scheduled poll interval", options.scheduled_poll_interval, one},
-      // BLMOVE takes whole seconds on Redis 6.2.
-      {"idle block timeout", options.idle_block_timeout, milliseconds(1000)},
+      {"idle poll interval", options.idle_poll_interval, milliseconds(10)},
       {"Redis connect timeout", options.redis.connect_timeout, one},
       {"Redis command timeout", options.redis.command_timeout, one},
   };

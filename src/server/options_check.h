@@ -16,8 +16,10 @@ namespace reliableq {
 // Processor threads. Each is a thread with its own stack; Sidekiq advises
 // far fewer (its default is 5, and it warns above 50).
 inline constexpr int kMaxConcurrency = 1000;
-// Queues. Each idle queue holds a Redis connection of its own (BLMOVE).
-inline constexpr size_t kMaxQueues = 100;
+// Queues. A worker's connections do not grow with them, but a fetch looks
+// at every queue in one script call (and the idle wake-up subscribes two
+// channels per queue): this bounds how long Redis spends in one call.
+inline constexpr size_t kMaxQueues = 1000;
 // A queue's weight: each weighted fetch shuffles sum-of-weights entries.
 inline constexpr int kMaxQueueWeight = 1000;
 // The bytes of a queue name (it is part of Redis keys).

@@ -38,13 +38,17 @@ struct ProcessorPool::State {
   explicit State(ProcessorConfig c)
       : config(std::move(c)),
         planner(config.registry, config.max_retries, config.random_below, config.death_handlers,
-                *config.log) {}
+                *config.log),
+        queue_names(config.queue_names.begin(), config.queue_names.end()) {}
 
   ProcessorConfig config;
   FailurePlanner planner;  // refers into config
   std::function<void()> wake;
 
   mutable std::mutex mu;
+  // Grows as a namespace's queues are found (AddQueueName); a deque, so
+  // that a name a thread took under mu stays where it is meanwhile.
+  std::deque<std::string> queue_names;  // appended under mu
   std::condition_variable work_available;
   std::deque<FetchedJob> ready;           // guarded by mu
   std::vector<FinishedJob> finished;      // guarded by mu
@@ -67,7 +71,7 @@ struct ProcessorPool::State {
   // Wakes one idle thread if work waits and no other wake-up is under way.
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
-  FinishedJob Run(const FetchedJob& job, double started_at);
+  FinishedJob Run(const FetchedJob& job, const std::string& queue, double started_at);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
@@ -122,9 +126,10 @@ void ProcessorPool::State::Loop(int slot_index) {
     slot.busy = true;
     slot.started_at = config.clock->Now();
     ++running;
+    const std::string& queue = queue_names[slot.job.queue];
     lock.unlock();
 
-    FinishedJob outcome = Run(slot.job, slot.started_at);
+    FinishedJob outcome = Run(slot.job, queue, slot.started_at);
 
     lock.lock();
     slot.busy = false;
@@ -152,7 +157,8 @@ void ProcessorPool::State::WakeOneIfNeeded() {
   work_available.notify_one();
 }
 
-FinishedJob ProcessorPool::State::Run(const FetchedJob& job, double started_at) {
+FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& queue,
+                                      double started_at) {
   // The payload itself moves into the outcome under the lock (Loop): the
   // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
@@ -163,7 +169,6 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, double started_at) 
     done.error = decoded.status().message();
     return done;
   }
-  const std::string& queue = config.queue_names[job.queue];
   JobView view(job.payload, queue, decoded->document);
   JobLogContext context(view.job_class(), view.jid());
   JobError error;
@@ -225,6 +230,11 @@ void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {
   bool extended = until > state_->lease;
   state_->lease = until;
   if (extended && !state_->ready.empty()) state_->work_available.notify_all();
+}
+
+void ProcessorPool::AddQueueName(std::string name) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->queue_names.push_back(std::move(name));
 }
 
 void ProcessorPool::Submit(std::vector<FetchedJob>* jobs) {

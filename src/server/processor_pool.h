@@ -72,6 +72,9 @@ class ProcessorPool {
 
   // Queues jobs to run, in order.
   void Submit(std::vector<FetchedJob>* jobs);
+  // The name of the next queue index (a namespace's queue, found later):
+  // call before submitting a job of it.
+  void AddQueueName(std::string name);
 
   // Jobs start only before `until` (on the configured clock's Monotonic()):
   // the time up to which this process is

@@ -14,8 +14,13 @@ constexpr std::chrono::minutes kRelog{5};
 QueueHealth::QueueHealth(const QueueSet& queues, const Clock& clock, const Logger& log)
     : queues_(queues), clock_(clock), log_(log), states_(queues.size()) {}
 
+QueueHealth::State& QueueHealth::StateOf(uint32_t queue) {
+  if (queue >= states_.size()) states_.resize(queues_.size());
+  return states_[queue];
+}
+
 void QueueHealth::Broken(uint32_t queue, std::string_view reason) {
-  State& state = states_[queue];
+  State& state = StateOf(queue);
   auto now = clock_.Monotonic();
   if (state.broken && now - state.logged < kRelog) return;
   log_.Log(LogLevel::kError,
@@ -28,7 +33,7 @@ void QueueHealth::Broken(uint32_t queue, std::string_view reason) {
 }
 
 void QueueHealth::Working(uint32_t queue) {
-  State& state = states_[queue];
+  State& state = StateOf(queue);
   if (!state.broken) return;
   state.broken = false;
   --broken_count_;

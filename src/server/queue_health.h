@@ -3,8 +3,9 @@
 // broken queue is reported clearly and skipped while the others run.
 //
 // A fetch tells it, for every queue it tried, whether fetch.lua skipped it;
-// an idle wait that Redis refuses with WRONGTYPE marks its queue broken, and
-// a broken queue gets no idle wait until a fetch finds it working again.
+// a broken queue is left out of the idle poll (whose EXISTS would find it
+// every time) until a fetch finds it working again. Queues added to the set
+// later (a namespace's) start working.
 // The log says so once when a queue breaks, again at most every 5 minutes
 // while it stays broken, and once when it works again.
 //
@@ -31,7 +32,9 @@ class QueueHealth {
   void Broken(uint32_t queue, std::string_view reason);
   void Working(uint32_t queue);
 
-  bool broken(uint32_t queue) const { return states_[queue].broken; }
+  bool broken(uint32_t queue) const {
+    return queue < states_.size() && states_[queue].broken;
+  }
   bool any_broken() const { return broken_count_ > 0; }
 
  private:
@@ -42,6 +45,8 @@ class QueueHealth {
   const QueueSet& queues_;
   const Clock& clock_;
   const Logger& log_;
+  State& StateOf(uint32_t queue);
+
   std::vector<State> states_;
   size_t broken_count_ = 0;
 };

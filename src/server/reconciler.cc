@@ -27,9 +27,7 @@ void Reconciler::FenceStaleClients() {
 void Reconciler::Run() {
   if (!owed_ || running_ > 0 || closed_ || !parts_.command.ready()) return;
   // Wait for every reply that may still bring a job.
-  bool waiting = parts_.fetcher.in_flight() || parts_.waiter.waiting();
-  parts_.waiter.Interrupt(parts_.command);
-  if (waiting) return;
+  if (parts_.fetcher.in_flight()) return;
   owed_ = false;
   FenceStaleClients();
   // Outcomes first, on the same connection.

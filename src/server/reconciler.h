@@ -1,15 +1,15 @@
 // Reconciler: brings this process's working lists back in line with what it
 // holds. Whenever the process may have jobs in its working lists that it
-// does not know of (a lost fetch or BLMOVE reply, a lost heartbeat, quiet),
+// does not know of (a lost fetch reply, a lost heartbeat, quiet),
 // a reconcile is owed: every job in its working lists that it is not
 // running, holding or waiting to have acknowledged goes back to its queue
 // (requeue.lua, mode "keep"). The hand-back at stop uses the same requeue.
 //
 // It owns the two ordering rules that make this safe, and keeps them in one
 // place (Run):
-// - no requeue while a fetch or BLMOVE reply may still arrive: a job in
-//   such a reply would be handed back and run here as well (it waits for
-//   the fetch, and cuts idle waits short with CLIENT UNBLOCK);
+// - no requeue while a fetch reply may still arrive: a job in such a reply
+//   would be handed back and run here as well (it waits for the fetch; the
+//   fetcher is the only part that moves jobs into the working lists);
 // - acks before the requeue, on the same connection: a finished job must be
 //   acknowledged before the requeue could take it for a stray; and
 //   connections of ours that broke are killed first, so nothing they still
@@ -30,7 +30,6 @@
 #include "reliableq/clock.h"
 #include "script_calls.h"
 #include "server/fetcher.h"
-#include "server/idle_waiter.h"
 #include "server/outcomes.h"
 #include "server/processor_pool.h"
 #include "server/queue_set.h"
@@ -45,7 +44,6 @@ class Reconciler {
     ProcessorPool& pool;
     Outcomes& outcomes;
     const Fetcher& fetcher;
-    IdleWaiter& waiter;
     const Clock& clock;
     const Logger& log;
     int max_interruptions;

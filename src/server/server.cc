@@ -3,7 +3,8 @@
 // the event loop, the command connection and the components, and wires the
 // events of each component to the calls of the others; the components
 // never call one another except where a header says so (the reconciler and
-// the hand-back use the fetcher, idle waiter and outcomes they coordinate).
+// the hand-back use the fetcher and outcomes they coordinate, and the idle
+// fetch the fetcher it drives).
 //
 // Everything that talks to Redis runs on the loop thread; handlers run on
 // the ProcessorPool's threads. Protocol and keys: man/reliableq-schema.7.
@@ -17,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 
 #include "job_codec.h"  // NewJid
@@ -28,7 +30,6 @@
 #include "server/fetcher.h"
 #include "server/hand_back.h"
 #include "server/heartbeat.h"
-#include "server/idle_waiter.h"
 #include "server/janitor.h"
 #include "server/options_check.h"
 #include "server/outcomes.h"
@@ -39,6 +40,8 @@
 #include "server/reconciler.h"
 #include "server/redis_probe.h"
 #include "server/state_dump.h"
+#include "server/idle_fetch.h"
+#include "text_escape.h"
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
@@ -89,19 +92,23 @@ class ServerImpl final : public Server {
   void OnBeat(Heartbeat::Found result, const std::string& signal,
               std::chrono::steady_clock::time_point lease_until);
 
+  bool MayFetch() const;
   void FetchMore();
   void OnFetched(std::vector<FetchedJob> jobs, bool drained);
   // Hands fetched jobs to the processors. False when the caller must not go
   // on fetching: quiet or stop began, or a reconcile is owed.
   bool Accept(std::vector<FetchedJob>* jobs);
-  void WaitIdle();
-  void WaitIdle(uint32_t queue);
-  void OnIdleJob(uint32_t queue, std::string payload);
+  // Namespaces: the queues of `queues` they match join the set (the next
+  // confirmed beat publishes them before any fetch may use them).
+  void DiscoverQueues();
+  void AddQueue(std::string_view name);
+  // A wake-up for schedule or retry: the score it names saves a read of
+  // the sets' heads; without one (a keyspace event) the poller reads them.
+  void NudgePoller(std::string_view score);
   void OnFinished();
   void Reconcile(bool drop_ready);
 
   void EnterQuiet();
-  void CloseIdleWaits();
   void BeginStop();
   void OnStopPoll();
   void FinishStop(bool hard);
@@ -116,7 +123,7 @@ class ServerImpl final : public Server {
   const Keys keys_;
   const std::string hostname_;
   const std::string identity_;
-  const QueueSet queues_;
+  QueueSet queues_;
 
   // Declared first, destroyed last: every handle below closes into it.
   std::unique_ptr<uv::EventLoop> loop_;
@@ -130,7 +137,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<QueueHealth> queue_health_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<Fetcher> fetcher_;
-  std::unique_ptr<IdleWaiter> idle_waiter_;
+  std::unique_ptr<IdleFetch> idle_fetch_;
   std::unique_ptr<Outcomes> outcomes_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<HandBack> hand_back_;
@@ -139,9 +146,8 @@ class ServerImpl final : public Server {
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;
-  // The last fetch found the queues dry: the idle waiter takes over.
-  bool idle_ = false;
   milliseconds reconnect_delay_ = kReconnectMin;
+  bool queue_limit_logged_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
   bool hard_stop_ = false;
   // The first fatal error, returned by Run.
@@ -230,38 +236,26 @@ Status ServerImpl::Init() {
             OnFetched(std::move(jobs), drained);
           },
           [this](const Status&) { Reconcile(false); }, [this] { FetchMore(); }});
-  idle_waiter_ = std::make_unique<IdleWaiter>(
-      loop_ref, options_.redis, keys_.ClientName(identity_), queues_, *queue_health_,
-      options_.idle_block_timeout, log,
-      IdleWaiter::Events{
-          [this](uint32_t q, std::string payload) { OnIdleJob(q, std::move(payload)); },
-          [this](uint32_t q, const Status& why) {
-            // Timed out: wait again, unless a reconcile waits for this.
-            if (why.ok() && !reconciler_->blocks_fetching()) {
-              WaitIdle(q);
-            } else {
-              reconciler_->Run();
-            }
-          },
-          [this](int64_t client_id) {
-            // A BLMOVE reply may have been lost, leaving a job in our
-            // working list that we never saw: reconcile once that client
-            // is surely gone.
-            if (client_id != 0) reconciler_->AddStaleClient(client_id);
-            Reconcile(false);
-          },
-          // Publish the new connection's id before it may move a job; the
-          // beat's reply starts the wait.
-          [this] { heartbeat_->Beat(); }});
+  idle_fetch_ = std::make_unique<IdleFetch>(
+      loop_ref, options_.redis, keys_.ClientName(identity_), keys_, queues_, *queue_health_,
+      *command_, *fetcher_,
+      IdleFetch::Intervals{options_.idle_poll_interval, options_.heartbeat_interval}, log,
+      IdleFetch::Hooks{[this] { return MayFetch(); }, [this] { FetchMore(); },
+                       [this](std::string_view name) { AddQueue(name); },
+                       [this](std::string_view score) { NudgePoller(score); },
+                       // Its id goes into the registry, so that the janitor
+                       // sees the process alive while any of its
+                       // connections is.
+                       [this] { heartbeat_->Beat(); }});
   outcomes_ = std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
-                                         clock, log, [this] { OnFinished(); });
+                                         keys_.WakeScheduled(), clock, log,
+                                         [this] { OnFinished(); });
   reconciler_ = std::make_unique<Reconciler>(
-      Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, *idle_waiter_, clock,
+      Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock,
                         log, options_.max_interruptions, dead_limits},
       [this] {
         if (phase_ != Phase::kRunning) return;
         FetchMore();
-        WaitIdle();
       });
   hand_back_ = std::make_unique<HandBack>(loop_ref, *command_, queues_, *reconciler_,
                                           *outcomes_, keys_, identity_, clock, log,
@@ -335,6 +329,10 @@ void ServerImpl::ConnectCommand() {
 void ServerImpl::OnCommandLost(const Status& status) {
   log_->Log(LogLevel::kWarn, "lost the Redis connection: %s", status.ToString().c_str());
   heartbeat_->OnConnectionLost();
+  // With every connection of ours gone, a janitor may take this process for
+  // dead at once (recovery.h): start no fetched job until a beat on the new
+  // connection confirms that it was not.
+  pool_->SetLease(clock_->Monotonic());
   // A fetch reply may have been lost with jobs in it: they sit in our
   // working lists unseen until we reconcile.
   if (command_->last_client_id() != 0) reconciler_->AddStaleClient(command_->last_client_id());
@@ -353,8 +351,9 @@ void ServerImpl::ScheduleReconnect() {
 BeatSnapshot ServerImpl::Snapshot() const {
   BeatSnapshot snapshot;
   if (command_->client_id() != 0) snapshot.clients.push_back(command_->client_id());
-  idle_waiter_->AppendClientIds(&snapshot.clients);
+  if (idle_fetch_->client_id() != 0) snapshot.clients.push_back(idle_fetch_->client_id());
   snapshot.running = pool_->Running();
+  if (!queues_.namespaces().empty()) snapshot.queues = queues_.names();
   snapshot.quiet = phase_ != Phase::kStarting && phase_ != Phase::kRunning;
   return snapshot;
 }
@@ -385,32 +384,42 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   // Extended only now, after the jobs a lost heartbeat invalidated were
   // dropped above.
   pool_->SetLease(lease_until);
+  if (!queues_.namespaces().empty() && heartbeat_->published_queues() > queues_.published()) {
+    // The registry names their working lists now: they may be fetched
+    // from, and may already hold jobs.
+    size_t before = queues_.published();
+    queues_.Publish(heartbeat_->published_queues());
+    for (size_t q = before; q < queues_.published(); ++q) {
+      idle_fetch_->Wake(static_cast<uint32_t>(q));
+    }
+    FetchMore();
+  }
   outcomes_->FlushCounts();
   if (!signal.empty()) control_->Handle(signal);
-  // A broken queue gets no idle wait: while the worker is idle, a fetch per
-  // beat finds out when it works again.
-  if (idle_ && queue_health_->any_broken()) FetchMore();
-  WaitIdle();
+  // A broken queue is left out of the idle poll: while the worker is idle,
+  // a fetch per beat finds out when it works again.
+  if (idle_fetch_->idle() && queue_health_->any_broken()) FetchMore();
+  idle_fetch_->OnBeat();
+  DiscoverQueues();
 }
 
 // ---------------------------------------------------------------------------
 // Fetch
 
+bool ServerImpl::MayFetch() const {
+  return phase_ == Phase::kRunning && heartbeat_->registered() &&
+         !reconciler_->blocks_fetching();
+}
+
 void ServerImpl::FetchMore() {
-  if (phase_ != Phase::kRunning || !heartbeat_->registered() || reconciler_->blocks_fetching()) {
-    return;
-  }
-  fetcher_->Fetch();
+  if (!MayFetch()) return;
+  if (fetcher_->Fetch(nullptr)) idle_fetch_->FetchedAll();
 }
 
 void ServerImpl::OnFetched(std::vector<FetchedJob> jobs, bool drained) {
   if (!Accept(&jobs)) return;
-  idle_ = drained;
-  if (idle_) {
-    WaitIdle();
-  } else {
-    FetchMore();
-  }
+  idle_fetch_->OnFetched(drained);
+  if (!drained) FetchMore();
 }
 
 bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
@@ -429,29 +438,46 @@ bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
   return true;
 }
 
-void ServerImpl::WaitIdle() {
-  if (!idle_) return;
-  for (uint32_t i = 0; i < queues_.size(); ++i) WaitIdle(i);
+void ServerImpl::NudgePoller(std::string_view score) {
+  double at = 0;
+  auto [end, error] = std::from_chars(score.data(), score.data() + score.size(), at);
+  if (!score.empty() && error == std::errc() && end == score.data() + score.size()) {
+    poller_->NudgeAt(at);
+  } else {
+    poller_->Nudge();
+  }
 }
 
-void ServerImpl::WaitIdle(uint32_t queue) {
-  if (phase_ != Phase::kRunning || !heartbeat_->registered() || !idle_ ||
-      reconciler_->blocks_fetching() || fetcher_->Wanted() == 0) {
+void ServerImpl::DiscoverQueues() {
+  if (queues_.namespaces().empty() || !command_->ready()) return;
+  command_->Command({"SMEMBERS", Keys::kQueues}, [this](const Status& s, redisReply* reply) {
+    if (!s.ok() || reply->type != REDIS_REPLY_ARRAY) return;
+    for (size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* name = reply->element[i];
+      if (name->type == REDIS_REPLY_STRING) AddQueue(std::string_view(name->str, name->len));
+    }
+  });
+}
+
+void ServerImpl::AddQueue(std::string_view name) {
+  if (phase_ != Phase::kRunning || !queues_.Matches(name) ||
+      name.size() > kMaxQueueNameBytes) {
     return;
   }
-  IdleWaiter::Arm armed = idle_waiter_->Start(
-      queue, [this](int64_t client_id) { return heartbeat_->Published(client_id); });
-  if (armed == IdleWaiter::Arm::kUnpublished) heartbeat_->Beat();
-}
-
-void ServerImpl::OnIdleJob(uint32_t queue, std::string payload) {
-  std::vector<FetchedJob> jobs;
-  jobs.push_back({queue, std::move(payload)});
-  if (!Accept(&jobs)) return;
-  // More may be waiting on this or other queues: a batch fetch decides
-  // whether the worker is still idle.
-  idle_ = false;
-  FetchMore();
+  if (queues_.size() >= kMaxQueues) {
+    if (!queue_limit_logged_) {
+      queue_limit_logged_ = true;
+      log_->Log(LogLevel::kWarn, "a namespace matches more queues than the %zu a worker serves; "
+                "queue %s and later ones are left out", kMaxQueues,
+                Escaped(name).c_str());
+    }
+    return;
+  }
+  queues_.Add(name);
+  pool_->AddQueueName(std::string(name));
+  log_->Log(LogLevel::kInfo, "queue %s joins namespace work", Escaped(name).c_str());
+  heartbeat_->Beat();
+  idle_fetch_->QueuesChanged();
 }
 
 // ---------------------------------------------------------------------------
@@ -460,7 +486,7 @@ void ServerImpl::OnIdleJob(uint32_t queue, std::string payload) {
 void ServerImpl::OnFinished() {
   if (phase_ == Phase::kStopped) return;
   outcomes_->Collect();
-  FetchMore();
+  idle_fetch_->OnFinished();
 }
 
 void ServerImpl::Reconcile(bool drop_ready) {
@@ -486,21 +512,10 @@ void ServerImpl::EnterQuiet() {
   } else if (phase_ != Phase::kQuiet) {
     return;
   }
-  idle_ = false;
   poller_->Stop();
-  CloseIdleWaits();
+  idle_fetch_->Leave();
   Reconcile(true);
   heartbeat_->Beat();  // tell the Web UI at once
-}
-
-void ServerImpl::CloseIdleWaits() {
-  // Their ids are fenced before the next requeue: a BLMOVE Redis still
-  // serves after we closed our end must not move a job after it. Taken
-  // before the close, whose callbacks may already send an owed reconcile.
-  std::vector<int64_t> ids;
-  idle_waiter_->AppendClientIds(&ids);
-  reconciler_->AddStaleClients(ids);
-  idle_waiter_->CloseAll();
 }
 
 void ServerImpl::BeginStop() {
@@ -536,7 +551,7 @@ void ServerImpl::FinishStop(bool hard) {
   // again; the hand-back's requeue replaces the reconcile.
   heartbeat_->Stop();
   reconciler_->Close();
-  CloseIdleWaits();
+  idle_fetch_->Stop();
   PayloadsByQueue running(queues_.size());
   if (hard) {
     // Running jobs are listed before finished ones are taken: a job that
@@ -572,7 +587,7 @@ void ServerImpl::CloseAll() {
   janitor_->Stop();
   fetcher_->Stop();
   command_->Close();
-  idle_waiter_->CloseAll();
+  idle_fetch_->Stop();
   finished_->Close();
   reconnect_timer_->Close();
   stop_timer_->Close();
@@ -585,6 +600,7 @@ Status ServerImpl::Run() {
   SetLogThreadName("loop");
   heartbeat_->Start();
   ConnectCommand();
+  idle_fetch_->Start();
   // Quiet/Stop may have been asked before Run.
   control_->TakeRequests();
   loop_->Run();
