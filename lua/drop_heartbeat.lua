@@ -2,10 +2,17 @@
 --
 -- KEYS[1]  its heartbeat key (STRING: the client id of the connection its
 --          latest beat was sent on; see heartbeat.lua)
+-- KEYS[2]  the registry (HASH identity -> registry entry JSON)
 -- ARGV[1]  the beat_client of the registry entry the janitor found with no
 --          connection left (a positive integer)
+-- ARGV[2]  the process's identity
+-- ARGV[3]  the registry entry the janitor read, byte for byte
 --
--- Deletes KEYS[1] only while it still holds ARGV[1]. The janitor read the
+-- Deletes KEYS[1] only while it still holds ARGV[1] and the registry entry
+-- is still ARGV[3]: a beat on the same connection after the janitor read
+-- the entry may have listed a new queue (a namespace's), whose working list
+-- the janitor would not empty; then the next pass reads the new entry. The
+-- janitor read the
 -- entry, then saw that none of its connections exists any more; a process
 -- that has reconnected and beaten since then wrote the id of its new
 -- connection here, and stays alive. A connection id is never given out
@@ -16,8 +23,9 @@
 --
 -- Returns 1 when the key was deleted, 0 when it is absent or holds another
 -- value.
--- Errors: RQ_INVALID when ARGV[1] is not a positive integer; WRONGTYPE when
--- KEYS[1] exists and is not a STRING; nothing is written then.
+-- Errors: RQ_INVALID when ARGV[1] is not a positive integer or ARGV[2] or
+-- ARGV[3] is missing; WRONGTYPE when KEYS[1] exists and is not a STRING or
+-- KEYS[2] exists and is not a HASH; nothing is written then.
 
 -- @include lib/payload.lua
 
@@ -25,8 +33,13 @@ if ARGV[1] == nil or not string.find(ARGV[1], '^[1-9]%d*$') then
   return redis.error_reply('RQ_INVALID drop_heartbeat: the client id must be a positive ' ..
                            'integer, got ' .. tostring(ARGV[1]))
 end
-local bad = check_types('drop_heartbeat', 'string', 1, 1)
+if ARGV[2] == nil or ARGV[3] == nil then
+  return redis.error_reply('RQ_INVALID drop_heartbeat: needs the identity and the entry read')
+end
+local bad = check_types('drop_heartbeat', 'string', 1, 1) or
+            check_types('drop_heartbeat', 'hash', 2, 2)
 if bad then return bad end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1

@@ -27,6 +27,7 @@ struct Entry {
   int64_t beat_client = 0;          // the connection its last beat came on
   int64_t ttl_ms = 0;               // its heartbeat ttl
   std::string run_id;               // the server that stored the entry
+  std::string json;                 // the entry as read, byte for byte
   bool alive = false;
   DeathEvidence evidence = DeathEvidence::kNone;
 
@@ -285,6 +286,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     entry.beat_client = published.beat_client;
     entry.ttl_ms = published.ttl_ms;
     entry.run_id = std::move(published.run_id);
+    entry.json = std::string(redis::View(flat->element[i + 1]));
     entries.push_back(std::move(entry));
   }
   if (!config.identity.empty() && entries.empty()) {
@@ -340,7 +342,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     if (!entry.alive || config.force || !server.ConnectionsGone(entry)) continue;
     if (!config.dry_run) {
       Result<redis::ReplyPtr> dropped =
-          redis.Eval(DropHeartbeatCall(config.keys, entry.identity, entry.beat_client));
+          redis.Eval(DropHeartbeatCall(config.keys, entry.identity, entry.beat_client, entry.json));
       if (!dropped.ok() && dropped.status().IsRetryable()) return dropped.status();
       Result<int64_t> done =
           dropped.ok() ? redis::ToInteger(dropped->get()) : Result<int64_t>(dropped.status());

@@ -91,8 +91,11 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
   return call;
 }
 
-ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client) {
-  return ScriptCall{ScriptId::kDropHeartbeat, {keys.Heartbeat(identity)}, {Count(beat_client)}};
+ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
+                             std::string_view entry_read) {
+  return ScriptCall{ScriptId::kDropHeartbeat,
+                    {keys.Heartbeat(identity), keys.Registry()},
+                    {Count(beat_client), std::string(identity), std::string(entry_read)}};
 }
 
 ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,
@@ -139,10 +142,11 @@ ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_
 }
 
 ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
-                       std::vector<QueuedMember> members) {
+                       std::string_view wake_prefix, std::vector<QueuedMember> members) {
   ScriptCall call{ScriptId::kPromote,
                   {std::string(set), std::string(Keys::kQueues), std::string(Keys::kDead)},
-                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
+                   std::string(wake_prefix)}};
   AddQueuedMembers(3, std::move(members), &call);
   return call;
 }

@@ -61,7 +61,8 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
 
 // drop_heartbeat.lua: deletes the heartbeat key of `identity` only while it
 // holds `beat_client` (> 0), the id its registry entry named.
-ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client);
+ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
+                             std::string_view entry_read);
 
 // fail.lua: where a failed job goes.
 enum class FailMode { kRetry, kDead, kDrop };
@@ -107,9 +108,10 @@ struct QueuedMember {
   std::string member;
 };
 
-// promote.lua: due members of `set` (schedule or retry) to their queues.
+// promote.lua: due members of `set` (schedule or retry) to their queues; a
+// queue found empty is announced on `wake_prefix` + its name (empty: not).
 ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
-                       std::vector<QueuedMember> members);
+                       std::string_view wake_prefix, std::vector<QueuedMember> members);
 
 // retry_now.lua: entries of `set` to their queues now; `decrement_retry`
 // for Sidekiq's "Retry now" (retry_count - 1).
