@@ -7,17 +7,20 @@
 -- ARGV[1]    now, float seconds with a fractional part: the new enqueued_at
 -- ARGV[2]    dead max jobs (integer >= 1)
 -- ARGV[3]    dead timeout in seconds (integer >= 0)
--- ARGV[3j+1] k_j: the index into KEYS (>= 4) of member j's queue, or 0 when
+-- ARGV[4]    the wake channel prefix (Keys::WakeQueue("")), or "" for none
+-- ARGV[3j+2] k_j: the index into KEYS (>= 4) of member j's queue, or 0 when
 --            the member is not a job (it goes to dead as it is)
--- ARGV[3j+2] the name of that queue (added to `queues`)
--- ARGV[3j+3] member j, byte for byte as it is stored in KEYS[1]
+-- ARGV[3j+3] the name of that queue (added to `queues`)
+-- ARGV[3j+4] member j, byte for byte as it is stored in KEYS[1]
 --
 -- The caller read the members with ZRANGEBYSCORE; each is moved only if
 -- ZREM still removes it here, so two processes promoting the same member
 -- push it once, and a member is always in the set or in its queue, never
 -- in neither (Sidekiq's poller pops and pushes in two steps and can lose a
 -- job between them). The pushed payload is the member with enqueued_at set
--- to now, edited as text: every other byte stays.
+-- to now, edited as text: every other byte stays. A push that finds its
+-- queue empty publishes the queue's name on ARGV[4]..name, as push.lua
+-- does, so that an idle worker starts the job at once.
 --
 -- Returns {promoted, dead, skipped}: skipped members were no longer in the
 -- set (somebody else promoted or deleted them).
@@ -37,10 +40,11 @@ local dead_timeout = parse_int(ARGV[3], 0)
 if dead_max == nil or dead_timeout == nil then
   return redis.error_reply('RQ_INVALID promote: bad dead limits')
 end
-if (#ARGV - 3) % 3 ~= 0 then
+if ARGV[4] == nil or (#ARGV - 4) % 3 ~= 0 then
   return redis.error_reply('RQ_INVALID promote: ARGV must end in (key index, name, member) triples')
 end
-for j = 4, #ARGV, 3 do
+local wake_prefix = ARGV[4]
+for j = 5, #ARGV, 3 do
   local k = parse_int(ARGV[j], 0)
   if k == nil or (k ~= 0 and (k < 4 or k > #KEYS)) then
     return redis.error_reply('RQ_INVALID promote: bad queue index ' .. tostring(ARGV[j]))
@@ -51,7 +55,7 @@ local bad = check_types('promote', 'zset', 1, 1) or check_types('promote', 'set'
 if bad then return bad end
 
 local promoted, dead, skipped = 0, 0, 0
-for j = 4, #ARGV, 3 do
+for j = 5, #ARGV, 3 do
   local k = tonumber(ARGV[j])
   local name, member = ARGV[j + 1], ARGV[j + 2]
   if redis.call('ZREM', KEYS[1], member) == 0 then
@@ -65,7 +69,9 @@ for j = 4, #ARGV, 3 do
       dead_add(KEYS[3], now, member, dead_max, dead_timeout)
       dead = dead + 1
     else
-      redis.call('LPUSH', KEYS[k], payload)
+      if redis.call('LPUSH', KEYS[k], payload) == 1 and wake_prefix ~= '' then
+        redis.call('PUBLISH', wake_prefix .. name, name)
+      end
       redis.call('SADD', KEYS[2], name)
       promoted = promoted + 1
     end

@@ -93,8 +93,8 @@ class PollerFixture : public RedisFixture {
   Poller& MakePoller(milliseconds interval, const Clock& clock) {
     redis::AsyncConnection& connection = Connect();
     pollers_.push_back(std::make_unique<Poller>(
-        *loop_, connection, interval, DeadSetLimits{10000, std::chrono::seconds(3600)}, clock,
-        log_));
+        *loop_, connection, interval, DeadSetLimits{10000, std::chrono::seconds(3600)},
+        Keys().WakeQueue(""), clock, log_));
     return *pollers_.back();
   }
   Poller& MakePoller(milliseconds interval) { return MakePoller(interval, *system_clock_); }

@@ -283,6 +283,31 @@ TEST_CASE_FIXTURE(WakeFixture, "schedule.lua refuses bad input and a key of the 
 
 // ------------------------------------------------------ through the client
 
+TEST_CASE_FIXTURE(WakeFixture, "promote.lua wakes a queue it finds empty, once per call") {
+  const std::string job1 = R"({"class":"X","args":[],"jid":"a1","queue":"a"})";
+  const std::string job2 = R"({"class":"X","args":[],"jid":"a2","queue":"a"})";
+  const std::string job3 = R"({"class":"X","args":[],"jid":"b1","queue":"b"})";
+  Run({"ZADD", "schedule", "1", job1, "2", job2, "3", job3});
+  Run({"LPUSH", "queue:b", "already there"});
+  auto promote = [&](const std::string& prefix) {
+    return redis().Eval(ScriptId::kPromote, {"schedule", "queues", "dead", "queue:a", "queue:b"},
+                        {"1700000000.5", "10000", "3600", prefix, "4", "a", job1, "4", "a",
+                         job2, "5", "b", job3});
+  };
+  auto promoted = promote(keys.WakeQueue(""));
+  REQUIRE(promoted.ok());
+  // queue:a was empty: one message for its two jobs; queue:b was not.
+  CHECK(Published() == Strings{"rq{t}:wake:queue:a a"});
+  CHECK(LRange("queue:a").size() == 2);
+  CHECK(LRange("queue:b").size() == 2);
+  // No prefix, no message.
+  Run({"DEL", "queue:a"});
+  Run({"ZADD", "schedule", "1", job1});
+  REQUIRE(promote("").ok());
+  CHECK(Published().empty());
+  CHECK(LRange("queue:a").size() == 1);
+}
+
 TEST_CASE_FIXTURE(WakeFixture, "the client's pushes publish under its own prefix") {
   ClientOptions client_options;
   client_options.prefix = "rq{t}:";

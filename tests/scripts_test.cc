@@ -994,7 +994,7 @@ TEST_CASE_FIXTURE(ScriptFixture, "promote refuses wrong-typed keys and keeps the
   // would be removed from schedule before its write failed.
   Run({"ZADD", "schedule", "1700000000.5", Job(1)});
   Run({"ZADD", "schedule", "1700000001.5", "not a job"});
-  const Strings storage = {kNow, kDeadMax, kDeadTimeout, "4", "a", Job(1), "0", "", "not a job"};
+  const Strings storage = {kNow, kDeadMax, kDeadTimeout, "", "4", "a", Job(1), "0", "", "not a job"};
   const redis::Argv args(storage.begin(), storage.end());
   std::string bad_key, actual, want;
   SUBCASE("the queue is a string") {

@@ -622,20 +622,21 @@ TEST_CASE("RecoverCall follows recover.lua") {
 }
 
 TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-job") {
-  ScriptCall call = PromoteCall("retry", kNow, kLimits,
+  ScriptCall call = PromoteCall("retry", kNow, kLimits, "rq:wake:queue:",
                                 {{"a", "m1"}, {"b", "m2"}, {"a", "m3"}, {"", "not a job"}});
   CHECK(call.script == ScriptId::kPromote);
   // KEYS[4..]: the queues, each once, in first-use order.
   CHECK(call.keys == Strings{"retry", "queues", "dead", "queue:a", "queue:b"});
   CHECK(call.args == Strings{kNowText, "500", "3600",  // ARGV[1..3]
-                             "4", "a", "m1",           // ARGV[3j+1..3j+3]
+                             "rq:wake:queue:",         // ARGV[4]
+                             "4", "a", "m1",           // ARGV[3j+2..3j+4]
                              "5", "b", "m2",           //
                              "4", "a", "m3",           //
                              "0", "", "not a job"});
 
-  call = PromoteCall("schedule", kNow, kLimits, {});
+  call = PromoteCall("schedule", kNow, kLimits, "", {});
   CHECK(call.keys == Strings{"schedule", "queues", "dead"});
-  CHECK(call.args == Strings{kNowText, "500", "3600"});
+  CHECK(call.args == Strings{kNowText, "500", "3600", ""});
 }
 
 TEST_CASE("a due member goes to the queue Sidekiq reads in it, or to dead when it is no job") {

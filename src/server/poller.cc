@@ -44,11 +44,12 @@ std::string DueJobQueue(std::string_view member) {
 }
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
-               std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Clock& clock,
-               const Logger& log)
+               std::chrono::milliseconds interval, DeadSetLimits dead_limits,
+               std::string wake_prefix, const Clock& clock, const Logger& log)
     : command_(command),
       interval_(interval),
       dead_limits_(dead_limits),
+      wake_prefix_(std::move(wake_prefix)),
       clock_(clock),
       log_(log),
       timer_(loop, [this] { OnTimer(); }),
@@ -244,7 +245,7 @@ void Poller::Promote(std::string_view set, redisReply* members,
     due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
-      PromoteCall(set, clock_.Now(), dead_limits_, std::move(due)),
+      PromoteCall(set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
       [this, set, full, done](const Status& s, redisReply* r) {
         if (!s.ok()) {
           log_.Log(LogLevel::kWarn, "moving due jobs of %.*s failed: %s",

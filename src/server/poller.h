@@ -47,10 +47,12 @@ class Poller {
   // `interval` is the fallback's average per process before the spread
   // (ServerOptions::scheduled_poll_interval). `command` must outlive the
   // poller, and must be closed before the poller is destroyed when a
-  // command may still be on its way (its callbacks call the poller).
+  // command may still be on its way (its callbacks call the poller). A
+  // promotion into an empty queue is announced on `wake_prefix` + the
+  // queue's name (Keys::WakeQueue), so that idle workers start it at once.
   Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
-         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Clock& clock,
-         const Logger& log);
+         std::chrono::milliseconds interval, DeadSetLimits dead_limits, std::string wake_prefix,
+         const Clock& clock, const Logger& log);
 
   // Reads the heads at once, then keeps promoting on time until Stop().
   void Start();
@@ -99,6 +101,7 @@ class Poller {
   redis::AsyncConnection& command_;
   const std::chrono::milliseconds interval_;
   const DeadSetLimits dead_limits_;
+  const std::string wake_prefix_;
   const Clock& clock_;
   const Logger& log_;
   uv::Timer timer_;

@@ -264,7 +264,7 @@ Status ServerImpl::Init() {
                                             RequestClose();
                                           });
   poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
-                                     dead_limits, clock, log);
+                                     dead_limits, keys_.WakeQueue(""), clock, log);
   janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
