@@ -29,9 +29,11 @@ IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
                            [this](std::string_view name) { hooks_.on_new_queue(name); },
                            [this](std::string_view score) { hooks_.on_scheduled(score); },
                            // Jobs pushed before the subscription sent no
-                           // message.
+                           // message: every queue counts as woken, which a
+                           // fetch on its way or a full pool only defers.
                            [this] {
-                             if (idle_) hooks_.fetch_all();
+                             for (uint32_t q = 0; q < queues_.published(); ++q) MarkWoken(q);
+                             if (idle_) FetchWoken();
                            },
                            [this] { hooks_.on_connected(); }});
 }
@@ -48,9 +50,7 @@ void IdleFetch::OnFetched(bool drained) {
     Enter();
   } else {
     idle_ = false;
-    if (listener_->listening() && !unlisten_timer_.active()) {
-      unlisten_timer_.Start(kListenAfterBusy);
-    }
+    if (!unlisten_timer_.active()) unlisten_timer_.Start(kListenAfterBusy);
   }
 }
 
@@ -73,7 +73,7 @@ void IdleFetch::Leave() {
 void IdleFetch::OnFinished() {
   if (!idle_) {
     hooks_.fetch_all();
-  } else if (listener_->listening() && list_notifications_) {
+  } else if (EveryPushWakes()) {
     // Every push since the subscription sent a message: only the queues
     // they named can have jobs.
     FetchWoken();
@@ -84,12 +84,16 @@ void IdleFetch::OnFinished() {
 }
 
 void IdleFetch::OnWoken(uint32_t queue) {
+  MarkWoken(queue);
+  if (idle_) FetchWoken();
+}
+
+void IdleFetch::MarkWoken(uint32_t queue) {
   if (queue >= woken_.size()) woken_.resize(queues_.size(), false);
   if (!woken_[queue]) {
     woken_[queue] = true;
     woken_list_.push_back(queue);
   }
-  if (idle_) FetchWoken();
 }
 
 void IdleFetch::FetchWoken() {
@@ -106,8 +110,13 @@ void IdleFetch::ClearWoken() {
   woken_list_.clear();
 }
 
+bool IdleFetch::EveryPushWakes() const {
+  // The keyspace channels may be refused (an ACL) though the server sends.
+  return list_notifications_ && listener_->listening();
+}
+
 std::chrono::milliseconds IdleFetch::PollInterval() const {
-  return list_notifications_ ? intervals_.safety_poll : intervals_.poll;
+  return EveryPushWakes() ? intervals_.safety_poll : intervals_.poll;
 }
 
 void IdleFetch::OnPoll() {

@@ -89,10 +89,14 @@ class IdleFetch {
  private:
   void Enter();
   void OnWoken(uint32_t queue);
+  void MarkWoken(uint32_t queue);
   void FetchWoken();
   void OnPoll();
   void LookAtQueues();
   void ClearWoken();
+  // Keyspace notifications for lists are on and subscribed: every push to
+  // an idle worker's queue sends it a message.
+  bool EveryPushWakes() const;
   std::chrono::milliseconds PollInterval() const;
 
   const QueueSet& queues_;

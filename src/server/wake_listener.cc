@@ -213,6 +213,9 @@ void WakeListener::OnQueueEvent(std::string_view queue_name, std::string_view ev
   auto it = by_name_.find(std::string(queue_name));
   if (it != by_name_.end()) {
     events_.on_queue(it->second);
+  } else if (std::optional<uint32_t> known = queues_.Find(queue_name)) {
+    // Added since the last subscription was built (its own is on its way).
+    events_.on_queue(*known);
   } else if (queues_.Matches(queue_name)) {
     events_.on_new_queue(queue_name);
   }
