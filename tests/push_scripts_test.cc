@@ -24,6 +24,7 @@ namespace {
 
 using testing::AcceptedJid;
 using testing::RedisFixture;
+using testing::Subscription;
 using Strings = std::vector<std::string>;
 
 }  // namespace
@@ -44,58 +45,21 @@ struct StringMaker<std::vector<std::string>> {
 namespace reliableq {
 namespace {
 
-// A second connection subscribed to channels matching a pattern. Raw
-// hiredis: the project's synchronous Connection reads only the replies to
-// its own commands.
-class Listener {
- public:
-  Listener(const std::string& socket_path, const std::string& pattern) {
-    context_ = redisConnectUnix(socket_path.c_str());
-    REQUIRE(context_ != nullptr);
-    REQUIRE(context_->err == 0);
-    redisSetTimeout(context_, timeval{5, 0});  // a missing message fails, never hangs
-    auto* reply = static_cast<redisReply*>(
-        redisCommand(context_, "PSUBSCRIBE %b", pattern.data(), pattern.size()));
-    REQUIRE(reply != nullptr);
-    freeReplyObject(reply);
-  }
-  ~Listener() { redisFree(context_); }
-  Listener(const Listener&) = delete;
-  Listener& operator=(const Listener&) = delete;
-
-  // "channel message" of each message before `marker` (published on any
-  // matching channel after the call under test): Redis delivers messages in
-  // order, so no wait is guessed for a message that must not come.
-  Strings Until(const std::string& marker) {
-    Strings got;
-    while (true) {
-      void* raw = nullptr;
-      REQUIRE(redisGetReply(context_, &raw) == REDIS_OK);
-      auto* reply = static_cast<redisReply*>(raw);
-      REQUIRE(reply->type == REDIS_REPLY_ARRAY);
-      REQUIRE(reply->elements == 4);  // pmessage, pattern, channel, message
-      std::string channel(reply->element[2]->str, reply->element[2]->len);
-      std::string message(reply->element[3]->str, reply->element[3]->len);
-      freeReplyObject(reply);
-      if (message == marker) return got;
-      got.push_back(channel + " " + message);
-    }
-  }
-
- private:
-  redisContext* context_;
-};
-
 struct WakeFixture : RedisFixture {
   Keys keys{"rq{t}:"};
-  Listener listener{server().socket_path(), "rq{t}:wake:*"};
+  Subscription listener{server().socket_path(), "rq{t}:wake:*",
+                        Subscription::Kind::kPattern};
   int step = 0;
 
   // What the calls since the last Published() published.
   Strings Published() {
     std::string marker = "marker " + std::to_string(++step);
     Run({"PUBLISH", keys.WakeScheduled(), marker});
-    return listener.Until(marker);
+    Strings got;
+    for (const Subscription::Message& m : listener.Until(marker)) {
+      got.push_back(m.channel + " " + m.payload);
+    }
+    return got;
   }
 
   Result<redis::ReplyPtr> Push(const Strings& queue_keys, const Strings& args) {
@@ -112,19 +76,6 @@ struct WakeFixture : RedisFixture {
     return redis().Eval(ScriptId::kSchedule, {"schedule"}, {at, payload, channel});
   }
 
-  // DUMP of every key: equal snapshots mean nothing was written.
-  std::map<std::string, std::string> Snapshot() {
-    std::map<std::string, std::string> out;
-    auto all = redis().Command({"KEYS", "*"});
-    REQUIRE(all.ok());
-    for (size_t i = 0; i < (*all)->elements; ++i) {
-      std::string key((*all)->element[i]->str, (*all)->element[i]->len);
-      auto dump = redis().Command({"DUMP", key});
-      REQUIRE(dump.ok());
-      out[key] = std::string((*dump)->str, (*dump)->len);
-    }
-    return out;
-  }
 };
 
 int64_t IntegerOf(const Result<redis::ReplyPtr>& reply) {

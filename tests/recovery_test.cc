@@ -84,18 +84,6 @@ struct RecoveryFixture : RedisFixture {
     return std::move(admin.value());
   }
 
-  std::map<std::string, std::string> Snapshot() {
-    std::map<std::string, std::string> out;
-    auto all = redis().Command({"KEYS", "*"});
-    REQUIRE(all.ok());
-    for (size_t i = 0; i < (*all)->elements; ++i) {
-      std::string key((*all)->element[i]->str, (*all)->element[i]->len);
-      auto dump = redis().Command({"DUMP", key});
-      REQUIRE(dump.ok());
-      out[key] = std::string((*dump)->str, (*dump)->len);
-    }
-    return out;
-  }
 };
 
 // "identity alive queue:requeued/dead ..." for compact comparisons.

@@ -94,19 +94,6 @@ struct ScriptFixture : RedisFixture {
     for (const std::string& v : values) Run({"LPUSH", key, v});
   }
 
-  // DUMP of every key: equal snapshots mean nothing was written.
-  std::map<std::string, std::string> Snapshot() {
-    std::map<std::string, std::string> out;
-    auto all = redis().Command({"KEYS", "*"});
-    REQUIRE(all.ok());
-    for (size_t i = 0; i < (*all)->elements; ++i) {
-      std::string key((*all)->element[i]->str, (*all)->element[i]->len);
-      auto dump = redis().Command({"DUMP", key});
-      REQUIRE(dump.ok());
-      out[key] = std::string((*dump)->str, (*dump)->len);
-    }
-    return out;
-  }
 
   long long Ttl(const std::string& key) { return Integer({"TTL", key}); }
 };
@@ -367,54 +354,10 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed counter before movi
   CHECK(LRange("stat:failed:2023-11-14") == Strings{"x"});
 }
 
-namespace {
-
-// A second connection subscribed to one channel. Raw hiredis: the
-// project's synchronous Connection reads only the replies to its own
-// commands.
-class Subscriber {
- public:
-  Subscriber(const std::string& socket_path, const std::string& channel) {
-    context_ = redisConnectUnix(socket_path.c_str());
-    REQUIRE(context_ != nullptr);
-    REQUIRE(context_->err == 0);
-    redisSetTimeout(context_, timeval{5, 0});  // a missing message fails, never hangs
-    auto* reply = static_cast<redisReply*>(
-        redisCommand(context_, "SUBSCRIBE %b", channel.data(), channel.size()));
-    REQUIRE(reply != nullptr);
-    freeReplyObject(reply);
-  }
-  ~Subscriber() { redisFree(context_); }
-  Subscriber(const Subscriber&) = delete;
-  Subscriber& operator=(const Subscriber&) = delete;
-
-  // The payloads of the messages before `marker`, which the test publishes
-  // after the call it checks: Redis delivers messages in order, so this
-  // needs no guess at how long to wait for a message that must not come.
-  Strings Until(const std::string& marker) {
-    Strings got;
-    while (true) {
-      void* raw = nullptr;
-      REQUIRE(redisGetReply(context_, &raw) == REDIS_OK);
-      auto* reply = static_cast<redisReply*>(raw);
-      REQUIRE(reply->type == REDIS_REPLY_ARRAY);
-      REQUIRE(reply->elements == 3);
-      std::string payload(reply->element[2]->str, reply->element[2]->len);
-      freeReplyObject(reply);
-      if (payload == marker) return got;
-      got.push_back(payload);
-    }
-  }
-
- private:
-  redisContext* context_;
-};
-
-}  // namespace
 
 TEST_CASE_FIXTURE(ScriptFixture, "fail retry publishes the score when the job becomes retry's earliest") {
   const std::string channel = keys.WakeScheduled();
-  Subscriber subscriber(server().socket_path(), channel);
+  Subscription subscriber(server().socket_path(), channel, Subscription::Kind::kChannel);
   Push(kWorkA, {Job(1), Job(2), Job(3), Job(4), Job(5), Job(6)});
   int step = 0;
   // One fail.lua call with ARGV[9] = `wake` (nullptr: no ARGV[9]); what it
@@ -429,7 +372,9 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail retry publishes the score when the job be
     REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
     std::string marker = "marker " + std::to_string(++step);
     Run({"PUBLISH", channel, marker});
-    return subscriber.Until(marker);
+    Strings payloads;
+    for (const Subscription::Message& m : subscriber.Until(marker)) payloads.push_back(m.payload);
+    return payloads;
   };
 
   // The first retry is the earliest.
@@ -468,7 +413,6 @@ struct BeatKeyNames {
   }
 };
 const BeatKeyNames kBeat;
-
 
 }  // namespace
 

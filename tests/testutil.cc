@@ -315,6 +315,51 @@ long long RedisFixture::Integer(const redis::Argv& command) {
 
 bool RedisFixture::Exists(const std::string& key) { return Integer({"EXISTS", key}) == 1; }
 
+std::map<std::string, std::string> RedisFixture::Snapshot() {
+  std::map<std::string, std::string> out;
+  auto all = redis().Command({"KEYS", "*"});
+  REQUIRE(all.ok());
+  for (size_t i = 0; i < (*all)->elements; ++i) {
+    std::string key((*all)->element[i]->str, (*all)->element[i]->len);
+    auto dump = redis().Command({"DUMP", key});
+    REQUIRE(dump.ok());
+    out[key] = std::string((*dump)->str, (*dump)->len);
+  }
+  return out;
+}
+
+Subscription::Subscription(const std::string& socket_path, const std::string& name, Kind kind) {
+  context_ = redisConnectUnix(socket_path.c_str());
+  REQUIRE(context_ != nullptr);
+  REQUIRE(context_->err == 0);
+  redisSetTimeout(context_, timeval{5, 0});  // a missing message fails, never hangs
+  const char* verb = kind == Kind::kPattern ? "PSUBSCRIBE" : "SUBSCRIBE";
+  auto* reply = static_cast<redisReply*>(
+      redisCommand(context_, "%s %b", verb, name.data(), name.size()));
+  REQUIRE(reply != nullptr);
+  freeReplyObject(reply);
+}
+
+Subscription::~Subscription() { redisFree(context_); }
+
+std::vector<Subscription::Message> Subscription::Until(const std::string& marker) {
+  std::vector<Message> got;
+  while (true) {
+    void* raw = nullptr;
+    REQUIRE(redisGetReply(context_, &raw) == REDIS_OK);
+    auto* reply = static_cast<redisReply*>(raw);
+    REQUIRE(reply->type == REDIS_REPLY_ARRAY);
+    // message, channel, payload; or pmessage, pattern, channel, payload.
+    REQUIRE((reply->elements == 3 || reply->elements == 4));
+    const redisReply* channel = reply->element[reply->elements - 2];
+    const redisReply* payload = reply->element[reply->elements - 1];
+    Message m{std::string(channel->str, channel->len), std::string(payload->str, payload->len)};
+    freeReplyObject(reply);
+    if (m.payload == marker) return got;
+    got.push_back(std::move(m));
+  }
+}
+
 std::string AcceptedJid(const Result<PushResult>& pushed) {
   REQUIRE_MESSAGE(pushed.ok(), pushed.status().ToString());
   REQUIRE_MESSAGE(pushed->outcome == PushOutcome::kAccepted,

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,9 +133,36 @@ class RedisFixture {
   long long Integer(const redis::Argv& command);
   bool Exists(const std::string& key);
   void Run(const redis::Argv& command);
+  // DUMP of every key: equal snapshots mean nothing was written.
+  std::map<std::string, std::string> Snapshot();
 
  private:
   std::unique_ptr<redis::Connection> connection_;
+};
+
+// A second connection subscribed to a channel (or, kPattern, to a pattern),
+// in raw hiredis: the project's synchronous Connection reads only the
+// replies to its own commands.
+class Subscription {
+ public:
+  enum class Kind { kChannel, kPattern };
+  struct Message {
+    std::string channel;
+    std::string payload;
+  };
+  Subscription(const std::string& socket_path, const std::string& name, Kind kind);
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // The messages before the one whose payload is `marker`, which the test
+  // publishes after the call it checks: Redis delivers messages in order,
+  // so this needs no guess at how long to wait for a message that must
+  // not come. A missing marker fails within 5 s.
+  std::vector<Message> Until(const std::string& marker);
+
+ private:
+  redisContext* context_;
 };
 
 // The jid of a push that must have been accepted: fails the test (REQUIRE)
