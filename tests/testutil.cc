@@ -29,9 +29,13 @@ namespace {
   std::_Exit(2);
 }
 
-std::string FindRedisServer() {
-  if (const char* env = std::getenv("RELIABLEQ_REDIS_SERVER"); env != nullptr && *env) {
-    return env;
+}  // namespace
+
+std::string FindProgram(const std::string& name) {
+  if (name == "redis-server") {
+    if (const char* env = std::getenv("RELIABLEQ_REDIS_SERVER"); env != nullptr && *env) {
+      return env;
+    }
   }
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "";
@@ -40,11 +44,21 @@ std::string FindRedisServer() {
   while (start <= dirs.size()) {
     size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/redis-server";
+    std::string candidate = dirs.substr(start, end - start) + "/" + name;
     if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
     start = end + 1;
   }
-  Die("redis-server is not installed; run tools/setup (tests never skip for lack of it)");
+  return "";
+}
+
+namespace {
+
+std::string RedisServerProgram() {
+  std::string found = FindProgram("redis-server");
+  if (found.empty()) {
+    Die("redis-server is not installed; run tools/setup (tests never skip for lack of it)");
+  }
+  return found;
 }
 
 }  // namespace
@@ -69,7 +83,7 @@ RedisServer& RedisServer::Shared() {
 }
 
 void RedisServer::Start() {
-  std::string binary = FindRedisServer();
+  std::string binary = RedisServerProgram();
   std::vector<std::string> args = {binary,
                                    "--port", "0",
                                    "--unixsocket", socket_path_,

@@ -111,6 +111,12 @@ class TlsRedisServer {
   std::unique_ptr<RedisServer> server_;
 };
 
+// The path of an installed program, looked up in $PATH and the system's
+// directories (a test runner's $PATH may lack them); for redis-server,
+// $RELIABLEQ_REDIS_SERVER first. Empty when it is missing: the caller
+// fails loudly (tools/setup installs every program a test needs).
+std::string FindProgram(const std::string& name);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort();
 

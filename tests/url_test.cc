@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -183,4 +184,63 @@ TEST_CASE("REDIS_URL is the default") {
   CHECK_FALSE(bad.ok());
   CHECK(bad.status().message().rfind("REDIS_URL", 0) == 0);
   unsetenv("REDIS_URL");
+}
+
+TEST_CASE("redis+sentinel:// URLs name the master and its sentinels") {
+  auto o = RedisOptions::FromUrl(
+      "redis+sentinel://al:pw@10.0.0.1:26380,sentinel-b,[::1]:5000/mymaster/3"
+      "?sentinel_password=sp&sentinel_username=su&sentinel_timeout=250");
+  REQUIRE(o.ok());
+  CHECK(o->sentinel.master_name == "mymaster");
+  REQUIRE(o->sentinel.sentinels.size() == 3);
+  CHECK(o->sentinel.sentinels[0].host == "10.0.0.1");
+  CHECK(o->sentinel.sentinels[0].port == 26380);
+  CHECK(o->sentinel.sentinels[1].host == "sentinel-b");
+  CHECK(o->sentinel.sentinels[1].port == 26379);  // Sentinel's default port
+  CHECK(o->sentinel.sentinels[2].host == "::1");
+  CHECK(o->sentinel.sentinels[2].port == 5000);
+  CHECK(o->db == 3);
+  CHECK(o->username == "al");  // the master's credentials
+  CHECK(o->password == "pw");
+  CHECK(o->sentinel.username == "su");  // the sentinels' own
+  CHECK(o->sentinel.password == "sp");
+  CHECK(o->sentinel.timeout == std::chrono::milliseconds(250));
+  CHECK_FALSE(o->tls.enabled);
+  CHECK(o->Describe() ==
+        "master 'mymaster' of sentinels 10.0.0.1:26380, sentinel-b:26379, [::1]:5000 db 3");
+
+  auto tls = RedisOptions::FromUrl("rediss+sentinel://h/m");
+  REQUIRE(tls.ok());
+  CHECK(tls->tls.enabled);
+  CHECK(tls->db == 0);
+  CHECK(tls->Describe() == "master 'm' of sentinels h:26379 (TLS) db 0");
+
+  // A plain redis:// URL has no sentinel.
+  auto plain = RedisOptions::FromUrl("redis://h:1/0");
+  REQUIRE(plain.ok());
+  CHECK(plain->sentinel.master_name.empty());
+}
+
+TEST_CASE("bad redis+sentinel:// URLs are rejected with a reason, passwords masked") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"redis+sentinel://h:1", "no master name"},
+      {"redis+sentinel://h:1/", "no master name"},
+      {"redis+sentinel://h:1,/m", "no host"},
+      {"redis+sentinel://h:x/m", "port must be"},
+      {"redis+sentinel://h/m/x", "database must be"},
+      {"redis+sentinel://h/m?bogus=1", "unknown parameter 'bogus'"},
+      {"redis+sentinel://h/m?sentinel_timeout=0", "sentinel_timeout must be"},
+      {"redis+sentinel://:s3cret@h:x/m", "redis+sentinel://:***@h:x/m"},
+      {"redis+sentinel://h/m?sentinel_password=s3cret&x=1", "sentinel_password=***&x=1"},
+  };
+  for (const auto& [url, expected] : cases) {
+    CAPTURE(url);
+    auto o = RedisOptions::FromUrl(url);
+    REQUIRE_FALSE(o.ok());
+    const std::string message = o.status().ToString();
+    CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
+    CHECK_MESSAGE(message.find("s3cret") == std::string::npos, message);
+  }
+  CHECK(reliableq::RedactUrls("x redis+sentinel://h/m?sentinel_password=s3cret&db=1") ==
+        "x redis+sentinel://h/m?sentinel_password=***&db=1");
 }

@@ -4,6 +4,16 @@
 //   redis://[[user]:password@]host[:port][/db]      port defaults to 6379, db to 0
 //   rediss://[[user]:password@]host[:port][/db]     the same over TLS (tls.enabled)
 //   unix:///path/to/redis.sock[?db=N][&password=P]
+//   redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
+//                                                   the master named `master` by
+//                                                   the sentinels listed (port
+//                                                   defaults to 26379); user and
+//                                                   password are the master's
+//   rediss+sentinel://...                           the same over TLS (to the
+//                                                   sentinels and the master)
+// A sentinel URL takes the query parameters sentinel_username=U and
+// sentinel_password=P, for sentinels that require them (requirepass in
+// sentinel.conf), and sentinel_timeout=MS.
 // IPv6 hosts go in brackets: redis://[::1]:6380/2. Percent-escapes in the
 // user and password are decoded.
 //
@@ -15,6 +25,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reliableq/status.h"
 
@@ -42,6 +53,30 @@ struct RedisTlsOptions {
   bool verify_peer = true;
 };
 
+// Sentinel: where to ask for the master (redis-sentinel, Redis's own
+// failover). Off while master_name is empty.
+struct RedisSentinelOptions {
+  struct Address {
+    std::string host;
+    int port = 26379;
+  };
+  // The name the sentinels monitor the master under (sentinel.conf's
+  // `sentinel monitor NAME ...`).
+  std::string master_name;
+  // The sentinels, asked in turn (the one that answered last, first).
+  std::vector<Address> sentinels;
+  // ACL user and password of the sentinels (not the master's: those are
+  // RedisOptions::username and password).
+  std::string username;
+  std::string password;
+  // How long each sentinel gets to connect and answer.
+  std::chrono::milliseconds timeout{1000};
+  // Connects in a row to an address the sentinels name that ROLE shows is
+  // not the master (the sentinels not yet agreed on a promotion), before a
+  // connection gives up with an error naming them.
+  int role_checks = 3;
+};
+
 struct RedisOptions {
   // TCP host; ignored when unix_path is set.
   std::string host = "127.0.0.1";
@@ -62,6 +97,10 @@ struct RedisOptions {
   std::chrono::milliseconds command_timeout{5000};
   // TLS; off unless the URL is rediss:// or tls.enabled is set.
   RedisTlsOptions tls;
+  // Sentinel; when sentinel.master_name is set, host, port and unix_path
+  // are not used: every connection asks the sentinels where the master is,
+  // checks ROLE after connecting, and follows the master when it moves.
+  RedisSentinelOptions sentinel;
 
   // Parses a URL of one of the forms above. An unknown scheme, a missing
   // host, a bad port or db, or trailing garbage is kInvalidArgument with the
@@ -73,7 +112,8 @@ struct RedisOptions {
   static Result<RedisOptions> FromEnvironment();
 
   // Where this points, for messages: "127.0.0.1:6379 db 0",
-  // "rediss://127.0.0.1:6380 db 0" with TLS, or "unix:/tmp/redis.sock db 0".
+  // "rediss://127.0.0.1:6380 db 0" with TLS, "unix:/tmp/redis.sock db 0", or
+  // "master 'mymaster' of sentinels 10.0.0.1:26379, 10.0.0.2:26379 db 0".
   // Never includes the password or any TLS file.
   std::string Describe() const;
 };

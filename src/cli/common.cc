@@ -19,6 +19,7 @@ const std::vector<OptionSpec>& GlobalOptions() {
       {.name = "redis-tls-key", .takes_value = true},
       {.name = "redis-tls-server-name", .takes_value = true},
       {.name = "redis-tls-insecure"},
+      {.name = "sentinel", .takes_value = true, .repeats = true},
       {.name = "prefix", .takes_value = true},
       {.name = "help", .short_name = 'h'},
   };
@@ -29,8 +30,14 @@ std::string_view GlobalOptionsHelp() {
   return "Global options (before or after the command):\n"
          "      --redis URL      Redis to use: redis://[[user]:password@]host[:port][/db],\n"
          "                       rediss://... (the same over TLS) or\n"
-         "                       unix:///path/redis.sock[?db=N] (default: $REDIS_URL, else\n"
-         "                       redis://127.0.0.1:6379/0)\n"
+         "                       unix:///path/redis.sock[?db=N],\n"
+         "                       redis+sentinel://host:port[,host:port...]/master[/db]\n"
+         "                       (the master the sentinels name; rediss+sentinel:// over TLS)\n"
+         "                       (default: $REDIS_URL, else redis://127.0.0.1:6379/0)\n"
+         "      --sentinel HOST[:PORT]\n"
+         "                       ask this sentinel (repeat for each; port 26379 by default)\n"
+         "                       for the master named by the --redis URL's host, as in\n"
+         "                       Sidekiq's sentinels: option: --redis redis://mymaster/0\n"
          "      --redis-password-file FILE\n"
          "                       the Redis password is the content of FILE, less one\n"
          "                       final newline (instead of the URL's): keeps it out of ps\n"
@@ -103,6 +110,27 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
   Result<RedisOptions> options =
       url ? RedisOptions::FromUrl(*url) : RedisOptions::FromEnvironment();
   if (!options.ok()) return options;
+  if (std::vector<std::string> sentinels = args.Values("sentinel"); !sentinels.empty()) {
+    if (!options->sentinel.master_name.empty() || !options->unix_path.empty()) {
+      return Status::InvalidArgument(
+          "--sentinel needs a redis:// or rediss:// URL whose host is the master's name "
+          "(redis://mymaster/0)");
+    }
+    std::string list;
+    for (const std::string& s : sentinels) {
+      if (s.empty() || s.find_first_of(",/?@") != std::string::npos) {
+        return Status::InvalidArgument("--sentinel '" + s + "': expected HOST[:PORT]");
+      }
+      list += (list.empty() ? "" : ",") + s;
+    }
+    Result<RedisOptions> parsed =
+        RedisOptions::FromUrl("redis+sentinel://" + list + "/" + options->host);
+    if (!parsed.ok()) {
+      return Status::InvalidArgument("--sentinel: " + parsed.status().message());
+    }
+    options->sentinel.master_name = options->host;
+    options->sentinel.sentinels = parsed->sentinel.sentinels;
+  }
   if (std::optional<std::string> path = args.Value("redis-password-file")) {
     Result<std::string> password = ReadPasswordFile(*path);
     if (!password.ok()) return password.status();

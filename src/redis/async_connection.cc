@@ -1,5 +1,6 @@
 #include "redis/async_connection.h"
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -36,6 +37,7 @@ void CommandList::Add(std::initializer_list<std::string_view> argv) {
 AsyncConnection::AsyncConnection(uv_loop_t* loop, RedisOptions options)
     : loop_(loop),
       options_(std::move(options)),
+      discovery_(Discovery::For(options_)),
       in_(new char[kReadBufferBytes]),
       timer_(new uv_timer_t) {
   IgnoreSigpipe();
@@ -67,8 +69,18 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     }
     tls_ = std::move(*tls);
   }
+  Endpoint endpoint = Endpoint::Of(options_);
+  if (discovery_ != nullptr) {
+    Result<Discovery::Master> master = discovery_->Find();
+    if (!master.ok()) {
+      FinishConnect(master.status());
+      return;
+    }
+    endpoint = master->endpoint;
+    epoch_ = master->epoch;
+  }
   Result<std::unique_ptr<Transport>> started =
-      Transport::StartConnect(Endpoint::Of(options_), options_.tls.enabled ? tls_ : nullptr);
+      Transport::StartConnect(endpoint, options_.tls.enabled ? tls_ : nullptr);
   if (!started.ok()) {
     FinishConnect(started.status());
     return;
@@ -118,8 +130,35 @@ void AsyncConnection::Handshake() {
                       : send({"AUTH", options_.username, options_.password}, fail_on_error("AUTH"));
     if (!sent.ok()) return;
   }
+  if (sentinel_handshake_) {
+    send({"PING"}, [this](const Status& status, redisReply*) {
+      if (!status.ok()) {
+        Status why = status.WithContext("PING at sentinel " + options_.Describe());
+        Fail(why);
+        FinishConnect(why);
+        return;
+      }
+      state_ = State::kReady;
+      FinishConnect(Status::OK());
+    });
+    return;
+  }
   if (options_.db != 0) {
     if (!send({"SELECT", db}, fail_on_error("SELECT")).ok()) return;
+  }
+  if (discovery_ != nullptr) {
+    // The sentinels may still name a master that was just demoted.
+    Status sent = send({"ROLE"}, [this](const Status& status, redisReply* reply) {
+      std::string role = status.ok() ? RoleOf(reply) : "master";  // an ACL may refuse ROLE
+      if (role == "master" || role.empty()) return;
+      discovery_->Invalidate(epoch_);
+      Status why = Status::IoError("the " + discovery_->Describe() + " named " +
+                                   transport_->where() + ", which is not a master (ROLE: " +
+                                   role + ")");
+      Fail(why);
+      FinishConnect(why);
+    });
+    if (!sent.ok()) return;
   }
   // Every script is in the server's cache before the connection is ready.
   // Resending a script after a NOSCRIPT reply would run it after commands
@@ -360,7 +399,12 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
     if (front.statuses.size() < front.replies) return;
     Request request = std::move(front);
     pending_.pop_front();
+    bool read_only = discovery_ != nullptr &&
+                     std::any_of(request.statuses.begin(), request.statuses.end(),
+                                 [](const Status& s) { return IsReadOnlyReply(s); });
+    uint64_t generation = generation_;
     request.done(std::move(request.statuses), std::move(request.integers));
+    if (read_only && generation == generation_) FailOnReplica();
     return;
   }
   if (IsNoScript(status)) {
@@ -373,11 +417,24 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
   }
   Request request = std::move(front);
   pending_.pop_front();
+  uint64_t generation = generation_;
   if (request.callback) request.callback(status, status.ok() ? reply.get() : nullptr);
+  if (discovery_ != nullptr && generation == generation_ && IsReadOnlyReply(status)) {
+    FailOnReplica();
+  }
+}
+
+void AsyncConnection::FailOnReplica() {
+  discovery_->Invalidate(epoch_);
+  Fail(Status::IoError("Redis at " + transport_->where() +
+                       " is a replica now (READONLY); reconnecting to the master"));
 }
 
 void AsyncConnection::Fail(const Status& why) {
   if (transport_ == nullptr) return;
+  // A broken connection may be a failover: the next connect asks the
+  // sentinels again.
+  if (discovery_ != nullptr && !why.IsShutdown()) discovery_->Invalidate(epoch_);
   ++generation_;
   bool was_ready = state_ == State::kReady;
   bool was_connecting = state_ == State::kConnecting;
@@ -435,8 +492,15 @@ void AsyncConnection::OnTimerThunk(uv_timer_t* timer) {
   } else if (!self->pending_.empty() && now >= self->pending_.front().deadline) {
     self->Fail(Status::Timeout("Redis at " + self->options_.Describe() +
                                " did not answer in time; connection dropped"));
+  } else if (self->discovery_ != nullptr && self->state_ == State::kReady &&
+             self->discovery_->epoch() != self->epoch_) {
+    self->Fail(Status::IoError("the " + self->discovery_->Describe() + " moved; reconnecting"));
   }
-  if (self->pending_.empty() && self->state_ != State::kConnecting) uv_timer_stop(timer);
+  // With Sentinel the watchdog also watches the epoch while connected.
+  bool watching = self->discovery_ != nullptr && self->state_ == State::kReady;
+  if (self->pending_.empty() && self->state_ != State::kConnecting && !watching) {
+    uv_timer_stop(timer);
+  }
 }
 
 }  // namespace reliableq::redis

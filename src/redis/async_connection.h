@@ -26,6 +26,13 @@
 // Status and a null reply (error reply, timeout, broken or closed connection).
 // The reply is valid only during the callback.
 //
+// With Sentinel (options.sentinel), Connect asks the process's Discovery
+// where the master is (a bounded blocking lookup, see discovery.h), and the
+// handshake checks ROLE; a READONLY reply, or the Discovery's epoch moving
+// on (another connection of the process found the master moved, or the
+// sentinels announced it), breaks the connection within one watchdog tick,
+// so that its owner reconnects to the new master.
+//
 // A connection is made once; when it breaks (EOF, I/O error, a command
 // unanswered past its deadline) every pending callback fails, the
 // on_disconnect callback runs, and the object can Connect() again.
@@ -50,6 +57,7 @@
 #include <vector>
 
 #include "lua_scripts.h"
+#include "redis/discovery.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
 #include "redis/tls.h"
@@ -100,6 +108,10 @@ class AsyncConnection {
     on_message_ = std::move(on_message);
   }
 
+  // For a connection to a sentinel, which has no scripts, databases or
+  // CLIENT ID: the handshake is AUTH only.
+  void set_sentinel_handshake() { sentinel_handshake_ = true; }
+
   // Sent with CLIENT SETNAME on every (re)connect when non-empty.
   void set_client_name(std::string name) { client_name_ = std::move(name); }
 
@@ -110,6 +122,10 @@ class AsyncConnection {
   int64_t last_client_id() const { return last_client_id_; }
   // Commands sent and not yet answered.
   size_t pending() const { return pending_.size(); }
+  // The Discovery's epoch when the current (or last) connection was made;
+  // 0 without Sentinel. Client ids of connections made at another epoch
+  // belong to another server.
+  uint64_t epoch() const { return epoch_; }
 
   // Sends one command. `extra_timeout` is added to the command timeout, for
   // blocking commands. Fails (without calling back) when not ready.
@@ -175,10 +191,14 @@ class AsyncConnection {
   // order; then on_ready (while connecting) or on_disconnect (when it was
   // ready and not closed by the user).
   void Fail(const Status& why);
+  // A READONLY reply: the server was demoted; Fail, and find the master anew.
+  void FailOnReplica();
   void ArmTimer();
 
   uv_loop_t* loop_;
   RedisOptions options_;
+  std::shared_ptr<Discovery> discovery_;  // null without Sentinel
+  uint64_t epoch_ = 0;                    // the Discovery's epoch at the connect
   std::string client_name_;
   std::shared_ptr<const TlsContext> tls_;  // made on the first Connect with TLS
   std::unique_ptr<Transport> transport_;   // null while idle
@@ -204,6 +224,7 @@ class AsyncConnection {
   // Requests in the order sent; Redis answers in the same order.
   std::deque<Request> pending_;
   bool user_close_ = false;
+  bool sentinel_handshake_ = false;
 };
 
 }  // namespace reliableq::redis

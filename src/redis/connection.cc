@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "redis/errors.h"
 
@@ -44,16 +45,23 @@ void IgnoreSigpipe() {
   }
 }
 
-Result<std::unique_ptr<Connection>> Connection::Open(const RedisOptions& options) {
+Result<std::unique_ptr<Connection>> Connection::Create(const RedisOptions& options) {
   IgnoreSigpipe();
   std::unique_ptr<Connection> connection(new Connection(options));
+  connection->discovery_ = Discovery::For(options);
   if (options.tls.enabled) {
     Result<std::shared_ptr<const TlsContext>> tls = TlsContext::Create(options.tls);
     if (!tls.ok()) return tls.status();
     connection->tls_ = std::move(*tls);
   }
   connection->buffer_.reset(new char[kReadBufferBytes]);
-  Status s = connection->Connect();
+  return connection;
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(const RedisOptions& options) {
+  Result<std::unique_ptr<Connection>> connection = Create(options);
+  if (!connection.ok()) return connection;
+  Status s = (*connection)->Connect();
   if (!s.ok()) return s;
   return connection;
 }
@@ -63,11 +71,58 @@ Connection::~Connection() = default;
 Status Connection::TransportError(Status why) {
   transport_.reset();
   reader_.reset();
+  // A broken connection may be a failover: the next connect asks the
+  // sentinels again.
+  if (discovery_ != nullptr) discovery_->Invalidate(epoch_);
   return why;
 }
 
+void Connection::NoteErrorReply(const Status& status) {
+  if (discovery_ == nullptr || !IsReadOnlyReply(status)) return;
+  discovery_->Invalidate(epoch_);
+  transport_.reset();
+  reader_.reset();
+}
+
 Status Connection::Connect() {
-  Endpoint endpoint = Endpoint::Of(options_);
+  connecting_ = true;
+  Status s = discovery_ == nullptr ? ConnectTo(Endpoint::Of(options_)) : ConnectToMaster();
+  connecting_ = false;
+  return s;
+}
+
+Status Connection::ConnectToMaster() {
+  int attempts = std::max(1, options_.sentinel.role_checks);
+  std::string replica;
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    Result<Discovery::Master> master = discovery_->Find();
+    if (!master.ok()) return master.status();
+    epoch_ = master->epoch;
+    Status s = ConnectTo(master->endpoint);
+    if (!s.ok()) {
+      discovery_->Invalidate(epoch_);
+      return s.WithContext("the " + discovery_->Describe() + " is at " +
+                           master->endpoint.Describe());
+    }
+    // The sentinels may still name a master that was just demoted, or one
+    // that is not yet promoted: only ROLE tells.
+    Result<ReplyPtr> role = Command({"ROLE"});
+    if (!role.ok() && role.status().IsRetryable()) return role.status();
+    std::string named = role.ok() ? RoleOf(role->get()) : "master";  // an ACL may refuse ROLE
+    if (named == "master") return Status::OK();
+    replica = master->endpoint.Describe() + " (ROLE: " + named + ")";
+    TransportError(Status::OK());
+    if (attempt < attempts) {
+      // Sentinels agree on a promotion within a second or so; each look
+      // waits a little longer.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+    }
+  }
+  return Status::IoError("the " + discovery_->Describe() + " is not a master: the sentinels named " +
+                         replica + " " + std::to_string(attempts) + " times");
+}
+
+Status Connection::ConnectTo(const Endpoint& endpoint) {
   Result<std::unique_ptr<Transport>> transport =
       Transport::Connect(endpoint, tls_, Clock::now() + options_.connect_timeout);
   if (!transport.ok()) {
@@ -96,7 +151,20 @@ Status Connection::Connect() {
   return Status::OK();
 }
 
+void Connection::NoteErrorReplies(const std::vector<ReplyPtr>& replies) {
+  if (discovery_ == nullptr) return;
+  for (const ReplyPtr& reply : replies) {
+    if (reply->type == REDIS_REPLY_ERROR) NoteErrorReply(FromErrorReply(View(reply.get())));
+  }
+}
+
 Status Connection::EnsureConnected() {
+  if (transport_ != nullptr && discovery_ != nullptr && !connecting_ &&
+      discovery_->epoch() != epoch_) {
+    // The master moved since this connection was made.
+    transport_.reset();
+    reader_.reset();
+  }
   if (transport_ != nullptr) return Status::OK();
   return Connect();
 }
@@ -139,6 +207,7 @@ Status Connection::RoundTrip(size_t count, std::vector<ReplyPtr>* replies) {
     replies->push_back(std::move(*reply));
   }
   last_progress_ = Progress::kAnswered;
+  NoteErrorReplies(*replies);
   return Status::OK();
 }
 
@@ -199,6 +268,7 @@ Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
     replies->push_back(std::move(*reply));
   }
   last_progress_ = Progress::kAnswered;
+  NoteErrorReplies(*replies);
   return Status::OK();
 }
 
@@ -214,7 +284,11 @@ Result<ReplyPtr> Connection::Command(const Argv& argv) {
   s = RoundTrip(1, &replies);
   if (!s.ok()) return s;
   ReplyPtr reply = std::move(replies.front());
-  if (reply->type == REDIS_REPLY_ERROR) return FromErrorReply(View(reply.get()));
+  if (reply->type == REDIS_REPLY_ERROR) {
+    Status error = FromErrorReply(View(reply.get()));
+    NoteErrorReply(error);
+    return error;
+  }
   return reply;
 }
 
@@ -230,6 +304,7 @@ Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& comm
   replies.reserve(commands.size());
   s = RoundTrip(commands.size(), &replies);
   if (!s.ok()) return s;
+  NoteErrorReplies(replies);
   return replies;
 }
 

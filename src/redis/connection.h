@@ -7,6 +7,11 @@
 // command_timeout bounds writing a call's commands and each wait for more
 // of its replies.
 //
+// With Sentinel (options.sentinel), the connection goes to the master its
+// Discovery names and checks ROLE after connecting; it reconnects before a
+// call once the master moved (the Discovery's epoch), and after a READONLY
+// reply (see discovery.h).
+//
 // Every call returns a Status on failure and never throws. A transport error
 // closes the connection; the next call reconnects once before it sends
 // anything, so a restarted Redis is picked up without a new object. A command
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "lua_scripts.h"
+#include "redis/discovery.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
 #include "redis/tls.h"
@@ -40,6 +46,10 @@ class Connection {
   // Connects, authenticates and selects the database, all within
   // options.connect_timeout.
   static Result<std::unique_ptr<Connection>> Open(const RedisOptions& options);
+  // The same without connecting: the first call connects. For a caller that
+  // must exist while Redis is down (a client with a spool). Fails only when
+  // the TLS settings are unusable.
+  static Result<std::unique_ptr<Connection>> Create(const RedisOptions& options);
   ~Connection();
 
   Connection(const Connection&) = delete;
@@ -95,7 +105,15 @@ class Connection {
  private:
   explicit Connection(const RedisOptions& options) : options_(options) {}
   Status Connect();
+  // Connects to `endpoint`, authenticates and selects the database.
+  Status ConnectTo(const Endpoint& endpoint);
+  // With Sentinel: the master the sentinels name, checked with ROLE.
+  Status ConnectToMaster();
   Status EnsureConnected();
+  // An error reply `status` that says the server is a replica drops the
+  // connection and sends the next connect to the sentinels.
+  void NoteErrorReply(const Status& status);
+  void NoteErrorReplies(const std::vector<ReplyPtr>& replies);
   // Drops the transport after a transport failure and returns `why`.
   Status TransportError(Status why);
   // Writes wire_ and reads `count` replies into *replies.
@@ -106,6 +124,9 @@ class Connection {
   Result<ReplyPtr> ReadReply();
 
   RedisOptions options_;
+  std::shared_ptr<Discovery> discovery_;   // null without Sentinel
+  uint64_t epoch_ = 0;                     // the Discovery's epoch at the connect
+  bool connecting_ = false;                // inside Connect: no epoch check
   std::shared_ptr<const TlsContext> tls_;  // null without TLS
   std::unique_ptr<Transport> transport_;   // null while disconnected
   ReaderPtr reader_;                       // one per transport

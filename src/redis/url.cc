@@ -1,6 +1,7 @@
 // RedisOptions::FromUrl and friends: the URL grammar is in redis_options.h.
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -27,14 +28,17 @@ std::string MaskUserInfo(std::string_view url) {
   return std::string(user) + std::string(kMask) + std::string(url.substr(at));
 }
 
-// `url` with every password=VALUE of its query masked up to the next '&'.
+// `url` with the value of every password=VALUE and sentinel_password=VALUE
+// of its query masked up to the next '&'.
 std::string MaskQueryPassword(std::string url) {
-  constexpr std::string_view kKey = "password=";
-  for (size_t at = url.find(kKey); at != std::string::npos; at = url.find(kKey, at + 1)) {
-    if (at == 0 || (url[at - 1] != '?' && url[at - 1] != '&')) continue;
-    size_t value = at + kKey.size();
-    size_t end = url.find('&', value);
-    url.replace(value, (end == std::string::npos ? url.size() : end) - value, kMask);
+  for (std::string_view key :
+       {std::string_view("password="), std::string_view("sentinel_password=")}) {
+    for (size_t at = url.find(key); at != std::string::npos; at = url.find(key, at + 1)) {
+      if (at == 0 || (url[at - 1] != '?' && url[at - 1] != '&')) continue;
+      size_t value = at + key.size();
+      size_t end = url.find('&', value);
+      url.replace(value, (end == std::string::npos ? url.size() : end) - value, kMask);
+    }
   }
   return url;
 }
@@ -107,6 +111,41 @@ Status ParseUserInfo(std::string_view url, std::string_view info, RedisOptions* 
   return Status::OK();
 }
 
+// "host", "host:port", "[v6]" or "[v6]:port" into *host and *port (left
+// as it is when the text has none).
+Status ParseHostPort(std::string_view url, std::string_view authority, std::string* host,
+                     int* port) {
+  std::string_view name = authority, port_text;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in the host");
+    name = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return Bad(url, "unexpected text after the host");
+      port_text = after.substr(1);
+      has_port = true;
+    }
+  } else {
+    size_t colon = authority.rfind(':');
+    if (colon != std::string_view::npos) {
+      name = authority.substr(0, colon);
+      port_text = authority.substr(colon + 1);
+      has_port = true;
+    }
+  }
+  if (has_port && port_text.empty()) return Bad(url, "empty port");
+  // Redis's clients read a missing host as localhost; here it is more
+  // often a variable that expanded to nothing (redis://$HOST:6379).
+  if (name.empty()) return Bad(url, "no host (redis[s]://HOST[:PORT][/DB])");
+  *host = std::string(name);
+  if (has_port && !ParseInt(port_text, 1, 65535, port)) {
+    return Bad(url, "port must be a number from 1 to 65535");
+  }
+  return Status::OK();
+}
+
 Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   RedisOptions options;
   // rest = [userinfo@]host[:port][/db]
@@ -119,34 +158,70 @@ Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
     if (!s.ok()) return s;
     authority = authority.substr(at + 1);
   }
-  std::string_view host = authority, port;
-  if (!authority.empty() && authority.front() == '[') {
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in the host");
-    host = authority.substr(1, close - 1);
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return Bad(url, "unexpected text after the host");
-      port = after.substr(1);
-      if (port.empty()) return Bad(url, "empty port");
-    }
-  } else {
-    size_t colon = authority.rfind(':');
-    if (colon != std::string_view::npos) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-      if (port.empty()) return Bad(url, "empty port");
-    }
-  }
-  // Redis's clients read a missing host as localhost; here it is more
-  // often a variable that expanded to nothing (redis://$HOST:6379).
-  if (host.empty()) return Bad(url, "no host (redis[s]://HOST[:PORT][/DB])");
-  options.host = std::string(host);
-  if (!port.empty() && !ParseInt(port, 1, 65535, &options.port)) {
-    return Bad(url, "port must be a number from 1 to 65535");
-  }
+  Status s = ParseHostPort(url, authority, &options.host, &options.port);
+  if (!s.ok()) return s;
   if (!path.empty() && !ParseInt(path, 0, 1 << 20, &options.db)) {
     return Bad(url, "database must be a non-negative number");
+  }
+  return options;
+}
+
+// rest = [userinfo@]host[:port][,host[:port]...]/master[/db][?query]
+Result<RedisOptions> ParseSentinel(std::string_view url, std::string_view rest) {
+  RedisOptions options;
+  std::string_view query;
+  if (size_t question = rest.find('?'); question != std::string_view::npos) {
+    query = rest.substr(question + 1);
+    rest = rest.substr(0, question);
+  }
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    Status s = ParseUserInfo(url, authority.substr(0, at), &options);
+    if (!s.ok()) return s;
+    authority = authority.substr(at + 1);
+  }
+  while (true) {
+    size_t comma = authority.find(',');
+    RedisSentinelOptions::Address address;
+    Status s = ParseHostPort(url, authority.substr(0, comma), &address.host, &address.port);
+    if (!s.ok()) return s;
+    options.sentinel.sentinels.push_back(std::move(address));
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
+  }
+  size_t db_slash = path.find('/');
+  std::string_view master = path.substr(0, db_slash);
+  if (master.empty()) {
+    return Bad(url, "no master name (redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB])");
+  }
+  options.sentinel.master_name = std::string(master);
+  if (db_slash != std::string_view::npos &&
+      !ParseInt(path.substr(db_slash + 1), 0, 1 << 20, &options.db)) {
+    return Bad(url, "database must be a non-negative number");
+  }
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return Bad(url, "query parameter without '='");
+    std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
+    if (key == "sentinel_password") {
+      if (!PercentDecode(value, &options.sentinel.password)) return Bad(url, "malformed password");
+    } else if (key == "sentinel_username") {
+      if (!PercentDecode(value, &options.sentinel.username)) return Bad(url, "malformed username");
+    } else if (key == "sentinel_timeout") {
+      int ms = 0;
+      if (!ParseInt(value, 1, 600000, &ms)) {
+        return Bad(url, "sentinel_timeout must be a number of milliseconds from 1 to 600000");
+      }
+      options.sentinel.timeout = std::chrono::milliseconds(ms);
+    } else {
+      return Bad(url, "unknown parameter '" + std::string(key) + "'");
+    }
   }
   return options;
 }
@@ -187,6 +262,15 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
 
 Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
   constexpr std::string_view kRedis = "redis://", kRediss = "rediss://", kUnix = "unix://";
+  constexpr std::string_view kSentinel = "redis+sentinel://", kSentinelTls = "rediss+sentinel://";
+  if (url.substr(0, kSentinel.size()) == kSentinel) {
+    return ParseSentinel(url, url.substr(kSentinel.size()));
+  }
+  if (url.substr(0, kSentinelTls.size()) == kSentinelTls) {
+    Result<RedisOptions> options = ParseSentinel(url, url.substr(kSentinelTls.size()));
+    if (options.ok()) options->tls.enabled = true;
+    return options;
+  }
   if (url.substr(0, kRedis.size()) == kRedis) return ParseTcp(url, url.substr(kRedis.size()));
   if (url.substr(0, kRediss.size()) == kRediss) {
     Result<RedisOptions> options = ParseTcp(url, url.substr(kRediss.size()));
@@ -194,7 +278,9 @@ Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
     return options;
   }
   if (url.substr(0, kUnix.size()) == kUnix) return ParseUnix(url, url.substr(kUnix.size()));
-  return Bad(url, "expected redis://host:port/db, rediss://host:port/db or unix:///path.sock");
+  return Bad(url,
+             "expected redis://host:port/db, rediss://host:port/db, unix:///path.sock or "
+             "redis+sentinel://host:port,host:port/master/db");
 }
 
 Result<RedisOptions> RedisOptions::FromEnvironment() {
@@ -228,6 +314,16 @@ std::string RedactUrls(std::string_view text) {
 }
 
 std::string RedisOptions::Describe() const {
+  if (!sentinel.master_name.empty()) {
+    std::string where = "master '" + sentinel.master_name + "' of sentinels ";
+    for (size_t i = 0; i < sentinel.sentinels.size(); ++i) {
+      const RedisSentinelOptions::Address& s = sentinel.sentinels[i];
+      bool v6 = s.host.find(':') != std::string::npos;
+      where += (i > 0 ? ", " : "") + (v6 ? "[" + s.host + "]" : s.host) + ":" +
+               std::to_string(s.port);
+    }
+    return where + (tls.enabled ? " (TLS)" : "") + " db " + std::to_string(db);
+  }
   std::string where = unix_path.empty()
                           ? (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                                 ":" + std::to_string(port)

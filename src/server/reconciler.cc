@@ -12,13 +12,10 @@ void Reconciler::Request() {
   Run();
 }
 
-void Reconciler::AddStaleClients(const std::vector<int64_t>& ids) {
-  stale_clients_.insert(stale_clients_.end(), ids.begin(), ids.end());
-}
-
 void Reconciler::FenceStaleClients() {
-  for (int64_t id : stale_clients_) {
-    parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(id)},
+  for (const StaleClient& stale : stale_clients_) {
+    if (stale.epoch != parts_.command.epoch()) continue;
+    parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(stale.id)},
                            [](const Status&, redisReply*) {});
   }
   stale_clients_.clear();

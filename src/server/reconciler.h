@@ -66,8 +66,10 @@ class Reconciler {
   bool blocks_fetching() const { return owed_ || running_ > 0; }
 
   // A connection of ours broke; it is killed before the next requeue.
-  void AddStaleClient(int64_t id) { stale_clients_.push_back(id); }
-  void AddStaleClients(const std::vector<int64_t>& ids);
+  // `epoch` is the command connection's epoch() when it was made: an id of
+  // a server the process no longer uses (Sentinel moved it) would name
+  // someone else's connection on the new one, and is not killed.
+  void AddStaleClient(int64_t id, uint64_t epoch) { stale_clients_.push_back({id, epoch}); }
   // Sends CLIENT KILL for every stale connection, on the command connection.
   void FenceStaleClients();
 
@@ -82,7 +84,11 @@ class Reconciler {
   bool closed_ = false;
   bool owed_ = false;
   int running_ = 0;
-  std::vector<int64_t> stale_clients_;
+  struct StaleClient {
+    int64_t id;
+    uint64_t epoch;
+  };
+  std::vector<StaleClient> stale_clients_;
 };
 
 }  // namespace reliableq

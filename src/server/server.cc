@@ -38,6 +38,7 @@
 #include "server/queue_health.h"
 #include "server/queue_set.h"
 #include "server/reconciler.h"
+#include "server/sentinel_watch.h"
 #include "server/redis_probe.h"
 #include "server/state_dump.h"
 #include "server/idle_fetch.h"
@@ -143,6 +144,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<HandBack> hand_back_;
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Janitor> janitor_;
+  std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;
@@ -268,6 +270,9 @@ Status ServerImpl::Init() {
   janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
+  if (auto discovery = redis::Discovery::For(options_.redis)) {
+    sentinel_watch_ = std::make_unique<SentinelWatch>(loop_ref, std::move(discovery), log);
+  }
 
   // The threads start now, so that a process that cannot make them (a
   // thread limit) fails to open instead of fetching jobs nobody runs.
@@ -335,7 +340,9 @@ void ServerImpl::OnCommandLost(const Status& status) {
   pool_->SetLease(clock_->Monotonic());
   // A fetch reply may have been lost with jobs in it: they sit in our
   // working lists unseen until we reconcile.
-  if (command_->last_client_id() != 0) reconciler_->AddStaleClient(command_->last_client_id());
+  if (command_->last_client_id() != 0) {
+    reconciler_->AddStaleClient(command_->last_client_id(), command_->epoch());
+  }
   Reconcile(false);
   if (phase_ != Phase::kStopped) ScheduleReconnect();
 }
@@ -588,6 +595,7 @@ void ServerImpl::CloseAll() {
   fetcher_->Stop();
   command_->Close();
   idle_fetch_->Stop();
+  if (sentinel_watch_) sentinel_watch_->Close();
   finished_->Close();
   reconnect_timer_->Close();
   stop_timer_->Close();
@@ -601,6 +609,7 @@ Status ServerImpl::Run() {
   heartbeat_->Start();
   ConnectCommand();
   idle_fetch_->Start();
+  if (sentinel_watch_) sentinel_watch_->Start();
   // Quiet/Stop may have been asked before Run.
   control_->TakeRequests();
   loop_->Run();

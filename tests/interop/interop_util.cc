@@ -12,22 +12,6 @@
 
 namespace reliableq::testing {
 
-std::string FindProgram(const std::string& name) {
-  // tools/setup installs into the system's directories, which a test
-  // runner's $PATH may lack.
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path != nullptr ? path : "") + ":/usr/bin:/usr/local/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + name;
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
 std::string RequireProgram(const std::string& name) {
   std::string found = FindProgram(name);
   REQUIRE_MESSAGE(!found.empty(), name << " is not installed: run tools/setup (installs ruby, "

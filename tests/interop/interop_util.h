@@ -19,14 +19,11 @@
 #include "reliableq/redis_options.h"
 #include "reliableq/server.h"
 #include "reliableq/status.h"
+#include "testutil.h"
 
 namespace reliableq::testing {
 
-// The executable `name` in a directory of $PATH, then in /usr/bin or
-// /usr/local/bin; "" when there is none.
-std::string FindProgram(const std::string& name);
-
-// FindProgram(name); fails the test (REQUIRE) with a message that points to
+// FindProgram(name) (testutil.h); fails the test (REQUIRE) with a message that points to
 // tools/setup when the program is not installed.
 std::string RequireProgram(const std::string& name);
 

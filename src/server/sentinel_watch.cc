@@ -1,0 +1,86 @@
+#include "server/sentinel_watch.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "text_escape.h"
+
+namespace reliableq {
+
+namespace {
+
+// A sentinel that did not answer is tried again after this; the next one
+// is tried at once.
+constexpr std::chrono::milliseconds kRetryDelay{1000};
+
+}  // namespace
+
+SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
+                             const Logger& log)
+    : loop_(loop),
+      discovery_(std::move(discovery)),
+      log_(log),
+      retry_timer_(loop, [this] { Connect(); }) {}
+
+SentinelWatch::~SentinelWatch() { Stop(); }
+
+void SentinelWatch::Start() {
+  if (!stopped_ || discovery_->options().sentinels.empty()) return;
+  stopped_ = false;
+  Connect();
+}
+
+void SentinelWatch::Stop() {
+  stopped_ = true;
+  retry_timer_.Stop();
+  if (connection_ != nullptr) connection_->Close();
+}
+
+void SentinelWatch::Close() {
+  Stop();
+  retry_timer_.Close();
+}
+
+void SentinelWatch::Retry() {
+  if (stopped_) return;
+  next_ = (next_ + 1) % discovery_->options().sentinels.size();
+  // Around the list at once; a pause once every sentinel was tried.
+  retry_timer_.Start(next_ == 0 ? kRetryDelay : std::chrono::milliseconds(1));
+}
+
+void SentinelWatch::Connect() {
+  if (stopped_) return;
+  // A connection is made once per sentinel: the object is replaced, never
+  // reconnected from inside its own callbacks.
+  connection_ =
+      std::make_unique<redis::AsyncConnection>(loop_.get(), discovery_->SentinelOptions(next_));
+  connection_->set_sentinel_handshake();
+  connection_->SetOnMessage([this](const redisReply& m) { OnMessage(m); });
+  connection_->SetOnDisconnect([this](const Status&) { Retry(); });
+  connection_->Connect([this](const Status& s) {
+    if (stopped_) return;
+    if (!s.ok()) {
+      Retry();
+      return;
+    }
+    Status sent = connection_->Command({"SUBSCRIBE", "+switch-master"},
+                                       [](const Status&, redisReply*) {});
+    if (!sent.ok()) Retry();
+  });
+}
+
+void SentinelWatch::OnMessage(const redisReply& message) {
+  const redisReply* payload = message.element[message.elements - 1];
+  if (payload->type != REDIS_REPLY_STRING) return;
+  std::istringstream fields(std::string(payload->str, payload->len));
+  std::string name, old_host, old_port, new_host, new_port;
+  if (!(fields >> name >> old_host >> old_port >> new_host >> new_port)) return;
+  if (name != discovery_->options().master_name) return;
+  int port = std::atoi(new_port.c_str());
+  if (port <= 0 || port > 65535) return;
+  log_.Log(LogLevel::kWarn, "sentinels switched master '%s' to %s:%d; moving every connection",
+           Escaped(name).c_str(), Escaped(new_host).c_str(), port);
+  discovery_->Announce(redis::Endpoint{new_host, port, {}});
+}
+
+}  // namespace reliableq

@@ -1,0 +1,214 @@
+// Sentinel: real replication groups (tests/ha_servers.h): a client, an admin
+// connection and a worker process find the master through the sentinels,
+// follow it through a failover, and fail with a clear message, in bounded
+// time, when the sentinels cannot name one.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "ha_servers.h"
+#include "process.h"
+#include "redis/connection.h"
+#include "redis/discovery.h"
+#include "reliableq/client.h"
+#include "testutil.h"
+
+namespace reliableq {
+namespace {
+
+using testing::ReplicationGroup;
+using Clock = std::chrono::steady_clock;
+
+Job Record(const std::string& tag) {
+  Job job;
+  job.job_class = "RecordJob";
+  job.queue = "ha";
+  job.args = "[\"" + tag + "\"]";
+  return job;
+}
+
+long long LengthOn(int port, const std::string& key) {
+  auto connection = redis::Connection::Open(ReplicationGroup::Direct(port));
+  REQUIRE(connection.ok());
+  auto reply = (*connection)->Command({"LLEN", key});
+  REQUIRE(reply.ok());
+  return (*reply)->integer;
+}
+
+// Pushes until a push is stored (a failover refuses, or leaves
+// unconfirmed, the pushes that meet it), at most `limit`; the jid is kept
+// across attempts, so a push that landed unconfirmed is the same job.
+PushResult PushUntilStored(Client& client, Job job, std::chrono::seconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (true) {
+    Result<PushResult> pushed = client.Push(job);
+    REQUIRE(pushed.ok());
+    if (pushed->stored() || Clock::now() >= deadline) return *pushed;
+    job.jid = pushed->jid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+TEST_CASE("sentinel: a client pushes to the master the sentinels name, and follows a failover") {
+  ReplicationGroup group;
+  int first = group.MasterPort();
+  Result<std::unique_ptr<Client>> client = Client::Open(group.SentinelOptions());
+  REQUIRE(client.ok());
+  PushResult before = PushUntilStored(**client, Record("before"), std::chrono::seconds(1));
+  CHECK(before.outcome == PushOutcome::kAccepted);
+  CHECK(LengthOn(first, "queue:ha") == 1);
+  group.WaitInSync();
+
+  int second = group.Failover();
+  REQUIRE(second != first);
+  PushResult after = PushUntilStored(**client, Record("after"), std::chrono::seconds(20));
+  CHECK(after.outcome == PushOutcome::kAccepted);
+  // The new master has both: the first by replication, the second pushed.
+  CHECK(LengthOn(second, "queue:ha") == 2);
+}
+
+TEST_CASE("sentinel: every connection of the process follows the master when it moves") {
+  ReplicationGroup group(1, 1);
+  int master = group.MasterPort();
+  int replica = 0;
+  for (int port : group.DataPorts()) {
+    if (port != master) replica = port;
+  }
+  RedisOptions options = group.SentinelOptions();
+  auto connection = redis::Connection::Open(options);
+  REQUIRE(connection.ok());
+  REQUIRE((*connection)->Command({"SET", "k", "1"}).ok());
+  std::shared_ptr<redis::Discovery> discovery = redis::Discovery::For(options);
+  REQUIRE(discovery != nullptr);
+  uint64_t epoch = discovery->epoch();
+  // As if the sentinels announced the replica: the epoch moves, the
+  // connection reconnects before its next command, ROLE shows a replica,
+  // and the sentinels are asked again: the write still reaches the master.
+  discovery->Announce(redis::Endpoint{"127.0.0.1", replica, {}});
+  CHECK(discovery->epoch() == epoch + 1);
+  auto reply = (*connection)->Command({"SET", "k", "2"});
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  auto direct = redis::Connection::Open(ReplicationGroup::Direct(master));
+  REQUIRE(direct.ok());
+  auto value = (*direct)->Command({"GET", "k"});
+  REQUIRE(value.ok());
+  CHECK(std::string((*value)->str) == "2");
+}
+
+TEST_CASE("sentinel: no sentinel answers: the error names each one, without hanging") {
+  int a = testing::FreeLoopbackPort(), b = testing::FreeLoopbackPort();
+  Result<RedisOptions> options = RedisOptions::FromUrl(
+      "redis+sentinel://127.0.0.1:" + std::to_string(a) + ",127.0.0.1:" + std::to_string(b) +
+      "/mymaster?sentinel_timeout=300");
+  REQUIRE(options.ok());
+  auto start = Clock::now();
+  Result<std::unique_ptr<Client>> client = Client::Open(*options);
+  REQUIRE_FALSE(client.ok());
+  CHECK(Clock::now() - start < std::chrono::seconds(3));
+  std::string message = client.status().ToString();
+  CHECK(message.find("127.0.0.1:" + std::to_string(a)) != std::string::npos);
+  CHECK(message.find("127.0.0.1:" + std::to_string(b)) != std::string::npos);
+  CHECK(message.find("no sentinel named the master 'mymaster'") != std::string::npos);
+}
+
+TEST_CASE("sentinel: a master name the sentinels do not know is named in the error") {
+  ReplicationGroup group(0, 1);
+  Result<RedisOptions> options = RedisOptions::FromUrl(
+      "redis+sentinel://127.0.0.1:" + std::to_string(group.sentinel_ports()[0]) + "/othermaster");
+  REQUIRE(options.ok());
+  Result<std::unique_ptr<Client>> client = Client::Open(*options);
+  REQUIRE_FALSE(client.ok());
+  CHECK(client.status().ToString().find("does not know a master named 'othermaster'") !=
+        std::string::npos);
+}
+
+TEST_CASE("sentinel: an address that stays a replica fails after the ROLE checks, naming it") {
+  ReplicationGroup group(1, 0);
+  int replica = group.DataPorts()[1];
+  int sentinel = group.AddSentinel(replica);
+  Result<RedisOptions> options = RedisOptions::FromUrl(
+      "redis+sentinel://127.0.0.1:" + std::to_string(sentinel) + "/mymaster");
+  REQUIRE(options.ok());
+  auto start = Clock::now();
+  auto connection = redis::Connection::Open(*options);
+  REQUIRE_FALSE(connection.ok());
+  CHECK(Clock::now() - start < std::chrono::seconds(5));
+  std::string message = connection.status().ToString();
+  CHECK_MESSAGE(message.find("is not a master") != std::string::npos, message);
+  CHECK_MESSAGE(message.find("127.0.0.1:" + std::to_string(replica) + " (ROLE: slave) 3 times") !=
+                    std::string::npos,
+                message);
+  CHECK_MESSAGE(message.find("127.0.0.1:" + std::to_string(sentinel)) != std::string::npos,
+                message);
+}
+
+TEST_CASE("sentinel: a worker process follows failovers and runs every job") {
+  ReplicationGroup group;
+  std::string dir = std::filesystem::temp_directory_path() /
+                    ("reliableq-sentinel-worker-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string record_log = dir + "/executions.log";
+  testing::ChildProcess worker(
+      {testing::BuildPath("RELIABLEQ_BIN"), "worker", "--redis", group.SentinelUrl(), "-r",
+       testing::BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-q", "ha", "-c", "4",
+       "--heartbeat-interval", "0.25", "--heartbeat-ttl", "3"},
+      {"RELIABLEQ_DEMO_LOG=" + record_log}, dir + "/worker.log");
+  Result<std::unique_ptr<Client>> client = Client::Open(group.SentinelOptions());
+  REQUIRE(client.ok());
+  std::set<std::string> pushed;
+  auto push_some = [&](const std::string& tag) {
+    for (int i = 0; i < 20; ++i) {
+      PushResult result =
+          PushUntilStored(**client, Record(tag + std::to_string(i)), std::chrono::seconds(20));
+      REQUIRE_MESSAGE(result.stored(), result.reason.ToString());
+      pushed.insert(result.jid);
+    }
+  };
+  auto ran = [&] {
+    std::ifstream in(record_log);
+    std::set<std::string> jids;
+    for (std::string line; std::getline(in, line);) jids.insert(line);
+    return jids;
+  };
+  auto all_ran = [&] {
+    std::set<std::string> done = ran();
+    for (const std::string& jid : pushed) {
+      if (done.count(jid) == 0) return false;
+    }
+    return true;
+  };
+  push_some("a");
+  REQUIRE(testing::WaitUntil(all_ran, std::chrono::seconds(20)));
+  group.WaitInSync();
+  group.Failover();
+  // The worker heard the sentinels announce it (+switch-master), and moved.
+  CHECK_MESSAGE(testing::WaitUntil(
+      [&] { return worker.Log().find("sentinels switched master 'mymaster'") != std::string::npos; },
+      std::chrono::seconds(10)), worker.Log());
+  push_some("b");
+  REQUIRE_MESSAGE(testing::WaitUntil(all_ran, std::chrono::seconds(30)), worker.Log());
+  group.WaitInSync();
+  group.KillMaster();
+  push_some("c");
+  REQUIRE_MESSAGE(testing::WaitUntil(all_ran, std::chrono::seconds(30)), worker.Log());
+  CHECK(worker.running());
+  // Its working list on the master it ended on holds nothing it is not
+  // running: the reconcile after each move found nothing stranded.
+  std::string log = worker.Log();
+  CHECK(log.find("reconnected") != std::string::npos);
+  worker.Signal(SIGTERM);
+  CHECK(worker.Wait(std::chrono::seconds(15)).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace reliableq
