@@ -10,6 +10,7 @@
 #include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/server.h"
+#include "reliableq/spool.h"
 #include "reliableq/status.h"
 
 #endif  // RELIABLEQ_RELIABLEQ_H_

@@ -146,19 +146,43 @@ Status ParseHostPort(std::string_view url, std::string_view authority, std::stri
   return Status::OK();
 }
 
+// Splits rest = [userinfo@]authority[/path] into *authority and *path
+// (what follows the first '/'), parsing the user info into *options.
+Status SplitAuthority(std::string_view url, std::string_view rest, std::string_view* authority,
+                      std::string_view* path, RedisOptions* options) {
+  size_t slash = rest.find('/');
+  *authority = rest.substr(0, slash);
+  *path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  size_t at = authority->rfind('@');
+  if (at == std::string_view::npos) return Status::OK();
+  Status s = ParseUserInfo(url, authority->substr(0, at), options);
+  *authority = authority->substr(at + 1);
+  return s;
+}
+
+// Calls `take(key, value)` for each key=value of `query` (joined with '&')
+// until it returns an error.
+template <typename Take>
+Status ForEachParameter(std::string_view url, std::string_view query, const Take& take) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return Bad(url, "query parameter without '='");
+    Status s = take(pair.substr(0, eq), pair.substr(eq + 1));
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
 Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   RedisOptions options;
   // rest = [userinfo@]host[:port][/db]
-  size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    Status s = ParseUserInfo(url, authority.substr(0, at), &options);
-    if (!s.ok()) return s;
-    authority = authority.substr(at + 1);
-  }
-  Status s = ParseHostPort(url, authority, &options.host, &options.port);
+  std::string_view authority, path;
+  Status s = SplitAuthority(url, rest, &authority, &path, &options);
+  if (!s.ok()) return s;
+  s = ParseHostPort(url, authority, &options.host, &options.port);
   if (!s.ok()) return s;
   if (!path.empty() && !ParseInt(path, 0, 1 << 20, &options.db)) {
     return Bad(url, "database must be a non-negative number");
@@ -174,15 +198,9 @@ Result<RedisOptions> ParseSentinel(std::string_view url, std::string_view rest) 
     query = rest.substr(question + 1);
     rest = rest.substr(0, question);
   }
-  size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    Status s = ParseUserInfo(url, authority.substr(0, at), &options);
-    if (!s.ok()) return s;
-    authority = authority.substr(at + 1);
-  }
+  std::string_view authority, path;
+  Status parsed = SplitAuthority(url, rest, &authority, &path, &options);
+  if (!parsed.ok()) return parsed;
   while (true) {
     size_t comma = authority.find(',');
     RedisSentinelOptions::Address address;
@@ -202,27 +220,24 @@ Result<RedisOptions> ParseSentinel(std::string_view url, std::string_view rest) 
       !ParseInt(path.substr(db_slash + 1), 0, 1 << 20, &options.db)) {
     return Bad(url, "database must be a non-negative number");
   }
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
-    size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) return Bad(url, "query parameter without '='");
-    std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
+  parsed = ForEachParameter(url, query, [&](std::string_view key, std::string_view value) {
+    RedisSentinelOptions& sentinel = options.sentinel;
     if (key == "sentinel_password") {
-      if (!PercentDecode(value, &options.sentinel.password)) return Bad(url, "malformed password");
+      if (!PercentDecode(value, &sentinel.password)) return Bad(url, "malformed password");
     } else if (key == "sentinel_username") {
-      if (!PercentDecode(value, &options.sentinel.username)) return Bad(url, "malformed username");
+      if (!PercentDecode(value, &sentinel.username)) return Bad(url, "malformed username");
     } else if (key == "sentinel_timeout") {
       int ms = 0;
       if (!ParseInt(value, 1, 600000, &ms)) {
         return Bad(url, "sentinel_timeout must be a number of milliseconds from 1 to 600000");
       }
-      options.sentinel.timeout = std::chrono::milliseconds(ms);
+      sentinel.timeout = std::chrono::milliseconds(ms);
     } else {
       return Bad(url, "unknown parameter '" + std::string(key) + "'");
     }
-  }
+    return Status::OK();
+  });
+  if (!parsed.ok()) return parsed;
   return options;
 }
 
@@ -235,26 +250,22 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
   }
   options.unix_path = std::string(path);
   if (question == std::string_view::npos) return options;
-  std::string_view query = rest.substr(question + 1);
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
-    size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) return Bad(url, "query parameter without '='");
-    std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
-    if (key == "db") {
-      if (!ParseInt(value, 0, 1 << 20, &options.db)) {
-        return Bad(url, "db must be a non-negative number");
-      }
-    } else if (key == "password") {
-      if (!PercentDecode(value, &options.password)) return Bad(url, "malformed password");
-    } else if (key == "username" || key == "user") {
-      if (!PercentDecode(value, &options.username)) return Bad(url, "malformed username");
-    } else {
-      return Bad(url, "unknown parameter '" + std::string(key) + "'");
-    }
-  }
+  Status parsed = ForEachParameter(
+      url, rest.substr(question + 1), [&](std::string_view key, std::string_view value) {
+        if (key == "db") {
+          if (!ParseInt(value, 0, 1 << 20, &options.db)) {
+            return Bad(url, "db must be a non-negative number");
+          }
+        } else if (key == "password") {
+          if (!PercentDecode(value, &options.password)) return Bad(url, "malformed password");
+        } else if (key == "username" || key == "user") {
+          if (!PercentDecode(value, &options.username)) return Bad(url, "malformed username");
+        } else {
+          return Bad(url, "unknown parameter '" + std::string(key) + "'");
+        }
+        return Status::OK();
+      });
+  if (!parsed.ok()) return parsed;
   return options;
 }
 
