@@ -25,6 +25,7 @@ TEST_CASE("error replies map by their first word") {
   CHECK(FromErrorReply("RQ_INVALID queue is empty").IsInvalidArgument());
   CHECK(FromErrorReply("LOADING Redis is loading the dataset in memory").IsRetryable());
   CHECK(FromErrorReply("READONLY You can't write against a read only replica.").IsIoError());
+  CHECK(FromErrorReply("NOREPLICAS Not enough good replicas to write.").IsIoError());
   CHECK(FromErrorReply("BUSY Redis is busy running a script.").IsTimeout());
   CHECK(FromErrorReply("WRONGPASS invalid username-password pair").IsInvalidArgument());
   Status script = FromErrorReply("ERR user_script:3: attempt to index a nil value");

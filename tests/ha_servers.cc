@@ -118,7 +118,9 @@ void ReplicationGroup::StartData(Server* server, int replica_of) {
   std::filesystem::create_directories(dir);
   std::vector<std::string> argv = {Program("redis-server"), "--port", port, "--bind",
                                    "127.0.0.1", "--dir", dir, "--save", "", "--appendonly",
-                                   "yes", "--appendfsync", "always", "--daemonize", "no"};
+                                   "yes", "--appendfsync", "always", "--daemonize", "no",
+                                   // A full sync starts at once, not after 5 s.
+                                   "--repl-diskless-sync-delay", "0"};
   if (replica_of != 0) {
     argv.insert(argv.end(), {"--replicaof", "127.0.0.1", std::to_string(replica_of)});
   }

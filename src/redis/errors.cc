@@ -47,8 +47,8 @@ Status FromErrorReply(std::string_view text) {
     std::string rest(text.substr(std::min(text.size(), word.size() + 1)));
     return word == "RQ_NOTFOUND" ? Status::NotFound(rest) : Status::InvalidArgument(rest);
   }
-  static constexpr std::array<std::string_view, 5> kUnavailable = {
-      "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"};
+  static constexpr std::array<std::string_view, 6> kUnavailable = {
+      "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"};
   for (std::string_view w : kUnavailable) {
     if (word == w) return Status::IoError("Redis cannot serve now: " + message);
   }

@@ -27,8 +27,9 @@ Status FromTransportError(int err, std::string_view errstr, const std::string& w
 //   NOSCRIPT            kScript (see IsNoScript)
 //   RQ_NOTFOUND         kNotFound      (our scripts' own prefixes)
 //   RQ_INVALID          kInvalidArgument
-//   LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN
-//                       kIoError (the server cannot serve now; retry later)
+//   LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOREPLICAS
+//                       kIoError (the server cannot serve now; retry later;
+//                       NOREPLICAS: min-replicas-to-write is not met)
 //   BUSY                kTimeout (a script is running too long)
 //   NOAUTH, WRONGPASS, NOPERM
 //                       kInvalidArgument (fix the credentials)
