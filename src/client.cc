@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "redis/errors.h"
 #include "redis/reply.h"
 #include "script_calls.h"
+#include "spool/client_spool.h"
 
 namespace reliableq {
 
@@ -51,14 +53,31 @@ struct Encoded {
   bool stopped = false;  // a middleware stopped the push
 };
 
+// What the WAIT at the end of a round trip says about the writes before it:
+// how many replicas confirmed them (set only when at least wait_replicas
+// did), or why they are not confirmed (fewer did in time, WAIT failed or
+// its reply was lost). Both stay unset without wait_replicas.
+struct Confirmation {
+  int replicas = 0;
+  Status unconfirmed;
+};
+
 // A call to Redis: its Status, and whether a failed call may have run. That
 // alone decides between kNotConfirmed (written, no reply) and kRefused (not
 // sent, or answered with an error: push.lua and schedule.lua then wrote
-// nothing).
+// nothing). A call that succeeded carries its round trip's Confirmation.
 struct Attempt {
+  Attempt() = default;
+  Attempt(Status status, bool maybe_run, redis::ReplyPtr reply, Confirmation confirmation = {})
+      : status(std::move(status)),
+        maybe_run(maybe_run),
+        reply(std::move(reply)),
+        confirmation(std::move(confirmation)) {}
+
   Status status;
   bool maybe_run = false;
   redis::ReplyPtr reply;  // when status is OK
+  Confirmation confirmation;
 };
 
 PushResult Accepted(std::string jid) {
@@ -80,7 +99,19 @@ PushResult Failed(PushOutcome outcome, std::string jid, Status reason) {
 // failure's reason gets context() in front (built only then).
 template <typename Context>
 PushResult FromAttempt(const Attempt& attempt, const Context& context, std::string jid) {
-  if (attempt.status.ok()) return Accepted(std::move(jid));
+  if (attempt.status.ok()) {
+    const Confirmation& confirmation = attempt.confirmation;
+    if (!confirmation.unconfirmed.ok()) {
+      return Failed(PushOutcome::kNotConfirmed, std::move(jid),
+                    confirmation.unconfirmed.WithContext(context()));
+    }
+    PushResult result = Accepted(std::move(jid));
+    if (confirmation.replicas > 0) {
+      result.outcome = PushOutcome::kReplicated;
+      result.replicas = confirmation.replicas;
+    }
+    return result;
+  }
   PushOutcome outcome =
       attempt.maybe_run ? PushOutcome::kNotConfirmed : PushOutcome::kRefused;
   return Failed(outcome, std::move(jid), attempt.status.WithContext(context()));
@@ -89,6 +120,18 @@ PushResult FromAttempt(const Attempt& attempt, const Context& context, std::stri
 PushResult Stopped(std::string jid) {
   return Failed(PushOutcome::kRefused, std::move(jid),
                 Status::Refused("stopped by client middleware"));
+}
+
+// `WAIT <wait_replicas> <wait_timeout>` in Redis's protocol, written after
+// the calls of every round trip; empty when wait_replicas is 0.
+std::string WaitWire(const ClientOptions& options) {
+  std::string wire;
+  if (options.wait_replicas <= 0) return wire;
+  std::string replicas = std::to_string(options.wait_replicas);
+  std::string timeout = std::to_string(options.wait_timeout.count());
+  std::string_view argv[] = {"WAIT", replicas, timeout};
+  redis::AppendCommand(&wire, argv, 3);
+  return wire;
 }
 
 // One script call on its way to Redis: encoded by its caller, written by
@@ -143,25 +186,35 @@ class Pending {
 
 class ClientImpl : public Client {
  public:
-  ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options)
+  ClientImpl(std::unique_ptr<redis::Connection> connection, ClientOptions options,
+             std::unique_ptr<spool::ClientSpool> spool)
       : connection_(std::move(connection)),
+        spool_(std::move(spool)),
         options_(std::move(options)),
         keys_(options_.prefix),
-        clock_(options_.clock ? options_.clock : SystemClock()) {}
+        clock_(options_.clock ? options_.clock : SystemClock()),
+        wait_wire_(WaitWire(options_)) {}
 
   Result<PushResult> Push(const Job& job) override {
     double now = clock_->Now();
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
+    // The spool's copy, taken before the payload moves into the call.
+    std::optional<spool::SpooledJob> spooled = ForSpool(*encoded, std::nullopt);
+    if (spooled && spool_->bypass()) {
+      return spool_->Instead(std::move(encoded->jid), std::move(*spooled));
+    }
     std::vector<QueuePush> pushes;
     pushes.push_back({encoded->queue, {}});
     pushes.back().payloads.push_back(std::move(encoded->payload));
     Pending pending(PushCall(keys_, std::move(pushes)));
     Attempt attempt = Run(&pending);
-    return FromAttempt(
-        attempt, [&] { return "push to " + Keys::Queue(encoded->queue); },
-        std::move(encoded->jid));
+    return Spooling(
+        FromAttempt(
+            attempt, [&] { return "push to " + Keys::Queue(encoded->queue); },
+            std::move(encoded->jid)),
+        std::move(spooled));
   }
 
   Result<std::vector<PushResult>> PushBulk(const std::vector<Job>& jobs) override {
@@ -176,11 +229,17 @@ class ClientImpl : public Client {
     }
 
     std::vector<PushResult> results(jobs.size());
-    // Set by the first batch that is not accepted: what every later job is
-    // refused with.
+    // Set by the first batch that is not stored (a replica shortfall
+    // included): what every later job is refused with.
     std::optional<Status> not_sent;
     for (size_t begin = 0; begin < jobs.size(); begin += kBatchSize) {
       size_t end = std::min(jobs.size(), begin + kBatchSize);
+      // The spool's copies of the batch, taken before the payloads move
+      // into the call.
+      std::vector<spool::SpooledJob> spooled;
+      for (size_t i = begin; spool_ && i < end; ++i) {
+        if (!encoded[i].stopped) spooled.push_back(*ForSpool(encoded[i], std::nullopt));
+      }
       // Queues in the order they first appear, each with its payloads in
       // input order (the first given is taken first). The payloads move
       // into the call: nothing reads them afterwards.
@@ -198,6 +257,8 @@ class ClientImpl : public Client {
       PushResult batch;
       if (not_sent) {
         batch = Failed(PushOutcome::kRefused, {}, *not_sent);
+      } else if (!pushes.empty() && spool_ && spool_->bypass()) {
+        batch = spool_->Instead({}, std::move(spooled));
       } else if (!pushes.empty()) {
         Pending pending(PushCall(keys_, std::move(pushes)));
         batch = FromAttempt(
@@ -207,7 +268,8 @@ class ClientImpl : public Client {
                      std::to_string(end - 1);
             },
             {});
-        if (batch.outcome != PushOutcome::kAccepted) {
+        batch = Spooling(std::move(batch), std::move(spooled));
+        if (!batch.stored()) {
           not_sent = batch.reason.WithContext(std::string("not sent: an earlier batch was ") +
                                               PushOutcomeName(batch.outcome));
         }
@@ -234,18 +296,28 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, std::nullopt);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
+    std::optional<spool::SpooledJob> spooled = ForSpool(*encoded, epoch_seconds);
+    if (spooled && spool_->bypass()) {
+      return spool_->Instead(std::move(encoded->jid), std::move(*spooled));
+    }
     Pending pending(ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
     Attempt attempt = Run(&pending);
     if (!attempt.status.ok()) {
-      return FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid));
+      return Spooling(
+          FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid)),
+          std::move(spooled));
     }
     if (attempt.reply->type != REDIS_REPLY_INTEGER) {
       // Redis ran something and answered oddly: the job may be stored.
-      return Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid),
-                    Status::Protocol(std::string("schedule.lua answered ") +
-                                     redis::TypeName(attempt.reply.get())));
+      return Spooling(
+          Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid),
+                 Status::Protocol(std::string("schedule.lua answered ") +
+                                  redis::TypeName(attempt.reply.get()))),
+          std::move(spooled));
     }
-    return Accepted(std::move(encoded->jid));
+    return Spooling(
+        FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid)),
+        std::move(spooled));
   }
 
   Result<PushResult> PushIn(const Job& job, double seconds) override {
@@ -256,6 +328,28 @@ class ClientImpl : public Client {
   }
 
  private:
+  // The spool's copy of a job about to be pushed (`at`: scheduled for
+  // then), its payload and queue exactly as the push sends them; nullopt
+  // without a spool.
+  std::optional<spool::SpooledJob> ForSpool(const Encoded& encoded,
+                                            std::optional<double> at) const {
+    if (!spool_) return std::nullopt;
+    spool::SpooledJob job;
+    job.kind = at ? spool::SpooledJob::Kind::kSchedule : spool::SpooledJob::Kind::kPush;
+    job.at = at.value_or(0);
+    job.queue = encoded.queue;
+    job.jid = encoded.jid;
+    job.payload = encoded.payload;
+    return job;
+  }
+
+  // With a spool: `result`, or kSpooled when it says Redis could not be
+  // reached and the jobs it was for are on disk (ClientSpool::AfterPush).
+  template <typename Jobs>
+  PushResult Spooling(PushResult result, Jobs jobs) {
+    return spool_ ? spool_->AfterPush(std::move(result), std::move(jobs)) : result;
+  }
+
   // The job's JSON after the middleware chain, and the queue it names then.
   // A stopped job keeps the jid it had when it was stopped.
   Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
@@ -386,18 +480,29 @@ class ClientImpl : public Client {
       ends_.push_back(wire_.size());
     }
     std::string_view wire;
-    if (load.empty() && calls.size() == 1) {
+    const bool wait = !wait_wire_.empty();
+    if (load.empty() && calls.size() == 1 && !wait) {
       wire = calls[0]->wire;  // a bulk batch: no copy
       ends_.push_back(wire.size());
     } else {
+      // With WAIT a bulk batch is copied too: a memcpy is small beside the
+      // wait for a replica.
       for (const Pending* p : calls) {
         wire_ += p->wire;
+        ends_.push_back(wire_.size());
+      }
+      if (wait) {
+        // One WAIT after every call of the round trip: it counts the
+        // replicas that have every write this connection made before it.
+        wire_ += wait_wire_;
         ends_.push_back(wire_.size());
       }
       wire = wire_;
     }
     size_t written = 0;
     Status sent = connection_->Send(wire, ends_, &replies_, &written, while_redis_works);
+    Confirmation confirmation;
+    if (wait) confirmation = Confirm(load.size() + calls.size(), sent);
     std::vector<Pending*> noscript;
     for (size_t i = 0; i < calls.size(); ++i) {
       Pending* p = calls[i];
@@ -406,7 +511,7 @@ class ClientImpl : public Client {
       if (at < replies_.size()) {
         redis::ReplyPtr& reply = replies_[at];
         if (reply->type != REDIS_REPLY_ERROR) {
-          attempt = {Status::OK(), false, std::move(reply)};
+          attempt = {Status::OK(), false, std::move(reply), confirmation};
           continue;
         }
         attempt = {redis::FromErrorReply(redis::View(reply.get())), false, nullptr};
@@ -420,10 +525,47 @@ class ClientImpl : public Client {
     return noscript;
   }
 
+  // What the round trip's WAIT, reply `at` of replies_, says about the
+  // writes before it; `sent` is how the round trip ended.
+  Confirmation Confirm(size_t at, const Status& sent) const {
+    Confirmation out;
+    if (at >= replies_.size()) {
+      // The calls' replies came and WAIT's did not: what they stored is on
+      // the master, and whether a replica has it is unknown.
+      Status why = sent.ok() ? Status::Protocol("no reply to WAIT") : sent;
+      out.unconfirmed = why.WithContext("stored on the master, but WAIT's reply was lost");
+      return out;
+    }
+    const redisReply* reply = replies_[at].get();
+    if (reply->type == REDIS_REPLY_ERROR) {
+      // For example a managed Redis that refuses WAIT, or a replica
+      // (writable, or just demoted) that cannot run it.
+      out.unconfirmed = redis::FromErrorReply(redis::View(reply))
+                            .WithContext("stored on the master, but WAIT failed");
+      return out;
+    }
+    if (reply->type != REDIS_REPLY_INTEGER) {
+      out.unconfirmed = Status::Protocol(std::string("stored on the master, but WAIT answered ") +
+                                         redis::TypeName(reply));
+      return out;
+    }
+    if (reply->integer >= options_.wait_replicas) {
+      out.replicas = static_cast<int>(std::min<long long>(reply->integer, INT_MAX));
+      return out;
+    }
+    out.unconfirmed = Status::Timeout(
+        "stored on the master, but only " + std::to_string(reply->integer) + " of " +
+        std::to_string(options_.wait_replicas) + " replicas confirmed it within " +
+        std::to_string(options_.wait_timeout.count()) + " ms");
+    return out;
+  }
+
   std::unique_ptr<redis::Connection> connection_;  // used only while writing_
+  std::unique_ptr<spool::ClientSpool> spool_;  // null without spool_dir
   const ClientOptions options_;
   const Keys keys_;
   const std::shared_ptr<const Clock> clock_;
+  const std::string wait_wire_;  // WaitWire(options_)
 
   std::mutex mu_;
   std::vector<Pending*> queue_;  // guarded by mu_: calls waiting to be written
@@ -436,16 +578,49 @@ class ClientImpl : public Client {
   std::vector<redis::ReplyPtr> replies_;
 };
 
+// Checks wait_replicas and wait_timeout, and returns `options` with the
+// command timeout lengthened by wait_timeout when the client waits for
+// replicas: a round trip's last reply, WAIT's, may come that much later
+// than the replies before it, and the connection takes a reply that is
+// later than its command timeout for a broken Redis.
+Result<RedisOptions> WaitOptions(const RedisOptions& options, const ClientOptions& client) {
+  if (client.wait_replicas < 0) {
+    return Status::InvalidArgument("wait_replicas is " + std::to_string(client.wait_replicas) +
+                                   ": it must be 0 (off) or the number of replicas to wait for");
+  }
+  if (client.wait_timeout.count() <= 0) {
+    return Status::InvalidArgument("wait_timeout is " +
+                                   std::to_string(client.wait_timeout.count()) +
+                                   " ms: it must be more than 0 (WAIT 0 would wait forever)");
+  }
+  RedisOptions out = options;
+  if (client.wait_replicas > 0) out.command_timeout += client.wait_timeout;
+  return out;
+}
+
 }  // namespace
 
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
                                              ClientOptions client_options) {
-  Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
+  Result<RedisOptions> connection_options = WaitOptions(options, client_options);
+  if (!connection_options.ok()) return connection_options.status();
+  std::unique_ptr<spool::ClientSpool> spool;
+  if (!client_options.spool_dir.empty()) {
+    Result<std::unique_ptr<spool::ClientSpool>> opened =
+        spool::ClientSpool::Open(*connection_options, spool::SpoolOptionsOf(client_options));
+    if (!opened.ok()) return opened.status();
+    spool = std::move(opened.value());
+  }
+  // With a spool the Client must start while Redis is down: its first push
+  // connects, and one that cannot is spooled.
+  Result<std::unique_ptr<redis::Connection>> connection =
+      spool ? redis::Connection::Create(*connection_options)
+            : redis::Connection::Open(*connection_options);
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Client>(
-      new ClientImpl(std::move(connection.value()), std::move(client_options)));
+  return std::unique_ptr<Client>(new ClientImpl(std::move(connection.value()),
+                                                std::move(client_options), std::move(spool)));
 }
 
 }  // namespace reliableq

@@ -27,6 +27,12 @@
 // - Everything that happens once a push is attempted is a PushResult (see
 //   push_result.h for what the caller may do after each outcome):
 //     stored                              kAccepted, with the jid
+//     stored, and wait_replicas replicas  kReplicated, with their count
+//     confirmed it (WAIT)
+//     stored, fewer replicas confirmed    kNotConfirmed, reason kTimeout
+//     it in time, or WAIT failed          ("only 0 of 1 replicas ..."), or
+//                                         WAIT's error: it may be lost in a
+//                                         failover
 //     Redis answered with an error        kRefused, reason as Redis said it
 //                                         (kScript; kIoError for LOADING or
 //                                         READONLY, kTimeout for BUSY)
@@ -34,6 +40,9 @@
 //     sent, and the reply was lost        kNotConfirmed, reason the transport
 //                                         error: it may or may not be stored
 //     a client middleware stopped it      kRefused, reason kRefused
+//     with spool_dir: could not reach     kSpooled, once on disk (see
+//     Redis (kNotConfirmed, or kRefused   ClientOptions::spool_dir)
+//     with kIoError/kTimeout)
 //
 // A lost reply is never resent by the client: a retry belongs to the caller,
 // who pushes again under the same jid.
@@ -49,6 +58,8 @@
 
 #include <rapidjson/document.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -81,12 +92,65 @@ struct ClientOptions {
   // The prefix of reliableq's own keys, as in ServerOptions: the wake-up
   // signals go to the channels the workers of that prefix listen to.
   std::string prefix = "reliableq:";
+  // Replica acknowledgement. 0 (the default): a push is kAccepted once the
+  // master stored it, and asynchronous replication may lose it in a
+  // failover. N > 0: every round trip of the client (one group of calls,
+  // see "Thread safety" above; one batch of a bulk push) ends with one
+  // `WAIT N wait_timeout`, and each push in it that Redis stored is
+  // kReplicated, with `replicas` set to WAIT's count, once WAIT reports at
+  // least N replicas have it; otherwise it is kNotConfirmed: stored on the
+  // master but confirmed by fewer replicas within wait_timeout (or WAIT
+  // failed, say on a managed Redis that refuses it), so a failover may lose
+  // it: push it again under the same jid. Which N survives what under
+  // Sentinel: reliableq-schema(7), "Replica acknowledgement". Negative is
+  // kInvalidArgument at Open.
+  int wait_replicas = 0;
+  // How long WAIT waits for the replicas: more than 0 (kInvalidArgument at
+  // Open otherwise; WAIT 0 would wait forever). With wait_replicas > 0 the
+  // connection's command_timeout is lengthened by this much, so that a WAIT
+  // that waits is not taken for a Redis that stopped answering.
+  std::chrono::milliseconds wait_timeout{1000};
+  // The durable spool. Empty (the default): none. A directory: a push
+  // (Push, PushAt, PushIn, each batch of PushBulk) that cannot reach Redis
+  // is written to a journal file there, on disk (fdatasync) before it
+  // returns, and is kSpooled with its jid; a thread of the Client pushes
+  // it to Redis (the same jid and payload, with the same script) as soon as
+  // Redis answers. "Cannot reach" means: a kNotConfirmed push, and a push
+  // kRefused with reason kIoError or kTimeout (no connection, a timeout,
+  // LOADING, READONLY, MASTERDOWN, BUSY, ...). Never spooled: a push Redis
+  // refused with an error that is the job's or the data's fault (kScript,
+  // say WRONGTYPE at its queue's key), a push a middleware stopped, and
+  // invalid input: those would be refused again. After one push found Redis
+  // unreachable, later pushes go straight to the spool, without trying
+  // Redis, until the spool's thread has seen Redis answer (it tries every
+  // 100 ms to 1 s): an outage costs the producer one timeout, not one per
+  // push. The directory is created if missing; Open fails (kIoError) when
+  // it cannot be created or written. With a spool, Open does not need Redis
+  // to be up.
+  //
+  // The Client also drains the journals that Clients that are gone left in
+  // the directory (a crash, or Redis away until they were destroyed). Any
+  // number of processes may share the directory: each writes its own file,
+  // locked while it lives. Use a local filesystem (flock), and one directory
+  // per Redis: a drain pushes to the Redis of whoever drains. What a drain
+  // does with a job already in Redis or one Redis refuses: spool.h.
+  std::string spool_dir;
+  // The most bytes the files of spool_dir may take, all processes' files
+  // together (others' as last listed, at most a second ago). A push that
+  // would go over is not spooled: it keeps the outcome it had (kRefused, or
+  // kNotConfirmed when it may have landed), with the reason "spool DIR is
+  // full: N bytes of M" (kIoError).
+  uint64_t spool_max_bytes = uint64_t{1} << 30;
 };
 
 class Client {
  public:
   // Connects (within options.connect_timeout). Fails with kIoError or
-  // kTimeout naming where it tried.
+  // kTimeout naming where it tried. With ClientOptions::spool_dir it does
+  // not connect (the first push does) and does not fail for Redis: it
+  // creates the directory and starts the spool's thread, and fails only
+  // when the directory cannot be used (kIoError naming it) or for invalid
+  // options (kInvalidArgument).
   //
   // Side effect: if SIGPIPE still has its default action, it is set to
   // ignored. The connection writes with write(2), and a write to a socket
@@ -96,6 +160,9 @@ class Client {
   static Result<std::unique_ptr<Client>> Open(const RedisOptions& options,
                                               ClientOptions client_options = {});
 
+  // With a spool, stops its thread (between two round trips; one under way
+  // ends within the connection's timeouts). Jobs still spooled stay in the
+  // directory, for the next Client (or `reliableq spool drain`) to push.
   virtual ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -112,10 +179,12 @@ class Client {
   //
   // The jobs go in batches of up to 1,000 jobs, each one push.lua call in
   // one round trip, all or nothing; every job of a batch gets that batch's
-  // outcome. After the first batch that is not accepted, no further batch
-  // is sent: their jobs are kRefused with the reason "not sent: an earlier
-  // batch was <outcome>: <its reason>", keeping that reason's code. A job a
-  // middleware stopped is kRefused with reason kRefused, wherever it is.
+  // outcome (with wait_replicas, each batch ends with its own WAIT). After
+  // the first batch that is not stored (accepted or replicated), no further
+  // batch is sent: their jobs are kRefused with the reason "not sent: an
+  // earlier batch was <outcome>: <its reason>", keeping that reason's code.
+  // A job a middleware stopped is kRefused with reason kRefused, wherever it
+  // is.
   virtual Result<std::vector<PushResult>> PushBulk(const std::vector<Job>& jobs) = 0;
 
   // Schedules a job to run at `epoch_seconds` (ZADD schedule). A time that

@@ -13,10 +13,13 @@
 //   not confirmed
 //       The push was sent and no reply came (a timeout, a broken
 //       connection): the job may or may not be stored, and may already be
-//       running. To try again, push it with the SAME jid (set Job::jid to
-//       `result.jid`): at worst the same job is stored twice and runs twice
-//       (at-least-once, as always), never two different jobs. Pushing it
-//       without that jid risks two different jobs for one intent.
+//       running. Or, with ClientOptions::wait_replicas, the master stored it
+//       but fewer replicas than asked confirmed it in time (or WAIT failed):
+//       a failover may lose it. To try again, push it with the SAME jid
+//       (set Job::jid to `result.jid`): at worst the same job is stored
+//       twice and runs twice (at-least-once, as always), never two different
+//       jobs. Pushing it without that jid risks two different jobs for one
+//       intent.
 //
 //   refused
 //       Nothing was stored. Pushing it again is safe, and succeeds once the
@@ -33,8 +36,15 @@
 //                             refused again.
 //         other codes         as Status documents them.
 //
-// kReplicated and kSpooled are not produced yet: they are reserved for
-// pushes confirmed by replicas (WAIT) and for a durable client spool.
+// kReplicated comes only from a client with ClientOptions::wait_replicas
+// set (WAIT). kSpooled comes only from a client with
+// ClientOptions::spool_dir: the push could not reach Redis (it would have
+// been not confirmed, or refused with kIoError or kTimeout), and the job is
+// on this host's disk; the client pushes it, same jid and payload, once
+// Redis answers. A job that was not confirmed before it was spooled may be
+// stored twice (and run twice), never not at all. With a spool, a push
+// that cannot reach Redis is refused or not confirmed only when the spool
+// cannot take it either (full, or a disk error): the reason then says both.
 //
 // Thread safety: plain values.
 
@@ -51,13 +61,16 @@ enum class PushOutcome {
   // Redis stored it: one atomic script put the job in its queue (and its
   // queue in `queues`), or in the schedule. No replica has confirmed it yet.
   kAccepted,
-  // Stored, and `replicas` replicas confirmed it (WAIT). Not produced yet.
+  // Stored, and `replicas` replicas (at least ClientOptions::wait_replicas)
+  // confirmed it (WAIT).
   kReplicated,
   // Sent, but no reply came (timeout, broken connection): it may or may not
-  // be stored. `reason` is the transport error.
+  // be stored. `reason` is the transport error. Or stored on the master but
+  // not confirmed by enough replicas: `reason` is kTimeout ("only 0 of 1
+  // replicas confirmed it within 1000 ms") or WAIT's error.
   kNotConfirmed,
-  // Written to this host's durable spool, to be pushed later with the same
-  // jid. Not produced yet.
+  // Written to this host's durable spool (ClientOptions::spool_dir), on
+  // disk, to be pushed later with the same jid and payload.
   kSpooled,
   // Definitely not stored; `reason` says why.
   kRefused,

@@ -4,7 +4,8 @@
 // here; tools/bench only orchestrates the runs.
 //
 //   reliableq-bench push     --redis URL --jobs N [--queues a,b] [--class C]
-//                            [--single --threads T]
+//                            [--single --threads T [--shared-client]]
+//                            [--wait-replicas N [--wait-timeout MS]]
 //   reliableq-bench drain    --redis URL [--queues a,b] [--done-key K] [--log FILE]
 //                            -- WORKER...
 //   reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]
@@ -48,7 +49,8 @@ namespace {
 
 constexpr const char kUsage[] =
     "usage: reliableq-bench push     --redis URL --jobs N [--queues Q1,Q2...] [--class CLASS]\n"
-    "                                [--single --threads T]\n"
+    "                                [--single --threads T [--shared-client]]\n"
+    "                                [--wait-replicas N [--wait-timeout MS]]\n"
     "       reliableq-bench drain    --redis URL [--queues Q1,Q2...] [--poll-us US]\n"
     "                                [--done-key KEY] [--timeout SEC] [--log FILE]\n"
     "                                -- WORKER COMMAND...\n"
@@ -80,6 +82,21 @@ Result<double> AveragePayloadBytes(redis::Connection* redis, const std::string& 
   return bytes / static_cast<double>(reply->elements);
 }
 
+// Sets replica acknowledgement on `options`; false when this build's
+// client has none. ClientOptions::wait_replicas came with issue 16, and the
+// load generator also builds against older revisions (tools/bench
+// --baseline), hence the template.
+template <typename Options>
+bool SetWaitReplicas(Options* options, int replicas, milliseconds timeout) {
+  if constexpr (requires { options->wait_replicas; options->wait_timeout; }) {
+    options->wait_replicas = replicas;
+    options->wait_timeout = timeout;
+    return true;
+  } else {
+    return false;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -94,6 +111,20 @@ int RunPush(const Flags& flags) {
   std::string job_class = flags.Get("class", "NoopJob");
   bool single = flags.Has("single");
   int threads = static_cast<int>(flags.Int("threads", 1, 1));
+  // All threads on one Client, whose round trips then carry many threads'
+  // pushes (and, with --wait-replicas, one WAIT for all of them).
+  bool shared = flags.Has("shared-client");
+  // With --wait-replicas every round trip ends with a WAIT, and every push
+  // must come back replicated (a push that is not fails the run).
+  int wait_replicas = static_cast<int>(flags.Int("wait-replicas", 0, 0));
+  ClientOptions client_options;
+  if (wait_replicas > 0 &&
+      !SetWaitReplicas(&client_options, wait_replicas,
+                       milliseconds(flags.Int("wait-timeout", 5000, 1)))) {
+    return Fail(Status::InvalidArgument("this build's client cannot wait for replicas"),
+                "--wait-replicas");
+  }
+  std::atomic<int64_t> replicated{0};
   Progress progress;
 
   // Job i goes to queue i mod #queues; the jobs differ only by their jid,
@@ -110,7 +141,7 @@ int RunPush(const Flags& flags) {
   std::mutex error_mu;
   double seconds = 0;
   if (!single) {
-    Result<std::unique_ptr<Client>> client = Client::Open(*options);
+    Result<std::unique_ptr<Client>> client = Client::Open(*options, client_options);
     if (!client.ok()) return Fail(client.status(), "connect");
     // PushBulk is called with chunks of this many jobs, so that a million
     // jobs never sit in memory at once; it sends 1,000 per round trip.
@@ -122,18 +153,23 @@ int RunPush(const Flags& flags) {
       if (g_interrupted) return 130;
       int64_t n = std::min<int64_t>(kChunk, total - pushed);
       if (static_cast<int64_t>(chunk.size()) > n) chunk.resize(static_cast<size_t>(n));
-      Status pushed_chunk = PushFailure((*client)->PushBulk(chunk));
+      Result<std::vector<PushResult>> results = (*client)->PushBulk(chunk);
+      Status pushed_chunk = PushFailure(results);
       if (!pushed_chunk.ok()) return Fail(pushed_chunk, "PushBulk");
+      for (const PushResult& one : *results) {
+        if (one.outcome == PushOutcome::kReplicated) ++replicated;
+      }
       pushed += n;
       progress.Show("pushed " + std::to_string(pushed.load()) + "/" + std::to_string(total));
     }
     seconds = Seconds(Clock::now() - start);
   } else {
-    // One client (one connection) per thread, all opened before the clock
-    // starts; the threads then start together.
+    // One client (one connection) per thread, or one for all with
+    // --shared-client, all opened before the clock starts; the threads then
+    // start together.
     std::vector<std::unique_ptr<Client>> clients;
-    for (int t = 0; t < threads; ++t) {
-      Result<std::unique_ptr<Client>> client = Client::Open(*options);
+    for (int t = 0; t < (shared ? 1 : threads); ++t) {
+      Result<std::unique_ptr<Client>> client = Client::Open(*options, client_options);
       if (!client.ok()) return Fail(client.status(), "connect");
       clients.push_back(std::move(client.value()));
     }
@@ -149,12 +185,15 @@ int RunPush(const Flags& flags) {
           go_cv.wait(lock, [&] { return go; });
         }
         for (int64_t i = 0; i < share && !g_interrupted; ++i) {
-          Status pushed_one = PushFailure(clients[static_cast<size_t>(t)]->Push(make_job(i)));
+          Client& client = *clients[shared ? 0 : static_cast<size_t>(t)];
+          Result<PushResult> result = client.Push(make_job(i));
+          Status pushed_one = PushFailure(result);
           if (!pushed_one.ok()) {
             std::lock_guard<std::mutex> lock(error_mu);
             if (first_error.ok()) first_error = pushed_one;
             return;
           }
+          if (result->outcome == PushOutcome::kReplicated) ++replicated;
           ++pushed;
         }
       });
@@ -196,6 +235,9 @@ int RunPush(const Flags& flags) {
       .Add("seconds", seconds)
       .Add("jobs_per_sec", total / seconds)
       .Add("payload_bytes", *payload)
+      .AddBool("shared_client", single && shared)
+      .Add("wait_replicas", static_cast<int64_t>(wait_replicas))
+      .Add("replicated", replicated.load())
       .Print();
   return 0;
 }

@@ -40,7 +40,8 @@ double Seconds(Clock::duration d);
 // The system clock as float epoch seconds, as job timestamps are written.
 double EpochNow();
 
-// --name value options, --single, and the command after "--".
+// --name value options, --single and --shared-client, and the command
+// after "--".
 class Flags {
  public:
   static std::optional<Flags> Parse(int argc, char** argv, int first);

@@ -49,6 +49,7 @@ const Command& DeadCommand();
 const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
+const Command& SpoolCommand();
 
 // --redis URL, --redis-password-file FILE, the TLS options
 // (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,

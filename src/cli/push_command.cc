@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@ constexpr std::string_view kVerb = "push";
 constexpr std::string_view kHelp =
     "usage: reliableq push CLASS [ARGS_JSON] [-q|--queue QUEUE] [--in SECONDS | --at EPOCH]\n"
     "                      [--retry N|true|false] [--jid JID] [--extra JSON]\n"
+    "                      [--wait-replicas N [--wait-timeout MS]] [--spool DIR]\n"
     "\n"
     "Pushes one job of class CLASS and prints its jid. ARGS_JSON is the job's\n"
     "arguments as a JSON array (default: []). The job is Sidekiq's job JSON, so\n"
@@ -31,6 +33,19 @@ constexpr std::string_view kHelp =
     "and exits 1; push it again with --jid JID, so that it is at worst the same\n"
     "job twice, never two different jobs. When the push was refused, nothing was\n"
     "stored: prints why and exits 1.\n"
+    "\n"
+    "With --wait-replicas N, Redis's WAIT follows the push: when N replicas have\n"
+    "the job, prints its jid, then \"replicated (N replicas)\" on stderr, and exits\n"
+    "0. When fewer confirmed it within --wait-timeout, the job is stored on the\n"
+    "master but a failover may lose it: it is not confirmed (exit 1, the reason\n"
+    "says how many replicas confirmed it); push it again with --jid JID.\n"
+    "\n"
+    "With --spool DIR, a push that cannot reach Redis (no connection, a timeout,\n"
+    "Redis loading or read-only, or no reply) is written to a journal in DIR, on\n"
+    "disk, instead: prints its jid, then \"spooled\" on stderr, and exits 0. The job\n"
+    "is pushed from there, same jid and payload, by the next reliableq push --spool\n"
+    "DIR that reaches Redis, a client with that spool, or reliableq spool drain DIR.\n"
+    "A push Redis refused for the job's own sake (say WRONGTYPE) is not spooled.\n"
     "\n"
     "Options:\n"
     "  -q, --queue QUEUE    the queue to push to (default: default)\n"
@@ -45,6 +60,15 @@ constexpr std::string_view kHelp =
     "                       jid of a push that was not confirmed to push it again\n"
     "      --extra JSON     further job fields as a JSON object, written after the\n"
     "                       others, e.g. '{\"retry_queue\":\"low\",\"tags\":[\"a\"]}'\n"
+    "      --wait-replicas N\n"
+    "                       confirm the push only once N replicas have it (WAIT);\n"
+    "                       0, the default, does not wait (see reliableq-schema(7),\n"
+    "                       \"Replica acknowledgement\", for which N to choose)\n"
+    "      --wait-timeout MS\n"
+    "                       how long WAIT waits for them, in milliseconds (more\n"
+    "                       than 0; default 1000)\n"
+    "      --spool DIR      spool the push in DIR when Redis cannot be reached\n"
+    "                       (created if missing; see reliableq spool --help)\n"
     "\n"
     "Examples:\n"
     "  reliableq push HardJob '[1,\"bob\"]'\n"
@@ -116,11 +140,34 @@ int Run(const ParsedArgs& args) {
     if (!at) return UsageError(kVerb, "--at needs epoch seconds, not '" + *text + "'");
   }
 
+  std::optional<int> wait_replicas;
+  if (auto text = args.Value("wait-replicas")) {
+    wait_replicas = ParseCount(*text);
+    if (!wait_replicas) {
+      return UsageError(kVerb, "--wait-replicas needs a number of replicas, not '" + *text + "'");
+    }
+  }
+  std::optional<int> wait_timeout_ms;
+  if (auto text = args.Value("wait-timeout")) {
+    if (!wait_replicas) return UsageError(kVerb, "--wait-timeout needs --wait-replicas");
+    wait_timeout_ms = ParseCount(*text);
+    if (!wait_timeout_ms || *wait_timeout_ms == 0) {
+      return UsageError(kVerb, "--wait-timeout needs a number of milliseconds above 0, not '" +
+                                   *text + "'");
+    }
+  }
+
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   ClientOptions client_options;
   // The wake-up channels of the workers of this prefix.
   client_options.prefix = PrefixFromArgs(args);
+  if (wait_replicas) client_options.wait_replicas = *wait_replicas;
+  if (wait_timeout_ms) client_options.wait_timeout = std::chrono::milliseconds(*wait_timeout_ms);
+  if (auto spool = args.Value("spool")) {
+    if (spool->empty()) return UsageError(kVerb, "the --spool directory is empty");
+    client_options.spool_dir = *spool;
+  }
   Result<std::unique_ptr<Client>> client = Client::Open(*redis, client_options);
   if (!client.ok()) return RuntimeError(client.status());
   Result<PushResult> pushed = in   ? (*client)->PushIn(job, *in)
@@ -142,6 +189,18 @@ int Run(const ParsedArgs& args) {
   if (!WriteOut(pushed->jid + "\n")) {
     return RuntimeError(Status::IoError("cannot write to stdout"));
   }
+  if (pushed->outcome == PushOutcome::kSpooled) {
+    // On stderr, as for replicated: stdout stays the jid alone.
+    std::fprintf(stderr,
+                 "reliableq: spooled: Redis could not be reached; job %s is on disk in %s, to be "
+                 "pushed from there under the same jid\n",
+                 Shown(pushed->jid).c_str(), Shown(client_options.spool_dir).c_str());
+  }
+  if (pushed->outcome == PushOutcome::kReplicated) {
+    // On stderr: stdout stays the jid alone, for scripts that read it.
+    std::fprintf(stderr, "reliableq: replicated (%d replica%s)\n", pushed->replicas,
+                 pushed->replicas == 1 ? "" : "s");
+  }
   return kExitOk;
 }
 
@@ -159,7 +218,10 @@ const Command& PushCommand() {
               {.name = "at", .takes_value = true},
               {.name = "retry", .takes_value = true},
               {.name = "jid", .takes_value = true},
+              {.name = "spool", .takes_value = true},
               {.name = "extra", .takes_value = true},
+              {.name = "wait-replicas", .takes_value = true},
+              {.name = "wait-timeout", .takes_value = true},
           },
       .run = Run,
   };

@@ -34,11 +34,16 @@ EXPECTED = {
                    "poll_p99_ms"],
     "recovery": ["jobs", "cap_seconds", "back"],
     "schedule_lateness": ["jobs", "p50_ms", "p99_ms", "max_ms", "ruby_p50_ms", "ruby_p99_ms"],
+    "push_wait": ["jobs", "bulk_no_replica_jobs_per_sec", "bulk_wait0_jobs_per_sec",
+                  "bulk_wait1_jobs_per_sec", "bulk_ratio", "single8_wait0_jobs_per_sec",
+                  "single8_wait1_jobs_per_sec", "single8_ratio", "shared8_wait0_jobs_per_sec",
+                  "shared8_wait1_jobs_per_sec", "shared8_ratio"],
 }
 
 # Numeric fields that may be negative: a difference of two noisy figures.
 SIGNED = {
     "queues_500": ["idle_redis_cpu_ms"],
+    "push_wait": ["single8_wait_us_per_round_trip"],
 }
 
 

@@ -1,0 +1,254 @@
+// reliableq spool status|drain DIR: what a client spool directory holds, and
+// draining it from here.
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "reliableq/spool.h"
+#include "text_escape.h"
+
+namespace reliableq::cli {
+
+namespace {
+
+constexpr std::string_view kVerb = "spool";
+
+constexpr std::string_view kHelp =
+    "usage: reliableq spool status DIR [--json]\n"
+    "       reliableq spool drain DIR [--wait-replicas N [--wait-timeout MS]]\n"
+    "\n"
+    "A client spool directory (reliableq push --spool DIR, or\n"
+    "ClientOptions::spool_dir) holds the pushes that could not reach Redis, one\n"
+    "journal file per client process, until they are drained into Redis.\n"
+    "\n"
+    "Subcommands:\n"
+    "  status DIR     each journal: whether a live process holds it, its jobs still\n"
+    "                 to push, its size, how long ago its oldest pending job was\n"
+    "                 spooled, jobs Redis refused (kept, with Redis's reason) or a\n"
+    "                 rule refused (dropped), and what is wrong with it if anything\n"
+    "  drain DIR      pushes the jobs of every journal no live process holds (a\n"
+    "                 live client drains its own), the same jid and payload with\n"
+    "                 the same script as the push, oldest first; deletes each\n"
+    "                 journal once drained and prints how many jobs it pushed.\n"
+    "                 Exit status 1 when jobs are left: Redis could not be reached\n"
+    "                 (the message says where) or refused some (kept). A job whose\n"
+    "                 first push may have landed is pushed again under its jid: it\n"
+    "                 may run twice, never not at all\n"
+    "\n"
+    "Options:\n"
+    "      --json           status prints one JSON object:\n"
+    "                       {\"dir\":..,\"total_bytes\":..,\"pending_jobs\":..,\n"
+    "                        \"files\":[{\"name\":..,\"bytes\":..,\"live\":..,\n"
+    "                        \"pending_jobs\":..,\"pending_bytes\":..,\n"
+    "                        \"oldest_spooled_at\":..,\"held_jobs\":..,\n"
+    "                        \"held_reason\":..,\"dropped_jobs\":..,\"problem\":..}],\n"
+    "                        \"corrupt_files\":[..]}\n"
+    "      --wait-replicas N\n"
+    "                       drain: a job counts as pushed only once N replicas have\n"
+    "                       it (WAIT); otherwise it stays in the spool\n"
+    "      --wait-timeout MS\n"
+    "                       drain: how long WAIT waits, in milliseconds (default\n"
+    "                       1000)\n";
+
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string Age(double spooled_at) {
+  if (spooled_at <= 0) return "-";
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1fs", std::max(0.0, now - spooled_at));
+  return buf;
+}
+
+std::string StatusJson(const SpoolStatus& status) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.StartObject();
+  writer.Key("dir");
+  writer.String(status.dir);
+  writer.Key("total_bytes");
+  writer.Uint64(status.total_bytes);
+  writer.Key("pending_jobs");
+  writer.Int64(status.pending_jobs);
+  writer.Key("files");
+  writer.StartArray();
+  for (const SpoolFileStatus& file : status.files) {
+    writer.StartObject();
+    writer.Key("name");
+    writer.String(file.name);
+    writer.Key("bytes");
+    writer.Uint64(file.bytes);
+    writer.Key("live");
+    writer.Bool(file.live);
+    writer.Key("pending_jobs");
+    writer.Int64(file.pending_jobs);
+    writer.Key("pending_bytes");
+    writer.Int64(file.pending_bytes);
+    writer.Key("oldest_spooled_at");
+    writer.Double(file.oldest_spooled_at);
+    writer.Key("held_jobs");
+    writer.Int64(file.held_jobs);
+    writer.Key("held_reason");
+    writer.String(file.held_reason);
+    writer.Key("dropped_jobs");
+    writer.Int64(file.dropped_jobs);
+    writer.Key("problem");
+    writer.String(file.problem);
+    writer.EndObject();
+  }
+  writer.EndArray();
+  writer.Key("corrupt_files");
+  writer.StartArray();
+  for (const std::string& name : status.corrupt_files) writer.String(name);
+  writer.EndArray();
+  writer.EndObject();
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+}
+
+std::string StatusText(const SpoolStatus& status) {
+  std::string out = "spool " + Escaped(status.dir) + ": " +
+                    Plural(static_cast<int64_t>(status.files.size()), "journal", "journals") +
+                    ", " + Plural(status.pending_jobs, "job", "jobs") + " pending, " +
+                    std::to_string(status.total_bytes) + " bytes\n";
+  if (!status.files.empty()) {
+    size_t name_width = 7;
+    for (const SpoolFileStatus& file : status.files) {
+      name_width = std::max(name_width, Escaped(file.name).size());
+    }
+    char row[512];
+    std::snprintf(row, sizeof row, "%-*s  %-4s  %9s  %12s  %s\n", static_cast<int>(name_width),
+                  "journal", "live", "pending", "bytes", "oldest");
+    out += row;
+    for (const SpoolFileStatus& file : status.files) {
+      std::snprintf(row, sizeof row, "%-*s  %-4s  %9lld  %12llu  %s\n",
+                    static_cast<int>(name_width), Escaped(file.name).c_str(),
+                    file.live ? "yes" : "no", static_cast<long long>(file.pending_jobs),
+                    static_cast<unsigned long long>(file.bytes),
+                    Age(file.oldest_spooled_at).c_str());
+      out += row;
+    }
+  }
+  for (const SpoolFileStatus& file : status.files) {
+    std::string name = Escaped(file.name);
+    if (file.held_jobs > 0) {
+      out += name + ": " + Plural(file.held_jobs, "job", "jobs") +
+             " kept: Redis refused them: " + Escaped(file.held_reason) + "\n";
+    }
+    if (file.dropped_jobs > 0) {
+      out += name + ": " + Plural(file.dropped_jobs, "job", "jobs") +
+             " dropped: a rule refused them\n";
+    }
+    if (!file.problem.empty()) out += name + ": " + Escaped(file.problem) + "\n";
+  }
+  for (const std::string& name : status.corrupt_files) {
+    out += "damaged part kept aside (never drained): " + Escaped(name) + "\n";
+  }
+  return out;
+}
+
+int RunStatus(const ParsedArgs& args, const std::string& dir) {
+  if (args.Has("wait-replicas") || args.Has("wait-timeout")) {
+    return UsageError(kVerb, "--wait-replicas and --wait-timeout go with drain, not status");
+  }
+  Result<SpoolStatus> status = ReadSpoolStatus(dir);
+  if (!status.ok()) return RuntimeError(status.status());
+  std::string text = args.Has("json") ? StatusJson(*status) : StatusText(*status);
+  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+int RunDrain(const ParsedArgs& args, const std::string& dir) {
+  if (args.Has("json")) return UsageError(kVerb, "--json goes with status, not drain");
+  SpoolDrainOptions options;
+  options.prefix = PrefixFromArgs(args);
+  if (auto text = args.Value("wait-replicas")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n)
+      return UsageError(kVerb, "--wait-replicas needs a number of replicas, not '" + *text + "'");
+    options.wait_replicas = *n;
+  }
+  if (auto text = args.Value("wait-timeout")) {
+    if (options.wait_replicas == 0)
+      return UsageError(kVerb, "--wait-timeout needs --wait-replicas");
+    std::optional<int> ms = ParseCount(*text);
+    if (!ms || *ms == 0) {
+      return UsageError(
+          kVerb, "--wait-timeout needs a number of milliseconds above 0, not '" + *text + "'");
+    }
+    options.wait_timeout = std::chrono::milliseconds(*ms);
+  }
+  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (!redis.ok()) return UsageError(kVerb, redis.status().message());
+  Result<SpoolDrainReport> report = DrainSpool(dir, *redis, options);
+  if (!report.ok()) return RuntimeError(report.status());
+
+  std::string out = "pushed " + Plural(report->pushed, "job", "jobs") + " from spool " +
+                    Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
+                    " drained and deleted\n";
+  if (report->dropped > 0) {
+    out += Plural(report->dropped, "job", "jobs") + " dropped: a rule refused them\n";
+  }
+  for (const std::string& name : report->live_files) {
+    out += "left to the live process that holds it: " + Escaped(name) + "\n";
+  }
+  if (!WriteOut(out)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  bool failed = false;
+  for (const std::string& problem : report->failed_files) {
+    std::fprintf(stderr, "reliableq: left alone: %s\n", Shown(problem).c_str());
+    failed = true;
+  }
+  if (report->held > 0) {
+    std::fprintf(stderr, "reliableq: %s kept in the spool: Redis refused them: %s\n",
+                 Plural(report->held, "job", "jobs").c_str(), Shown(report->held_reason).c_str());
+    failed = true;
+  }
+  if (!report->stopped.ok()) {
+    std::fprintf(stderr, "reliableq: %s; %s left in spool %s\n",
+                 Shown(report->stopped.ToString()).c_str(),
+                 Plural(report->left, "job", "jobs").c_str(), Shown(dir).c_str());
+    failed = true;
+  }
+  return failed ? kExitRuntime : kExitOk;
+}
+
+int Run(const ParsedArgs& args) {
+  const std::vector<std::string>& words = args.positionals();
+  if (words.empty()) return UsageError(kVerb, "missing subcommand (status, drain)");
+  if (words[0] != "status" && words[0] != "drain") {
+    return UsageError(kVerb, "unknown subcommand '" + words[0] + "' (status, drain)");
+  }
+  if (words.size() < 2) return UsageError(kVerb, words[0] + " needs the spool DIR");
+  if (words.size() > 2) return UsageError(kVerb, "unexpected argument '" + words[2] + "'");
+  if (words[1].empty()) return UsageError(kVerb, "the spool DIR is empty");
+  return words[0] == "status" ? RunStatus(args, words[1]) : RunDrain(args, words[1]);
+}
+
+}  // namespace
+
+const Command& SpoolCommand() {
+  static const Command command = {
+      .name = kVerb,
+      .summary = "what a client spool directory holds; drain it into Redis",
+      .help = kHelp,
+      .options =
+          {
+              {.name = "json"},
+              {.name = "wait-replicas", .takes_value = true},
+              {.name = "wait-timeout", .takes_value = true},
+          },
+      .run = Run,
+  };
+  return command;
+}
+
+}  // namespace reliableq::cli

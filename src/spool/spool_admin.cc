@@ -1,0 +1,168 @@
+// ReadSpoolStatus and DrainSpool (include/reliableq/spool.h): the spool
+// seen from a process of its own.
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keys.h"
+#include "redis/connection.h"
+#include "reliableq/spool.h"
+#include "spool/directory.h"
+#include "spool/drain.h"
+#include "spool/journal.h"
+
+namespace reliableq {
+
+namespace {
+
+// One journal, read without its lock: a live writer may be appending, so a
+// record cut short at the end is expected then.
+SpoolFileStatus ReadOne(const spool::DirectoryEntry& entry) {
+  SpoolFileStatus file;
+  file.name = entry.name;
+  file.bytes = entry.bytes;
+  int fd = open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    file.problem = std::string("cannot open it: ") + std::strerror(errno);
+    return file;
+  }
+  // A lock that cannot be shared is held by a writer or a drainer.
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    flock(fd, LOCK_UN);
+  } else {
+    file.live = errno == EWOULDBLOCK;
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0) file.bytes = static_cast<uint64_t>(st.st_size);
+  Result<spool::JournalScan> scan = spool::ScanJournal(fd, file.bytes);
+  if (!scan.ok()) {
+    file.problem = scan.status().ToString();
+    close(fd);
+    return file;
+  }
+  if (scan->tail == spool::JournalScan::Tail::kTorn) {
+    file.problem =
+        "a record cut short at offset " + std::to_string(scan->valid_end) +
+        (file.live ? " (being written)" : " (a crash during a write; dropped when drained)");
+  } else if (scan->tail == spool::JournalScan::Tail::kCorrupt) {
+    file.problem = "damaged at offset " + std::to_string(scan->valid_end) +
+                   " (the jobs before it are drained; the rest is moved aside)";
+  }
+  Result<spool::PendingSummary> pending = spool::SummarizePending(fd, *scan);
+  close(fd);
+  if (!pending.ok()) {
+    if (file.problem.empty()) file.problem = pending.status().ToString();
+    return file;
+  }
+  file.pending_jobs = pending->jobs;
+  file.pending_bytes = pending->bytes;
+  file.oldest_spooled_at = pending->oldest_spooled_at;
+  file.held_jobs = static_cast<int64_t>(scan->held.size());
+  if (!scan->held.empty()) file.held_reason = scan->held.rbegin()->second;
+  file.dropped_jobs = scan->dropped;
+  return file;
+}
+
+}  // namespace
+
+Result<SpoolStatus> ReadSpoolStatus(const std::string& dir) {
+  Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
+  if (!entries.ok()) return entries.status();
+  SpoolStatus status;
+  status.dir = dir;
+  for (const spool::DirectoryEntry& entry : *entries) {
+    status.total_bytes += entry.bytes;
+    if (entry.kind == spool::DirectoryEntry::Kind::kCorrupt) {
+      status.corrupt_files.push_back(entry.name);
+      continue;
+    }
+    status.files.push_back(ReadOne(entry));
+    status.pending_jobs += status.files.back().pending_jobs;
+  }
+  return status;
+}
+
+Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& redis,
+                                    const SpoolDrainOptions& options) {
+  if (options.wait_replicas < 0 || options.wait_timeout.count() <= 0) {
+    return Status::InvalidArgument(
+        "wait_replicas must be 0 or more, and wait_timeout more than 0 ms (WAIT 0 waits forever)");
+  }
+  Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
+  if (!entries.ok()) return entries.status();
+  RedisOptions connection_options = redis;
+  // WAIT may take its whole timeout: not a Redis that stopped answering.
+  if (options.wait_replicas > 0) connection_options.command_timeout += options.wait_timeout;
+  Result<std::unique_ptr<redis::Connection>> connection =
+      redis::Connection::Create(connection_options);
+  if (!connection.ok()) return connection.status();
+  spool::RemoveStaleTemporaries(dir);
+
+  spool::DrainConfig config;
+  config.keys = Keys(options.prefix);
+  config.wait_replicas = options.wait_replicas;
+  config.wait_timeout = options.wait_timeout;
+  // Held jobs of earlier drains get one more try now, not after a wait.
+  config.held_retry = std::chrono::milliseconds(0);
+  SpoolDrainReport report;
+  spool::DrainCounts counts;
+  for (const spool::DirectoryEntry& entry : *entries) {
+    if (entry.kind != spool::DirectoryEntry::Kind::kJournal) continue;
+    std::string problem;
+    Result<std::unique_ptr<spool::JournalFile>> taken =
+        spool::JournalFile::TakeOver(entry.path, &problem);
+    if (!taken.ok()) {
+      report.failed_files.push_back(entry.name + ": " + taken.status().ToString());
+      continue;
+    }
+    if (*taken == nullptr) {
+      // Deleted since the listing (another drain finished it) or held.
+      if (access(entry.path.c_str(), F_OK) == 0) report.live_files.push_back(entry.name);
+      continue;
+    }
+    spool::JournalFile* file = taken->get();
+    if (report.stopped.ok() && file->HasWork(std::chrono::steady_clock::now())) {
+      int64_t held_before = counts.held;
+      Status s = spool::DrainFile(file, connection->get(), config, nullptr, &counts);
+      if (!s.ok() && file->drain_stalled()) {
+        report.failed_files.push_back(entry.name + ": " + s.ToString());
+      } else if (!s.ok()) {
+        report.stopped = s;
+      }
+      report.held += counts.held - held_before;
+    }
+    Result<bool> removed = file->RemoveIfDrained();
+    if (removed.ok() && *removed) {
+      ++report.files_removed;
+      continue;
+    }
+    if (!removed.ok())
+      report.failed_files.push_back(entry.name + ": " + removed.status().ToString());
+    // What is left in it: scan again, as `spool status` would.
+    struct stat st;
+    int fd = open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+      Result<spool::JournalScan> scan = spool::ScanJournal(fd, static_cast<uint64_t>(st.st_size));
+      if (scan.ok()) {
+        Result<spool::PendingSummary> pending = spool::SummarizePending(fd, *scan);
+        if (pending.ok()) report.left += pending->jobs;
+      }
+    }
+    if (fd >= 0) close(fd);
+  }
+  report.pushed = counts.pushed;
+  report.dropped = counts.dropped;
+  report.held_reason = counts.last_held_reason;
+  return report;
+}
+
+}  // namespace reliableq

@@ -1,0 +1,877 @@
+// The client spool: journal files alone (no Redis), then clients, drains and
+// the reliableq program against a redis-server the test starts, stops and
+// starts again on a unix socket of its own, so that "Redis is down" is a
+// socket nobody listens on yet.
+
+#include "reliableq/spool.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <rapidjson/document.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process.h"
+#include "redis/connection.h"
+#include "reliableq/client.h"
+#include "spool/directory.h"
+#include "spool/journal.h"
+#include "spool/record.h"
+#include "testutil.h"
+
+namespace reliableq {
+namespace {
+
+using namespace std::chrono_literals;
+using spool::JournalFile;
+using spool::SpooledJob;
+using testing::BuildPath;
+using testing::ChildProcess;
+using testing::RunCommand;
+using testing::WaitUntil;
+
+// A fresh directory, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    char templ[] = "/tmp/reliableq-spool-XXXXXX";
+    REQUIRE(mkdtemp(templ) != nullptr);
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string RedisServerBinary() {
+  if (const char* env = std::getenv("RELIABLEQ_REDIS_SERVER"); env != nullptr && *env) return env;
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
+    std::string candidate = std::string(dir) + "/redis-server";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  FAIL("redis-server is not installed; run tools/setup");
+  return {};
+}
+
+// A redis-server on `dir`/redis.sock that the test starts and stops.
+class RedisOnPath {
+ public:
+  explicit RedisOnPath(std::string dir) : dir_(std::move(dir)), socket_(dir_ + "/redis.sock") {}
+
+  void Start() {
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{RedisServerBinary(), "--port", "0", "--unixsocket", socket_,
+                                 "--save", "", "--appendonly", "no", "--dir", dir_},
+        std::vector<std::string>{}, dir_ + "/redis.log");
+    bool up = WaitUntil([&] { return redis::Connection::Open(Options()).ok(); }, 10s);
+    REQUIRE_MESSAGE(up, "redis-server did not answer on " << socket_);
+  }
+  void Stop() {
+    process_.reset();
+    unlink(socket_.c_str());
+  }
+
+  const std::string& socket() const { return socket_; }
+  std::string Url() const { return "unix://" + socket_; }
+  RedisOptions Options() const {
+    RedisOptions options;
+    options.unix_path = socket_;
+    options.connect_timeout = 500ms;
+    options.command_timeout = 2000ms;
+    return options;
+  }
+
+  redis::Connection& Admin() {
+    if (admin_ == nullptr) {
+      auto opened = redis::Connection::Open(Options());
+      REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+      admin_ = std::move(opened.value());
+    }
+    return *admin_;
+  }
+  void Run(const redis::Argv& argv) {
+    auto reply = Admin().Command(argv);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  }
+  std::vector<std::string> Strings(const redis::Argv& argv) {
+    auto reply = Admin().Command(argv);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+    std::vector<std::string> out;
+    for (size_t i = 0; i < (*reply)->elements; ++i)
+      out.emplace_back(redis::View((*reply)->element[i]));
+    return out;
+  }
+  std::vector<std::string> Queue(const std::string& name) {
+    return Strings({"LRANGE", "queue:" + name, "0", "-1"});
+  }
+  long long Integer(const redis::Argv& argv) {
+    auto reply = Admin().Command(argv);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+    return (*reply)->integer;
+  }
+
+ private:
+  std::string dir_;
+  std::string socket_;
+  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<redis::Connection> admin_;
+};
+
+Job MakeJob(const std::string& job_class, const std::string& args = "[]",
+            const std::string& queue = "default") {
+  Job job;
+  job.job_class = job_class;
+  job.args = args;
+  job.queue = queue;
+  return job;
+}
+
+std::unique_ptr<Client> SpoolClient(const RedisOptions& redis, const std::string& dir,
+                                    uint64_t max_bytes = uint64_t{1} << 30) {
+  ClientOptions options;
+  options.spool_dir = dir;
+  options.spool_max_bytes = max_bytes;
+  auto client = Client::Open(redis, options);
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  return std::move(client.value());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void AppendBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << bytes;
+}
+
+std::vector<spool::DirectoryEntry> Journals(const std::string& dir) {
+  std::vector<spool::DirectoryEntry> journals;
+  auto entries = spool::ListDirectory(dir);
+  if (!entries.ok()) return journals;
+  for (auto& entry : *entries) {
+    if (entry.kind == spool::DirectoryEntry::Kind::kJournal) journals.push_back(entry);
+  }
+  return journals;
+}
+
+// Every job record of every journal of `dir`, read straight from the
+// bytes, in file order.
+std::vector<SpooledJob> JobsInJournals(const std::string& dir) {
+  std::vector<SpooledJob> jobs;
+  for (const auto& entry : Journals(dir)) {
+    std::string data = ReadAll(entry.path);
+    REQUIRE(data.substr(0, spool::kMagic.size()) == spool::kMagic);
+    for (size_t at = spool::kMagic.size(); at < data.size();) {
+      spool::Frame frame = spool::ParseFrame(std::string_view(data).substr(at));
+      if (frame.check != spool::Frame::Check::kOk) break;
+      auto record = spool::DecodeRecord(frame.body);
+      REQUIRE(record.ok());
+      if (record->type == spool::RecordType::kJob) jobs.push_back(record->job);
+      at += frame.size;
+    }
+  }
+  return jobs;
+}
+
+SpooledJob SampleJob(int i) {
+  SpooledJob job;
+  job.kind = SpooledJob::Kind::kPush;
+  job.spooled_at = 1700000000.5 + i;
+  job.queue = "default";
+  job.jid = "jid" + std::to_string(i);
+  job.payload = R"({"class":"SampleJob","args":[)" + std::to_string(i) + R"(],"jid":"jid)" +
+                std::to_string(i) + R"("})";
+  return job;
+}
+
+std::string JobFrames(int first, int count) {
+  std::string frames;
+  for (int i = first; i < first + count; ++i) spool::AppendJobRecord(&frames, SampleJob(i));
+  return frames;
+}
+
+std::unique_ptr<JournalFile> CreateJournal(const std::string& dir) {
+  auto created = JournalFile::Create(dir);
+  REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+  return std::move(created.value());
+}
+
+std::vector<JournalFile::Pending> ReadAllPending(JournalFile* file) {
+  uint64_t from = file->drained_upto();
+  std::vector<JournalFile::Pending> out;
+  Status s = file->ReadPending(&from, 1000, 1 << 30, &out);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The journal on disk, without Redis.
+
+TEST_CASE("spool record: every type survives a frame and a decode") {
+  SpooledJob job = SampleJob(7);
+  job.kind = SpooledJob::Kind::kSchedule;
+  job.at = 1800000000.25;
+  std::string frames;
+  spool::AppendJobRecord(&frames, job);
+  spool::AppendProgressRecord(&frames, 4242);
+  spool::AppendHeldRecord(&frames, 77, "WRONGTYPE at queue:x");
+  spool::AppendResolvedRecord(&frames, 77, spool::Resolution::kDropped);
+
+  std::vector<spool::Record> records;
+  for (size_t at = 0; at < frames.size();) {
+    spool::Frame frame = spool::ParseFrame(std::string_view(frames).substr(at));
+    REQUIRE(frame.check == spool::Frame::Check::kOk);
+    auto record = spool::DecodeRecord(frame.body);
+    REQUIRE(record.ok());
+    records.push_back(*record);
+    at += frame.size;
+  }
+  REQUIRE(records.size() == 4);
+  CHECK(records[0].type == spool::RecordType::kJob);
+  CHECK(records[0].job.kind == SpooledJob::Kind::kSchedule);
+  CHECK(records[0].job.at == job.at);
+  CHECK(records[0].job.spooled_at == job.spooled_at);
+  CHECK(records[0].job.queue == job.queue);
+  CHECK(records[0].job.jid == job.jid);
+  CHECK(records[0].job.payload == job.payload);
+  CHECK(records[1].type == spool::RecordType::kProgress);
+  CHECK(records[1].offset == 4242);
+  CHECK(records[2].type == spool::RecordType::kHeld);
+  CHECK(records[2].offset == 77);
+  CHECK(records[2].reason == "WRONGTYPE at queue:x");
+  CHECK(records[3].type == spool::RecordType::kResolved);
+  CHECK(records[3].resolution == spool::Resolution::kDropped);
+}
+
+TEST_CASE("spool record: a changed byte fails the CRC, a short frame is incomplete") {
+  std::string frame;
+  spool::AppendJobRecord(&frame, SampleJob(1));
+  for (size_t i : {size_t{0}, size_t{5}, spool::kFrameHeader + 3, frame.size() - 1}) {
+    std::string damaged = frame;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x20);
+    spool::Frame parsed = spool::ParseFrame(damaged);
+    // A changed length may also claim more bytes than there are.
+    CHECK_MESSAGE(parsed.check != spool::Frame::Check::kOk, "byte " << i);
+  }
+  CHECK(spool::ParseFrame(frame.substr(0, frame.size() - 1)).check ==
+        spool::Frame::Check::kIncomplete);
+  CHECK(spool::ParseFrame(frame.substr(0, 3)).check == spool::Frame::Check::kIncomplete);
+  CHECK(spool::ParseFrame(std::string(16, '\0')).check == spool::Frame::Check::kBad);
+}
+
+TEST_CASE("spool journal: jobs appended come back in order, and a drain's records are kept") {
+  TempDir tmp;
+  std::string path;
+  {
+    auto file = CreateJournal(tmp.path());
+    path = file->path();
+    CHECK(spool::IsJournalName(std::filesystem::path(path).filename().string()));
+    REQUIRE(file->Append(JobFrames(0, 3)).ok());
+    REQUIRE(file->Append(JobFrames(3, 2)).ok());
+    auto pending = ReadAllPending(file.get());
+    REQUIRE(pending.size() == 5);
+    // The first two are pushed, the third held; the rest not tried.
+    std::vector<JournalFile::Outcome> outcomes = {
+        {pending[0].offset, JournalFile::Fate::kPushed, ""},
+        {pending[1].offset, JournalFile::Fate::kPushed, ""},
+        {pending[2].offset, JournalFile::Fate::kHeld, "WRONGTYPE"}};
+    REQUIRE(file->RecordOutcomes(pending[3].offset, outcomes, {}, std::chrono::steady_clock::now())
+                .ok());
+    CHECK_FALSE(file->Drained());
+  }
+  // Another process's view: the lock is free once the object is gone.
+  std::string problem;
+  auto taken = JournalFile::TakeOver(path, &problem);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  CHECK(problem.empty());
+  auto pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 2);
+  CHECK(pending[0].job.jid == "jid3");
+  CHECK(pending[1].job.jid == "jid4");
+  CHECK(pending[0].job.payload == SampleJob(3).payload);
+  CHECK((*taken)->held_count() == 1);
+  std::vector<JournalFile::Pending> held;
+  REQUIRE((*taken)->DueHeld(std::chrono::steady_clock::now(), 1s, &held).ok());
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].job.jid == "jid2");
+
+  auto status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 1);
+  CHECK(status->files[0].live);  // held by `taken`
+  CHECK(status->files[0].pending_jobs == 3);
+  CHECK(status->files[0].held_jobs == 1);
+  CHECK(status->files[0].held_reason == "WRONGTYPE");
+  CHECK(status->files[0].oldest_spooled_at == SampleJob(2).spooled_at);
+}
+
+TEST_CASE("spool journal: threads appending at once each get their records whole, once") {
+  TempDir tmp;
+  auto file = CreateJournal(tmp.path());
+  constexpr int kThreads = 8;
+  constexpr int kEach = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        if (!file->Append(JobFrames(t * 1000 + i, 1 + i % 3)).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures == 0);
+  auto pending = ReadAllPending(file.get());
+  // Each thread's i-th append holds 1 + i % 3 records, jids from t*1000+i up.
+  size_t expected = 0;
+  for (int i = 0; i < kEach; ++i) expected += 1 + i % 3;
+  CHECK(pending.size() == kThreads * expected);
+  CHECK(std::filesystem::file_size(file->path()) == file->size());
+}
+
+TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
+  TempDir tmp;
+  std::string path;
+  {
+    auto file = CreateJournal(tmp.path());
+    path = file->path();
+    REQUIRE(file->Append(JobFrames(0, 3)).ok());
+  }
+  uint64_t whole = std::filesystem::file_size(path);
+  std::string next = JobFrames(3, 1);
+  SUBCASE("a record cut short") { AppendBytes(path, next.substr(0, next.size() / 2)); }
+  SUBCASE("zero bytes after the last record") { AppendBytes(path, std::string(100, '\0')); }
+
+  auto status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 1);
+  CHECK(status->files[0].pending_jobs == 3);
+  CHECK(status->files[0].problem.find("cut short") != std::string::npos);
+
+  std::string problem;
+  auto taken = JournalFile::TakeOver(path, &problem);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  CHECK(problem.find("cut short") != std::string::npos);
+  CHECK(std::filesystem::file_size(path) == whole);
+  auto pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 3);
+  CHECK(pending[2].job.jid == "jid2");
+  // Appends after the cut are whole again.
+  REQUIRE((*taken)->Append(JobFrames(9, 1)).ok());
+  CHECK(JobsInJournals(tmp.path()).size() == 4);
+}
+
+TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and set aside") {
+  TempDir tmp;
+  std::string path;
+  uint64_t second = 0;
+  {
+    auto file = CreateJournal(tmp.path());
+    path = file->path();
+    REQUIRE(file->Append(JobFrames(0, 1)).ok());
+    REQUIRE(file->Append(JobFrames(1, 2), &second).ok());
+  }
+  // One byte of the second record's payload, with a whole record after it.
+  std::string data = ReadAll(path);
+  data[second + spool::kFrameHeader + 40] ^= 0x01;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  auto scan = spool::ScanJournal(fd, data.size());
+  close(fd);
+  REQUIRE(scan.ok());
+  CHECK(scan->tail == spool::JournalScan::Tail::kCorrupt);
+  CHECK(scan->valid_end == second);
+
+  auto status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 1);
+  CHECK(status->files[0].problem.find("damaged at offset " + std::to_string(second)) !=
+        std::string::npos);
+
+  std::string problem;
+  auto taken = JournalFile::TakeOver(path, &problem);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  CHECK(problem.find("moved to") != std::string::npos);
+  auto pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].job.jid == "jid0");
+  std::string kept = path + ".corrupt-" + std::to_string(second);
+  CHECK(ReadAll(kept) == data.substr(second));
+  status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  CHECK(status->corrupt_files.size() == 1);
+}
+
+TEST_CASE("spool journal: its writer holds the lock; other writers get files of their own") {
+  TempDir tmp;
+  auto first = CreateJournal(tmp.path());
+  auto second = CreateJournal(tmp.path());
+  CHECK(first->path() != second->path());
+  REQUIRE(first->Append(JobFrames(0, 1)).ok());
+
+  // Held by a live writer (this process, through another open file): no
+  // drainer takes it.
+  auto taken = JournalFile::TakeOver(first->path());
+  REQUIRE(taken.ok());
+  CHECK(*taken == nullptr);
+  auto status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 2);
+  CHECK(status->files[0].live);
+  CHECK(status->files[1].live);
+
+  // Another process: its file is locked while it lives, and free once it
+  // is killed, and neither process ever writes the other's.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto created = JournalFile::Create(tmp.path());
+    if (!created.ok() || !(*created)->Append(JobFrames(5, 2)).ok()) _exit(3);
+    std::string path = (*created)->path() + "\n";
+    if (write(ready[1], path.data(), path.size()) < 0) _exit(4);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char buf[512];
+  ssize_t n = read(ready[0], buf, sizeof buf);
+  close(ready[0]);
+  REQUIRE(n > 1);
+  std::string child_path(buf, static_cast<size_t>(n) - 1);
+  CHECK(child_path != first->path());
+  CHECK(child_path != second->path());
+  taken = JournalFile::TakeOver(child_path);
+  REQUIRE(taken.ok());
+  CHECK(*taken == nullptr);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  taken = JournalFile::TakeOver(child_path);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  auto pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 2);
+  CHECK(pending[0].job.jid == "jid5");
+}
+
+TEST_CASE("spool journal: a drained file is cut back (its writer's) or deleted (taken over)") {
+  TempDir tmp;
+  auto file = CreateJournal(tmp.path());
+  REQUIRE(file->Append(JobFrames(0, 2)).ok());
+  auto pending = ReadAllPending(file.get());
+  REQUIRE(pending.size() == 2);
+  REQUIRE(file->RecordOutcomes(file->size(),
+                               {{pending[0].offset, JournalFile::Fate::kPushed, ""},
+                                {pending[1].offset, JournalFile::Fate::kDropped, ""}},
+                               {}, std::chrono::steady_clock::now())
+              .ok());
+  CHECK(file->Drained());
+  REQUIRE(file->TruncateIfDrained().ok());
+  CHECK(std::filesystem::file_size(file->path()) == spool::kMagic.size());
+  // Appends after the cut start over, and are read again.
+  REQUIRE(file->Append(JobFrames(7, 1)).ok());
+  pending = ReadAllPending(file.get());
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].job.jid == "jid7");
+  std::string path = file->path();
+  file.reset();
+
+  auto taken = JournalFile::TakeOver(path);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  auto removed = (*taken)->RemoveIfDrained();
+  REQUIRE(removed.ok());
+  CHECK_FALSE(*removed);  // jid7 is pending
+  pending = ReadAllPending(taken->get());
+  REQUIRE((*taken)
+              ->RecordOutcomes((*taken)->size(),
+                               {{pending[0].offset, JournalFile::Fate::kPushed, ""}}, {},
+                               std::chrono::steady_clock::now())
+              .ok());
+  removed = (*taken)->RemoveIfDrained();
+  REQUIRE(removed.ok());
+  CHECK(*removed);
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+// ---------------------------------------------------------------------------
+// Clients and drains against Redis.
+
+TEST_CASE("spool client: Redis down, pushes are spooled; once it is up they arrive, exactly once") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());  // not started: nothing listens yet
+  std::string dir = tmp.Sub("spool");
+  auto client = SpoolClient(redis.Options(), dir);
+
+  std::vector<std::string> jids;
+  for (int i = 0; i < 5; ++i) {
+    auto pushed = client->Push(MakeJob("SpoolJob", "[" + std::to_string(i) + "]"));
+    REQUIRE(pushed.ok());
+    CHECK(pushed->outcome == PushOutcome::kSpooled);
+    CHECK(pushed->stored());
+    CHECK(pushed->reason.ok());
+    jids.push_back(pushed->jid);
+  }
+  double at = testing::NowSeconds() + 3600;
+  auto later = client->PushAt(MakeJob("LaterJob", "[1]"), at);
+  REQUIRE(later.ok());
+  CHECK(later->outcome == PushOutcome::kSpooled);
+  auto bulk = client->PushBulk(
+      {MakeJob("BulkJob", "[1]"), MakeJob("BulkJob", "[2]"), MakeJob("BulkJob", "[3]")});
+  REQUIRE(bulk.ok());
+  for (const PushResult& result : *bulk) {
+    CHECK(result.outcome == PushOutcome::kSpooled);
+    jids.push_back(result.jid);
+  }
+
+  std::vector<SpooledJob> spooled = JobsInJournals(dir);
+  REQUIRE(spooled.size() == 9);
+  std::multiset<std::string> expected_queue;
+  for (size_t i = 0; i < spooled.size(); ++i) {
+    if (spooled[i].kind == SpooledJob::Kind::kPush) expected_queue.insert(spooled[i].payload);
+  }
+  CHECK(spooled[5].kind == SpooledJob::Kind::kSchedule);
+  CHECK(spooled[5].jid == later->jid);
+  CHECK(spooled[5].at == at);
+  for (size_t i = 0; i < jids.size(); ++i) {
+    CHECK(spooled[i < 5 ? i : i + 1].jid == jids[i]);
+  }
+
+  redis.Start();
+  bool arrived = WaitUntil(
+      [&] {
+        return redis.Integer({"LLEN", "queue:default"}) == 8 &&
+               redis.Integer({"ZCARD", "schedule"}) == 1;
+      },
+      15s);
+  REQUIRE(arrived);
+  // The drain recorded what it pushed: nothing is pending, nothing comes twice.
+  REQUIRE(WaitUntil([&] { return ReadSpoolStatus(dir)->pending_jobs == 0; }, 10s));
+  std::vector<std::string> queue = redis.Queue("default");
+  CHECK(std::multiset<std::string>(queue.begin(), queue.end()) == expected_queue);
+  auto scheduled = redis.Strings({"ZRANGE", "schedule", "0", "-1", "WITHSCORES"});
+  REQUIRE(scheduled.size() == 2);
+  CHECK(scheduled[0] == spooled[5].payload);
+  CHECK(std::abs(std::stod(scheduled[1]) - at) < 1e-3);
+
+  // Once the drainer has seen Redis answer, pushes go to Redis again.
+  int extra = 0;
+  bool accepted = WaitUntil(
+      [&] {
+        ++extra;
+        auto pushed = client->Push(MakeJob("AfterJob"));
+        return pushed.ok() && pushed->outcome == PushOutcome::kAccepted;
+      },
+      10s);
+  CHECK(accepted);
+  REQUIRE(WaitUntil([&] { return ReadSpoolStatus(dir)->pending_jobs == 0; }, 10s));
+  client.reset();
+  CHECK(Journals(dir).empty());  // drained: deleted with its Client
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 8 + extra);
+}
+
+TEST_CASE("spool client: a restarted process drains what a crashed one left") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ClientOptions options;
+    options.spool_dir = dir;
+    auto client = Client::Open(redis.Options(), options);
+    if (!client.ok()) _exit(3);
+    for (int i = 0; i < 3; ++i) {
+      auto pushed = (*client)->Push(MakeJob("CrashJob", "[" + std::to_string(i) + "]"));
+      if (!pushed.ok() || pushed->outcome != PushOutcome::kSpooled) _exit(4);
+    }
+    _exit(0);  // no destructors: what a crash leaves
+  }
+  int wait_status = 0;
+  REQUIRE(waitpid(child, &wait_status, 0) == child);
+  REQUIRE(WIFEXITED(wait_status));
+  REQUIRE(WEXITSTATUS(wait_status) == 0);
+
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  std::vector<SpooledJob> spooled = JobsInJournals(dir);
+  REQUIRE(spooled.size() == 3);
+  // And a crash in the middle of a fourth record's write.
+  std::string next = JobFrames(0, 1);
+  AppendBytes(journals[0].path, next.substr(0, next.size() - 10));
+  auto status = ReadSpoolStatus(dir);
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 1);
+  CHECK_FALSE(status->files[0].live);
+  CHECK(status->files[0].pending_jobs == 3);
+
+  redis.Start();
+  auto client = SpoolClient(redis.Options(), dir);
+  bool drained = WaitUntil(
+      [&] {
+        return redis.Integer({"LLEN", "queue:default"}) == 3 && Journals(dir).empty();
+      },
+      15s);
+  REQUIRE(drained);
+  std::vector<std::string> queue = redis.Queue("default");
+  std::multiset<std::string> expected;
+  for (const SpooledJob& job : spooled) expected.insert(job.payload);
+  CHECK(std::multiset<std::string>(queue.begin(), queue.end()) == expected);
+}
+
+TEST_CASE("spool client: what Redis refuses for the job's sake, or a middleware, is not spooled") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  std::string dir = tmp.Sub("spool");
+  redis.Run({"SET", "queue:bad", "not a list"});
+
+  auto client = SpoolClient(redis.Options(), dir);
+  auto pushed = client->Push(MakeJob("BadJob", "[]", "bad"));
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == PushOutcome::kRefused);
+  CHECK(pushed->reason.IsScript());
+
+  ClientOptions options;
+  options.spool_dir = dir;
+  options.middleware.push_back([](rapidjson::Document&) { return false; });
+  auto stopping = Client::Open(redis.Options(), options);
+  REQUIRE(stopping.ok());
+  pushed = (*stopping)->Push(MakeJob("StoppedJob"));
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == PushOutcome::kRefused);
+  CHECK(pushed->reason.IsRefused());
+  CHECK(JobsInJournals(dir).empty());
+}
+
+TEST_CASE("spool client: a push that would overfill the spool is refused, nothing written") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());  // never started
+  std::string dir = tmp.Sub("spool");
+  auto client = SpoolClient(redis.Options(), dir, /*max_bytes=*/600);
+  auto small = client->Push(MakeJob("SmallJob"));
+  REQUIRE(small.ok());
+  REQUIRE(small->outcome == PushOutcome::kSpooled);
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  uint64_t before = journals[0].bytes;
+
+  auto big = client->Push(MakeJob("BigJob", "[\"" + std::string(1000, 'x') + "\"]"));
+  REQUIRE(big.ok());
+  CHECK(big->outcome == PushOutcome::kRefused);
+  CHECK(big->reason.IsIoError());
+  CHECK(big->reason.message().find("spool " + dir + " is full: " + std::to_string(before) +
+                                   " bytes of 600") != std::string::npos);
+  CHECK(Journals(dir)[0].bytes == before);
+  CHECK(JobsInJournals(dir).size() == 1);
+}
+
+TEST_CASE("spool client: with Redis unreachable, pushes go straight to the spool") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  // A socket that takes connections and never answers: every call times
+  // out.
+  int silent = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(silent >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", redis.socket().c_str());
+  REQUIRE(bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(listen(silent, 128) == 0);
+
+  RedisOptions options = redis.Options();
+  options.connect_timeout = 300ms;
+  options.command_timeout = 300ms;
+  std::string dir = tmp.Sub("spool");
+  auto client = SpoolClient(options, dir);
+  auto first = client->Push(MakeJob("PaceJob", "[0]"));
+  REQUIRE(first.ok());
+  CHECK(first->outcome == PushOutcome::kSpooled);
+
+  // Each of these would wait out a 300 ms timeout if it tried Redis.
+  constexpr int kPushes = 20;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 1; i <= kPushes; ++i) {
+    auto pushed = client->Push(MakeJob("PaceJob", "[" + std::to_string(i) + "]"));
+    REQUIRE(pushed.ok());
+    CHECK(pushed->outcome == PushOutcome::kSpooled);
+  }
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(elapsed < kPushes * options.command_timeout / 2);
+
+  close(silent);
+  unlink(redis.socket().c_str());
+  redis.Start();
+  REQUIRE(WaitUntil([&] { return redis.Integer({"LLEN", "queue:default"}) == kPushes + 1; }, 15s));
+  bool accepted = WaitUntil(
+      [&] {
+        auto pushed = client->Push(MakeJob("AfterJob"));
+        return pushed.ok() && pushed->outcome == PushOutcome::kAccepted;
+      },
+      10s);
+  CHECK(accepted);
+}
+
+TEST_CASE("spool drain: a job Redis refuses is held while the others go on, then pushed once") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  {
+    auto client = SpoolClient(redis.Options(), dir);
+    REQUIRE(client->Push(MakeJob("HeldJob", "[]", "bad"))->outcome == PushOutcome::kSpooled);
+    REQUIRE(client->Push(MakeJob("GoodJob", "[1]"))->outcome == PushOutcome::kSpooled);
+    REQUIRE(client->Push(MakeJob("GoodJob", "[2]"))->outcome == PushOutcome::kSpooled);
+  }
+  auto report = DrainSpool(dir, redis.Options());
+  REQUIRE(report.ok());
+  CHECK_FALSE(report->stopped.ok());
+  CHECK(report->stopped.message().find(redis.socket()) != std::string::npos);
+  CHECK(report->pushed == 0);
+  CHECK(report->left == 3);
+
+  redis.Start();
+  redis.Run({"SET", "queue:bad", "not a list"});
+  report = DrainSpool(dir, redis.Options());
+  REQUIRE(report.ok());
+  CHECK(report->stopped.ok());
+  CHECK(report->pushed == 2);
+  CHECK(report->held == 1);
+  CHECK(report->held_reason.find("WRONGTYPE") != std::string::npos);
+  CHECK(report->left == 1);
+  CHECK(report->files_removed == 0);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 2);
+  auto status = ReadSpoolStatus(dir);
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 1);
+  CHECK(status->files[0].held_jobs == 1);
+  CHECK(status->files[0].pending_jobs == 1);
+  CHECK(status->files[0].held_reason.find("WRONGTYPE") != std::string::npos);
+
+  redis.Run({"DEL", "queue:bad"});
+  report = DrainSpool(dir, redis.Options());
+  REQUIRE(report.ok());
+  CHECK(report->stopped.ok());
+  CHECK(report->pushed == 1);
+  CHECK(report->held == 0);
+  CHECK(report->files_removed == 1);
+  CHECK(redis.Integer({"LLEN", "queue:bad"}) == 1);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 2);
+  CHECK(Journals(dir).empty());
+}
+
+TEST_CASE("spool client: Open fails naming a spool directory it cannot use") {
+  TempDir tmp;
+  AppendBytes(tmp.Sub("file"), "x");
+  ClientOptions options;
+  options.spool_dir = tmp.Sub("file") + "/spool";
+  RedisOptions redis;
+  redis.unix_path = tmp.Sub("nothing.sock");
+  auto client = Client::Open(redis, options);
+  REQUIRE_FALSE(client.ok());
+  CHECK(client.status().IsIoError());
+  CHECK(client.status().message().find(tmp.Sub("file")) != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// The reliableq program.
+
+TEST_CASE("spool cli: push --spool, spool status, spool drain: messages and exit codes") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+
+  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(pushed.exit_code == 0, pushed.err);
+  std::string jid = pushed.out.substr(0, pushed.out.find('\n'));
+  CHECK(jid.size() == 24);
+  CHECK(pushed.err.find("spooled") != std::string::npos);
+
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK_MESSAGE(status.exit_code == 0, status.err);
+  CHECK(status.out.find("1 journal, 1 job pending") != std::string::npos);
+  auto json = RunCommand({bin, "spool", "status", dir, "--json"});
+  REQUIRE_MESSAGE(json.exit_code == 0, json.err);
+  rapidjson::Document doc;
+  doc.Parse(json.out.c_str());
+  REQUIRE_FALSE(doc.HasParseError());
+  CHECK(doc["pending_jobs"].GetInt64() == 1);
+  REQUIRE(doc["files"].Size() == 1);
+  CHECK(doc["files"][0]["live"].GetBool() == false);
+  CHECK(doc["files"][0]["pending_jobs"].GetInt64() == 1);
+
+  // Redis unreachable: says where, exit 1, no hang.
+  auto down = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()}, 15s);
+  CHECK(down.exit_code == 1);
+  CHECK(down.err.find(redis.socket()) != std::string::npos);
+  CHECK(down.err.find("1 job left") != std::string::npos);
+
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK(drained.out.find("pushed 1 job") != std::string::npos);
+  auto queue = redis.Queue("default");
+  REQUIRE(queue.size() == 1);
+  CHECK(queue[0].find("\"jid\":\"" + jid + "\"") != std::string::npos);
+  status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.out.find("0 journals, 0 jobs pending") != std::string::npos);
+  // Nothing left: a second drain pushes nothing and succeeds.
+  drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 0);
+  CHECK(drained.out.find("pushed 0 jobs") != std::string::npos);
+  CHECK(redis.Queue("default").size() == 1);
+
+  // Bad arguments: one line, exit 2.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{bin, "spool"},
+                                             {bin, "spool", "frob", dir},
+                                             {bin, "spool", "status"},
+                                             {bin, "spool", "status", dir, "extra"},
+                                             {bin, "spool", "drain", dir, "--json"},
+                                             {bin, "spool", "drain", dir, "--wait-timeout", "5"},
+                                             {bin, "push", "X", "--spool", ""}}) {
+    auto bad = RunCommand(args);
+    CHECK_MESSAGE(bad.exit_code == 2, args[1] << " " << (args.size() > 2 ? args[2] : ""));
+    CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+  }
+  auto missing = RunCommand({bin, "spool", "status", tmp.Sub("missing")});
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find(tmp.Sub("missing")) != std::string::npos);
+}
+
+}  // namespace
+}  // namespace reliableq
