@@ -4,17 +4,27 @@
 //   chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S
 //                  --queues Q1,Q2 --accepted FILE --unknown FILE
 //                  [--deadline SECONDS] [--backlog JOBS]
+//                  [--wait-replicas N] [--wait-timeout MS] [--spool DIR]
 //
 // Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
 // new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
 // Q[id % number of queues]. The push's outcome decides where its id goes:
-// accepted (stored), "id\n" to the accepted file; not confirmed (the reply
-// was lost while Redis restarts), "id<TAB>reason\n" to the unknown file: that
-// job may or may not be stored, so it is not counted as accepted; refused
-// (nothing stored: Redis unreachable, or an error reply), neither file, so
-// that tools/chaos reports the job as a phantom execution if it ever runs.
-// Either way the next attempt uses the next id. Attempts go on until `count`
-// pushes were accepted, paced at `rate` accepted pushes per second. With
+// stored (accepted, replicated or spooled), "id<TAB>time<TAB>outcome\n" to
+// the accepted file; not confirmed (the reply was lost while Redis restarts,
+// or WAIT heard from fewer replicas than asked), "id<TAB>time<TAB>reason\n"
+// to the unknown file: that job may or may not be stored, so it is not
+// counted as accepted; refused (nothing stored: Redis unreachable, or an
+// error reply), neither file, so that tools/chaos reports the job as a
+// phantom execution if it ever runs. `time` is when the push returned, epoch
+// seconds. Either way the next attempt uses the next id. Attempts go on until
+// `count` pushes were stored, paced at `rate` stored pushes per second.
+//
+// --wait-replicas and --wait-timeout set ClientOptions::wait_replicas and
+// wait_timeout (a push is stored only when replicated); --spool sets
+// ClientOptions::spool_dir, and then the producer, once done, waits (within
+// the deadline) until the spool directory holds no job (its own journal and
+// those of other producers sharing it) before it ends, since a Client drains
+// its own journal only while it lives. With
 // --backlog, pushes also wait while the queues hold that many jobs or more (a
 // standing backlog: the workers never run dry, and neither does Redis fill
 // up).
@@ -25,9 +35,12 @@
 // Both files are flushed after every line, so a reader sees every push that
 // was acknowledged before it looked.
 //
-// Prints "accepted A unknown U" and exits 0 when `count` pushes were
-// accepted or SIGTERM stopped it; exits 1 when the deadline passed first, 2
-// on bad arguments.
+// Prints "accepted A unknown U refused R" (A counts every stored push) and
+// "outcomes: accepted a replicated r spooled s", and exits 0 when `count`
+// pushes were stored or SIGTERM stopped it; exits 1 when the deadline passed
+// first (or the spool did not empty within it), 2 on bad arguments.
+
+#include <sys/time.h>
 
 #include <cerrno>
 #include <csignal>
@@ -42,6 +55,7 @@
 
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
+#include "reliableq/spool.h"
 
 namespace {
 
@@ -57,6 +71,9 @@ struct Options {
   std::string unknown;
   double deadline = 3600;
   long long backlog = 0;  // 0: no limit
+  long long wait_replicas = 0;
+  long long wait_timeout_ms = 1000;
+  std::string spool;
 };
 
 volatile std::sig_atomic_t stop_requested = 0;
@@ -66,7 +83,8 @@ int Usage(const std::string& problem) {
                "chaos_producer: %s\n"
                "usage: chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S\n"
                "                      --queues Q1,Q2 --accepted FILE --unknown FILE\n"
-               "                      [--deadline SECONDS] [--backlog JOBS]\n",
+               "                      [--deadline SECONDS] [--backlog JOBS]\n"
+               "                      [--wait-replicas N] [--wait-timeout MS] [--spool DIR]\n",
                problem.c_str());
   return 2;
 }
@@ -107,8 +125,11 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       options->accepted = value;
     } else if (name == "--unknown") {
       options->unknown = value;
+    } else if (name == "--spool") {
+      options->spool = value;
     } else if (name == "--first-id" || name == "--count" || name == "--rate" ||
-               name == "--deadline" || name == "--backlog") {
+               name == "--deadline" || name == "--backlog" || name == "--wait-replicas" ||
+               name == "--wait-timeout") {
       if (!ParseNumber(value, &number) || number < 0) {
         return name + " needs a non-negative number, not '" + value + "'";
       }
@@ -117,6 +138,8 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       if (name == "--rate") options->rate = number;
       if (name == "--deadline") options->deadline = number;
       if (name == "--backlog") options->backlog = static_cast<long long>(number);
+      if (name == "--wait-replicas") options->wait_replicas = static_cast<long long>(number);
+      if (name == "--wait-timeout") options->wait_timeout_ms = static_cast<long long>(number);
     } else {
       return "unknown option " + name;
     }
@@ -160,6 +183,34 @@ long long QueuedJobs(const reliableq::RedisOptions& redis, const std::vector<std
   return total;
 }
 
+// Epoch seconds with microseconds, as the job records write them, so that
+// tools/chaos can put a push beside a failover.
+std::string NowText() {
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld.%06ld", static_cast<long long>(tv.tv_sec),
+                static_cast<long>(tv.tv_usec));
+  return text;
+}
+
+// Waits until the spool directory holds no job, or the deadline passes: the
+// Client drains its own journal only while it lives. True when it emptied.
+bool WaitForEmptySpool(const std::string& dir, Clock::time_point deadline) {
+  while (true) {
+    reliableq::Result<reliableq::SpoolStatus> status = reliableq::ReadSpoolStatus(dir);
+    if (status.ok() && status->pending_jobs == 0) return true;
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr, "chaos_producer: spool %s still holds jobs at the deadline: %s\n",
+                   dir.c_str(),
+                   status.ok() ? std::to_string(status->pending_jobs).c_str()
+                               : status.status().ToString().c_str());
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +224,10 @@ int main(int argc, char** argv) {
   // counted as unknown rather than hold the producer.
   redis->connect_timeout = std::chrono::milliseconds(1000);
   redis->command_timeout = std::chrono::milliseconds(2000);
+  reliableq::ClientOptions client_options;
+  client_options.wait_replicas = static_cast<int>(options.wait_replicas);
+  client_options.wait_timeout = std::chrono::milliseconds(options.wait_timeout_ms);
+  client_options.spool_dir = options.spool;
 
   FILE* accepted = std::fopen(options.accepted.c_str(), "a");
   FILE* unknown = std::fopen(options.unknown.c_str(), "a");
@@ -190,15 +245,23 @@ int main(int argc, char** argv) {
   long long accepted_count = 0;
   long long unknown_count = 0;
   long long refused_count = 0;
+  // Stored pushes by outcome: accepted, replicated, spooled.
+  long long by_outcome[3] = {0, 0, 0};
   std::signal(SIGTERM, [](int) { stop_requested = 1; });
   // Pushes left before the backlog is looked at again.
   long long unchecked = 0;
   std::unique_ptr<reliableq::Admin> admin;
+  auto print_counts = [&] {
+    std::printf("accepted %lld unknown %lld refused %lld\n", accepted_count, unknown_count,
+                refused_count);
+    std::printf("outcomes: accepted %lld replicated %lld spooled %lld\n", by_outcome[0],
+                by_outcome[1], by_outcome[2]);
+  };
   while (accepted_count < options.count && !stop_requested) {
     if (Clock::now() >= deadline) {
       std::fprintf(stderr, "chaos_producer: deadline passed after %lld of %lld pushes\n",
                    accepted_count, options.count);
-      std::printf("accepted %lld unknown %lld\n", accepted_count, unknown_count);
+      print_counts();
       return 1;
     }
     // Pace by accepted pushes, so that a Redis outage is caught up after.
@@ -217,7 +280,7 @@ int main(int argc, char** argv) {
     }
     if (client == nullptr) {
       reliableq::Result<std::unique_ptr<reliableq::Client>> opened =
-          reliableq::Client::Open(*redis);
+          reliableq::Client::Open(*redis, client_options);
       if (!opened.ok()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;  // nothing was sent: no id is used up
@@ -235,15 +298,19 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "chaos_producer: %s\n", pushed.status().ToString().c_str());
       return 2;
     }
+    const std::string head = std::to_string(id) + "\t" + NowText() + "\t";
     if (pushed->stored()) {
-      AppendLine(accepted, std::to_string(id), options.accepted);
+      AppendLine(accepted, head + reliableq::PushOutcomeName(pushed->outcome), options.accepted);
       ++accepted_count;
+      ++by_outcome[pushed->outcome == reliableq::PushOutcome::kAccepted     ? 0
+                   : pushed->outcome == reliableq::PushOutcome::kReplicated ? 1
+                                                                            : 2];
     } else if (pushed->outcome == reliableq::PushOutcome::kNotConfirmed) {
       std::string reason = pushed->reason.ToString();
       for (char& c : reason) {
         if (c == '\n' || c == '\t') c = ' ';
       }
-      AppendLine(unknown, std::to_string(id) + "\t" + reason, options.unknown);
+      AppendLine(unknown, head + reason, options.unknown);
       ++unknown_count;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } else {
@@ -256,9 +323,13 @@ int main(int argc, char** argv) {
   }
   std::fclose(accepted);
   std::fclose(unknown);
+  int status = 0;
+  if (client != nullptr && !options.spool.empty() && !WaitForEmptySpool(options.spool, deadline)) {
+    status = 1;
+  }
   if (refused_count > 0) {
     std::fprintf(stderr, "chaos_producer: %lld pushes refused\n", refused_count);
   }
-  std::printf("accepted %lld unknown %lld\n", accepted_count, unknown_count);
-  return 0;
+  print_counts();
+  return status;
 }

@@ -1,0 +1,340 @@
+"""tools/chaos --mode outage: Redis unreachable for --outage-seconds while
+producers keep pushing through a client spool, and every job is counted.
+
+One redis-server (appendonly yes, appendfsync always, on a unix socket)
+holds the jobs; the job records go to a second one, the ledger, which stays
+up. Producers push at a steady rate with ClientOptions::spool_dir, all into
+one spool directory (each process writes its own journal there). Workers run
+the jobs. Outages, in the order --outages gives:
+
+  stop  SIGSTOP redis-server for --outage-seconds, then SIGCONT. Connections
+        still open and pushes time out: a push whose reply did not come is
+        spooled, and when Redis resumes it runs the command it had queued,
+        so the drain pushes a job that is already there (same jid): it may
+        run twice, which is allowed and counted.
+  kill  SIGKILL redis-server, and start it again on its AOF after
+        --outage-seconds. Connections are refused meanwhile.
+
+After each outage it measures how long after Redis answered again the spool
+held no job (`reliableq spool status DIR --json`, every 100 ms), and waits
+for that before the next outage. The run fails on any job lost among the
+pushes reported accepted or spooled, on a duplicate that neither the spool
+nor a worker taken for dead during an outage explains, on a producer whose
+spool did not empty, and on anything the default mode fails on.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import chaos as base
+
+
+class OutageChaos(base.Chaos):
+    def __init__(self, args, work):
+        super().__init__(args, work)
+        # self.redis holds the jobs; the ledger the job records.
+        self.ledger = base.RedisServer(os.path.join(work, 'ledger'))
+        self.spool = os.path.join(work, 'spool')
+        self.outage_log = []  # per outage: kind, down_at, back_at, drained_at, peak
+
+    def worker_env(self, throw_fraction, abort_fraction=None, long_fraction=None):
+        env = super().worker_env(throw_fraction, abort_fraction, long_fraction)
+        env['RELIABLEQ_CHAOS_REDIS'] = self.ledger.sock
+        return env
+
+    def watch_orphans(self, kind, pid):
+        # No worker is killed on purpose here: a worker that exits is a
+        # problem of the run (check), not an orphan to time.
+        self.event('unwatched', pid, kind)
+
+    def start_producers(self):
+        a = self.args
+        window = max(1.0, a.duration * a.push_window)
+        share, extra = divmod(a.jobs, a.producers)
+        for p in range(a.producers):
+            count = share + (1 if p < extra else 0)
+            path = os.path.join(self.work, 'producers', 'producer-%d' % p)
+            argv = [a.producer, '--redis', self.redis_url(),
+                    '--first-id', str((p + 1) * 10_000_000), '--count', str(count),
+                    '--rate', '%.3f' % (count / window), '--queues', ','.join(base.QUEUES),
+                    '--accepted', path + '.accepted', '--unknown', path + '.unknown',
+                    '--deadline', str(a.duration + a.drain_timeout), '--spool', self.spool]
+            self.producers.append((base.spawn(argv, path + '.log'), path))
+
+    def spooled_now(self):
+        """Jobs the spool holds now, or None when it cannot be read."""
+        try:
+            out = subprocess.run([self.args.bin, 'spool', 'status', self.spool, '--json'],
+                                 capture_output=True, text=True, timeout=10)
+            return int(json.loads(out.stdout)['pending_jobs'])
+        except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+            return None
+
+    def outage(self, kind):
+        a = self.args
+        record = {'kind': kind, 'peak_spooled': 0}
+        self.outage_log.append(record)
+        pid = self.redis.proc.pid
+        record['down_at'] = time.time()
+        if kind == 'stop':
+            self.redis.proc.send_signal(signal.SIGSTOP)
+            self.event('redis_stop', pid)
+        else:
+            self.redis.proc.kill()
+            self.redis.proc.wait(timeout=10)
+            self.event('redis_kill', pid)
+        self.log('%s redis-server (pid %d) for %.0f s' % (
+            'SIGSTOP' if kind == 'stop' else 'SIGKILL', pid, a.outage_seconds))
+        end = time.monotonic() + a.outage_seconds
+        while time.monotonic() < end:
+            self.tend_workers()
+            n = self.spooled_now()
+            if n is not None:
+                record['peak_spooled'] = max(record['peak_spooled'], n)
+            time.sleep(0.2)
+        if kind == 'stop':
+            self.redis.proc.send_signal(signal.SIGCONT)
+        else:
+            self.redis.start()
+        record['back_at'] = time.time()
+        self.redis.outages.append((record['down_at'], record['back_at']))
+        self.event('redis_ready', self.redis.proc.pid)
+        # How long until the spool holds nothing (bounded).
+        deadline = time.monotonic() + a.drain_timeout
+        left = None
+        while time.monotonic() < deadline:
+            self.tend_workers()
+            left = self.spooled_now()
+            if left == 0:
+                record['drained_at'] = time.time()
+                break
+            if left is not None:
+                record['peak_spooled'] = max(record['peak_spooled'], left)
+            time.sleep(0.1)
+        if 'drained_at' not in record:
+            self.problems.append('the spool still held %s jobs %.0f s after the %s outage'
+                                 % (left, a.drain_timeout, kind))
+            self.log('spool not empty after %.0f s: %s jobs' % (a.drain_timeout, left))
+        else:
+            self.log('Redis back; %d jobs were spooled at most; the spool was empty %.2f s '
+                     'after Redis answered again' % (
+                         record['peak_spooled'], record['drained_at'] - record['back_at']))
+
+    def run(self):
+        a = self.args
+        self.t0 = time.monotonic()
+        for sub in ('redis', 'ledger', 'workers', 'producers'):
+            os.makedirs(os.path.join(self.work, sub))
+        self.ledger.start()
+        self.redis.start()
+        self.log('redis-server pid %d on %s; ledger pid %d' % (
+            self.redis.proc.pid, self.redis.sock, self.ledger.proc.pid))
+        self.throw_fraction = 0.0 if a.throw_fraction == 'auto' else float(a.throw_fraction)
+        for _ in range(a.workers):
+            self.start_worker()
+        self.start_producers()
+        self.log('%d workers, %d producers pushing %d jobs over %.0f s, spool %s' % (
+            a.workers, a.producers, a.jobs, a.duration * a.push_window, self.spool))
+
+        ledger = base.Redis(self.ledger.sock)
+        start = time.monotonic()
+        plan = list(a.outages)
+        next_at = start + 5.0
+        next_progress = start + 10
+        while True:
+            self.tend_workers()
+            now = time.monotonic()
+            if plan and now >= next_at:
+                self.outage(plan.pop(0))
+                next_at = time.monotonic() + 5.0
+                continue
+            if not plan and now - start >= a.duration and now >= next_at:
+                break
+            if now >= next_progress:
+                next_progress = now + 10
+                self.progress(ledger)
+            time.sleep(0.05)
+
+        self.log('outages over; waiting for the producers and the queues to drain')
+        r = base.Redis(self.redis.sock)
+        drain_deadline = time.monotonic() + a.drain_timeout
+        drained = False
+        quiet_checks = 0
+        last = None
+        while time.monotonic() < drain_deadline:
+            self.tend_workers()
+            time.sleep(0.25)
+            producing = any(p.poll() is None for p, _ in self.producers)
+            try:
+                last = self.pending(r)
+            except (OSError, base.RedisReplyError):
+                continue
+            quiet_checks = quiet_checks + 1 if not last and not producing else 0
+            if quiet_checks >= 3:
+                drained = True
+                break
+        if not drained:
+            running = [p.pid for p, _ in self.producers if p.poll() is None]
+            self.problems.append('did not drain within %.0f s: producers running %s, '
+                                 'pending %s' % (a.drain_timeout, running, last))
+        for p, path in self.producers:
+            if p.poll() is None:
+                base.stop_process(p)
+            elif p.returncode != 0:
+                self.problems.append('producer %s exited with status %d (see %s.log)'
+                                     % (os.path.basename(path), p.returncode, path))
+        for w in self.workers:
+            if w.state == 'running':
+                w.proc.send_signal(signal.SIGTERM)
+                w.state = 'terming'
+                w.term_deadline = time.monotonic() + a.timeout + 20
+        end = time.monotonic() + a.timeout + 25
+        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
+            self.tend_workers(replace=False)
+            time.sleep(0.05)
+        self.tend_workers(replace=False)
+        report = self.check(ledger, r)
+        ledger.close()
+        r.close()
+        return report
+
+    def progress(self, ledger, pending=None):
+        try:
+            executed = ledger.call('HLEN', base.RECORD_PREFIX + 'runs')
+        except (OSError, base.RedisReplyError):
+            executed = '?'
+        self.log('stored %d, executed %s, spooled now %s' % (
+            len(self.read_ids('.accepted')), executed, self.spooled_now()))
+
+    def cleanup(self):
+        super().cleanup()
+        self.ledger.stop()
+
+    def check(self, ledger, r):
+        a = self.args
+        runs, attempts, by_job = self.read_records(ledger)
+        dead, dead_reasons, pending_ids, stranded_keys = self.read_leftovers(r)
+        stored = self.read_ids('.accepted')   # id -> "time<TAB>outcome"
+        unknown = self.read_ids('.unknown')
+        outcome = {i: text.split('\t')[-1] for i, text in stored.items()}
+        executed = {i for i, n in runs.items() if n > 0}
+        done = executed | set(dead)
+        lost = sorted(set(stored) - done - set(pending_ids))
+        still_pending = sorted((set(stored) - done) & set(pending_ids))
+        phantom = sorted(i for i in done if i not in stored and i not in unknown)
+        by_outcome = {}
+        for name in outcome.values():
+            by_outcome[name] = by_outcome.get(name, 0) + 1
+
+        causes = {}
+        unexplained = []
+        duplicated = 0
+        for job_id, count in runs.items():
+            if count < 2:
+                continue
+            duplicated += 1
+            ok = sorted((at for at in by_job.get(job_id, []) if at['outcome'] == 'ok'),
+                        key=lambda at: (at['rc'], at['ic'], at['start']))
+            for lower, higher in zip(ok, ok[1:]):
+                cause = self.explain_outage(job_id, outcome.get(job_id), lower, higher)
+                if cause is None:
+                    unexplained.append({'id': job_id, 'runs': ok})
+                    break
+                causes[cause] = causes.get(cause, 0) + 1
+        for e in self.events:
+            if e['kind'] == 'exit':
+                log = next((w.log_path for w in self.workers if w.pid == e['pid']), '?')
+                self.problems.append('worker %d exited by itself with status %s (see %s)'
+                                     % (e['pid'], e['detail'], log))
+
+        report = {
+            'mode': 'outage',
+            'outages': [{'kind': o['kind'], 'seconds': round(o['back_at'] - o['down_at'], 1),
+                         'peak_spooled': o['peak_spooled'],
+                         'spool_empty_after_s': round(o['drained_at'] - o['back_at'], 2)
+                         if 'drained_at' in o else None}
+                        for o in self.outage_log if 'back_at' in o],
+            'stored': len(stored),
+            'stored_by_outcome': by_outcome,
+            'not_confirmed': len(unknown),
+            'not_confirmed_ran': len(set(unknown) & done),
+            'lost': len(lost),
+            'executed': len(executed),
+            'dead': len(dead),
+            'dead_by_reason': {k: len(v) for k, v in dead_reasons.items()},
+            'still_pending': len(still_pending),
+            'phantom_executions': len(phantom),
+            'executed_more_than_once': duplicated,
+            'most_runs_of_one_job': max(runs.values(), default=0),
+            'duplicate_runs_by_cause': causes,
+            'unexplained_duplicates': len(unexplained),
+            'workers_taken_for_dead': self.count_in_logs(
+                base.HEARTBEAT_GONE, {w.pid for w in self.workers}),
+            'stranded_working_lists': stranded_keys,
+            'workers': a.workers,
+            'producers': a.producers,
+            'jobs': a.jobs,
+            'duration_s': a.duration,
+            'seed': a.seed,
+            'problems': self.problems,
+        }
+        report['ok'] = (not lost and not unexplained and not phantom and not still_pending
+                        and not stranded_keys and not self.problems
+                        and len(report['outages']) == len(a.outages))
+        with open(os.path.join(self.work, 'events.json'), 'w') as f:
+            json.dump({'events': self.events, 'outages': self.outage_log, 'report': report},
+                      f, indent=1)
+        self.details = {'lost': lost, 'unexplained': unexplained, 'phantom': phantom}
+        return report
+
+    def explain_outage(self, job_id, outcome, lower, higher):
+        if higher['rc'] > lower['rc']:
+            return 'retry'
+        if higher['ic'] == lower['ic'] and outcome == 'spooled':
+            # The drain pushed it again under its jid, after a first push
+            # that timed out had landed after all.
+            return 'spool: pushed again'
+        if higher['ic'] > lower['ic']:
+            for down, back in self.redis.outages:
+                if lower['end'] >= down - 1.0 and lower['start'] <= back + 10.0:
+                    # A janitor took the process for dead once Redis was back
+                    # (its heartbeat expired during the outage).
+                    return 'outage: recovered from a working list'
+        return self.explain(lower, higher)
+
+
+def print_report(report, details, work):
+    r = report
+    print()
+    print('== chaos report (outage)')
+    for o in r['outages']:
+        print('outage (%s, %.1f s):      up to %d jobs spooled; the spool was empty %s s after '
+              'Redis answered again' % (o['kind'], o['seconds'], o['peak_spooled'],
+                                        o['spool_empty_after_s']))
+    print('stored pushes:            %d %s' % (r['stored'], r['stored_by_outcome']))
+    print('not confirmed:            %d, of which ran: %d' % (r['not_confirmed'],
+                                                               r['not_confirmed_ran']))
+    print('lost:                     %d' % r['lost'])
+    print('executed:                 %d; dead: %d %s' % (r['executed'], r['dead'],
+                                                          r['dead_by_reason']))
+    if r['still_pending']:
+        print('still pending:            %d' % r['still_pending'])
+    print('executed more than once:  %d (one job at most %d times); extra runs by cause: %s; '
+          'unexplained: %d' % (r['executed_more_than_once'], r['most_runs_of_one_job'],
+                               r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
+    print('workers taken for dead:   %d' % r['workers_taken_for_dead'])
+    for job_id in details['lost'][:20]:
+        print('LOST job %d' % job_id)
+    for item in details['unexplained'][:20]:
+        print('UNEXPLAINED duplicate of job %d: runs %s' % (item['id'], item['runs']))
+    for job_id in details['phantom'][:20]:
+        print('PHANTOM: job %d ran but was never pushed' % job_id)
+    for key, n in r['stranded_working_lists'].items():
+        print('STRANDED: %s holds %d jobs and no registered process owns it' % (key, n))
+    for problem in r['problems']:
+        print('PROBLEM: %s' % problem)
+    print('result: %s' % ('OK' if r['ok'] else 'FAILED (evidence kept in %s)' % work))
+    print(json.dumps(r, sort_keys=True, separators=(',', ':')))
