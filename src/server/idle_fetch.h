@@ -67,6 +67,8 @@ class IdleFetch {
   void Start();
   // Closes the listener and stops every timer.
   void Stop();
+  // The master moved: the listener reconnects without its backoff.
+  void MasterMoved() { listener_->ResetBackoff(); }
 
   bool idle() const { return idle_; }
   // Queue `queue` may hold jobs (as a wake-up naming it would say).

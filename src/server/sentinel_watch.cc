@@ -16,10 +16,11 @@ constexpr std::chrono::milliseconds kRetryDelay{1000};
 }  // namespace
 
 SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
-                             const Logger& log)
+                             const Logger& log, std::function<void()> on_switch)
     : loop_(loop),
       discovery_(std::move(discovery)),
       log_(log),
+      on_switch_(std::move(on_switch)),
       retry_timer_(loop, [this] { Connect(); }) {}
 
 SentinelWatch::~SentinelWatch() { Stop(); }
@@ -81,6 +82,7 @@ void SentinelWatch::OnMessage(const redisReply& message) {
   log_.Log(LogLevel::kWarn, "sentinels switched master '%s' to %s:%d; moving every connection",
            Escaped(name).c_str(), Escaped(new_host).c_str(), port);
   discovery_->Announce(redis::Endpoint{new_host, port, {}});
+  on_switch_();
 }
 
 }  // namespace reliableq

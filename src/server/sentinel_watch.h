@@ -18,6 +18,7 @@
 #define RELIABLEQ_SERVER_SENTINEL_WATCH_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,8 +32,10 @@ namespace reliableq {
 
 class SentinelWatch {
  public:
+  // `on_switch` runs after each announcement was passed on: the owner's
+  // connections reconnect at once rather than after their backoff.
   SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
-                const Logger& log);
+                const Logger& log, std::function<void()> on_switch);
   ~SentinelWatch();
   SentinelWatch(const SentinelWatch&) = delete;
   SentinelWatch& operator=(const SentinelWatch&) = delete;
@@ -51,6 +54,7 @@ class SentinelWatch {
   uv::EventLoop& loop_;
   std::shared_ptr<redis::Discovery> discovery_;
   const Logger& log_;
+  std::function<void()> on_switch_;
   std::unique_ptr<redis::AsyncConnection> connection_;
   uv::Timer retry_timer_;
   size_t next_ = 0;  // the sentinel to try next

@@ -271,7 +271,13 @@ Status ServerImpl::Init() {
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
   if (auto discovery = redis::Discovery::For(options_.redis)) {
-    sentinel_watch_ = std::make_unique<SentinelWatch>(loop_ref, std::move(discovery), log);
+    // Every connection drops within a watchdog tick (the epoch moved) and
+    // reconnects at once, not after the backoff the dead master built up.
+    sentinel_watch_ = std::make_unique<SentinelWatch>(loop_ref, std::move(discovery), log, [this] {
+      reconnect_delay_ = kReconnectMin;
+      if (reconnect_timer_->active()) reconnect_timer_->Start(kReconnectMin);
+      idle_fetch_->MasterMoved();
+    });
   }
 
   // The threads start now, so that a process that cannot make them (a

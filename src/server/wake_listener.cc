@@ -80,6 +80,11 @@ void WakeListener::Stop() {
   subscribed_queues_ = 0;
 }
 
+void WakeListener::ResetBackoff() {
+  reconnect_delay_ = kReconnectMin;
+  if (reconnect_timer_.active()) reconnect_timer_.Start(reconnect_delay_);
+}
+
 void WakeListener::Connect() {
   if (stopped_) return;
   connection_->Connect([this](const Status& s) {

@@ -73,6 +73,9 @@ class WakeListener {
   // Stop().
   void Start();
   void Stop();
+  // The master moved (Sentinel): the next reconnect comes after the
+  // shortest delay, not the backoff the old master's failures built up.
+  void ResetBackoff();
   // Whether the idle channels should be subscribed; a change is sent at
   // once, or when the one on its way is confirmed.
   void Listen(bool idle);
