@@ -245,6 +245,15 @@ Status ClientSpool::Pass() {
     std::lock_guard<std::mutex> lock(mu_);
     return stop_;
   };
+  if (ping_first_) {
+    // After a failed pass, Redis answers a PING before a batch is sent
+    // again: a Redis that is stopped (SIGSTOP, a stalled host) would
+    // otherwise queue one more copy of the same batch per attempt in its
+    // socket buffers, and run every copy when it resumes.
+    Result<redis::ReplyPtr> pong = redis_->Command({"PING"});
+    if (!pong.ok()) return pong.status();
+    ping_first_ = false;
+  }
   auto now = SteadyClock::now();
   bool attempted = false;
   DrainCounts counts;
@@ -319,6 +328,7 @@ void ClientSpool::Run() {
       continue;
     }
     if (s.IsShutdown()) break;
+    ping_first_ = true;
     if (s.IsRetryable()) {
       // Redis did not answer (or could not serve): pushes keep going to the
       // spool, and the drainer tries again later.

@@ -169,6 +169,7 @@ class ClientSpool {
   std::vector<std::unique_ptr<JournalFile>> adopted_;
   std::set<std::string> stalled_;  // paths left alone for good
   std::string last_logged_;        // the last drain failure logged
+  bool ping_first_ = false;        // the last pass failed: PING before a batch
 
   std::thread thread_;
 };
