@@ -120,7 +120,7 @@ TEST_CASE("sentinel: no sentinel answers: the error names each one, without hang
   CHECK(message.find("no sentinel named the master 'mymaster'") != std::string::npos);
 }
 
-TEST_CASE("sentinel: a master name the sentinels do not know is named in the error") {
+TEST_CASE("sentinel: a master name the sentinels do not know is named in the error; --sentinel") {
   ReplicationGroup group(0, 1);
   Result<RedisOptions> options = RedisOptions::FromUrl(
       "redis+sentinel://127.0.0.1:" + std::to_string(group.sentinel_ports()[0]) + "/othermaster");
@@ -129,6 +129,22 @@ TEST_CASE("sentinel: a master name the sentinels do not know is named in the err
   REQUIRE_FALSE(client.ok());
   CHECK(client.status().ToString().find("does not know a master named 'othermaster'") !=
         std::string::npos);
+
+  // The program: --sentinel takes the master's name from the URL's host,
+  // as Sidekiq's sentinels: option does.
+  std::string sentinel = "127.0.0.1:" + std::to_string(group.sentinel_ports()[0]);
+  std::string bin = testing::BuildPath("RELIABLEQ_BIN");
+  testing::CommandResult found =
+      testing::RunCommand({bin, "stats", "--redis", "redis://mymaster/0", "--sentinel", sentinel});
+  CHECK_MESSAGE(found.exit_code == 0, found.err);
+  testing::CommandResult unknown = testing::RunCommand(
+      {bin, "stats", "--redis", "redis://othermaster/0", "--sentinel", sentinel});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find("does not know a master named 'othermaster'") != std::string::npos);
+  testing::CommandResult misused = testing::RunCommand(
+      {bin, "stats", "--redis", "unix:///tmp/redis.sock", "--sentinel", sentinel});
+  CHECK(misused.exit_code == 2);
+  CHECK(misused.err.find("--sentinel needs a redis:// or rediss:// URL") != std::string::npos);
 }
 
 TEST_CASE("sentinel: an address that stays a replica fails after the ROLE checks, naming it") {

@@ -29,17 +29,18 @@
 // Name resolution (getaddrinfo) blocks, as it did in hiredis; a host given
 // as an address resolves at once.
 //
-// What comes next on this layer (reliableq-schema(7), DEPLOYMENTS):
-// - Discovery. A connection takes its Endpoint from Endpoint::Of(options)
-//   today, a fixed address. Sentinel and Redis Cluster replace that call
-//   with a process-wide Discovery that answers "where is the master" or
-//   "where is slot S" and keeps a topology epoch. A connection that meets
-//   READONLY, MOVED, a failed connect or +switch-master asks Discovery to
-//   look again; Discovery raises the epoch. The blocking Connection
-//   compares the epoch before each call and reconnects when it moved; the
-//   worker's loop closes each AsyncConnection at once (their owners already
-//   reconnect and reconcile after any break), so every connection of a
-//   process follows the server together.
+// Above this layer (reliableq-schema(7), DEPLOYMENTS):
+// - Discovery (discovery.h). A connection takes its Endpoint from
+//   Endpoint::Of(options), a fixed address, or with Sentinel from the
+//   process-wide Discovery, which answers "where is the master" and keeps
+//   a topology epoch; Redis Cluster will add "where is slot S" the same
+//   way. A connection that meets READONLY, a failed connect, a replica
+//   (ROLE) or +switch-master makes Discovery look again; a new answer
+//   raises the epoch. The blocking Connection compares the epoch before
+//   each call and reconnects when it moved; an AsyncConnection drops
+//   within a watchdog tick (its owner reconnects and reconciles, as after
+//   any break), so every connection of a process follows the server
+//   together.
 // - An idle worker's wake-ups arrive on one subscribed AsyncConnection
 //   (SetOnMessage); auto-pipelined pushes use the same write buffer and
 //   reply FIFO as any command.
