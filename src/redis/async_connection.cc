@@ -79,9 +79,13 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     endpoint = master->endpoint;
     epoch_ = master->epoch;
   }
+  server_ = endpoint.Describe();
   Result<std::unique_ptr<Transport>> started =
       Transport::StartConnect(endpoint, options_.tls.enabled ? tls_ : nullptr);
   if (!started.ok()) {
+    // Not even tried (a name that does not resolve): ask the sentinels
+    // again next time rather than retry the same address forever.
+    if (discovery_ != nullptr) discovery_->Invalidate(epoch_);
     FinishConnect(started.status());
     return;
   }
@@ -151,7 +155,7 @@ void AsyncConnection::Handshake() {
     Status sent = send({"ROLE"}, [this](const Status& status, redisReply* reply) {
       std::string role = status.ok() ? RoleOf(reply) : "master";  // an ACL may refuse ROLE
       if (role == "master" || role.empty()) return;
-      discovery_->Invalidate(epoch_);
+      discovery_->NotMaster(epoch_);
       Status why = Status::IoError("the " + discovery_->Describe() + " named " +
                                    transport_->where() + ", which is not a master (ROLE: " +
                                    role + ")");
@@ -425,7 +429,7 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
 }
 
 void AsyncConnection::FailOnReplica() {
-  discovery_->Invalidate(epoch_);
+  discovery_->NotMaster(epoch_);
   Fail(Status::IoError("Redis at " + transport_->where() +
                        " is a replica now (READONLY); reconnecting to the master"));
 }

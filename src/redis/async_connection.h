@@ -122,10 +122,9 @@ class AsyncConnection {
   int64_t last_client_id() const { return last_client_id_; }
   // Commands sent and not yet answered.
   size_t pending() const { return pending_.size(); }
-  // The Discovery's epoch when the current (or last) connection was made;
-  // 0 without Sentinel. Client ids of connections made at another epoch
-  // belong to another server.
-  uint64_t epoch() const { return epoch_; }
+  // The address the current (or last) connection went to
+  // ("127.0.0.1:6379"): client ids belong to that server.
+  const std::string& server() const { return server_; }
 
   // Sends one command. `extra_timeout` is added to the command timeout, for
   // blocking commands. Fails (without calling back) when not ready.
@@ -199,6 +198,7 @@ class AsyncConnection {
   RedisOptions options_;
   std::shared_ptr<Discovery> discovery_;  // null without Sentinel
   uint64_t epoch_ = 0;                    // the Discovery's epoch at the connect
+  std::string server_;                    // where the connect went
   std::string client_name_;
   std::shared_ptr<const TlsContext> tls_;  // made on the first Connect with TLS
   std::unique_ptr<Transport> transport_;   // null while idle

@@ -79,7 +79,7 @@ Status Connection::TransportError(Status why) {
 
 void Connection::NoteErrorReply(const Status& status) {
   if (discovery_ == nullptr || !IsReadOnlyReply(status)) return;
-  discovery_->Invalidate(epoch_);
+  discovery_->NotMaster(epoch_);
   transport_.reset();
   reader_.reset();
 }
@@ -111,6 +111,7 @@ Status Connection::ConnectToMaster() {
     std::string named = role.ok() ? RoleOf(role->get()) : "master";  // an ACL may refuse ROLE
     if (named == "master") return Status::OK();
     replica = master->endpoint.Describe() + " (ROLE: " + named + ")";
+    discovery_->NotMaster(epoch_);
     TransportError(Status::OK());
     if (attempt < attempts) {
       // Sentinels agree on a promotion within a second or so; each look

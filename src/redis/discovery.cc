@@ -1,5 +1,6 @@
 #include "redis/discovery.h"
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <numeric>
@@ -12,9 +13,16 @@ namespace reliableq::redis {
 namespace {
 
 // The identity of a sentinel setup: two RedisOptions with the same master
-// name, sentinels and database share a Discovery.
+// name, sentinels, database and the settings a lookup uses (credentials,
+// timeout, TLS) share a Discovery.
 std::string SetupKey(const RedisOptions& options) {
-  std::string key = options.sentinel.master_name + "|" + std::to_string(options.db);
+  const RedisSentinelOptions& s = options.sentinel;
+  const RedisTlsOptions& tls = options.tls;
+  std::string key = s.master_name + "|" + std::to_string(options.db) + "|" + s.username + "|" +
+                    s.password + "|" + std::to_string(s.timeout.count()) + "|" +
+                    std::to_string(s.role_checks) + "|" + (tls.enabled ? "tls" : "") + "|" +
+                    tls.ca_file + "|" + tls.cert_file + "|" + tls.key_file + "|" +
+                    tls.server_name + "|" + (tls.verify_peer ? "" : "insecure");
   for (const RedisSentinelOptions::Address& s : options.sentinel.sentinels) {
     key += "|" + s.host + ":" + std::to_string(s.port);
   }
@@ -89,15 +97,43 @@ std::string Discovery::Describe() const {
 }
 
 Result<Discovery::Master> Discovery::Find() {
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (known_) return Master{master_, epoch()};
+    if (order_.empty()) return Status::InvalidArgument(Describe() + ": no sentinel to ask");
+    seen = lookups_;
+  }
+  std::lock_guard<std::mutex> lookup(lookup_mu_);
+  std::vector<size_t> order;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A lookup finished while this one waited: its answer is this one's.
+    if (known_) return Master{master_, epoch()};
+    if (lookups_ != seen && !last_failure_.ok()) return last_failure_;
+    order = order_;
+  }
+  Result<std::pair<Endpoint, size_t>> asked = Ask(order);
   std::lock_guard<std::mutex> lock(mu_);
-  if (known_) return Master{master_, epoch()};
-  if (order_.empty()) return Status::InvalidArgument(Describe() + ": no sentinel to ask");
+  ++lookups_;
+  last_failure_ = asked.status();
+  if (!asked.ok()) return last_failure_;
+  // The sentinel that answered is asked first next time.
+  size_t i = order[asked->second];
+  order_.erase(std::find(order_.begin(), order_.end(), i));
+  order_.insert(order_.begin(), i);
+  named_by_ = i;
+  Take(asked->first);
+  return Master{master_, epoch()};
+}
+
+Result<std::pair<Endpoint, size_t>> Discovery::Ask(const std::vector<size_t>& order) const {
   // Every sentinel's answer goes into the message: when none names the
   // master, the operator needs to see which failed and how.
   std::string tried;
   bool all_timed_out = true;
-  for (size_t n = 0; n < order_.size(); ++n) {
-    size_t i = order_[n];
+  for (size_t n = 0; n < order.size(); ++n) {
+    size_t i = order[n];
     Status why;
     Result<std::unique_ptr<Connection>> sentinel = Connection::Open(SentinelOptions(i));
     if (sentinel.ok()) {
@@ -105,13 +141,7 @@ Result<Discovery::Master> Discovery::Find() {
           {"SENTINEL", "get-master-addr-by-name", options_.master_name});
       if (reply.ok()) {
         Result<Endpoint> found = ParseMasterAddress(reply->get(), options_.master_name);
-        if (found.ok()) {
-          // The sentinel that answered is asked first next time.
-          order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(n));
-          order_.insert(order_.begin(), i);
-          Take(*found);
-          return Master{master_, epoch()};
-        }
+        if (found.ok()) return std::make_pair(*found, n);
         why = found.status();
       } else {
         why = reply.status();
@@ -137,6 +167,17 @@ void Discovery::Take(const Endpoint& found) {
 void Discovery::Invalidate(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   if (epoch == this->epoch()) known_ = false;
+}
+
+void Discovery::NotMaster(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (epoch != this->epoch() || !known_) return;
+  known_ = false;
+  auto at = std::find(order_.begin(), order_.end(), named_by_);
+  if (at != order_.end()) {
+    order_.erase(at);
+    order_.push_back(named_by_);
+  }
 }
 
 void Discovery::Announce(const Endpoint& master) {

@@ -17,16 +17,26 @@
 // and would not notice by itself (the worker's wake-up connection, the
 // janitor's). A connection that finds its server is not the master (a
 // failed connect, a broken connection, READONLY, ROLE says replica) calls
-// Invalidate: the next Master() asks the sentinels again.
+// Invalidate: the next Find() asks the sentinels again.
 //
-// One Discovery per sentinel setup per process (For() shares them), so a
+// One Discovery per sentinel setup per process (For() shares those with
+// the same sentinels, master, database, sentinel credentials, timeout and
+// TLS), so a
 // worker's command, wake-up and janitor connections, and every Client and
 // Admin of the process on the same sentinels, move together.
 //
-// Master() blocks: each sentinel gets options.sentinel.timeout to connect
-// and answer, so a lookup takes at most that times the number of
-// sentinels. An AsyncConnection calls it on the loop thread: a bound the
-// worker's heartbeat ttl comfortably covers with the defaults (reliableq(1)).
+// Find() blocks while it asks: each sentinel gets options.sentinel.timeout
+// to connect and as much for each reply (AUTH, the question), so a lookup
+// takes at most about that times two or three, times the number of
+// sentinels. One lookup runs at a time: a Find that arrives meanwhile
+// waits for it and takes its answer, success or failure, rather than
+// asking again, and Invalidate never waits for it. An AsyncConnection
+// calls Find on the loop thread: a bound the worker's heartbeat ttl covers
+// with the defaults (reliableq(1)).
+//
+// A sentinel that named an address that is not a master (ROLE, READONLY)
+// goes to the end of the order, so that a stale sentinel cannot hide the
+// others.
 //
 // Thread safety: safe from any thread.
 
@@ -65,10 +75,13 @@ class Discovery {
   // said, within the bound above.
   Result<Master> Find();
 
-  // A connection made at `epoch` found its server is not (or no longer)
-  // the master: the next Find() asks the sentinels again. An older epoch
-  // is ignored: the master was found again since.
+  // A connection made at `epoch` lost its server (a failed connect, a
+  // broken connection): the next Find() asks the sentinels again. An older
+  // epoch is ignored: the master was found again since.
   void Invalidate(uint64_t epoch);
+  // The same, when the server is there and is not the master (ROLE says
+  // replica, READONLY): the sentinel that named it is asked last next time.
+  void NotMaster(uint64_t epoch);
 
   // The sentinels announced a new master (+switch-master): taken as found.
   void Announce(const Endpoint& master);
@@ -89,13 +102,20 @@ class Discovery {
   // Under mu_: records `found` as the master, raising the epoch when it
   // differs from the last one.
   void Take(const Endpoint& found);
+  // Asks the sentinels in `order` (without mu_): the master and the index
+  // in `order` of the sentinel that named it.
+  Result<std::pair<Endpoint, size_t>> Ask(const std::vector<size_t>& order) const;
 
   const RedisSentinelOptions options_;
   const RedisTlsOptions tls_;
-  std::mutex mu_;
+  std::mutex lookup_mu_;           // held by the one lookup under way
+  std::mutex mu_;                  // held briefly; never while asking
   bool known_ = false;             // guarded by mu_
   Endpoint master_;                // guarded by mu_
+  size_t named_by_ = 0;            // guarded by mu_: the sentinel that named master_
   std::vector<size_t> order_;      // guarded by mu_: sentinels in the order to ask
+  uint64_t lookups_ = 0;           // guarded by mu_: lookups finished
+  Status last_failure_;            // guarded by mu_: of the last lookup, if it failed
   std::atomic<uint64_t> epoch_{1};
 };
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "log.h"
@@ -65,11 +66,13 @@ class Reconciler {
   // While true, nothing may be fetched: a reconcile is owed or on its way.
   bool blocks_fetching() const { return owed_ || running_ > 0; }
 
-  // A connection of ours broke; it is killed before the next requeue.
-  // `epoch` is the command connection's epoch() when it was made: an id of
-  // a server the process no longer uses (Sentinel moved it) would name
-  // someone else's connection on the new one, and is not killed.
-  void AddStaleClient(int64_t id, uint64_t epoch) { stale_clients_.push_back({id, epoch}); }
+  // A connection of ours broke; it is killed before the next requeue when
+  // the command connection is on the same `server` again (an id of another
+  // server, after Sentinel moved the master, would name someone else's
+  // connection; the old server's data is discarded anyway).
+  void AddStaleClient(int64_t id, std::string server) {
+    stale_clients_.push_back({id, std::move(server)});
+  }
   // Sends CLIENT KILL for every stale connection, on the command connection.
   void FenceStaleClients();
 
@@ -86,7 +89,7 @@ class Reconciler {
   int running_ = 0;
   struct StaleClient {
     int64_t id;
-    uint64_t epoch;
+    std::string server;
   };
   std::vector<StaleClient> stale_clients_;
 };
