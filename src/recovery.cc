@@ -342,7 +342,8 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     if (!entry.alive || config.force || !server.ConnectionsGone(entry)) continue;
     if (!config.dry_run) {
       Result<redis::ReplyPtr> dropped =
-          redis.Eval(DropHeartbeatCall(config.keys, entry.identity, entry.beat_client, entry.json));
+          redis.Eval(DropHeartbeatCall(config.keys, entry.identity, entry.beat_client, entry.json,
+                                       server.run_id));
       if (!dropped.ok() && dropped.status().IsRetryable()) return dropped.status();
       Result<int64_t> done =
           dropped.ok() ? redis::ToInteger(dropped->get()) : Result<int64_t>(dropped.status());

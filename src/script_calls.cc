@@ -92,10 +92,11 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
 }
 
 ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
-                             std::string_view entry_read) {
+                             std::string_view entry_read, std::string_view run_id) {
   return ScriptCall{ScriptId::kDropHeartbeat,
                     {keys.Heartbeat(identity), keys.Registry()},
-                    {Count(beat_client), std::string(identity), std::string(entry_read)}};
+                    {Count(beat_client), std::string(identity), std::string(entry_read),
+                     std::string(run_id)}};
 }
 
 ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,

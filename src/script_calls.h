@@ -60,9 +60,10 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                       const std::vector<std::string>& queues, bool force);
 
 // drop_heartbeat.lua: deletes the heartbeat key of `identity` only while it
-// holds `beat_client` (> 0), the id its registry entry named.
+// holds `beat_client` (> 0), the id its registry entry named, and the
+// server is the one of `run_id`, where its connections were found gone.
 ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
-                             std::string_view entry_read);
+                             std::string_view entry_read, std::string_view run_id);
 
 // fail.lua: where a failed job goes.
 enum class FailMode { kRetry, kDead, kDrop };

@@ -643,9 +643,13 @@ TEST_CASE_FIXTURE(ConnectionsFixture, "drop_heartbeat deletes the key only while
   Beat(kLive, first.id, {first.id});
   const std::string key = keys.Heartbeat(kLive);
   // As a janitor pass calls it: with the entry it read, here the current one.
-  auto drop = [&](int64_t id, std::string entry = "") {
+  std::string info = redis().Command({"INFO", "server"}).value()->str;
+  size_t at = info.find("run_id:") + 7;
+  const std::string run_id = info.substr(at, info.find('\r', at) - at);
+  auto drop = [&](int64_t id, std::string entry = "", std::string server = "") {
     if (entry.empty()) entry = HGet(keys.Registry(), kLive);
-    auto reply = redis().Eval(DropHeartbeatCall(keys, kLive, id, entry));
+    if (server.empty()) server = run_id;
+    auto reply = redis().Eval(DropHeartbeatCall(keys, kLive, id, entry, server));
     REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
     return (*reply)->integer;
   };
@@ -663,12 +667,16 @@ TEST_CASE_FIXTURE(ConnectionsFixture, "drop_heartbeat deletes the key only while
   CHECK(drop(first.id) == 0);
   CHECK(Get(key) == std::to_string(second.id));
   CHECK(Integer({"PTTL", key}) > 50000);
+  // The client list was read on another server (a failover moved the
+  // janitor's connection in between): nothing is dropped.
+  CHECK(drop(second.id, "", std::string(40, '0')) == 0);
+  CHECK(Get(key) == std::to_string(second.id));
   CHECK(drop(second.id) == 1);
   CHECK_FALSE(Exists(key));
   CHECK(drop(second.id) == 0);  // gone already
   // A key of another type is refused, untouched.
   Run({"LPUSH", key, "x"});
-  auto wrong = redis().Eval(DropHeartbeatCall(keys, kLive, second.id, "{}"));
+  auto wrong = redis().Eval(DropHeartbeatCall(keys, kLive, second.id, "{}", run_id));
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.status().message().find("WRONGTYPE drop_heartbeat") != std::string::npos);
   CHECK(LRange(key) == Strings{"x"});
