@@ -93,7 +93,10 @@ ReplicationGroup::ReplicationGroup(int replicas, int sentinels) {
 }
 
 ReplicationGroup::~ReplicationGroup() {
-  for (auto& s : sentinels_) s->Signal(SIGKILL);
+  for (auto& s : sentinels_) {
+    s->Signal(SIGCONT);
+    s->Signal(SIGKILL);
+  }
   for (Server& s : data_) {
     if (s.process != nullptr) s.process->Signal(SIGCONT);
   }
@@ -265,6 +268,8 @@ int ReplicationGroup::AddSentinel(int port) {
 }
 
 void ReplicationGroup::Pause(int port) { Find(port)->process->Signal(SIGSTOP); }
+void ReplicationGroup::PauseSentinel(size_t i) { sentinels_.at(i)->Signal(SIGSTOP); }
+void ReplicationGroup::ResumeSentinel(size_t i) { sentinels_.at(i)->Signal(SIGCONT); }
 void ReplicationGroup::Resume(int port) { Find(port)->process->Signal(SIGCONT); }
 
 }  // namespace reliableq::testing

@@ -50,6 +50,9 @@ class ReplicationGroup {
   // SIGSTOP / SIGCONT a data server.
   void Pause(int port);
   void Resume(int port);
+  // SIGSTOP / SIGCONT sentinel `i` (of sentinel_ports()).
+  void PauseSentinel(size_t i);
+  void ResumeSentinel(size_t i);
   // Starts one more sentinel that monitors the server on `port` as
   // "mymaster" with a quorum of 1 (whatever its role); returns its port.
   int AddSentinel(int port);

@@ -167,6 +167,44 @@ TEST_CASE("sentinel: an address that stays a replica fails after the ROLE checks
                 message);
 }
 
+TEST_CASE("sentinel: a worker's +switch-master subscription moves off a sentinel that froze") {
+  ReplicationGroup group(1, 2);
+  std::string dir = std::filesystem::temp_directory_path() /
+                    ("reliableq-sentinel-watch-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  // Only the first sentinel in the URL: the worker subscribes there first.
+  testing::ChildProcess worker(
+      {testing::BuildPath("RELIABLEQ_BIN"), "worker", "--redis", group.SentinelUrl(), "-r",
+       testing::BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-q", "ha", "-c", "1",
+       "--heartbeat-interval", "0.25", "--heartbeat-ttl", "10"},
+      {"RELIABLEQ_DEMO_LOG=" + dir + "/executions.log"}, dir + "/worker.log");
+  REQUIRE(testing::WaitUntil(
+      [&] { return worker.Log().find("started") != std::string::npos; }, std::chrono::seconds(10)));
+  group.PauseSentinel(0);
+  // Within its PING interval (5 s) and the sentinel timeout (1 s), the
+  // subscription is on the other sentinel, which announces the failover.
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  auto direct = redis::Connection::Open(ReplicationGroup::Direct(group.sentinel_ports()[1]));
+  REQUIRE(direct.ok());
+  int old_master = group.MasterPort();
+  REQUIRE((*direct)->Command({"SENTINEL", "FAILOVER", ReplicationGroup::kMasterName}).ok());
+  CHECK_MESSAGE(
+      testing::WaitUntil(
+          [&] {
+            return worker.Log().find("sentinels switched master 'mymaster'") != std::string::npos;
+          },
+          std::chrono::seconds(20)),
+      worker.Log());
+  auto named = (*direct)->Command(
+      {"SENTINEL", "get-master-addr-by-name", ReplicationGroup::kMasterName});
+  REQUIRE(named.ok());
+  CHECK(std::atoi((*named)->element[1]->str) != old_master);
+  group.ResumeSentinel(0);
+  worker.Signal(SIGTERM);
+  CHECK(worker.Wait(std::chrono::seconds(15)).has_value());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("sentinel: a worker process follows failovers and runs every job") {
   ReplicationGroup group;
   std::string dir = std::filesystem::temp_directory_path() /

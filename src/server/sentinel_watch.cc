@@ -13,6 +13,9 @@ namespace {
 // is tried at once.
 constexpr std::chrono::milliseconds kRetryDelay{1000};
 
+// How often the subscribed sentinel must show it still answers.
+constexpr std::chrono::milliseconds kPingInterval{5000};
+
 }  // namespace
 
 SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
@@ -21,25 +24,35 @@ SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discove
       discovery_(std::move(discovery)),
       log_(log),
       on_switch_(std::move(on_switch)),
-      retry_timer_(loop, [this] { Connect(); }) {}
+      retry_timer_(loop, [this] { Connect(); }),
+      ping_timer_(loop, [this] {
+        // Unanswered within the sentinel timeout, the connection drops
+        // (its watchdog) and the next sentinel is tried.
+        if (connection_ != nullptr && connection_->ready()) {
+          (void)connection_->Command({"PING"}, [](const Status&, redisReply*) {});
+        }
+      }) {}
 
 SentinelWatch::~SentinelWatch() { Stop(); }
 
 void SentinelWatch::Start() {
   if (!stopped_ || discovery_->options().sentinels.empty()) return;
   stopped_ = false;
+  ping_timer_.Start(kPingInterval, kPingInterval);
   Connect();
 }
 
 void SentinelWatch::Stop() {
   stopped_ = true;
   retry_timer_.Stop();
+  ping_timer_.Stop();
   if (connection_ != nullptr) connection_->Close();
 }
 
 void SentinelWatch::Close() {
   Stop();
   retry_timer_.Close();
+  ping_timer_.Close();
 }
 
 void SentinelWatch::Retry() {
@@ -64,8 +77,14 @@ void SentinelWatch::Connect() {
       Retry();
       return;
     }
-    Status sent = connection_->Command({"SUBSCRIBE", "+switch-master"},
-                                       [](const Status&, redisReply*) {});
+    Status sent = connection_->Command(
+        {"SUBSCRIBE", "+switch-master"}, [this](const Status& status, redisReply*) {
+          // A broken connection retries through on_disconnect; an error
+          // reply (an ACL, say) on a live one: another sentinel may take it.
+          if (status.ok() || stopped_ || !connection_->ready()) return;
+          connection_->Close();
+          Retry();
+        });
     if (!sent.ok()) Retry();
   });
 }

@@ -8,6 +8,10 @@
 // AsyncConnection within a watchdog tick and makes the blocking ones
 // reconnect before their next command (discovery.h).
 //
+// A PING every few seconds on the subscription finds a sentinel that
+// stopped answering (its watchdog drops the connection), and the next one
+// is tried.
+//
 // Nothing depends on it for correctness: a connection that meets the old
 // master (a broken connection, READONLY, ROLE) finds the new one anyway.
 // Without Sentinel it is not made.
@@ -57,6 +61,7 @@ class SentinelWatch {
   std::function<void()> on_switch_;
   std::unique_ptr<redis::AsyncConnection> connection_;
   uv::Timer retry_timer_;
+  uv::Timer ping_timer_;
   size_t next_ = 0;  // the sentinel to try next
   bool stopped_ = true;
 };
