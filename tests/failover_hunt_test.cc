@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -33,6 +32,7 @@
 namespace reliableq {
 namespace {
 
+using testing::PushUntilStored;
 using testing::ReplicationGroup;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -85,17 +85,6 @@ Job Record(const std::string& tag, int sleep_ms) {
   return job;
 }
 
-// Pushes until the push is stored, keeping the jid across attempts.
-PushResult PushUntilStored(Client& client, Job job, seconds limit) {
-  auto deadline = Clock::now() + limit;
-  while (true) {
-    Result<PushResult> pushed = client.Push(job);
-    REQUIRE(pushed.ok());
-    if (pushed->stored() || Clock::now() >= deadline) return *pushed;
-    job.jid = pushed->jid;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-}
 
 // Runs `loop` until `done` (bounded).
 bool RunLoopUntil(uv_loop_t* loop, const std::function<bool()>& done, milliseconds limit) {
@@ -264,12 +253,7 @@ TEST_CASE("failover hunt: a worker whose master froze and came back strands no j
   RedisOptions client_options = group.SentinelOptions();
   client_options.command_timeout = milliseconds(1000);
   std::set<std::string> pushed;
-  auto ran = [&] {
-    std::ifstream in(record_log);
-    std::set<std::string> jids;
-    for (std::string line; std::getline(in, line);) jids.insert(line);
-    return jids;
-  };
+  auto ran = [&] { return testing::RecordedJids(record_log); };
   auto all_ran = [&] {
     std::set<std::string> done = ran();
     for (const std::string& jid : pushed) {

@@ -267,6 +267,24 @@ int ReplicationGroup::AddSentinel(int port) {
   return sentinel;
 }
 
+PushResult PushUntilStored(Client& client, Job job, std::chrono::seconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (true) {
+    Result<PushResult> pushed = client.Push(job);
+    REQUIRE(pushed.ok());
+    if (pushed->stored() || Clock::now() >= deadline) return *pushed;
+    job.jid = pushed->jid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+std::set<std::string> RecordedJids(const std::string& path) {
+  std::ifstream in(path);
+  std::set<std::string> jids;
+  for (std::string line; std::getline(in, line);) jids.insert(line);
+  return jids;
+}
+
 void ReplicationGroup::Pause(int port) { Find(port)->process->Signal(SIGSTOP); }
 void ReplicationGroup::PauseSentinel(size_t i) { sentinels_.at(i)->Signal(SIGSTOP); }
 void ReplicationGroup::ResumeSentinel(size_t i) { sentinels_.at(i)->Signal(SIGCONT); }

@@ -10,10 +10,12 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "process.h"
+#include "reliableq/client.h"
 #include "reliableq/redis_options.h"
 
 namespace reliableq::testing {
@@ -74,6 +76,14 @@ class ReplicationGroup {
   std::vector<std::unique_ptr<ChildProcess>> sentinels_;
   std::vector<int> sentinel_ports_;
 };
+
+// Pushes until a push is stored (a failover refuses, or leaves
+// unconfirmed, the pushes that meet it), at most `limit`; the jid is kept
+// across attempts, so a push that landed unconfirmed is the same job.
+PushResult PushUntilStored(Client& client, Job job, std::chrono::seconds limit);
+
+// The jids the demo plugin's RecordJob wrote to `path` ($RELIABLEQ_DEMO_LOG).
+std::set<std::string> RecordedJids(const std::string& path);
 
 }  // namespace reliableq::testing
 

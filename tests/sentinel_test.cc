@@ -8,9 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -25,6 +23,7 @@
 namespace reliableq {
 namespace {
 
+using testing::PushUntilStored;
 using testing::ReplicationGroup;
 using Clock = std::chrono::steady_clock;
 
@@ -44,19 +43,6 @@ long long LengthOn(int port, const std::string& key) {
   return (*reply)->integer;
 }
 
-// Pushes until a push is stored (a failover refuses, or leaves
-// unconfirmed, the pushes that meet it), at most `limit`; the jid is kept
-// across attempts, so a push that landed unconfirmed is the same job.
-PushResult PushUntilStored(Client& client, Job job, std::chrono::seconds limit) {
-  auto deadline = Clock::now() + limit;
-  while (true) {
-    Result<PushResult> pushed = client.Push(job);
-    REQUIRE(pushed.ok());
-    if (pushed->stored() || Clock::now() >= deadline) return *pushed;
-    job.jid = pushed->jid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
 
 TEST_CASE("sentinel: a client pushes to the master the sentinels name, and follows a failover") {
   ReplicationGroup group;
@@ -227,14 +213,8 @@ TEST_CASE("sentinel: a worker process follows failovers and runs every job") {
       pushed.insert(result.jid);
     }
   };
-  auto ran = [&] {
-    std::ifstream in(record_log);
-    std::set<std::string> jids;
-    for (std::string line; std::getline(in, line);) jids.insert(line);
-    return jids;
-  };
   auto all_ran = [&] {
-    std::set<std::string> done = ran();
+    std::set<std::string> done = testing::RecordedJids(record_log);
     for (const std::string& jid : pushed) {
       if (done.count(jid) == 0) return false;
     }

@@ -108,6 +108,16 @@ class Paused {
   int port_;
 };
 
+// Pushes until a push is replicated, at most 5 s: right after a full sync
+// the first WAITs may wait for the replica's once-a-second ack, longer
+// than a short wait_timeout.
+void WarmUp(Client& client) {
+  bool replicated = testing::WaitUntil(
+      [&] { return client.Push(MakeJob("warmup"))->outcome == PushOutcome::kReplicated; },
+      std::chrono::seconds(5));
+  REQUIRE(replicated);
+}
+
 TEST_CASE("wait_replicas 1 with a live replica: replicated, and the replica has the job") {
   ReplicationGroup group(1, 0);
   int master = group.DataPorts()[0];
@@ -140,7 +150,7 @@ TEST_CASE("bulk with wait_replicas: one WAIT per batch, every job replicated") {
   auto client = OpenClient(ReplicationGroup::Direct(master), 1);
   // The first push loads push.lua (a NOSCRIPT round trip, with its own
   // WAIT), so that the count below is the bulk push's alone.
-  REQUIRE(client->Push(MakeJob("warmup"))->outcome == PushOutcome::kReplicated);
+  WarmUp(*client);
   ResetStats(master);
 
   std::vector<Job> jobs(2500, MakeJob());
@@ -178,7 +188,7 @@ TEST_CASE("a stopped replica: not confirmed after about wait_timeout, saying how
   int master = group.DataPorts()[0];
   int replica = group.DataPorts()[1];
   auto client = OpenClient(ReplicationGroup::Direct(master), 1, milliseconds(300));
-  REQUIRE(client->Push(MakeJob("warmup"))->outcome == PushOutcome::kReplicated);
+  WarmUp(*client);
   {
     Paused paused(group, replica);
     auto start = Clock::now();
@@ -222,7 +232,7 @@ TEST_CASE("a WAIT longer than the command timeout does not break the connection"
   RedisOptions options = ReplicationGroup::Direct(master);
   options.command_timeout = milliseconds(200);
   auto client = OpenClient(options, 1, milliseconds(700));
-  REQUIRE(client->Push(MakeJob("warmup"))->outcome == PushOutcome::kReplicated);
+  WarmUp(*client);
   {
     Paused paused(group, replica);
     auto start = Clock::now();
@@ -277,7 +287,7 @@ TEST_CASE("a script Redis lost: the round trip that sends it again ends with its
   ReplicationGroup group(1, 0);
   int master = group.DataPorts()[0];
   auto client = OpenClient(ReplicationGroup::Direct(master), 1);
-  REQUIRE(client->Push(MakeJob())->outcome == PushOutcome::kReplicated);
+  WarmUp(*client);
   Command(master, {"SCRIPT", "FLUSH"});
   ResetStats(master);
   Result<PushResult> pushed = client->Push(MakeJob());
@@ -292,7 +302,7 @@ TEST_CASE("pushes from many threads share round trips, and each is replicated") 
   int master = group.DataPorts()[0];
   int replica = group.DataPorts()[1];
   auto client = OpenClient(ReplicationGroup::Direct(master), 1);
-  REQUIRE(client->Push(MakeJob("warmup"))->outcome == PushOutcome::kReplicated);
+  WarmUp(*client);
   ResetStats(master);
   constexpr int kThreads = 8;
   constexpr int kEach = 100;
@@ -346,12 +356,7 @@ TEST_CASE("min-replicas-to-write: a master whose replica is away refuses pushes,
   Command(master, {"CONFIG", "SET", "min-replicas-to-write", "1"});
   Command(master, {"CONFIG", "SET", "min-replicas-max-lag", "1"});
   auto client = OpenClient(ReplicationGroup::Direct(master), 1, milliseconds(200));
-  // Right after a full sync the first WAITs may wait for the replica's
-  // once-a-second ack: push until one is confirmed (bounded).
-  bool replicated = testing::WaitUntil(
-      [&] { return client->Push(MakeJob())->outcome == PushOutcome::kReplicated; },
-      std::chrono::seconds(5));
-  REQUIRE(replicated);
+  WarmUp(*client);
   Paused paused(group, replica);
   // Until the master notices (its replica's last ack is older than the lag,
   // checked once a second), pushes are stored and not confirmed; never
