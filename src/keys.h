@@ -44,6 +44,13 @@ class Keys {
   }
   std::string Registry() const { return prefix_ + "registry"; }
   std::string JanitorLease() const { return prefix_ + "janitor"; }
+  // The janitor's record of its work, for the dashboard (reliableq-schema(7),
+  // "Janitor passes"): the latest pass, and the last passes that found a dead
+  // process or failed, newest first.
+  std::string JanitorLast() const { return prefix_ + "janitor:last"; }
+  std::string JanitorPasses() const { return prefix_ + "janitor:passes"; }
+  // The dashboard's audit trail: its last actions, newest first.
+  std::string Audit() const { return prefix_ + "audit"; }
   // Pub/sub channels (not keys): the wake-up signals of idle workers.
   // A push that finds queue <q> empty publishes the queue's name on
   // WakeQueue(q); a scheduled push or a retry that becomes the earliest
