@@ -29,6 +29,7 @@
 #include "log_capture.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
+#include "running_server.h"
 #include "testutil.h"
 
 using namespace reliableq;
@@ -36,47 +37,6 @@ using namespace reliableq::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Runs a server on its own thread; stops it (and joins) on destruction.
-class RunningServer {
- public:
-  RunningServer(ServerOptions options, HandlerRegistry registry) {
-    auto server = Server::Open(options, std::move(registry));
-    REQUIRE_MESSAGE(server.ok(), server.status().ToString());
-    server_ = std::move(server.value());
-    thread_ = std::thread([this] {
-      result_ = server_->Run();
-      done_ = true;
-    });
-  }
-  ~RunningServer() { StopAndWait(); }
-
-  Server& server() { return *server_; }
-  const std::string& identity() const { return server_->identity(); }
-
-  // Stops and waits for Run to return (bounded); true if it returned OK.
-  bool StopAndWait(std::chrono::milliseconds limit = 10s) {
-    if (!thread_.joinable()) return result_.ok();
-    server_->Stop();
-    return Wait(limit);
-  }
-  // Waits for Run to return (bounded) without asking it to; true if it
-  // returned OK.
-  bool Wait(std::chrono::milliseconds limit) {
-    if (!thread_.joinable()) return result_.ok();
-    bool finished = WaitUntil([this] { return done_.load(); }, limit);
-    REQUIRE_MESSAGE(finished, "Server::Run did not return");
-    thread_.join();
-    return result_.ok();
-  }
-  bool done() const { return done_.load(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  Status result_;
-};
 
 ServerOptions FastOptions(const RedisOptions& redis) {
   ServerOptions options;

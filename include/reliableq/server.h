@@ -128,6 +128,16 @@ struct ServerOptions {
   LogLevel log_level = LogLevel::kInfo;
   // Where this server's log lines go; empty: stderr (see logging.h).
   LogSink log_sink;
+  // Where the worker serves its metrics and health over HTTP: "PORT"
+  // (127.0.0.1, loopback only), "HOST:PORT" or "[IPV6]:PORT" (that address;
+  // "0.0.0.0:PORT" for every interface). Empty: no endpoint, and no cost.
+  // GET /metrics answers in Prometheus's text format; GET /healthz answers
+  // 200 "ok" while the event loop turns and Redis answered within
+  // heartbeat_ttl, else 503 with the reason (reliableq(1), METRICS). Port 0
+  // asks the system for a free port (the log names it). An address that does
+  // not parse fails Open with kInvalidArgument, one that cannot be bound (a
+  // port in use) with kIoError; both name the address.
+  std::string http_address;
   // Where the server reads the time (see clock.h); empty: SystemClock().
   // Job timestamps, retry and schedule times, the dated stats, and the
   // deadlines inside the process (the shutdown timeout, the 10 s the

@@ -31,7 +31,7 @@ constexpr std::string_view kHelp =
     "                        [--max-interruptions N] [--max-retries N]\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
     "                        [--tag TAG] [--label LABEL]...\n"
-    "                        [-v|--verbose]\n"
+    "                        [--http [HOST:]PORT] [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that the plugins register, with\n"
     "reliable fetch: a job stays in this process's working list until it is\n"
@@ -71,6 +71,10 @@ constexpr std::string_view kHelp =
     "                       Redis's keyspace notifications are off (default: 0.1)\n"
     "      --tag TAG        Sidekiq's process tag, shown in its Web UI\n"
     "      --label LABEL    a Sidekiq process label; repeat for several\n"
+    "      --http [HOST:]PORT\n"
+    "                       serve GET /metrics (Prometheus) and GET /healthz on\n"
+    "                       this address; PORT alone listens on 127.0.0.1 only\n"
+    "                       (see METRICS in reliableq(1))\n"
     "  -v, --verbose        log debug messages\n";
 
 // Seconds given on the command line, as milliseconds. Refuses what is not a
@@ -165,6 +169,10 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
     std::optional<int> n = ParseCount(*text);
     if (!n) return "--max-retries needs a non-negative integer, not '" + *text + "'";
     options->max_retries = *n;
+  }
+  if (auto http = args.Value("http")) {
+    if (http->empty()) return "--http needs PORT or HOST:PORT";
+    options->http_address = *http;
   }
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
@@ -283,6 +291,7 @@ const Command& WorkerCommand() {
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
+              {.name = "http", .takes_value = true},
               {.name = "verbose", .short_name = 'v'},
           },
       .run = Run,

@@ -196,6 +196,10 @@ void AsyncConnection::FinishConnect(const Status& status) {
   if (!on_ready_) return;  // already reported
   auto on_ready = std::move(on_ready_);
   on_ready_ = nullptr;
+  if (status.ok()) {
+    if (ever_ready_) reconnects_.fetch_add(1, std::memory_order_relaxed);
+    ever_ready_ = true;
+  }
   on_ready(status);
 }
 
@@ -371,6 +375,9 @@ void AsyncConnection::ReadReplies() {
 
 bool AsyncConnection::DeliverReplies() {
   uint64_t generation = generation_;
+  // One clock read per batch of replies, not per reply (an ack round brings
+  // dozens).
+  bool stamped = false;
   while (true) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
@@ -388,6 +395,10 @@ bool AsyncConnection::DeliverReplies() {
       Fail(Status::Protocol("a reply to no command from Redis at " + options_.Describe()));
       return false;
     }
+    if (!stamped && reply->type != REDIS_REPLY_ERROR) {
+      stamped = true;
+      last_good_reply_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
     OnReply(std::move(reply));
     if (generation != generation_) return false;
   }
@@ -397,6 +408,7 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
   Request& front = pending_.front();
   Status status = reply->type == REDIS_REPLY_ERROR ? FromErrorReply(View(reply.get()))
                                                    : Status::OK();
+  if (!status.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
   if (front.done) {
     front.integers.push_back(reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0);
     front.statuses.push_back(std::move(status));
@@ -436,6 +448,7 @@ void AsyncConnection::FailOnReplica() {
 
 void AsyncConnection::Fail(const Status& why) {
   if (transport_ == nullptr) return;
+  if (!why.IsShutdown()) errors_.fetch_add(1, std::memory_order_relaxed);
   // A broken connection may be a failover: the next connect asks the
   // sentinels again.
   if (discovery_ != nullptr && !why.IsShutdown()) discovery_->Invalidate(epoch_);

@@ -46,6 +46,7 @@
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -152,6 +153,18 @@ class AsyncConnection {
   // Drops the connection: pending callbacks fail with kShutdown.
   void Close();
 
+  // For the worker's metrics and health, readable from any thread. Errors:
+  // error replies, and connections that broke or could not be made (not a
+  // Close). Reconnects: connections made ready after an earlier one was.
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  uint64_t reconnects() const { return reconnects_.load(std::memory_order_relaxed); }
+  // When Redis last answered a command without an error (steady clock);
+  // the clock's epoch before any such reply.
+  std::chrono::steady_clock::time_point last_good_reply() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_good_reply_.load(std::memory_order_relaxed)));
+  }
+
  private:
   using Clock = std::chrono::steady_clock;
   enum class State { kIdle, kConnecting, kReady };
@@ -225,6 +238,11 @@ class AsyncConnection {
   std::deque<Request> pending_;
   bool user_close_ = false;
   bool sentinel_handshake_ = false;
+  bool ever_ready_ = false;
+  // Atomics only because other threads read them; written here alone.
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> reconnects_{0};
+  std::atomic<Clock::rep> last_good_reply_{0};
 };
 
 }  // namespace reliableq::redis

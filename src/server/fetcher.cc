@@ -48,7 +48,11 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   Status sent = command_.Eval(
       FetchCall(pairs, wanted),
       [this, order = std::move(order), wanted, sent_at](const Status& s, redisReply* r) {
-        prefetch_.OnReply(sent_at, clock_.Monotonic(), pool_.finished_total());
+        auto now = clock_.Monotonic();
+        prefetch_.OnReply(sent_at, now, pool_.finished_total());
+        if (metrics_ != nullptr && s.ok()) {
+          metrics_->FetchRoundTrip(std::chrono::duration<double>(now - sent_at).count());
+        }
         OnReply(s, r, order, wanted);
       });
   if (!sent.ok()) in_flight_ = false;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "log.h"
+#include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/prefetch.h"
@@ -54,6 +55,8 @@ class Fetcher {
   bool Fetch(const std::vector<uint32_t>* only);
   // Ends the pause after a refusal without fetching (the server is closing).
   void Stop() { pause_timer_.Stop(); }
+  // Observes each fetch's round trip there (null: none).
+  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
   bool in_flight() const { return in_flight_; }
   // How many jobs a fetch would ask for now.
@@ -76,6 +79,7 @@ class Fetcher {
   uv::Timer pause_timer_;
   std::chrono::milliseconds pause_{0};  // 0 while fetches succeed
   bool in_flight_ = false;
+  WorkerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace reliableq

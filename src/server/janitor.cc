@@ -1,5 +1,8 @@
 #include "server/janitor.h"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <algorithm>
 
 #include "redis/errors.h"
@@ -10,6 +13,10 @@ namespace {
 
 // The longest a janitor pass holds the lease.
 constexpr int64_t kLeaseCapMillis = 5000;
+// janitor:last lives a day: a cluster with no worker left shows no stale
+// "latest pass" for long. janitor:passes keeps the last 100 notable ones.
+constexpr std::string_view kRecordTtlSeconds = "86400";
+constexpr std::string_view kPassesKeptLast = "99";
 
 RecoveryConfig ConfigFor(const Keys& keys, const std::string& identity, int max_interruptions,
                          const DeadSetLimits& dead_limits) {
@@ -35,6 +42,66 @@ const char* Evidence(DeathEvidence evidence) {
 }
 
 }  // namespace
+
+bool JanitorPassNotable(const Result<RecoveryReport>& pass) {
+  if (!pass.ok()) return true;
+  for (const IdentityRecovery& id : pass->identities) {
+    if (!id.alive || !id.error.empty()) return true;
+  }
+  return false;
+}
+
+std::string JanitorPassJson(const Result<RecoveryReport>& pass, const std::string& by,
+                            double at) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  auto string = [&w](std::string_view text) {
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  w.StartObject();
+  w.Key("at");
+  w.Double(at);
+  w.Key("by");
+  string(by);
+  w.Key("checked");
+  w.Int64(pass.ok() ? static_cast<int64_t>(pass->identities.size()) : 0);
+  w.Key("dead");
+  w.StartArray();
+  if (pass.ok()) {
+    for (const IdentityRecovery& id : pass->identities) {
+      if (id.alive) continue;
+      int64_t requeued = 0, dead = 0;
+      for (const QueueRecovery& q : id.queues) {
+        requeued += q.requeued;
+        dead += q.dead;
+      }
+      w.StartObject();
+      w.Key("identity");
+      string(id.identity);
+      w.Key("evidence");
+      // An entry that cannot be read has no evidence of its own: its
+      // heartbeat is what the pass went by.
+      string(id.evidence == DeathEvidence::kConnectionsGone ? "connections_gone"
+                                                             : "heartbeat_expired");
+      w.Key("requeued");
+      w.Int64(requeued);
+      w.Key("to_dead");
+      w.Int64(dead);
+      if (!id.error.empty()) {
+        w.Key("error");
+        string(id.error);
+      }
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+  if (!pass.ok()) {
+    w.Key("error");
+    string(pass.status().ToString());
+  }
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
 
 Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
                  std::unique_ptr<redis::Connection> redis, const Keys& keys,
@@ -74,6 +141,7 @@ void Janitor::BeginPass() {
 
 void Janitor::RunPass() {
   won_lease_ = false;
+  record_status_ = Status::OK();
   lease_left_ = interval_;
   lease_read_at_ = clock_.Monotonic();
   if (!redis_) {
@@ -112,11 +180,49 @@ void Janitor::RunPass() {
     return;
   }
   won_lease_ = true;
-  result_ = RunRecoveryPass(*redis_, config_, clock_.Now());
+  double now = clock_.Now();
+  result_ = RunRecoveryPass(*redis_, config_, now);
+  WriteRecord(now);
+}
+
+void Janitor::WriteRecord(double at) {
+  std::string record = JanitorPassJson(result_, config_.skip_identity, at);
+  const std::string last = config_.keys.JanitorLast();
+  const std::string passes = config_.keys.JanitorPasses();
+  std::vector<redis::Argv> commands = {{"SET", last, record, "EX", kRecordTtlSeconds}};
+  if (JanitorPassNotable(result_)) {
+    commands.push_back({"LPUSH", passes, record});
+    commands.push_back({"LTRIM", passes, "0", kPassesKeptLast});
+  }
+  auto written = redis_->Pipeline(commands);
+  record_status_ = written.status();
+  if (!written.ok()) return;
+  for (const redis::ReplyPtr& reply : *written) {
+    if (reply->type == REDIS_REPLY_ERROR) {
+      record_status_ = redis::FromErrorReply(redis::View(reply.get()));
+      return;
+    }
+  }
 }
 
 void Janitor::Report() {
   running_ = false;
+  if (won_lease_ && !record_status_.ok()) {
+    log_.Log(LogLevel::kDebug, "janitor: pass not recorded: %s",
+             record_status_.ToString().c_str());
+  }
+  if (won_lease_ && metrics_ != nullptr) {
+    int64_t recovered = 0, poison = 0;
+    if (result_.ok()) {
+      for (const IdentityRecovery& id : result_->identities) {
+        for (const QueueRecovery& q : id.queues) {
+          recovered += q.requeued;
+          poison += q.dead;
+        }
+      }
+    }
+    metrics_->JanitorPass(recovered, poison);
+  }
   if (!result_.ok()) {
     log_.Log(LogLevel::kWarn, "janitor pass failed: %s", result_.status().ToString().c_str());
   } else {

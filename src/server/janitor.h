@@ -13,6 +13,11 @@
 // Its own process is skipped: it knows it is alive even when its heartbeat
 // lapsed (a Redis outage), and its next beat re-registers it.
 //
+// After each pass it ran (it held the lease) it records the pass for people
+// to see (reliableq-schema(7), janitor:last and janitor:passes), in one
+// round trip on its own connection; a record that cannot be written is
+// logged at debug and changes nothing else.
+//
 // Thread safety: loop thread only; the pass's state is touched by the pool
 // thread only while a pass runs.
 
@@ -24,12 +29,20 @@
 #include <random>
 
 #include "log.h"
+#include "metrics/worker_metrics.h"
 #include "recovery.h"
 #include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "uv/handles.h"
 
 namespace reliableq {
+
+// The JSON of the pass that `by` ran at `at` (epoch seconds), as
+// janitor:last and janitor:passes keep it: what it found, or why it failed.
+std::string JanitorPassJson(const Result<RecoveryReport>& pass, const std::string& by, double at);
+// Whether a pass goes into janitor:passes too: it found a dead process, or
+// failed.
+bool JanitorPassNotable(const Result<RecoveryReport>& pass);
 
 class Janitor {
  public:
@@ -44,6 +57,8 @@ class Janitor {
   void Start();
   // No new pass; one running finishes (the loop waits for it).
   void Stop();
+  // Counts the passes it runs there (null: none). Before Start.
+  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void Schedule(std::chrono::milliseconds delay);
@@ -52,6 +67,8 @@ class Janitor {
   void RunPass();
   // Back on the loop thread.
   void Report();
+  // On the thread pool, after a pass it ran.
+  void WriteRecord(double at);
 
   uv::EventLoop& loop_;
   const RedisOptions redis_options_;
@@ -70,6 +87,9 @@ class Janitor {
   bool won_lease_ = false;
   std::chrono::milliseconds lease_left_{0};
   std::chrono::steady_clock::time_point lease_read_at_;
+  // Why the pass's record was not written (OK when it was, or none was due).
+  Status record_status_;
+  WorkerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace reliableq

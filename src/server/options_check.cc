@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "http/listener.h"
+
 namespace reliableq {
 
 namespace {
@@ -117,6 +119,11 @@ Status CheckServerOptions(const ServerOptions& options) {
     if (label.size() > kMaxTagBytes) {
       return Status::InvalidArgument("a label must be at most " + std::to_string(kMaxTagBytes) +
                                      " bytes");
+    }
+  }
+  if (!options.http_address.empty()) {
+    if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
+      return where.status();
     }
   }
   return Status::OK();

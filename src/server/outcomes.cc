@@ -142,11 +142,16 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   ack.Add({"INCRBY", processed_day, count_text});
   ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
   uncounted_processed_ = 0;
+  auto sent_at = clock_.Monotonic();
   bool sent = SendRound(std::move(acked), [&](Settle settle) {
     return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, count, earlier,
-                                   maybe_applied = std::move(maybe_applied)](
+                                   maybe_applied = std::move(maybe_applied), sent_at](
                                       std::vector<Status> statuses,
                                       std::vector<int64_t> removed) {
+      if (metrics_ != nullptr && statuses[jobs].ok()) {
+        metrics_->AckRoundTrip(
+            std::chrono::duration<double>(clock_.Monotonic() - sent_at).count());
+      }
       std::vector<size_t> refused;
       int64_t refused_new = 0;
       Status why;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "log.h"
+#include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "reliableq/admin.h"
 #include "reliableq/clock.h"
@@ -63,6 +64,9 @@ class Outcomes {
     closed_ = true;
     retry_timer_.Stop();
   }
+
+  // Observes each ack round's round trip there (null: none).
+  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
   bool in_flight() const { return !carried_.empty(); }
   // Appends, per queue, the payloads whose outcome Redis has not confirmed:
@@ -101,6 +105,7 @@ class Outcomes {
   // pause before they are sent again.
   std::string refusal_;
   std::chrono::milliseconds retry_pause_{200};
+  WorkerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace reliableq

@@ -1,6 +1,7 @@
 #include "server/poller.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -79,6 +80,16 @@ void Poller::Nudge() {
   }
   timer_.Stop();
   ReadHeads(false);
+}
+
+void Poller::NudgeScore(std::string_view score) {
+  double at = 0;
+  auto [end, error] = std::from_chars(score.data(), score.data() + score.size(), at);
+  if (!score.empty() && error == std::errc() && end == score.data() + score.size()) {
+    NudgeAt(at);
+  } else {
+    Nudge();
+  }
 }
 
 void Poller::NudgeAt(double score) {

@@ -68,6 +68,9 @@ class Poller {
   // if that is earlier than the wake-up already planned. Costs no round
   // trip; the wake-up promotes and reads the heads as usual.
   void NudgeAt(double score);
+  // NudgeAt the score a wake-up message carried, given as its text; Nudge
+  // when it carried none (a keyspace event) or not a number.
+  void NudgeScore(std::string_view score);
 
  private:
   static constexpr double kNever = std::numeric_limits<double>::infinity();

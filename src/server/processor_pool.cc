@@ -17,6 +17,34 @@ namespace reliableq {
 
 namespace {
 
+// How long a thread with jobs in its metrics tally waits for work before
+// it adds them to the shared series.
+constexpr std::chrono::milliseconds kIdleFlush{50};
+
+
+// Seconds from the job's enqueued_at to `started_at`, or -1 when it has
+// none. Sidekiq 8 writes milliseconds (an integer); earlier ones seconds.
+double PickupLatency(const rapidjson::Document& document, double started_at) {
+  auto it = document.FindMember("enqueued_at");
+  if (it == document.MemberEnd() || !it->value.IsNumber()) return -1;
+  double at = it->value.GetDouble();
+  if (at > 1e11) at /= 1000;
+  return started_at >= at ? started_at - at : 0;
+}
+
+JobResult ResultOf(const FinishedJob& done) {
+  if (done.outcome == Outcome::kSucceeded) return JobResult::kSucceeded;
+  if (done.outcome == Outcome::kInvalid) return JobResult::kDead;
+  switch (done.action) {
+    case FailureAction::kRetry:
+      return JobResult::kRetried;
+    case FailureAction::kDead:
+      return JobResult::kDead;
+    case FailureAction::kDrop:
+      break;
+  }
+  return JobResult::kDiscarded;
+}
 
 std::string Demangle(const char* name) {
   int status = 0;
@@ -71,7 +99,9 @@ struct ProcessorPool::State {
   // Wakes one idle thread if work waits and no other wake-up is under way.
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
-  FinishedJob Run(const FetchedJob& job, const std::string& queue, double started_at);
+  // `tally`: the thread's (metrics off: one that does nothing).
+  FinishedJob Run(const FetchedJob& job, const std::string& queue, double started_at,
+                  WorkerMetrics::Tally& tally);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
@@ -103,14 +133,26 @@ Status ProcessorPool::Start() {
 void ProcessorPool::State::Loop(int slot_index) {
   SetLogThreadName("p" + std::to_string(slot_index));
   Slot& slot = slots[static_cast<size_t>(slot_index)];
+  WorkerMetrics::Tally tally(config.metrics.get());
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
     while (!stopping && (ready.empty() || config.clock->Monotonic() >= lease)) {
       ++idle_waiters;
       if (ready.empty()) {
         // Submit and Shutdown notify; the timeout only bounds the wait
-        // should a wake-up ever be missed.
-        work_available.wait_for(lock, std::chrono::seconds(1));
+        // should a wake-up ever be missed. A thread with jobs in its tally
+        // waits kIdleFlush at first, then adds them to the shared series,
+        // so that a scrape of an idle worker is exact; not at once, since
+        // a draining worker's threads find the ready queue empty between
+        // fetches all the time.
+        bool flush = tally.pending();
+        if (work_available.wait_for(lock, flush ? kIdleFlush : std::chrono::seconds(1)) ==
+                std::cv_status::timeout &&
+            flush && ready.empty()) {
+          lock.unlock();
+          tally.Flush();
+          lock.lock();
+        }
       } else {
         // Work is waiting but the lease ran out: SetLease wakes us when the
         // next beat confirms it (the timeout only bounds a lost wake-up).
@@ -129,7 +171,7 @@ void ProcessorPool::State::Loop(int slot_index) {
     const std::string& queue = queue_names[slot.job.queue];
     lock.unlock();
 
-    FinishedJob outcome = Run(slot.job, queue, slot.started_at);
+    FinishedJob outcome = Run(slot.job, queue, slot.started_at, tally);
 
     lock.lock();
     slot.busy = false;
@@ -142,6 +184,9 @@ void ProcessorPool::State::Loop(int slot_index) {
       wake();
     }
   }
+  lock.unlock();
+  tally.Flush();
+  lock.lock();
   ++exited;
   thread_exited.notify_all();
 }
@@ -158,7 +203,7 @@ void ProcessorPool::State::WakeOneIfNeeded() {
 }
 
 FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& queue,
-                                      double started_at) {
+                                      double started_at, WorkerMetrics::Tally& tally) {
   // The payload itself moves into the outcome under the lock (Loop): the
   // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
@@ -167,6 +212,9 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
   if (!decoded.ok()) {
     done.outcome = Outcome::kInvalid;
     done.error = decoded.status().message();
+    if (config.metrics) {
+      tally.Add(LabelBounder::kOther, job.queue, queue, ResultOf(done), 0, -1, started_at);
+    }
     return done;
   }
   JobView view(job.payload, queue, decoded->document);
@@ -212,8 +260,14 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
   // The clock is read only when the time is logged: a no-op job costs a
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
-    if (config.log->Enabled(LogLevel::kDebug)) {
-      config.log->Log(LogLevel::kDebug, "done: %.6f sec", config.clock->Now() - started_at);
+    bool debug = config.log->Enabled(LogLevel::kDebug);
+    if (debug || config.metrics) {
+      double now = config.clock->Now();
+      if (debug) config.log->Log(LogLevel::kDebug, "done: %.6f sec", now - started_at);
+      if (config.metrics) {
+        tally.Add(view.job_class(), job.queue, queue, JobResult::kSucceeded, now - started_at,
+                  PickupLatency(decoded->document, started_at), now);
+      }
     }
     return done;
   }
@@ -222,6 +276,10 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
                   error.error_class.c_str(), error.message.c_str());
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
                &done);
+  if (config.metrics) {
+    tally.Add(view.job_class(), job.queue, queue, ResultOf(done), now - started_at,
+              PickupLatency(decoded->document, started_at), now);
+  }
   return done;
 }
 

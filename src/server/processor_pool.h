@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "log.h"
+#include "metrics/worker_metrics.h"
 #include "reliableq/clock.h"
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
@@ -55,6 +56,8 @@ struct ProcessorConfig {
   // Shared with the threads, which may outlive the pool (Shutdown).
   std::shared_ptr<const Logger> log;
   std::shared_ptr<const Clock> clock;
+  // Null: no metrics, and no cost for them. Shared like the above.
+  std::shared_ptr<WorkerMetrics> metrics;
 };
 
 class ProcessorPool {

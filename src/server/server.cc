@@ -18,7 +18,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdlib>
 
 #include "job_codec.h"  // NewJid
@@ -31,6 +30,7 @@
 #include "server/hand_back.h"
 #include "server/heartbeat.h"
 #include "server/janitor.h"
+#include "server/metrics_endpoint.h"
 #include "server/options_check.h"
 #include "server/outcomes.h"
 #include "server/poller.h"
@@ -103,9 +103,6 @@ class ServerImpl final : public Server {
   // confirmed beat publishes them before any fetch may use them).
   void DiscoverQueues();
   void AddQueue(std::string_view name);
-  // A wake-up for schedule or retry: the score it names saves a read of
-  // the sets' heads; without one (a keyspace event) the poller reads them.
-  void NudgePoller(std::string_view score);
   void OnFinished();
   void Reconcile(bool drop_ready);
 
@@ -145,6 +142,8 @@ class ServerImpl final : public Server {
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
+  std::shared_ptr<WorkerMetrics> metrics_;         // null without http_address
+  std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;
@@ -165,6 +164,10 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_) {
   ProcessorConfig config;
+  if (!options.http_address.empty()) {
+    metrics_ = std::make_shared<WorkerMetrics>(registry.Classes(), options.concurrency);
+  }
+  config.metrics = metrics_;
   config.threads = options_.concurrency;
   config.registry = std::move(registry);
   config.queue_names = queues_.names();
@@ -244,7 +247,7 @@ Status ServerImpl::Init() {
       IdleFetch::Intervals{options_.idle_poll_interval, options_.heartbeat_interval}, log,
       IdleFetch::Hooks{[this] { return MayFetch(); }, [this] { FetchMore(); },
                        [this](std::string_view name) { AddQueue(name); },
-                       [this](std::string_view score) { NudgePoller(score); },
+                       [this](std::string_view score) { poller_->NudgeScore(score); },
                        // Its id goes into the registry, so that the janitor
                        // sees the process alive while any of its
                        // connections is.
@@ -280,6 +283,17 @@ Status ServerImpl::Init() {
     });
   }
 
+  if (metrics_) {
+    fetcher_->set_metrics(metrics_.get());
+    outcomes_->set_metrics(metrics_.get());
+    janitor_->set_metrics(metrics_.get());
+    auto endpoint = MetricsEndpoint::Start(
+        options_.http_address, loop_ref, metrics_,
+        {*pool_, *command_, [this] { return outcomes_->Unconfirmed(); }}, options_.heartbeat_ttl,
+        log);
+    if (!endpoint.ok()) return endpoint.status();
+    endpoint_ = std::move(endpoint.value());
+  }
   // The threads start now, so that a process that cannot make them (a
   // thread limit) fails to open instead of fetching jobs nobody runs.
   return pool_->Start();
@@ -451,16 +465,6 @@ bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
   return true;
 }
 
-void ServerImpl::NudgePoller(std::string_view score) {
-  double at = 0;
-  auto [end, error] = std::from_chars(score.data(), score.data() + score.size(), at);
-  if (!score.empty() && error == std::errc() && end == score.data() + score.size()) {
-    poller_->NudgeAt(at);
-  } else {
-    poller_->Nudge();
-  }
-}
-
 void ServerImpl::DiscoverQueues() {
   if (queues_.namespaces().empty() || !command_->ready()) return;
   command_->Command({"SMEMBERS", Keys::kQueues}, [this](const Status& s, redisReply* reply) {
@@ -606,6 +610,7 @@ void ServerImpl::CloseAll() {
   reconnect_timer_->Close();
   stop_timer_->Close();
   close_timer_->Close();
+  if (endpoint_) endpoint_->Close();
   control_->CloseSignals();
 }
 

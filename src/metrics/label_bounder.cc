@@ -1,0 +1,24 @@
+#include "metrics/label_bounder.h"
+
+#include <algorithm>
+
+namespace reliableq {
+
+LabelBounder::LabelBounder(std::vector<std::string> names) : names_(std::move(names)) {
+  std::erase(names_, std::string(kOther));
+  std::sort(names_.begin(), names_.end());
+  names_.erase(std::unique(names_.begin(), names_.end()), names_.end());
+}
+
+size_t LabelBounder::Index(std::string_view name) const {
+  auto it = std::lower_bound(names_.begin(), names_.end(), name,
+                             [](const std::string& a, std::string_view b) { return a < b; });
+  if (it == names_.end() || *it != name) return other_index();
+  return static_cast<size_t>(it - names_.begin());
+}
+
+std::string_view LabelBounder::Name(size_t index) const {
+  return index < names_.size() ? std::string_view(names_[index]) : kOther;
+}
+
+}  // namespace reliableq
