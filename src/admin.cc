@@ -13,6 +13,7 @@
 
 #include "job_codec.h"
 #include "keys.h"
+#include "admin_impl.h"
 #include "process_entry.h"
 #include "recovery.h"
 #include "redis/connection.h"
@@ -22,8 +23,7 @@
 
 namespace reliableq {
 
-namespace {
-
+namespace admin_internal {
 
 // Pipelined replies carry error replies in place; stats stop at the first
 // one rather than report a figure built on a key of the wrong type.
@@ -64,10 +64,6 @@ double Latency(std::string_view payload, double now) {
   double latency = now - enqueued_at;
   return latency > 0 ? latency : 0;
 }
-
-// Members per script call of the bulk moves: a batch keeps Redis busy for
-// well under a millisecond, and the set is walked in few round trips.
-constexpr int64_t kBulkBatch = 100;
 
 // ZSCAN rounds (of COUNT kScanCount) before a jid search gives up; enough
 // for sets of a billion members.
@@ -166,41 +162,6 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
          " meanwhile; nothing was done";
 }
 
-class AdminImpl final : public Admin {
- public:
-  AdminImpl(std::unique_ptr<redis::Connection> redis, AdminOptions options)
-      : redis_(std::move(redis)),
-        keys_(std::move(options.prefix)),
-        clock_(options.clock ? std::move(options.clock) : SystemClock()) {}
-
-  Result<Stats> GetStats() override;
-  Result<RecoveryReport> Recover(const RecoverOptions& options) override;
-  Result<SetListing> List(JobSet set, int64_t limit) override;
-  Result<SetEntry> Find(JobSet set, std::string_view jid) override;
-  Result<SetEntry> RetryNow(JobSet set, std::string_view jid) override;
-  Result<BulkResult> RetryAll(JobSet set) override;
-  Result<SetEntry> Delete(JobSet set, std::string_view jid) override;
-  Result<int64_t> DeleteAll(JobSet set) override;
-  Result<SetEntry> Kill(std::string_view jid, const DeadSetLimits& limits) override;
-  Result<BulkResult> KillAll(const DeadSetLimits& limits) override;
-  Result<std::vector<QueueStats>> ListQueues() override;
-  Result<int64_t> ClearQueue(std::string_view name) override;
-
- private:
-  // Members [offset, offset + count) of `set` in its display order.
-  Result<std::vector<SetEntry>> Range(JobSet set, int64_t offset, int64_t count);
-  // One retry_now.lua call for `entries` (all valid).
-  Result<std::pair<int64_t, int64_t>> PushNow(JobSet set, const std::vector<SetEntry>& entries);
-  // One clear.lua call: {size, keys and names removed}.
-  Result<std::pair<int64_t, int64_t>> Clear(std::string_view key, std::string_view queue);
-  // One kill.lua call for `entries`.
-  Result<std::pair<int64_t, int64_t>> MoveToDead(const std::vector<SetEntry>& entries,
-                                                 const DeadSetLimits& limits);
-
-  std::unique_ptr<redis::Connection> redis_;
-  Keys keys_;
-  std::shared_ptr<const Clock> clock_;
-};
 
 Result<Stats> AdminImpl::GetStats() {
   const std::string registry = keys_.Registry();
@@ -447,12 +408,14 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::Clear(std::string_view key,
   return MoveCounts(reply->get(), "clear.lua");
 }
 
-Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(const std::vector<SetEntry>& entries,
+Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(JobSet from,
+                                                          const std::vector<SetEntry>& entries,
                                                           const DeadSetLimits& limits) {
   std::vector<std::string> payloads;
   payloads.reserve(entries.size());
   for (const SetEntry& entry : entries) payloads.push_back(entry.payload);
-  Result<redis::ReplyPtr> reply = redis_->Eval(KillCall(clock_->Now(), limits, std::move(payloads)));
+  Result<redis::ReplyPtr> reply = redis_->Eval(
+      KillCall(clock_->Now(), limits, std::move(payloads), JobSetKey(from)));
   if (!reply.ok()) return reply.status().WithContext("kill.lua");
   return MoveCounts(reply->get(), "kill.lua");
 }
@@ -469,7 +432,7 @@ Result<SetEntry> AdminImpl::Kill(std::string_view jid, const DeadSetLimits& limi
   if (Status s = CheckLimits(limits); !s.ok()) return s;
   Result<SetEntry> entry = Find(JobSet::kRetry, jid);
   if (!entry.ok()) return entry.status();
-  Result<std::pair<int64_t, int64_t>> moved = MoveToDead({*entry}, limits);
+  Result<std::pair<int64_t, int64_t>> moved = MoveToDead(JobSet::kRetry, {*entry}, limits);
   if (!moved.ok()) return moved.status();
   if (moved->first != 1) return Status::NotFound(GoneMessage(JobSet::kRetry, jid));
   return entry;
@@ -485,7 +448,7 @@ Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
     if (!page.ok()) return page.status();
     if (page->empty()) break;
     read += static_cast<int64_t>(page->size());
-    Result<std::pair<int64_t, int64_t>> moved = MoveToDead(*page, limits);
+    Result<std::pair<int64_t, int64_t>> moved = MoveToDead(JobSet::kRetry, *page, limits);
     if (!moved.ok()) return moved.status();
     result.moved += moved->first;
   }
@@ -538,7 +501,7 @@ Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
   return cleared->first;
 }
 
-}  // namespace
+}  // namespace admin_internal
 
 std::string_view JobSetKey(JobSet set) {
   switch (set) {
@@ -559,7 +522,7 @@ Result<std::unique_ptr<Admin>> Admin::Open(const RedisOptions& options, AdminOpt
   if (!redis.ok()) return redis.status();
   Status s = (*redis)->LoadScripts();
   if (!s.ok()) return s;
-  return std::unique_ptr<Admin>(new AdminImpl(std::move(redis.value()), std::move(admin_options)));
+  return std::unique_ptr<Admin>(new admin_internal::AdminImpl(std::move(redis.value()), std::move(admin_options)));
 }
 
 }  // namespace reliableq

@@ -168,9 +168,10 @@ ScriptCall ClearCall(std::string_view key, std::string_view queue) {
                     {"list", std::string(queue)}};
 }
 
-ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries) {
+ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries,
+                    std::string_view from) {
   ScriptCall call{ScriptId::kKill,
-                  {std::string(Keys::kRetry), std::string(Keys::kDead)},
+                  {std::string(from), std::string(Keys::kDead)},
                   {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
   for (std::string& entry : entries) call.args.push_back(std::move(entry));
   return call;

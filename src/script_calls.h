@@ -123,8 +123,10 @@ ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
 // the queue `queue` (`key` is its LIST) and its name in `queues`.
 ScriptCall ClearCall(std::string_view key, std::string_view queue);
 
-// kill.lua: entries of retry to dead.
-ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries);
+// kill.lua: entries of `from` (retry, or schedule for the dashboard's kill of
+// a scheduled job) to dead.
+ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries,
+                    std::string_view from = Keys::kRetry);
 
 }  // namespace reliableq
 

@@ -159,6 +159,110 @@ struct DeadSetLimits {
   std::chrono::seconds timeout{180 * 24 * 3600};
 };
 
+// An entry of a job set as Sidekiq's Web UI names it: "<score>-<jid>". The
+// score finds the entry with ZRANGEBYSCORE score score (a few members at
+// most), never a scan of the set; the jid picks among members with that
+// score. An entry without a jid is "<score>-".
+struct EntryRef {
+  double score = 0;
+  std::string jid;
+
+  // nullopt unless `id` is a finite number, "-", then the jid (which may
+  // itself contain "-").
+  static std::optional<EntryRef> Parse(std::string_view id);
+  // The score in its shortest form that reads back as the same double.
+  std::string ToString() const;
+};
+
+// The id of `entry` (EntryRef::ToString of its score and jid).
+std::string EntryIdOf(const SetEntry& entry);
+
+// What may be done to entries of a set, one or many at a time.
+enum class SetAction {
+  kRetry,   // RetryNow
+  kDelete,  // Delete
+  kKill,    // to dead (retry and schedule only)
+};
+
+// What a call on several entries did.
+struct ActionResult {
+  int64_t done = 0;
+  int64_t not_found = 0;  // not in the set (moved or deleted meanwhile)
+  int64_t skipped = 0;    // not jobs, for retry and kill: left in the set
+};
+
+// A page of a queue's jobs, in LRANGE order: position 0 is the job pushed
+// last, the job taken next is at position size - 1.
+struct QueuedJob {
+  int64_t position = 0;
+  std::string payload;  // as stored
+};
+struct QueuePage {
+  QueueStats stats;
+  std::vector<QueuedJob> jobs;
+};
+
+// A job a process is running, from Sidekiq's <identity>:work hash.
+struct RunningJobInfo {
+  std::string thread;   // the hash field
+  std::string queue;
+  double run_at = 0;    // epoch seconds
+  std::string payload;  // the job as the worker took it
+};
+
+// A process of Sidekiq's `processes` set (a reliableq worker or Sidekiq).
+struct ProcessInfo {
+  std::string identity;
+  // From its `info` field (absent fields: empty, 0).
+  std::string hostname;
+  int64_t pid = 0;
+  std::string tag;
+  std::vector<std::string> labels;
+  std::vector<std::string> queues;
+  int64_t concurrency = 0;
+  double started_at = 0;
+  std::string version;
+  std::string info;  // the raw `info` JSON
+  // From the hash itself.
+  int64_t busy = 0;
+  double beat = 0;  // the last beat, epoch seconds; 0 when absent
+  bool quiet = false;
+  int64_t rss_kb = 0;
+  // The remaining ttl of its reliableq heartbeat key in ms; nullopt when
+  // there is none (Sidekiq, or a reliableq process that died).
+  std::optional<int64_t> heartbeat_ttl_ms;
+  std::vector<RunningJobInfo> jobs;  // sorted by thread
+};
+
+// Sidekiq's remote signals (Sidekiq::Process#quiet!, #stop!).
+enum class ProcessSignal { kQuiet, kStop };
+
+// A dead process's unfinished jobs, as a dry-run recovery sees them.
+struct OrphanJob {
+  std::string queue;
+  std::string payload;
+};
+struct Orphan {
+  IdentityRecovery recovery;    // what a recovery would do (dry run)
+  std::vector<OrphanJob> jobs;  // the first jobs of its working lists
+  int64_t total = 0;            // the jobs in its working lists
+};
+
+// The janitor's record (reliableq-schema(7), "Janitor passes"): JSON texts
+// as the janitor wrote them.
+struct JanitorRecord {
+  std::optional<std::string> last;
+  std::vector<std::string> passes;  // newest first
+};
+
+// What the Redis server says of itself (INFO server, memory, clients).
+struct RedisServerInfo {
+  std::string version;
+  int64_t uptime_seconds = 0;
+  std::string used_memory_human;
+  int64_t connected_clients = 0;
+};
+
 struct AdminOptions {
   // The prefix of reliableq's own keys, as in ServerOptions.
   std::string prefix = "reliableq:";
@@ -245,6 +349,62 @@ class Admin {
   // neither such a queue nor such a name in `queues` (nothing changed);
   // kInvalidArgument for an empty name.
   virtual Result<int64_t> ClearQueue(std::string_view name) = 0;
+
+  // --- Pages and score-addressed entries (the dashboard, scripts) ---
+
+  // At most `limit` entries of `set` from `offset` in its display order,
+  // and the set's size. kInvalidArgument for a negative offset or limit
+  // (0: all from offset).
+  virtual Result<SetListing> ListPage(JobSet set, int64_t offset, int64_t limit) = 0;
+
+  // The entry `ref` names. kNotFound when no member has that score and jid
+  // (with several: the smallest payload).
+  virtual Result<SetEntry> FindAt(JobSet set, const EntryRef& ref) = 0;
+
+  // `action` on the entries `refs` name: found together in one round trip,
+  // then moved by one script (retry_now.lua, kill.lua) or one ZREM per
+  // batch of 100, so each entry is in its set or its destination at every
+  // instant. kInvalidArgument for kKill on the dead set.
+  virtual Result<ActionResult> ActOn(JobSet set, SetAction action,
+                                     const std::vector<EntryRef>& refs,
+                                     const DeadSetLimits& limits = {}) = 0;
+
+  // `action` on every member that was in the set when the call began
+  // (RetryAll, DeleteAll, KillAll; kill also from schedule).
+  virtual Result<ActionResult> ActOnAll(JobSet set, SetAction action,
+                                        const DeadSetLimits& limits = {}) = 0;
+
+  // The queue's size and latency and at most `limit` of its jobs from
+  // `offset`. A queue that does not exist has size 0 and no jobs.
+  virtual Result<QueuePage> ListQueue(std::string_view name, int64_t offset, int64_t limit) = 0;
+
+  // --- Processes ---
+
+  // Every member of `processes`, sorted by identity; a member whose hash
+  // expired is listed with what is left (the dashboard shows it as gone).
+  virtual Result<std::vector<ProcessInfo>> ListProcesses() = 0;
+
+  // Sidekiq's remote signal: LPUSH <identity>-signals TSTP (quiet) or TERM
+  // (stop), EXPIRE 60; the process reads it with its next beat. kNotFound
+  // when `identity` is not in `processes`.
+  virtual Status SignalProcess(std::string_view identity, ProcessSignal signal) = 0;
+
+  // --- Recovery, the janitor's record, the audit trail ---
+
+  // A dry-run recovery and, for each process it takes for dead, up to
+  // `jobs_per_process` jobs of its working lists.
+  virtual Result<std::vector<Orphan>> ListOrphans(int64_t jobs_per_process) = 0;
+
+  virtual Result<JanitorRecord> ReadJanitorRecord() = 0;
+
+  // LPUSH `entry_json` onto <prefix>audit and LTRIM it to 1000 entries, in
+  // one MULTI.
+  virtual Status AppendAudit(std::string_view entry_json) = 0;
+  // The newest `limit` audit entries, newest first.
+  virtual Result<std::vector<std::string>> ReadAudit(int64_t limit) = 0;
+
+  // INFO of the server; fails when Redis does not answer.
+  virtual Result<RedisServerInfo> ServerInfo() = 0;
 
  protected:
   Admin() = default;

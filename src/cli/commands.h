@@ -50,6 +50,7 @@ const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
 const Command& SpoolCommand();
+const Command& WebCommand();
 
 // --redis URL, --redis-password-file FILE, the TLS options
 // (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,
@@ -81,6 +82,11 @@ int RuntimeError(const Status& status);
 // option without a rediss:// URL, or a certificate without its key (or the
 // reverse).
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
+
+// The content of the file a secret-bearing --OPTION names, at most
+// max_bytes. Errors name the option and the path, never the content.
+Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
+                                   size_t max_bytes);
 
 // The prefix of reliableq's own keys: --prefix, else "reliableq:".
 std::string PrefixFromArgs(const ParsedArgs& args);

@@ -69,6 +69,31 @@ int RuntimeError(const Status& status) {
   return kExitRuntime;
 }
 
+Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
+                                   size_t max_bytes) {
+  std::string what = "--" + std::string(option) + " '" + path + "'";
+  FILE* file = std::fopen(path.c_str(), "re");
+  if (file == nullptr) {
+    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(errno));
+  }
+  std::string content;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0 && content.size() <= max_bytes) {
+    content.append(buf, n);
+  }
+  int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error != 0) {
+    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(error));
+  }
+  if (content.size() > max_bytes) {
+    return Status::InvalidArgument(what + " is larger than " + std::to_string(max_bytes / 1024) +
+                                   " KiB: not what it should hold");
+  }
+  return content;
+}
+
 namespace {
 
 // More than any password; a larger file is not one.
@@ -77,30 +102,15 @@ constexpr size_t kMaxPasswordFileBytes = 64 * 1024;
 // The content of the password file `path`, less one final "\n" (or
 // "\r\n"). Its content never goes into a message.
 Result<std::string> ReadPasswordFile(const std::string& path) {
-  std::string what = "--redis-password-file '" + path + "'";
-  FILE* file = std::fopen(path.c_str(), "re");
-  if (file == nullptr) {
-    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(errno));
+  Result<std::string> content = ReadSecretFile("redis-password-file", path, kMaxPasswordFileBytes);
+  if (!content.ok()) return content.status();
+  std::string password = std::move(content.value());
+  if (!password.empty() && password.back() == '\n') password.pop_back();
+  if (!password.empty() && password.back() == '\r') password.pop_back();
+  if (password.empty()) {
+    return Status::InvalidArgument("--redis-password-file '" + path + "' is empty");
   }
-  std::string content;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0 &&
-         content.size() <= kMaxPasswordFileBytes) {
-    content.append(buf, n);
-  }
-  int error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (error != 0) {
-    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(error));
-  }
-  if (content.size() > kMaxPasswordFileBytes) {
-    return Status::InvalidArgument(what + " is larger than 64 KiB: not a password");
-  }
-  if (!content.empty() && content.back() == '\n') content.pop_back();
-  if (!content.empty() && content.back() == '\r') content.pop_back();
-  if (content.empty()) return Status::InvalidArgument(what + " is empty");
-  return content;
+  return password;
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ const std::vector<const Command*>& Commands() {
   static const std::vector<const Command*> commands = {
       &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
       &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
-      &QueueCommand(),   &SpoolCommand()};
+      &QueueCommand(),   &SpoolCommand(),     &WebCommand()};
   return commands;
 }
 

@@ -1,0 +1,106 @@
+// The implementation of Admin, shared by admin.cc (stats, recovery, job
+// sets by jid, queues) and admin_pages.cc (pages, score-addressed entries,
+// processes, the dashboard's records), so neither file grows past a
+// readable size. Private: callers use include/reliableq/admin.h.
+//
+// Thread safety: one AdminImpl per thread, as Admin.
+
+#ifndef RELIABLEQ_ADMIN_IMPL_H_
+#define RELIABLEQ_ADMIN_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "keys.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
+#include "reliableq/admin.h"
+
+namespace reliableq::admin_internal {
+
+// Members per script call of the bulk moves: a batch keeps Redis busy for
+// well under a millisecond, and the set is walked in few round trips.
+inline constexpr int64_t kBulkBatch = 100;
+
+// A pipelined error reply as a Status naming `what`; OK otherwise.
+Status CheckReply(const redisReply* reply, std::string_view what);
+// A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
+int64_t CounterValue(const redisReply* reply);
+// The strings of an array reply (none for any other reply).
+std::vector<std::string> StringArray(const redisReply* reply);
+// Seconds since the job in `payload` was enqueued (Sidekiq's latency).
+double Latency(std::string_view payload, double now);
+// An entry read from a member and its score.
+SetEntry MakeEntry(std::string payload, double score);
+// The entries of a flat WITHSCORES reply (member, score, member, ...).
+std::vector<SetEntry> EntriesOf(const redisReply* reply);
+// The two counters a move script returns ({moved, missing}).
+Result<std::pair<int64_t, int64_t>> MoveCounts(const redisReply* reply, std::string_view what);
+// `score` in fixed notation, the shortest text that reads back as the same
+// double (so ZRANGEBYSCORE with it meets the member's exact score).
+std::string ScoreText(double score);
+// kInvalidArgument for unusable dead-set limits.
+Status CheckLimits(const DeadSetLimits& limits);
+
+class AdminImpl final : public Admin {
+ public:
+  AdminImpl(std::unique_ptr<redis::Connection> redis, AdminOptions options)
+      : redis_(std::move(redis)),
+        keys_(std::move(options.prefix)),
+        clock_(options.clock ? std::move(options.clock) : SystemClock()) {}
+
+  Result<Stats> GetStats() override;
+  Result<RecoveryReport> Recover(const RecoverOptions& options) override;
+  Result<SetListing> List(JobSet set, int64_t limit) override;
+  Result<SetEntry> Find(JobSet set, std::string_view jid) override;
+  Result<SetEntry> RetryNow(JobSet set, std::string_view jid) override;
+  Result<BulkResult> RetryAll(JobSet set) override;
+  Result<SetEntry> Delete(JobSet set, std::string_view jid) override;
+  Result<int64_t> DeleteAll(JobSet set) override;
+  Result<SetEntry> Kill(std::string_view jid, const DeadSetLimits& limits) override;
+  Result<BulkResult> KillAll(const DeadSetLimits& limits) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<int64_t> ClearQueue(std::string_view name) override;
+
+  // admin_pages.cc
+  Result<SetListing> ListPage(JobSet set, int64_t offset, int64_t limit) override;
+  Result<SetEntry> FindAt(JobSet set, const EntryRef& ref) override;
+  Result<ActionResult> ActOn(JobSet set, SetAction action, const std::vector<EntryRef>& refs,
+                             const DeadSetLimits& limits) override;
+  Result<ActionResult> ActOnAll(JobSet set, SetAction action,
+                                const DeadSetLimits& limits) override;
+  Result<QueuePage> ListQueue(std::string_view name, int64_t offset, int64_t limit) override;
+  Result<std::vector<ProcessInfo>> ListProcesses() override;
+  Status SignalProcess(std::string_view identity, ProcessSignal signal) override;
+  Result<std::vector<Orphan>> ListOrphans(int64_t jobs_per_process) override;
+  Result<JanitorRecord> ReadJanitorRecord() override;
+  Status AppendAudit(std::string_view entry_json) override;
+  Result<std::vector<std::string>> ReadAudit(int64_t limit) override;
+  Result<RedisServerInfo> ServerInfo() override;
+
+ private:
+  // Members [offset, offset + count) of `set` in its display order.
+  Result<std::vector<SetEntry>> Range(JobSet set, int64_t offset, int64_t count);
+  // One retry_now.lua call for `entries` (all valid).
+  Result<std::pair<int64_t, int64_t>> PushNow(JobSet set, const std::vector<SetEntry>& entries);
+  // One clear.lua call: {size, keys and names removed}.
+  Result<std::pair<int64_t, int64_t>> Clear(std::string_view key, std::string_view queue);
+  // One kill.lua call for `entries` of `from` (retry or schedule).
+  Result<std::pair<int64_t, int64_t>> MoveToDead(JobSet from, const std::vector<SetEntry>& entries,
+                                                 const DeadSetLimits& limits);
+  // `action` on `entries` (found in `set`), in batches; adds to *result.
+  Status Apply(JobSet set, SetAction action, std::vector<SetEntry> entries,
+               const DeadSetLimits& limits, ActionResult* result);
+
+  std::unique_ptr<redis::Connection> redis_;
+  Keys keys_;
+  std::shared_ptr<const Clock> clock_;
+};
+
+}  // namespace reliableq::admin_internal
+
+#endif  // RELIABLEQ_ADMIN_IMPL_H_

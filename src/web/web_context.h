@@ -1,0 +1,119 @@
+// What the handlers of `reliableq web` share: the options, the pool of
+// Admin connections, the CSRF token, the audit trail, and the helpers that
+// turn results into JSON responses. Private to src/web/.
+//
+// Thread safety: a Context is immutable after Start, except the pool, which
+// locks; handlers run on many threads at once.
+
+#ifndef RELIABLEQ_WEB_WEB_CONTEXT_H_
+#define RELIABLEQ_WEB_WEB_CONTEXT_H_
+
+#include <rapidjson/document.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log.h"
+#include "reliableq/admin.h"
+#include "web/web_server.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+class Server;
+}  // namespace httplib
+
+namespace reliableq::web {
+
+// Blocking Admin connections for the request threads: a thread borrows one
+// for a request and gives it back, so there are never more connections
+// than threads, and no connection is used by two threads at once.
+class AdminPool {
+ public:
+  AdminPool(RedisOptions redis, AdminOptions admin) : redis_(std::move(redis)), admin_(admin) {}
+
+  class Lease {
+   public:
+    Lease(AdminPool* pool, std::unique_ptr<Admin> admin) : pool_(pool), admin_(std::move(admin)) {}
+    Lease(Lease&&) = default;
+    ~Lease();
+    Admin* operator->() { return admin_.get(); }
+    Admin& operator*() { return *admin_; }
+
+   private:
+    AdminPool* pool_;
+    std::unique_ptr<Admin> admin_;
+  };
+
+  // An idle connection, or a new one (Admin::Open).
+  Result<Lease> Acquire();
+
+ private:
+  RedisOptions redis_;
+  AdminOptions admin_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Admin>> idle_;
+};
+
+struct Context {
+  WebOptions options;
+  std::shared_ptr<const Clock> clock;
+  std::unique_ptr<AdminPool> pool;
+  std::string csrf_token;  // 64 hex digits
+  Logger logger;
+};
+
+// One request after the checks: authenticated and, for a POST, allowed
+// (not read-only, CSRF token and origin checked) with a JSON object body.
+struct Call {
+  const httplib::Request& request;
+  httplib::Response& response;
+  Context& context;
+  // The basic-auth user, "token", or the client address when the server
+  // has no authentication.
+  std::string who;
+  // A POST's body, a JSON object; null for a GET.
+  rapidjson::Document body;
+};
+using Handler = std::function<void(Call&)>;
+
+// Registers a GET or POST route with the checks above.
+void Get(httplib::Server& server, Context& context, const std::string& pattern, Handler handler);
+void Post(httplib::Server& server, Context& context, const std::string& pattern,
+          Handler handler);
+
+// Responses.
+void SendJson(httplib::Response& response, std::string json, int status = 200);
+void SendError(httplib::Response& response, int status, std::string_view message);
+// The HTTP status for a failed call (404 kNotFound, 400 kInvalidArgument,
+// 409 kCorruption, 503 when Redis is unreachable, 500 otherwise) and its
+// message as {"error"}.
+void SendStatus(httplib::Response& response, const Status& status);
+
+// A query parameter as a positive integer: `fallback` when absent, nullopt
+// (after a 400 response) when not a number from 1 to `max`.
+std::optional<int64_t> IntParam(const httplib::Request& request, httplib::Response& response,
+                                const char* name, int64_t fallback, int64_t max);
+
+// A connection from the pool, or nullopt after a 503 response naming why.
+std::optional<AdminPool::Lease> BorrowAdmin(Call& call);
+
+// An audit entry: a log line and <prefix>audit (see audit.cc). A failure to
+// write it is logged; the action it records has happened.
+void Audit(Call& call, Admin& admin, std::string_view action, std::string_view target,
+           std::string_view result);
+
+// The routes of each area.
+void AddPageRoutes(httplib::Server& server, Context& context);     // assets
+void AddReadRoutes(httplib::Server& server, Context& context);     // GET /api/...
+void AddActionRoutes(httplib::Server& server, Context& context);   // POST /api/...
+void AddMetricsRoutes(httplib::Server& server, Context& context);  // /metrics, /healthz
+
+}  // namespace reliableq::web
+
+#endif  // RELIABLEQ_WEB_WEB_CONTEXT_H_

@@ -1,0 +1,296 @@
+// `reliableq web`: start-up, authentication, the checks every POST passes
+// (read-only, origin, CSRF token, JSON body), the security headers, and the
+// pool of Admin connections. The routes live in api_*.cc, assets.cc and
+// cluster_metrics.cc.
+
+#include "web/web_server.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include "text_escape.h"
+#include "web/web_context.h"
+
+namespace reliableq::web {
+
+namespace {
+
+std::string Hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < size; ++i) {
+    out.push_back(kDigits[data[i] >> 4]);
+    out.push_back(kDigits[data[i] & 15]);
+  }
+  return out;
+}
+
+// Compares two secrets in a time that depends on neither: their SHA-256
+// digests are compared with CRYPTO_memcmp, so not even the length leaks.
+bool SameSecret(std::string_view given, std::string_view expected) {
+  unsigned char a[SHA256_DIGEST_LENGTH];
+  unsigned char b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
+  SHA256(reinterpret_cast<const unsigned char*>(expected.data()), expected.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text) {
+  if (text.empty() || text.size() % 4 != 0 || text.size() > 4096) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  size_t padding = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
+  out.resize(static_cast<size_t>(n) - padding);
+  return out;
+}
+
+// Who sent `request`, or nullopt when the server has authentication and the
+// request does not carry valid credentials.
+std::optional<std::string> Authenticate(const Context& context, const httplib::Request& request) {
+  const WebOptions& options = context.options;
+  if (options.users.empty() && options.token.empty()) return request.remote_addr;
+  std::string header = request.get_header_value("Authorization");
+  if (!options.token.empty() && header.starts_with("Bearer ")) {
+    if (SameSecret(std::string_view(header).substr(7), options.token)) return "token";
+    return std::nullopt;
+  }
+  if (!options.users.empty() && header.starts_with("Basic ")) {
+    std::optional<std::string> decoded = Base64Decode(std::string_view(header).substr(6));
+    if (!decoded) return std::nullopt;
+    size_t colon = decoded->find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    std::string user = decoded->substr(0, colon);
+    auto it = options.users.find(user);
+    // An unknown user costs the same comparison as a wrong password.
+    bool ok = SameSecret(std::string_view(*decoded).substr(colon + 1),
+                         it == options.users.end() ? std::string_view() : it->second);
+    if (it == options.users.end() || !ok) return std::nullopt;
+    return user;
+  }
+  return std::nullopt;
+}
+
+// Browsers send Origin with every cross-site POST; one that is present must
+// name this server as the browser reached it (its Host header).
+bool SameOrigin(const httplib::Request& request) {
+  if (!request.has_header("Origin")) return true;
+  std::string origin = request.get_header_value("Origin");
+  std::string host = request.get_header_value("Host");
+  if (host.empty()) return false;
+  return origin == "http://" + host || origin == "https://" + host;
+}
+
+bool IsJson(const httplib::Request& request) {
+  std::string type = request.get_header_value("Content-Type");
+  return type == "application/json" || type.starts_with("application/json;");
+}
+
+// Runs the checks, then `handler`; `post` adds the POST checks.
+void Dispatch(Context& context, const Handler& handler, bool post, const httplib::Request& request,
+              httplib::Response& response) {
+  std::optional<std::string> who = Authenticate(context, request);
+  if (!who) {
+    response.set_header("WWW-Authenticate", "Basic realm=\"reliableq\"");
+    SendError(response, 401, "authentication required");
+    return;
+  }
+  Call call{request, response, context, std::move(*who), rapidjson::Document()};
+  if (post) {
+    if (context.options.read_only) return SendError(response, 403, "read-only");
+    if (!SameOrigin(request)) return SendError(response, 403, "cross-origin request refused");
+    if (!SameSecret(request.get_header_value("X-CSRF-Token"), context.csrf_token)) {
+      return SendError(response, 403, "missing or wrong X-CSRF-Token (see GET /api/session)");
+    }
+    if (!IsJson(request)) return SendError(response, 415, "the body must be application/json");
+    call.body.Parse<rapidjson::kParseIterativeFlag>(request.body.data(), request.body.size());
+    if (call.body.HasParseError() || !call.body.IsObject()) {
+      return SendError(response, 400, "the body must be a JSON object");
+    }
+  }
+  handler(call);
+}
+
+std::string NewCsrfToken() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return {};
+  return Hex(bytes, sizeof bytes);
+}
+
+}  // namespace
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  unsigned char addr[16];
+  if (inet_pton(AF_INET, host.c_str(), addr) == 1) return addr[0] == 127;
+  if (inet_pton(AF_INET6, host.c_str(), addr) == 1) {
+    static const unsigned char kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return std::memcmp(addr, kLoopback, 16) == 0;
+  }
+  return false;
+}
+
+AdminPool::Lease::~Lease() {
+  if (admin_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(pool_->mutex_);
+  pool_->idle_.push_back(std::move(admin_));
+}
+
+Result<AdminPool::Lease> AdminPool::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Admin> admin = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(this, std::move(admin));
+    }
+  }
+  Result<std::unique_ptr<Admin>> admin = Admin::Open(redis_, admin_);
+  if (!admin.ok()) return admin.status();
+  return Lease(this, std::move(admin.value()));
+}
+
+void SendJson(httplib::Response& response, std::string json, int status) {
+  response.status = status;
+  // Payloads are stored bytes: whatever they hold, the response is UTF-8
+  // JSON without control characters a terminal would act on.
+  response.set_content(TerminalSafeJson(json), "application/json");
+}
+
+void SendError(httplib::Response& response, int status, std::string_view message) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.StartObject();
+  writer.Key("error");
+  writer.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  writer.EndObject();
+  SendJson(response, buffer.GetString(), status);
+}
+
+void SendStatus(httplib::Response& response, const Status& status) {
+  int code = 500;
+  if (status.IsNotFound()) code = 404;
+  if (status.IsInvalidArgument()) code = 400;
+  if (status.IsCorruption()) code = 409;
+  if (status.IsRetryable()) code = 503;
+  SendError(response, code, RedactUrls(status.ToString()));
+}
+
+std::optional<int64_t> IntParam(const httplib::Request& request, httplib::Response& response,
+                                const char* name, int64_t fallback, int64_t max) {
+  if (!request.has_param(name)) return fallback;
+  std::string text = request.get_param_value(name);
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > max) {
+    SendError(response, 400,
+              std::string(name) + " must be a number from 1 to " + std::to_string(max));
+    return std::nullopt;
+  }
+  return value;
+}
+
+void Get(httplib::Server& server, Context& context, const std::string& pattern, Handler handler) {
+  server.Get(pattern, [&context, handler = std::move(handler)](const httplib::Request& request,
+                                                               httplib::Response& response) {
+    Dispatch(context, handler, false, request, response);
+  });
+}
+
+void Post(httplib::Server& server, Context& context, const std::string& pattern,
+          Handler handler) {
+  server.Post(pattern, [&context, handler = std::move(handler)](const httplib::Request& request,
+                                                                httplib::Response& response) {
+    Dispatch(context, handler, true, request, response);
+  });
+}
+
+struct WebServer::State {
+  Context context;
+};
+
+Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
+  const bool auth = !options.users.empty() || !options.token.empty();
+  if (!auth && !options.insecure_no_auth && !IsLoopback(options.address.host)) {
+    return Status::InvalidArgument(
+        "refusing to serve " + options.address.ToString() +
+        " without authentication: use --basic-auth-file or --token-file, a loopback "
+        "address, or --insecure-no-auth");
+  }
+  std::unique_ptr<WebServer> server(new WebServer());
+  server->state_ = std::make_shared<State>();
+  Context& context = server->state_->context;
+  context.clock = options.clock ? options.clock : SystemClock();
+  context.logger = Logger(LogLevel::kInfo, options.log);
+  context.csrf_token = NewCsrfToken();
+  if (context.csrf_token.empty()) return Status::IoError("no random bytes for the CSRF token");
+  AdminOptions admin_options;
+  admin_options.prefix = options.prefix;
+  admin_options.clock = context.clock;
+  context.pool = std::make_unique<AdminPool>(options.redis, admin_options);
+  context.options = std::move(options);
+  {
+    // Redis must answer before the address is taken: a mistyped URL fails
+    // at once, naming where it tried (never with the password).
+    Result<AdminPool::Lease> first = context.pool->Acquire();
+    if (!first.ok()) {
+      return first.status().WithContext("cannot reach Redis at " +
+                                        context.options.redis.Describe());
+    }
+  }
+  Result<std::unique_ptr<HttpListener>> listener = HttpListener::Start(
+      context.options.address, context.options.threads, [&context](httplib::Server& http) {
+        // The largest body an action needs (10,000 ids) is under 1 MiB.
+        http.set_payload_max_length(4 << 20);
+        http.set_default_headers({
+            {"Content-Security-Policy", "default-src 'self'"},
+            {"X-Content-Type-Options", "nosniff"},
+            {"X-Frame-Options", "DENY"},
+            {"Referrer-Policy", "no-referrer"},
+        });
+        http.set_error_handler([](const httplib::Request&, httplib::Response& response) {
+          if (response.body.empty()) {
+            SendError(response, response.status,
+                      response.status == 404 ? "not found" : "request refused");
+          }
+        });
+        AddPageRoutes(http, context);
+        AddReadRoutes(http, context);
+        AddActionRoutes(http, context);
+        AddMetricsRoutes(http, context);
+      });
+  if (!listener.ok()) return listener.status();
+  server->listener_ = std::move(listener.value());
+  const WebOptions& o = context.options;
+  std::string auth_text = !auth ? "none" : !o.users.empty() && !o.token.empty() ? "basic, token"
+                                       : !o.users.empty()                   ? "basic"
+                                                                            : "token";
+  context.logger.Log(LogLevel::kInfo, "reliableq web: serving http://%s (Redis %s, auth: %s%s)",
+                     server->listener_->address().c_str(), o.redis.Describe().c_str(),
+                     auth_text.c_str(), o.read_only ? ", read-only" : "");
+  return server;
+}
+
+WebServer::~WebServer() {
+  // The listener joins its threads first: no handler runs on the context
+  // after this line.
+  listener_.reset();
+}
+
+int WebServer::port() const { return listener_->port(); }
+
+std::string WebServer::address() const { return listener_->address(); }
+
+}  // namespace reliableq::web
