@@ -1,12 +1,19 @@
-// HttpListener: an HTTP server (cpp-httplib) on threads of its own, for the
+// HttpListener: an HTTP server (civetweb) on threads of its own, for the
 // worker's /metrics and /healthz and for `reliableq web`. The socket is bound
 // before Start returns, so a taken port or a bad address is an error the
 // caller reports at once, and a client may connect as soon as it returns.
 //
 //   auto where = HttpAddress::Parse("127.0.0.1:9100");
-//   auto listener = HttpListener::Start(*where, 2, [&](httplib::Server& s) {
-//     s.Get("/healthz", ...);
+//   HttpRoutes routes;
+//   routes.Get("/healthz", [](const HttpRequest&, HttpResponse& response) {
+//     response.SetContent("ok", "text/plain");
 //   });
+//   auto listener = HttpListener::Start(*where, 1, std::move(routes));
+//
+// civetweb rather than cpp-httplib: Debian builds cpp-httplib with OpenSSL
+// support, whose library initialises OpenSSL when it is loaded, which costs
+// every process of the program about 3 MB of resident memory, with or
+// without --http; civetweb loads nothing it does not use.
 //
 // Handlers run on the listener's threads, never on a libuv loop: whatever
 // they read from a worker must be safe to read from another thread.
@@ -18,15 +25,17 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include "reliableq/status.h"
 
-namespace httplib {
-class Server;
-}
+struct mg_connection;
+struct mg_context;
 
 namespace reliableq {
 
@@ -43,13 +52,82 @@ struct HttpAddress {
   std::string ToString() const;
 };
 
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;       // "GET", "POST", ...
+  std::string path;         // URL-decoded, without the query
+  std::string query;        // as sent, without the "?"
+  std::string remote_addr;  // the client's address
+  std::string body;
+  HttpHeaders headers;
+  // The route pattern's match: [0] the whole path, then each group.
+  std::vector<std::string> matches;
+
+  // The first header of that name (case-insensitive); "" when absent.
+  std::string Header(std::string_view name) const;
+  bool HasHeader(std::string_view name) const;
+  // The URL-decoded query parameter `name`; nullopt when absent.
+  std::optional<std::string> Param(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+  HttpHeaders headers;
+
+  void SetContent(std::string content, std::string_view type) {
+    body = std::move(content);
+    content_type = std::string(type);
+  }
+  void SetHeader(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
+// What a listener answers: routes by method and a regular expression that
+// must match the whole path.
+class HttpRoutes {
+ public:
+  void Get(std::string_view pattern, HttpHandler handler);
+  void Post(std::string_view pattern, HttpHandler handler);
+  // Headers added to every response.
+  void SetDefaultHeaders(HttpHeaders headers) { default_headers_ = std::move(headers); }
+  // Called for a response of status 400 or more with an empty body (no
+  // route: 404 or 405; a body over the limit: 413) to fill it.
+  void SetErrorHandler(HttpHandler handler) { error_handler_ = std::move(handler); }
+  // The largest request body taken (default 1 MiB); larger ones get 413.
+  void SetMaxBody(size_t bytes) { max_body_ = bytes; }
+
+  size_t max_body() const { return max_body_; }
+  const HttpHeaders& default_headers() const { return default_headers_; }
+  // Routes `request` (filling its matches) into `response`.
+  void Handle(HttpRequest& request, HttpResponse& response) const;
+  // Fills the body of an error response that has none.
+  void FillError(const HttpRequest& request, HttpResponse& response) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    HttpHandler handler;
+  };
+  std::vector<Route> routes_;
+  HttpHeaders default_headers_;
+  HttpHandler error_handler_;
+  size_t max_body_ = 1 << 20;
+};
+
 class HttpListener {
  public:
-  // Binds `where`, lets `routes` add its handlers, and serves on `threads`
-  // threads (at least 1) until destroyed. kIoError naming the address and
-  // the reason (a port in use, an address this host does not have).
-  static Result<std::unique_ptr<HttpListener>> Start(
-      const HttpAddress& where, int threads, const std::function<void(httplib::Server&)>& routes);
+  // Binds `where` and serves `routes` on `threads` threads (at least 1)
+  // until destroyed. kIoError naming the address and the reason (a port in
+  // use, an address this host does not have).
+  static Result<std::unique_ptr<HttpListener>> Start(const HttpAddress& where, int threads,
+                                                     HttpRoutes routes);
 
   // Stops accepting, lets running requests finish, joins the threads.
   ~HttpListener();
@@ -63,9 +141,10 @@ class HttpListener {
 
  private:
   HttpListener() = default;
+  static int Serve(::mg_connection* connection, void* listener);
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  ::mg_context* context_ = nullptr;
+  HttpRoutes routes_;
   std::string host_;
   int port_ = 0;
 };

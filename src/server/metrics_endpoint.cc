@@ -1,6 +1,5 @@
 #include "server/metrics_endpoint.h"
 
-#include <httplib.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -58,17 +57,16 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   std::unique_ptr<MetricsEndpoint> endpoint(
       new MetricsEndpoint(loop, std::move(metrics), std::move(sources), heartbeat_ttl));
   MetricsEndpoint* self = endpoint.get();
-  auto listener = HttpListener::Start(*where, kThreads, [self](httplib::Server& server) {
-    server.Get("/metrics", [self](const httplib::Request&, httplib::Response& response) {
-      response.set_content(self->Scrape(), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    server.Get("/healthz", [self](const httplib::Request&, httplib::Response& response) {
-      std::string problem = self->Health();
-      response.status = problem.empty() ? 200 : 503;
-      response.set_content(problem.empty() ? "ok\n" : problem + "\n",
-                           "text/plain; charset=utf-8");
-    });
+  HttpRoutes routes;
+  routes.Get("/metrics", [self](const HttpRequest&, HttpResponse& response) {
+    response.SetContent(self->Scrape(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  routes.Get("/healthz", [self](const HttpRequest&, HttpResponse& response) {
+    std::string problem = self->Health();
+    response.status = problem.empty() ? 200 : 503;
+    response.SetContent(problem.empty() ? "ok\n" : problem + "\n", "text/plain; charset=utf-8");
+  });
+  auto listener = HttpListener::Start(*where, kThreads, std::move(routes));
   if (!listener.ok()) return listener.status();
   endpoint->listener_ = std::move(listener.value());
   endpoint->OnTick();

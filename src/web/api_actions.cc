@@ -4,7 +4,6 @@
 // these (web_server.cc); each action leaves an audit entry, whether it
 // worked or not.
 
-#include <httplib.h>
 
 #include "web/json_out.h"
 #include "web/web_context.h"
@@ -48,9 +47,9 @@ std::optional<SetAction> ActionNamed(std::string_view name) {
 }
 
 void SetAct(Call& call) {
-  std::optional<JobSet> set = JobSetNamed(call.request.matches[1].str());
+  std::optional<JobSet> set = JobSetNamed(call.request.matches[1]);
   if (!set) return SendError(call.response, 404, "no such set (retry, scheduled or dead)");
-  std::string action_name = call.request.matches[2].str();
+  std::string action_name = call.request.matches[2];
   std::optional<SetAction> action = ActionNamed(action_name);
   if (!action) return SendError(call.response, 404, "no such action (retry, delete or kill)");
   if (*action == SetAction::kKill && *set == JobSet::kDead) {
@@ -104,7 +103,7 @@ void SetAct(Call& call) {
 }
 
 void Signal(Call& call) {
-  std::string action = call.request.matches[1].str();
+  std::string action = call.request.matches[1];
   ProcessSignal signal = action == "quiet" ? ProcessSignal::kQuiet : ProcessSignal::kStop;
   const bool all = WantsAll(call.body);
   std::optional<std::string> identity = StringField(call.body, "identity");
@@ -198,7 +197,7 @@ void Recover(Call& call) {
 
 }  // namespace
 
-void AddActionRoutes(httplib::Server& server, Context& context) {
+void AddActionRoutes(HttpRoutes& server, Context& context) {
   Post(server, context, "/api/sets/([a-z]+)/([a-z]+)", SetAct);
   Post(server, context, "/api/processes/(quiet|stop)", Signal);
   Post(server, context, "/api/queue/clear", ClearQueue);

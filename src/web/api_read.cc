@@ -2,7 +2,6 @@
 // recovery and the audit trail (reliableq(1), "web"). Every call reads a
 // bounded page: never a whole set or list.
 
-#include <httplib.h>
 
 #include <algorithm>
 
@@ -242,7 +241,7 @@ void Queues(Call& call) {
 }
 
 void Queue(Call& call) {
-  std::string name = call.request.get_param_value("name");
+  std::string name = call.request.Param("name").value_or("");
   if (name.empty()) return SendError(call.response, 400, "name is missing");
   std::optional<int64_t> page = IntParam(call.request, call.response, "page", 1, 1'000'000'000);
   if (!page) return;
@@ -286,7 +285,7 @@ void Queue(Call& call) {
 }
 
 void SetPage(Call& call) {
-  std::optional<JobSet> set = JobSetNamed(call.request.matches[1].str());
+  std::optional<JobSet> set = JobSetNamed(call.request.matches[1]);
   if (!set) return SendError(call.response, 404, "no such set (retry, scheduled or dead)");
   std::optional<int64_t> page = IntParam(call.request, call.response, "page", 1, 1'000'000'000);
   if (!page) return;
@@ -317,9 +316,9 @@ void SetPage(Call& call) {
 }
 
 void Job(Call& call) {
-  std::optional<JobSet> set = JobSetNamed(call.request.get_param_value("set"));
+  std::optional<JobSet> set = JobSetNamed(call.request.Param("set").value_or(""));
   if (!set) return SendError(call.response, 400, "set must be retry, scheduled or dead");
-  std::string id = call.request.get_param_value("id");
+  std::string id = call.request.Param("id").value_or("");
   std::optional<EntryRef> ref = EntryRef::Parse(id);
   if (!ref) return SendError(call.response, 400, "id must be <score>-<jid>");
   auto admin = Borrow(call);
@@ -420,7 +419,7 @@ void AuditTrail(Call& call) {
 
 std::optional<AdminPool::Lease> BorrowAdmin(Call& call) { return Borrow(call); }
 
-void AddReadRoutes(httplib::Server& server, Context& context) {
+void AddReadRoutes(HttpRoutes& server, Context& context) {
   Get(server, context, "/api/session", Session);
   Get(server, context, "/api/overview", Overview);
   Get(server, context, "/api/busy", Busy);

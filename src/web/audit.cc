@@ -2,7 +2,6 @@
 // and an entry of <prefix>audit (newest first, at most 1000), with who did
 // it (reliableq-schema(7), "Audit trail").
 
-#include <httplib.h>
 
 #include "web/json_out.h"
 #include "web/web_context.h"

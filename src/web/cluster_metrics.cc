@@ -1,6 +1,5 @@
 #include "web/cluster_metrics.h"
 
-#include <httplib.h>
 #include <prometheus/text_serializer.h>
 
 #include <memory>
@@ -95,33 +94,33 @@ std::vector<MetricFamily> ClusterMetrics::Collect() const {
   return families.ok() ? std::move(families.value()) : std::vector<MetricFamily>{};
 }
 
-void AddMetricsRoutes(httplib::Server& server, Context& context) {
+void AddMetricsRoutes(HttpRoutes& server, Context& context) {
   auto metrics = std::make_shared<ClusterMetrics>(context.pool.get());
   Get(server, context, "/metrics", [metrics](Call& call) {
     Result<std::vector<MetricFamily>> families = metrics->Read();
     if (!families.ok()) {
       call.response.status = 503;
-      call.response.set_content("cannot read Redis: " + RedactUrls(families.status().ToString()) +
+      call.response.SetContent("cannot read Redis: " + RedactUrls(families.status().ToString()) +
                                     "\n",
                                 "text/plain; charset=utf-8");
       return;
     }
-    call.response.set_content(prometheus::TextSerializer().Serialize(*families),
+    call.response.SetContent(prometheus::TextSerializer().Serialize(*families),
                               "text/plain; version=0.0.4; charset=utf-8");
   });
   // Health needs no credentials: load balancers and supervisors probe it,
   // and it tells nothing but whether Redis answers.
-  server.Get("/healthz", [&context](const httplib::Request&, httplib::Response& response) {
+  server.Get("/healthz", [&context](const HttpRequest&, HttpResponse& response) {
     Result<AdminPool::Lease> admin = context.pool->Acquire();
     Result<RedisServerInfo> info =
         admin.ok() ? (*admin)->ServerInfo() : Result<RedisServerInfo>(admin.status());
     if (!info.ok()) {
       response.status = 503;
-      response.set_content("redis: " + RedactUrls(info.status().ToString()) + "\n",
+      response.SetContent("redis: " + RedactUrls(info.status().ToString()) + "\n",
                            "text/plain; charset=utf-8");
       return;
     }
-    response.set_content("ok", "text/plain; charset=utf-8");
+    response.SetContent("ok", "text/plain; charset=utf-8");
   });
 }
 

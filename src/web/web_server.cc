@@ -6,7 +6,6 @@
 #include "web/web_server.h"
 
 #include <arpa/inet.h>
-#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -59,10 +58,10 @@ std::optional<std::string> Base64Decode(std::string_view text) {
 
 // Who sent `request`, or nullopt when the server has authentication and the
 // request does not carry valid credentials.
-std::optional<std::string> Authenticate(const Context& context, const httplib::Request& request) {
+std::optional<std::string> Authenticate(const Context& context, const HttpRequest& request) {
   const WebOptions& options = context.options;
   if (options.users.empty() && options.token.empty()) return request.remote_addr;
-  std::string header = request.get_header_value("Authorization");
+  std::string header = request.Header("Authorization");
   if (!options.token.empty() && header.starts_with("Bearer ")) {
     if (SameSecret(std::string_view(header).substr(7), options.token)) return "token";
     return std::nullopt;
@@ -85,25 +84,25 @@ std::optional<std::string> Authenticate(const Context& context, const httplib::R
 
 // Browsers send Origin with every cross-site POST; one that is present must
 // name this server as the browser reached it (its Host header).
-bool SameOrigin(const httplib::Request& request) {
-  if (!request.has_header("Origin")) return true;
-  std::string origin = request.get_header_value("Origin");
-  std::string host = request.get_header_value("Host");
+bool SameOrigin(const HttpRequest& request) {
+  if (!request.HasHeader("Origin")) return true;
+  std::string origin = request.Header("Origin");
+  std::string host = request.Header("Host");
   if (host.empty()) return false;
   return origin == "http://" + host || origin == "https://" + host;
 }
 
-bool IsJson(const httplib::Request& request) {
-  std::string type = request.get_header_value("Content-Type");
+bool IsJson(const HttpRequest& request) {
+  std::string type = request.Header("Content-Type");
   return type == "application/json" || type.starts_with("application/json;");
 }
 
 // Runs the checks, then `handler`; `post` adds the POST checks.
-void Dispatch(Context& context, const Handler& handler, bool post, const httplib::Request& request,
-              httplib::Response& response) {
+void Dispatch(Context& context, const Handler& handler, bool post, const HttpRequest& request,
+              HttpResponse& response) {
   std::optional<std::string> who = Authenticate(context, request);
   if (!who) {
-    response.set_header("WWW-Authenticate", "Basic realm=\"reliableq\"");
+    response.SetHeader("WWW-Authenticate", "Basic realm=\"reliableq\"");
     SendError(response, 401, "authentication required");
     return;
   }
@@ -111,7 +110,7 @@ void Dispatch(Context& context, const Handler& handler, bool post, const httplib
   if (post) {
     if (context.options.read_only) return SendError(response, 403, "read-only");
     if (!SameOrigin(request)) return SendError(response, 403, "cross-origin request refused");
-    if (!SameSecret(request.get_header_value("X-CSRF-Token"), context.csrf_token)) {
+    if (!SameSecret(request.Header("X-CSRF-Token"), context.csrf_token)) {
       return SendError(response, 403, "missing or wrong X-CSRF-Token (see GET /api/session)");
     }
     if (!IsJson(request)) return SendError(response, 415, "the body must be application/json");
@@ -162,14 +161,14 @@ Result<AdminPool::Lease> AdminPool::Acquire() {
   return Lease(this, std::move(admin.value()));
 }
 
-void SendJson(httplib::Response& response, std::string json, int status) {
+void SendJson(HttpResponse& response, std::string json, int status) {
   response.status = status;
   // Payloads are stored bytes: whatever they hold, the response is UTF-8
   // JSON without control characters a terminal would act on.
-  response.set_content(TerminalSafeJson(json), "application/json");
+  response.SetContent(TerminalSafeJson(json), "application/json");
 }
 
-void SendError(httplib::Response& response, int status, std::string_view message) {
+void SendError(HttpResponse& response, int status, std::string_view message) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   writer.StartObject();
@@ -179,7 +178,7 @@ void SendError(httplib::Response& response, int status, std::string_view message
   SendJson(response, buffer.GetString(), status);
 }
 
-void SendStatus(httplib::Response& response, const Status& status) {
+void SendStatus(HttpResponse& response, const Status& status) {
   int code = 500;
   if (status.IsNotFound()) code = 404;
   if (status.IsInvalidArgument()) code = 400;
@@ -188,10 +187,10 @@ void SendStatus(httplib::Response& response, const Status& status) {
   SendError(response, code, RedactUrls(status.ToString()));
 }
 
-std::optional<int64_t> IntParam(const httplib::Request& request, httplib::Response& response,
+std::optional<int64_t> IntParam(const HttpRequest& request, HttpResponse& response,
                                 const char* name, int64_t fallback, int64_t max) {
-  if (!request.has_param(name)) return fallback;
-  std::string text = request.get_param_value(name);
+  if (!request.Param(name).has_value()) return fallback;
+  std::string text = request.Param(name).value_or("");
   int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > max) {
@@ -202,17 +201,17 @@ std::optional<int64_t> IntParam(const httplib::Request& request, httplib::Respon
   return value;
 }
 
-void Get(httplib::Server& server, Context& context, const std::string& pattern, Handler handler) {
-  server.Get(pattern, [&context, handler = std::move(handler)](const httplib::Request& request,
-                                                               httplib::Response& response) {
+void Get(HttpRoutes& server, Context& context, const std::string& pattern, Handler handler) {
+  server.Get(pattern, [&context, handler = std::move(handler)](const HttpRequest& request,
+                                                               HttpResponse& response) {
     Dispatch(context, handler, false, request, response);
   });
 }
 
-void Post(httplib::Server& server, Context& context, const std::string& pattern,
+void Post(HttpRoutes& server, Context& context, const std::string& pattern,
           Handler handler) {
-  server.Post(pattern, [&context, handler = std::move(handler)](const httplib::Request& request,
-                                                                httplib::Response& response) {
+  server.Post(pattern, [&context, handler = std::move(handler)](const HttpRequest& request,
+                                                                HttpResponse& response) {
     Dispatch(context, handler, true, request, response);
   });
 }
@@ -250,27 +249,28 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
                                         context.options.redis.Describe());
     }
   }
-  Result<std::unique_ptr<HttpListener>> listener = HttpListener::Start(
-      context.options.address, context.options.threads, [&context](httplib::Server& http) {
-        // The largest body an action needs (10,000 ids) is under 1 MiB.
-        http.set_payload_max_length(4 << 20);
-        http.set_default_headers({
-            {"Content-Security-Policy", "default-src 'self'"},
-            {"X-Content-Type-Options", "nosniff"},
-            {"X-Frame-Options", "DENY"},
-            {"Referrer-Policy", "no-referrer"},
-        });
-        http.set_error_handler([](const httplib::Request&, httplib::Response& response) {
-          if (response.body.empty()) {
-            SendError(response, response.status,
-                      response.status == 404 ? "not found" : "request refused");
-          }
-        });
-        AddPageRoutes(http, context);
-        AddReadRoutes(http, context);
-        AddActionRoutes(http, context);
-        AddMetricsRoutes(http, context);
-      });
+  HttpRoutes http;
+  // The largest body an action needs (10,000 ids) is under 1 MiB.
+  http.SetMaxBody(4 << 20);
+  http.SetDefaultHeaders({
+      {"Content-Security-Policy", "default-src 'self'"},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      {"Referrer-Policy", "no-referrer"},
+  });
+  http.SetErrorHandler([](const HttpRequest&, HttpResponse& response) {
+    SendError(response, response.status,
+              response.status == 404   ? "not found"
+              : response.status == 405 ? "method not allowed"
+              : response.status == 413 ? "request body too large"
+                                       : "request refused");
+  });
+  AddPageRoutes(http, context);
+  AddReadRoutes(http, context);
+  AddActionRoutes(http, context);
+  AddMetricsRoutes(http, context);
+  Result<std::unique_ptr<HttpListener>> listener =
+      HttpListener::Start(context.options.address, context.options.threads, std::move(http));
   if (!listener.ok()) return listener.status();
   server->listener_ = std::move(listener.value());
   const WebOptions& o = context.options;
