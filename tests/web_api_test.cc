@@ -527,6 +527,41 @@ TEST_CASE_FIXTURE(WebFixture, "hostile payloads come back as JSON strings") {
   CHECK(ZRange("dead").size() == 2);
 }
 
+TEST_CASE_FIXTURE(WebFixture, "requests it must refuse without harm") {
+  Start();
+  Seed();
+  // Paths far longer than any route: a 404, and the server still answers.
+  std::string long_segment(5000, 'a');
+  // (The last one is a POST route's path: 405.)
+  for (const auto& [path, status] : std::vector<std::pair<std::string, int>>{
+           {"/api/sets/" + long_segment, 404},
+           {"/assets/" + long_segment, 404},
+           {"/api/sets/dead/" + long_segment, 405}}) {
+    httplib::Result result = client().Get(path.c_str());
+    REQUIRE(result);
+    CHECK(result->status == status);
+  }
+  GetJson("/api/session");
+  // Without authentication on loopback only a loopback Host is answered (a
+  // page whose name was rebound to 127.0.0.1 sends its own name).
+  std::string port_text = std::to_string(port());
+  httplib::Result rebound = client().Get("/api/overview", {{"Host", "evil.example:" + port_text}});
+  REQUIRE(rebound);
+  CHECK(rebound->status == 403);
+  httplib::Result named = client().Get("/api/overview", {{"Host", "localhost:" + port_text}});
+  REQUIRE(named);
+  CHECK(named->status == 200);
+  // Unknown actions and an empty identity change nothing.
+  Act("/api/processes/bogus", R"({"all":true})", 404);
+  CHECK(!Exists(Keys::Signals(kLive)));
+  Act("/api/recovery/recover", R"({"identity":""})", 400);
+  CHECK(Integer({"LLEN", Keys().Working(kDeadProcess, "default")}) == 2);
+  // A process record with a beat that is not a finite number.
+  Run({"HSET", kLive, "beat", "inf"});
+  rapidjson::Document busy = GetJson("/api/busy");
+  CHECK(busy["processes"].Size() >= 1);
+}
+
 TEST_CASE_FIXTURE(WebFixture, "metrics, health, assets and security headers") {
   Seed();
   Start();

@@ -44,7 +44,7 @@ constexpr std::string_view kHelp =
     "                       serve a non-loopback address without authentication\n"
     "                       (refused otherwise, exit status 2)\n"
     "      --threads N      requests served at once, and Redis connections at most\n"
-    "                       (default: 4)\n";
+    "                       (default: 8)\n";
 
 // More than any list of users; a larger file is a mistake.
 constexpr size_t kMaxSecretFileBytes = 1024 * 1024;

@@ -112,23 +112,42 @@ std::optional<std::string> HttpRequest::Param(std::string_view name) const {
   return value;
 }
 
+bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std::string>* captures) {
+  captures->assign(1, std::string(path));
+  while (!pattern.empty() || !path.empty()) {
+    size_t p_end = pattern.find('/', 1);
+    size_t s_end = path.find('/', 1);
+    std::string_view p_segment = pattern.substr(0, p_end);
+    std::string_view s_segment = path.substr(0, s_end);
+    if (p_segment == "/*") {
+      if (s_segment.size() < 2) return false;
+      captures->emplace_back(s_segment.substr(1));
+    } else if (p_segment != s_segment) {
+      return false;
+    }
+    pattern = p_end == std::string_view::npos ? std::string_view() : pattern.substr(p_end);
+    path = s_end == std::string_view::npos ? std::string_view() : path.substr(s_end);
+  }
+  return true;
+}
+
 void HttpRoutes::Get(std::string_view pattern, HttpHandler handler) {
-  routes_.push_back({"GET", std::regex(pattern.begin(), pattern.end()), std::move(handler)});
+  routes_.push_back({"GET", std::string(pattern), std::move(handler)});
 }
 
 void HttpRoutes::Post(std::string_view pattern, HttpHandler handler) {
-  routes_.push_back({"POST", std::regex(pattern.begin(), pattern.end()), std::move(handler)});
+  routes_.push_back({"POST", std::string(pattern), std::move(handler)});
 }
 
 void HttpRoutes::Handle(HttpRequest& request, HttpResponse& response) const {
   bool path_known = false;
-  std::smatch match;
+  std::vector<std::string> captures;
   for (const Route& route : routes_) {
-    if (!std::regex_match(request.path, match, route.pattern)) continue;
+    if (!MatchPath(route.pattern, request.path, &captures)) continue;
     path_known = true;
     bool head = request.method == "HEAD" && route.method == "GET";
     if (route.method != request.method && !head) continue;
-    request.matches.assign(match.begin(), match.end());
+    request.matches = std::move(captures);
     route.handler(request, response);
     FillError(request, response);
     return;
@@ -190,7 +209,7 @@ int HttpListener::Serve(::mg_connection* connection, void* data) {
 }
 
 Result<std::unique_ptr<HttpListener>> HttpListener::Start(const HttpAddress& where, int threads,
-                                                          HttpRoutes routes) {
+                                                          HttpRoutes routes, bool keep_alive) {
   std::unique_ptr<HttpListener> listener(new HttpListener());
   listener->routes_ = std::move(routes);
   std::string ports = where.ToString();
@@ -200,9 +219,9 @@ Result<std::unique_ptr<HttpListener>> HttpListener::Start(const HttpAddress& whe
   // the body must not wait for the client's delayed ACK.
   const char* options[] = {"listening_ports", ports.c_str(),
                            "num_threads", thread_count.c_str(),
-                           "request_timeout_ms", "5000",
-                           "enable_keep_alive", "yes",
-                           "keep_alive_timeout_ms", "5000",
+                           "request_timeout_ms", "3000",
+                           "enable_keep_alive", keep_alive ? "yes" : "no",
+                           "keep_alive_timeout_ms", "2000",
                            "tcp_nodelay", "1",
                            nullptr};
   struct mg_callbacks callbacks = {};

@@ -26,7 +26,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,7 +60,7 @@ struct HttpRequest {
   std::string remote_addr;  // the client's address
   std::string body;
   HttpHeaders headers;
-  // The route pattern's match: [0] the whole path, then each group.
+  // The route pattern's match: [0] the whole path, then each "*" segment.
   std::vector<std::string> matches;
 
   // The first header of that name (case-insensitive); "" when absent.
@@ -88,8 +87,11 @@ struct HttpResponse {
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
-// What a listener answers: routes by method and a regular expression that
-// must match the whole path.
+// What a listener answers: routes by method and a path pattern. A pattern
+// is literal but for segments "*", each of which matches one non-empty
+// segment of the path and is captured ("/api/sets/*" matches
+// "/api/sets/dead"). Not std::regex: libstdc++'s matcher recurses once per
+// character, and a long path overflowed the stack of civetweb's threads.
 class HttpRoutes {
  public:
   void Get(std::string_view pattern, HttpHandler handler);
@@ -112,7 +114,7 @@ class HttpRoutes {
  private:
   struct Route {
     std::string method;
-    std::regex pattern;
+    std::string pattern;
     HttpHandler handler;
   };
   std::vector<Route> routes_;
@@ -121,13 +123,21 @@ class HttpRoutes {
   size_t max_body_ = 1 << 20;
 };
 
+// Whether `path` matches `pattern` (see HttpRoutes); fills `captures` with
+// the path, then each segment a "*" matched.
+bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std::string>* captures);
+
 class HttpListener {
  public:
   // Binds `where` and serves `routes` on `threads` threads (at least 1)
-  // until destroyed. kIoError naming the address and the reason (a port in
-  // use, an address this host does not have).
+  // until destroyed. civetweb gives a connection a thread for as long as it
+  // is open: a client that sends nothing holds one for up to 3 s, and with
+  // `keep_alive` an idle kept-alive connection for up to 2 s; without it
+  // every response closes its connection, so a scraper's connection never
+  // holds the thread a health probe needs. kIoError naming the address and
+  // the reason (a port in use, an address this host does not have).
   static Result<std::unique_ptr<HttpListener>> Start(const HttpAddress& where, int threads,
-                                                     HttpRoutes routes);
+                                                     HttpRoutes routes, bool keep_alive = true);
 
   // Stops accepting, lets running requests finish, joins the threads.
   ~HttpListener();

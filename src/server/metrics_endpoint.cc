@@ -14,8 +14,9 @@ constexpr std::chrono::milliseconds kTick{250};
 // A loop that has not run its 250 ms timer for this long is stuck (a
 // callback that blocks) or gone.
 constexpr std::chrono::duration<double> kLoopStale{2.0};
-// The listener serves a scrape and a probe at once at most: one thread.
-constexpr int kThreads = 1;
+// A scrape and a health probe may come at once; neither waits for the
+// other, since connections are not kept alive (HttpListener::Start).
+constexpr int kThreads = 2;
 
 }  // namespace
 
@@ -66,7 +67,7 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     response.status = problem.empty() ? 200 : 503;
     response.SetContent(problem.empty() ? "ok\n" : problem + "\n", "text/plain; charset=utf-8");
   });
-  auto listener = HttpListener::Start(*where, kThreads, std::move(routes));
+  auto listener = HttpListener::Start(*where, kThreads, std::move(routes), /*keep_alive=*/false);
   if (!listener.ok()) return listener.status();
   endpoint->listener_ = std::move(listener.value());
   endpoint->OnTick();

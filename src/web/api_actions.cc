@@ -104,6 +104,7 @@ void SetAct(Call& call) {
 
 void Signal(Call& call) {
   std::string action = call.request.matches[1];
+  if (action != "quiet" && action != "stop") return SendError(call.response, 404, "not found");
   ProcessSignal signal = action == "quiet" ? ProcessSignal::kQuiet : ProcessSignal::kStop;
   const bool all = WantsAll(call.body);
   std::optional<std::string> identity = StringField(call.body, "identity");
@@ -160,7 +161,9 @@ void Recover(Call& call) {
   RecoverOptions options;
   if (call.body.HasMember("identity")) {
     std::optional<std::string> identity = StringField(call.body, "identity");
-    if (!identity) return SendError(call.response, 400, "\"identity\" must be a string");
+    if (!identity || identity->empty()) {
+      return SendError(call.response, 400, "\"identity\" must be a non-empty string");
+    }
     options.identity = *identity;
   }
   std::string target = options.identity.empty() ? "all" : options.identity;
@@ -198,8 +201,8 @@ void Recover(Call& call) {
 }  // namespace
 
 void AddActionRoutes(HttpRoutes& server, Context& context) {
-  Post(server, context, "/api/sets/([a-z]+)/([a-z]+)", SetAct);
-  Post(server, context, "/api/processes/(quiet|stop)", Signal);
+  Post(server, context, "/api/sets/*/*", SetAct);
+  Post(server, context, "/api/processes/*", Signal);
   Post(server, context, "/api/queue/clear", ClearQueue);
   Post(server, context, "/api/recovery/recover", Recover);
 }

@@ -180,7 +180,7 @@ void Busy(Call& call) {
     WriteNumber(w, p.started_at);
     w.Key("beat");
     if (p.beat > 0) {
-      w.Double(p.beat);
+      WriteNumber(w, p.beat);
     } else {
       w.Null();
     }
@@ -425,7 +425,7 @@ void AddReadRoutes(HttpRoutes& server, Context& context) {
   Get(server, context, "/api/busy", Busy);
   Get(server, context, "/api/queues", Queues);
   Get(server, context, "/api/queue", Queue);
-  Get(server, context, "/api/sets/([a-z]+)", SetPage);
+  Get(server, context, "/api/sets/*", SetPage);
   Get(server, context, "/api/job", Job);
   Get(server, context, "/api/recovery", Recovery);
   Get(server, context, "/api/audit", AuditTrail);

@@ -16,7 +16,7 @@ void AddPageRoutes(HttpRoutes& server, Context& context) {
     call.response.SetContent(std::string(asset->body), std::string(asset->content_type).c_str());
   };
   Get(server, context, "/", serve);
-  Get(server, context, "/assets/[A-Za-z0-9._-]+", serve);
+  Get(server, context, "/assets/*", serve);
 }
 
 }  // namespace reliableq::web

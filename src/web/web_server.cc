@@ -92,6 +92,27 @@ bool SameOrigin(const HttpRequest& request) {
   return origin == "http://" + host || origin == "https://" + host;
 }
 
+// The host part of a Host header ("[::1]:7480" -> "::1").
+std::string HostName(std::string_view host) {
+  if (host.starts_with('[')) {
+    size_t close = host.find(']');
+    return std::string(host.substr(1, close == std::string_view::npos ? 0 : close - 1));
+  }
+  return std::string(host.substr(0, host.rfind(':')));
+}
+
+// Without authentication a page anywhere on the web could still reach a
+// loopback server through DNS rebinding (its name made to point at
+// 127.0.0.1): the browser then sends that name as Host, and Origin to
+// match. So a server without authentication on loopback answers only
+// requests addressed to a loopback name.
+bool HostAllowed(const Context& context, const HttpRequest& request) {
+  const WebOptions& options = context.options;
+  if (!options.users.empty() || !options.token.empty()) return true;
+  if (!IsLoopback(options.address.host)) return true;  // --insecure-no-auth: the operator's call
+  return IsLoopback(HostName(request.Header("Host")));
+}
+
 bool IsJson(const HttpRequest& request) {
   std::string type = request.Header("Content-Type");
   return type == "application/json" || type.starts_with("application/json;");
@@ -100,6 +121,9 @@ bool IsJson(const HttpRequest& request) {
 // Runs the checks, then `handler`; `post` adds the POST checks.
 void Dispatch(Context& context, const Handler& handler, bool post, const HttpRequest& request,
               HttpResponse& response) {
+  if (!HostAllowed(context, request)) {
+    return SendError(response, 403, "this server answers only to a loopback host name");
+  }
   std::optional<std::string> who = Authenticate(context, request);
   if (!who) {
     response.SetHeader("WWW-Authenticate", "Basic realm=\"reliableq\"");

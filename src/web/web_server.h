@@ -40,7 +40,7 @@ struct WebOptions {
   // address: refused for a non-loopback address unless this is set.
   bool insecure_no_auth = false;
   // Threads serving requests (and at most this many Redis connections).
-  int threads = 4;
+  int threads = 8;
   // How often the page refreshes itself, in ms (GET /api/session).
   int refresh_ms = 5000;
   // Where "now" comes from; empty: SystemClock().
