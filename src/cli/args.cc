@@ -36,6 +36,10 @@ std::vector<std::string> ParsedArgs::Values(std::string_view name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
+void ParsedArgs::SetDefault(std::string_view name, std::vector<std::string> values) {
+  if (!Has(name)) values_.emplace(std::string(name), std::move(values));
+}
+
 Result<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                              const std::vector<OptionSpec>& specs) {
   ParsedArgs parsed;

@@ -44,6 +44,9 @@ class ParsedArgs {
   std::vector<std::string> Values(std::string_view name) const;
   // The arguments that are not options, in order.
   const std::vector<std::string>& positionals() const { return positionals_; }
+  // Sets `name` to `values` unless it was given (a config file's values
+  // yield to the command line). A flag's values are a single "".
+  void SetDefault(std::string_view name, std::vector<std::string> values);
 
  private:
   friend Result<ParsedArgs> ParseArgs(const std::vector<std::string>& args,

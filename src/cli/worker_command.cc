@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "cli/early_signals.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
@@ -25,7 +26,8 @@ namespace {
 constexpr std::string_view kVerb = "worker";
 
 constexpr std::string_view kHelp =
-    "usage: reliableq worker -r LIB.so... [-q QUEUE[,WEIGHT]]... [-c|--concurrency N]\n"
+    "usage: reliableq worker [-C FILE] -r LIB.so... [-q QUEUE[,WEIGHT]]...\n"
+    "                        [-c|--concurrency N]\n"
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
     "                        [--max-interruptions N] [--max-retries N]\n"
@@ -41,6 +43,10 @@ constexpr std::string_view kHelp =
     "have decimals (0.5) and are at most 86400 (a day).\n"
     "\n"
     "Options:\n"
+    "  -C, --config FILE    read options from a YAML file in the shape of\n"
+    "                       sidekiq.yml (concurrency: 20, queues: [[critical, 3],\n"
+    "                       default], redis: ${REDIS_URL}, ...); options given\n"
+    "                       here override it (see CONFIG FILE in reliableq(1))\n"
     "  -r, --require LIB.so a plugin: a shared library defining reliableq_register\n"
     "                       (see reliableq/plugin.h); repeat for several\n"
     "  -q, --queue QUEUE[,WEIGHT]\n"
@@ -96,7 +102,8 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   return buf;
 }
 
-// Reads -q/-c/-t/... into `options`. Returns the usage problem, if any.
+// Reads -q/-c/-t/... into `options`, each on its own (CheckRelations looks
+// at them together). Returns the usage problem, if any.
 std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* options) {
   std::vector<std::string> queues = args.Values("queue");
   if (!queues.empty()) {
@@ -155,11 +162,6 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       *duration.field = *ms;
     }
   }
-  if (options->heartbeat_ttl < 2 * options->heartbeat_interval) {
-    return "--heartbeat-ttl (" + SecondsText(options->heartbeat_ttl) +
-           ") must be at least twice --heartbeat-interval (" +
-           SecondsText(options->heartbeat_interval) + ")";
-  }
   if (auto text = args.Value("max-interruptions")) {
     std::optional<int> n = ParseCount(*text);
     if (!n) return "--max-interruptions needs a non-negative integer, not '" + *text + "'";
@@ -178,6 +180,38 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   options->labels = args.Values("label");
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   return std::nullopt;
+}
+
+std::optional<std::string> CheckRelations(const ServerOptions& options) {
+  if (options.heartbeat_ttl < 2 * options.heartbeat_interval) {
+    return "--heartbeat-ttl (" + SecondsText(options.heartbeat_ttl) +
+           ") must be at least twice --heartbeat-interval (" +
+           SecondsText(options.heartbeat_interval) + ")";
+  }
+  return std::nullopt;
+}
+
+// The command line with the config file's values under it (-C). Each key of
+// the file is checked on its own first, so that a value out of range is
+// reported with the file, line and key it came from.
+Result<ParsedArgs> WithConfigFile(const ParsedArgs& args) {
+  std::optional<std::string> path = args.Value("config");
+  if (!path) return args;
+  Result<std::vector<ConfigEntry>> entries = LoadConfig(*path);
+  if (!entries.ok()) return entries.status();
+  for (const ConfigEntry& entry : *entries) {
+    ParsedArgs alone;
+    alone.SetDefault(entry.option, entry.values);
+    ServerOptions scratch;
+    std::optional<std::string> problem = ReadOptions(alone, &scratch);
+    if (!problem && entry.option == "redis") {
+      if (Result<RedisOptions> redis = RedisFromArgs(alone); !redis.ok()) {
+        problem = redis.status().message();
+      }
+    }
+    if (problem) return Status::InvalidArgument(entry.where + ": " + *problem);
+  }
+  return WithConfig(args, *entries);
 }
 
 // dlopen searches the library path for a bare name; a file of that name in
@@ -227,12 +261,15 @@ int Run(const ParsedArgs& args) {
   if (!args.positionals().empty()) {
     return UsageError(kVerb, "unexpected argument '" + args.positionals()[0] + "'");
   }
+  Result<ParsedArgs> effective = WithConfigFile(args);
+  if (!effective.ok()) return UsageError(kVerb, effective.status().message());
   ServerOptions options;
-  if (auto problem = ReadOptions(args, &options)) return UsageError(kVerb, *problem);
-  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (auto problem = ReadOptions(*effective, &options)) return UsageError(kVerb, *problem);
+  if (auto problem = CheckRelations(options)) return UsageError(kVerb, *problem);
+  Result<RedisOptions> redis = RedisFromArgs(*effective);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   options.redis = *redis;
-  options.prefix = PrefixFromArgs(args);
+  options.prefix = PrefixFromArgs(*effective);
   options.handle_signals = true;
   // The rest of the limits (--prefix, --tag, --label), and the same checks
   // Server::Open makes, so that none of them fails later with exit 1.
@@ -241,7 +278,7 @@ int Run(const ParsedArgs& args) {
   InstallEarlySignals();
   // Without handlers every job would fail and, in the end, land in the
   // dead set: refuse to start instead.
-  std::vector<std::string> plugins = args.Values("require");
+  std::vector<std::string> plugins = effective->Values("require");
   if (plugins.empty()) return UsageError(kVerb, "no job classes: load a plugin with -r");
   HandlerRegistry registry;
   for (const std::string& plugin : plugins) {
@@ -278,6 +315,7 @@ const Command& WorkerCommand() {
       .help = kHelp,
       .options =
           {
+              {.name = "config", .short_name = 'C', .takes_value = true},
               {.name = "require", .short_name = 'r', .takes_value = true, .repeats = true},
               {.name = "queue", .short_name = 'q', .takes_value = true, .repeats = true},
               {.name = "concurrency", .short_name = 'c', .takes_value = true},

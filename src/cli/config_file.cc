@@ -1,0 +1,285 @@
+#include "cli/config_file.h"
+
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+namespace reliableq::cli {
+
+namespace {
+
+// How a key's value is read.
+enum class Kind {
+  kString,   // a scalar
+  kInteger,  // a scalar that is a whole number (its range is the option's)
+  kSeconds,  // a scalar that is a number
+  kFlag,     // true or false
+  kList,     // a sequence of scalars, or one scalar
+  kQueues,   // a sequence of names or [name, weight] pairs, as in sidekiq.yml
+};
+
+struct Key {
+  std::string_view key;
+  std::string_view option;
+  Kind kind;
+};
+
+constexpr Key kKeys[] = {
+    {"concurrency", "concurrency", Kind::kInteger},
+    {"queues", "queue", Kind::kQueues},
+    {"timeout", "timeout", Kind::kSeconds},
+    {"require", "require", Kind::kList},
+    {"tag", "tag", Kind::kString},
+    {"labels", "label", Kind::kList},
+    {"redis", "redis", Kind::kString},
+    {"redis_password_file", "redis-password-file", Kind::kString},
+    {"redis_tls_ca", "redis-tls-ca", Kind::kString},
+    {"redis_tls_cert", "redis-tls-cert", Kind::kString},
+    {"redis_tls_key", "redis-tls-key", Kind::kString},
+    {"redis_tls_server_name", "redis-tls-server-name", Kind::kString},
+    {"redis_tls_insecure", "redis-tls-insecure", Kind::kFlag},
+    {"sentinels", "sentinel", Kind::kList},
+    {"prefix", "prefix", Kind::kString},
+    {"heartbeat_ttl", "heartbeat-ttl", Kind::kSeconds},
+    {"heartbeat_interval", "heartbeat-interval", Kind::kSeconds},
+    {"janitor_interval", "janitor-interval", Kind::kSeconds},
+    {"max_interruptions", "max-interruptions", Kind::kInteger},
+    {"max_retries", "max-retries", Kind::kInteger},
+    {"poll_interval", "poll-interval", Kind::kSeconds},
+    {"idle_poll", "idle-poll", Kind::kSeconds},
+    {"http", "http", Kind::kString},
+    {"log_format", "log-format", Kind::kString},
+    {"verbose", "verbose", Kind::kFlag},
+};
+
+const Key* FindKey(std::string_view name) {
+  for (const Key& key : kKeys) {
+    if (key.key == name) return &key;
+  }
+  return nullptr;
+}
+
+// The file and line of a node, for messages ("worker.yml:3").
+std::string Place(std::string_view file, const YAML::Mark& mark) {
+  std::string place(file);
+  if (!mark.is_null()) place += ":" + std::to_string(mark.line + 1);
+  return place;
+}
+
+// "25", "-1": the option says whether it is in range.
+bool IsWholeNumber(std::string_view text) {
+  if (text.starts_with('-')) text.remove_prefix(1);
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+bool IsNameStart(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+bool IsNameChar(char c) { return IsNameStart(c) || (c >= '0' && c <= '9'); }
+
+// `${NAME}`, `${NAME:-default}` and `$$` in `text`; the reason on failure.
+Result<std::string> Expand(std::string_view text, const EnvironmentLookup& environment) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$' || i + 1 == text.size()) {
+      out += text[i];
+    } else if (text[i + 1] == '$') {
+      out += '$';
+      ++i;
+    } else if (text[i + 1] != '{') {
+      out += text[i];
+    } else {
+      size_t close = text.find('}', i + 2);
+      if (close == std::string_view::npos) {
+        return Status::InvalidArgument("'${' without its '}' (write $$ for a $)");
+      }
+      std::string_view inside = text.substr(i + 2, close - i - 2);
+      size_t name_end = 0;
+      while (name_end < inside.size() && IsNameChar(inside[name_end])) ++name_end;
+      std::string_view name = inside.substr(0, name_end);
+      std::string_view rest = inside.substr(name_end);
+      if (name.empty() || !IsNameStart(name[0]) || (!rest.empty() && !rest.starts_with(":-"))) {
+        return Status::InvalidArgument("'${" + std::string(inside) +
+                                       "}' is not ${NAME} or ${NAME:-default}");
+      }
+      std::optional<std::string> value = environment(name);
+      if (value && (value->empty() && !rest.empty())) value.reset();  // as the shell's :-
+      if (value) {
+        out += *value;
+      } else if (!rest.empty()) {
+        out += rest.substr(2);
+      } else {
+        return Status::InvalidArgument("environment variable " + std::string(name) + " is not set");
+      }
+      i = close;
+    }
+  }
+  return out;
+}
+
+// Reads one entry's values from `node`, or says what is wrong with it.
+class EntryReader {
+ public:
+  EntryReader(const Key& key, const EnvironmentLookup& environment)
+      : key_(key), environment_(environment) {}
+
+  Result<std::vector<std::string>> Read(const YAML::Node& node) const {
+    if (node.IsNull()) return Status::InvalidArgument("has no value");
+    switch (key_.kind) {
+      case Kind::kString:
+      case Kind::kInteger:
+      case Kind::kSeconds: {
+        Result<std::string> value = Scalar(node, key_.kind);
+        if (!value.ok()) return value.status();
+        return std::vector<std::string>{std::move(*value)};
+      }
+      case Kind::kFlag:
+        if (node.IsScalar() && (node.Scalar() == "true" || node.Scalar() == "false")) {
+          return node.Scalar() == "true" ? std::vector<std::string>{""}
+                                         : std::vector<std::string>{};
+        }
+        return Status::InvalidArgument("expected true or false");
+      case Kind::kList:
+      case Kind::kQueues:
+        return List(node);
+    }
+    return Status::InvalidArgument("unreadable");
+  }
+
+ private:
+  Result<std::string> Scalar(const YAML::Node& node, Kind kind) const {
+    if (!node.IsScalar()) {
+      return Status::InvalidArgument(std::string("expected ") +
+                                     (kind == Kind::kString ? "a single value" : "a number") +
+                                     ", not a " + (node.IsSequence() ? "list" : "mapping"));
+    }
+    Result<std::string> value = Expand(node.Scalar(), environment_);
+    if (!value.ok()) return value;
+    if (kind == Kind::kInteger && !IsWholeNumber(*value)) {
+      return Status::InvalidArgument("expected a whole number, not '" + *value + "'");
+    }
+    if (kind == Kind::kSeconds && !ParseNumber(*value)) {
+      return Status::InvalidArgument("expected a number of seconds, not '" + *value + "'");
+    }
+    return value;
+  }
+
+  Result<std::vector<std::string>> List(const YAML::Node& node) const {
+    std::vector<std::string> values;
+    if (node.IsScalar()) {
+      Result<std::string> value = Scalar(node, Kind::kString);
+      if (!value.ok()) return value.status();
+      values.push_back(std::move(*value));
+      return values;
+    }
+    if (!node.IsSequence()) return Status::InvalidArgument("expected a list, not a mapping");
+    for (const YAML::Node& item : node) {
+      Result<std::string> value = Item(item);
+      if (!value.ok()) {
+        return Status::InvalidArgument("item at line " + std::to_string(item.Mark().line + 1) +
+                                       ": " + value.status().message());
+      }
+      values.push_back(std::move(*value));
+    }
+    return values;
+  }
+
+  // A list's item: a scalar, or for queues also Sidekiq's [name, weight].
+  Result<std::string> Item(const YAML::Node& item) const {
+    if (item.IsScalar()) return Scalar(item, Kind::kString);
+    if (key_.kind == Kind::kQueues && item.IsSequence() && item.size() == 2 && item[0].IsScalar() &&
+        item[1].IsScalar()) {
+      Result<std::string> name = Scalar(item[0], Kind::kString);
+      if (!name.ok()) return name;
+      Result<std::string> weight = Scalar(item[1], Kind::kInteger);
+      if (!weight.ok()) return Status::InvalidArgument("weight: " + weight.status().message());
+      return *name + "," + *weight;
+    }
+    return Status::InvalidArgument(key_.kind == Kind::kQueues
+                                       ? "expected a queue name or [name, weight]"
+                                       : "expected a single value");
+  }
+
+  const Key& key_;
+  const EnvironmentLookup& environment_;
+};
+
+}  // namespace
+
+std::vector<std::string_view> ConfigKeys() {
+  std::vector<std::string_view> keys;
+  for (const Key& key : kKeys) keys.push_back(key.key);
+  return keys;
+}
+
+Result<std::vector<ConfigEntry>> ParseConfig(std::string_view text, std::string_view file_name,
+                                             const EnvironmentLookup& environment) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(Place(file_name, e.mark) + ": not YAML: " + e.msg);
+  }
+  std::vector<ConfigEntry> entries;
+  if (root.IsNull()) return entries;  // an empty file: nothing set
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(Place(file_name, root.Mark()) +
+                                   ": expected a mapping of keys (concurrency: 10, ...)");
+  }
+  std::set<std::string> seen;
+  for (const auto& pair : root) {
+    const YAML::Node& name_node = pair.first;
+    std::string place = Place(file_name, name_node.Mark());
+    if (!name_node.IsScalar()) return Status::InvalidArgument(place + ": a key must be a name");
+    // Sidekiq writes its keys as Ruby symbols, `:concurrency:`.
+    std::string name = name_node.Scalar();
+    if (name.starts_with(':')) name.erase(0, 1);
+    std::string where = place + ": key '" + name + "'";
+    const Key* key = FindKey(name);
+    if (key == nullptr) {
+      std::string underscored = name;
+      for (char& c : underscored) c = c == '-' ? '_' : c;
+      std::string hint = FindKey(underscored) != nullptr && underscored != name
+                             ? " (did you mean '" + underscored + "'?)"
+                             : " (see CONFIG FILE in reliableq(1) for the keys)";
+      return Status::InvalidArgument(where + ": unknown" + hint);
+    }
+    if (!seen.insert(name).second) return Status::InvalidArgument(where + ": given twice");
+    Result<std::vector<std::string>> values = EntryReader(*key, environment).Read(pair.second);
+    if (!values.ok()) return Status::InvalidArgument(where + ": " + values.status().message());
+    // A flag that is false is the flag not given.
+    if (key->kind == Kind::kFlag && values->empty()) continue;
+    entries.push_back({std::string(key->option), std::move(*values), std::move(where)});
+  }
+  return entries;
+}
+
+Result<std::vector<ConfigEntry>> LoadConfig(const std::string& path) {
+  auto cannot = [&](std::string_view why) {
+    return Status::InvalidArgument("cannot read config file " + path + ": " + std::string(why));
+  };
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return cannot(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return cannot("not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return cannot(std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return cannot("read error");
+  return ParseConfig(text, path, [](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+ParsedArgs WithConfig(const ParsedArgs& args, const std::vector<ConfigEntry>& entries) {
+  ParsedArgs merged = args;
+  for (const ConfigEntry& entry : entries) merged.SetDefault(entry.option, entry.values);
+  return merged;
+}
+
+}  // namespace reliableq::cli

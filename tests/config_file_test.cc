@@ -1,0 +1,132 @@
+// The worker's config file (src/cli/config_file.h): YAML to option values,
+// and every mistake named with file, line and key.
+
+#include "cli/config_file.h"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+using reliableq::cli::ConfigEntry;
+using reliableq::cli::ParseConfig;
+
+namespace {
+
+std::map<std::string, std::string> environment = {
+    {"REDIS_HOST", "redis.internal"}, {"EMPTY", ""}, {"SECRET", "p$ss"}};
+
+reliableq::cli::EnvironmentLookup Lookup() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    auto it = environment.find(std::string(name));
+    if (it == environment.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The entries of `text`; fails the test when it does not parse.
+std::map<std::string, std::vector<std::string>> Parse(const std::string& text) {
+  auto entries = ParseConfig(text, "w.yml", Lookup());
+  REQUIRE_MESSAGE(entries.ok(), entries.status().ToString());
+  std::map<std::string, std::vector<std::string>> by_option;
+  for (const ConfigEntry& entry : *entries) by_option[entry.option] = entry.values;
+  return by_option;
+}
+
+// The one-line error for `text`.
+std::string Error(const std::string& text) {
+  auto entries = ParseConfig(text, "w.yml", Lookup());
+  REQUIRE_FALSE(entries.ok());
+  CHECK(entries.status().message().find('\n') == std::string::npos);
+  return entries.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("a sidekiq.yml-shaped file becomes the options it names") {
+  auto options = Parse(
+      ":concurrency: 20\n"
+      ":queues:\n"
+      "  - [critical, 3]\n"
+      "  - default\n"
+      "timeout: 8.5\n"
+      "require: [/opt/app/jobs.so, more.so]\n"
+      "labels: [blue]\n"
+      "heartbeat_ttl: 10\n"
+      "redis_tls_insecure: true\n"
+      "verbose: false\n"
+      "http: 9394\n");
+  CHECK(options["concurrency"] == std::vector<std::string>{"20"});
+  CHECK(options["queue"] == std::vector<std::string>{"critical,3", "default"});
+  CHECK(options["timeout"] == std::vector<std::string>{"8.5"});
+  CHECK(options["require"] == std::vector<std::string>{"/opt/app/jobs.so", "more.so"});
+  CHECK(options["label"] == std::vector<std::string>{"blue"});
+  CHECK(options["heartbeat-ttl"] == std::vector<std::string>{"10"});
+  CHECK(options["redis-tls-insecure"] == std::vector<std::string>{""});
+  CHECK(options["http"] == std::vector<std::string>{"9394"});
+  // false is the flag not given.
+  CHECK(options.count("verbose") == 0);
+  // A single value where a list is expected is a list of one.
+  CHECK(Parse("require: jobs.so\n")["require"] == std::vector<std::string>{"jobs.so"});
+  // An empty file sets nothing.
+  CHECK(Parse("").empty());
+  CHECK(Parse("# only a comment\n").empty());
+}
+
+TEST_CASE("environment variables in values") {
+  CHECK(Parse("redis: redis://${REDIS_HOST}:6380/0\n")["redis"] ==
+        std::vector<std::string>{"redis://redis.internal:6380/0"});
+  CHECK(Parse("tag: ${MISSING:-fallback}\n")["tag"] == std::vector<std::string>{"fallback"});
+  // As in the shell, :- also replaces an empty value.
+  CHECK(Parse("tag: ${EMPTY:-fallback}\n")["tag"] == std::vector<std::string>{"fallback"});
+  CHECK(Parse("tag: a$$b ${SECRET} $x\n")["tag"] == std::vector<std::string>{"a$b p$ss $x"});
+  CHECK(Parse("queues: [\"${REDIS_HOST}\"]\n")["queue"] ==
+        std::vector<std::string>{"redis.internal"});
+
+  CHECK(Error("redis: redis://${NOPE}/0\n") ==
+        "w.yml:1: key 'redis': environment variable NOPE is not set");
+  CHECK(Error("tag: ${NOPE\n") == "w.yml:1: key 'tag': '${' without its '}' (write $$ for a $)");
+  CHECK(Error("tag: ${1X}\n") == "w.yml:1: key 'tag': '${1X}' is not ${NAME} or ${NAME:-default}");
+}
+
+TEST_CASE("mistakes name the file, the line and the key") {
+  CHECK(Error("tag: a\nconcurency: 5\n") ==
+        "w.yml:2: key 'concurency': unknown (see CONFIG FILE in reliableq(1) for the keys)");
+  CHECK(Error("heartbeat-ttl: 5\n") ==
+        "w.yml:1: key 'heartbeat-ttl': unknown (did you mean 'heartbeat_ttl'?)");
+  CHECK(Error("\n\nconcurrency: ten\n") ==
+        "w.yml:3: key 'concurrency': expected a whole number, not 'ten'");
+  CHECK(Error("concurrency: 2.5\n") ==
+        "w.yml:1: key 'concurrency': expected a whole number, not '2.5'");
+  CHECK(Error("concurrency: [1]\n") == "w.yml:1: key 'concurrency': expected a number, not a list");
+  CHECK(Error("timeout: soon\n") ==
+        "w.yml:1: key 'timeout': expected a number of seconds, not 'soon'");
+  CHECK(Error("tag: {a: 1}\n") == "w.yml:1: key 'tag': expected a single value, not a mapping");
+  CHECK(Error("verbose: yes\n") == "w.yml:1: key 'verbose': expected true or false");
+  CHECK(Error("tag:\n") == "w.yml:1: key 'tag': has no value");
+  CHECK(Error("tag: a\n:tag: b\n") == "w.yml:2: key 'tag': given twice");
+  CHECK(Error("queues:\n  - a\n  - [b, heavy]\n") ==
+        "w.yml:1: key 'queues': item at line 3: weight: expected a whole number, not 'heavy'");
+  CHECK(Error("queues:\n  - [a, 1, 2]\n") ==
+        "w.yml:1: key 'queues': item at line 2: expected a queue name or [name, weight]");
+  CHECK(Error("labels: [[a]]\n") ==
+        "w.yml:1: key 'labels': item at line 1: expected a single value");
+  CHECK(Error("- concurrency\n") == "w.yml:1: expected a mapping of keys (concurrency: 10, ...)");
+  CHECK(Error("concurrency: 5\n  bad: [\n").starts_with("w.yml:"));
+  CHECK(Error("a: [\n").find("not YAML") != std::string::npos);
+}
+
+TEST_CASE("the command line overrides the file, lists as a whole") {
+  auto entries = ParseConfig("concurrency: 5\nqueues: [a, b]\ntag: file\n", "w.yml", Lookup());
+  REQUIRE(entries.ok());
+  auto args = reliableq::cli::ParseArgs(
+      {"-c", "7", "-q", "c"},
+      {{.name = "concurrency", .short_name = 'c', .takes_value = true},
+       {.name = "queue", .short_name = 'q', .takes_value = true, .repeats = true},
+       {.name = "tag", .takes_value = true}});
+  REQUIRE(args.ok());
+  reliableq::cli::ParsedArgs merged = reliableq::cli::WithConfig(*args, *entries);
+  CHECK(merged.Value("concurrency") == "7");
+  CHECK(merged.Values("queue") == std::vector<std::string>{"c"});
+  CHECK(merged.Value("tag") == "file");
+}
