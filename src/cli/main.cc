@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "reliableq/plugin.h"
 #include "version.h"
 
 namespace reliableq::cli {
@@ -56,6 +57,20 @@ std::string GeneralHelp() {
       "Text from Redis (job fields, queue names, errors) is printed with control\n"
       "characters escaped (\\n, \\x1b, ...); see reliableq(1).\n";
   return text;
+}
+
+// `reliableq --version`: the release, then what it needs of Redis, so that
+// an operator can check a server before the first worker refuses it.
+std::string VersionText() {
+  const std::string min_redis = std::to_string(RELIABLEQ_MIN_REDIS_MAJOR) + "." +
+                                std::to_string(RELIABLEQ_MIN_REDIS_MINOR);
+  return "reliableq " RELIABLEQ_VERSION "\n"
+         "needs Redis " + min_redis + " or later: LMOVE, Lua scripts (EVALSHA), CLIENT ID and\n"
+         "  CLIENT LIST (the janitor tells dead workers by their connections), PUBLISH and\n"
+         "  SUBSCRIBE (wake-ups), WAIT (replica acknowledgement, when asked for)\n"
+         "advises maxmemory-policy noeviction and appendonly yes; with\n"
+         "  notify-keyspace-events Kl, Ruby clients' pushes wake workers at once\n"
+         "plugin ABI " + std::to_string(RELIABLEQ_PLUGIN_ABI_VERSION) + "\n";
 }
 
 std::string CommandHelp(const Command& command) {
@@ -109,7 +124,7 @@ int Main(const std::vector<std::string>& argv) {
   // Before the verb only global options are known.
   Result<ParsedArgs> leading_args = ParseArgs(before, leading);
   if (!leading_args.ok()) return UsageError("", leading_args.status().message());
-  if (leading_args->Has("version")) return PrintHelp("reliableq " RELIABLEQ_VERSION "\n");
+  if (leading_args->Has("version")) return PrintHelp(VersionText());
   if (verb_at >= argv.size()) {
     if (leading_args->Has("help")) return PrintHelp(GeneralHelp());
     return UsageError("", "missing command");

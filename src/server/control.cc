@@ -38,7 +38,9 @@ void Control::Handle(const std::string& name) {
   } else if (name == "TTIN") {
     actions_.dump();
   } else if (name == "HUP") {
-    log_.Log(LogLevel::kInfo, "HUP: nothing to reload (no config file); still running");
+    log_.Log(LogLevel::kInfo,
+             "HUP: nothing to reload (options and the config file are read at start only); "
+             "still running");
   } else if (name == "USR2") {
     log_.Log(LogLevel::kInfo, "USR2: no log file to reopen (logs go to stderr); still running");
   } else {

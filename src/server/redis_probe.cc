@@ -5,6 +5,7 @@
 #include <string>
 
 #include "layout_version.h"
+#include "version.h"
 #include "redis/reply.h"
 
 namespace reliableq {
@@ -38,10 +39,13 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
       std::sscanf(std::string(text.substr(at + 14, 16)).c_str(), "%d.%d", &major, &minor) != 2) {
     return Status::Protocol("cannot read redis_version from INFO at " + options.Describe());
   }
-  if (major < 6 || (major == 6 && minor < 2)) {
-    return Status::InvalidArgument("Redis at " + options.Describe() + " is version " +
-                                   std::to_string(major) + "." + std::to_string(minor) +
-                                   "; reliable fetch needs LMOVE, Redis 6.2 or later");
+  if (major < RELIABLEQ_MIN_REDIS_MAJOR ||
+      (major == RELIABLEQ_MIN_REDIS_MAJOR && minor < RELIABLEQ_MIN_REDIS_MINOR)) {
+    return Status::InvalidArgument(
+        "Redis at " + options.Describe() + " is version " + std::to_string(major) + "." +
+        std::to_string(minor) + "; reliable fetch needs LMOVE, Redis " +
+        std::to_string(RELIABLEQ_MIN_REDIS_MAJOR) + "." +
+        std::to_string(RELIABLEQ_MIN_REDIS_MINOR) + " or later");
   }
   Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;

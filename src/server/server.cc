@@ -39,6 +39,7 @@
 #include "server/queue_set.h"
 #include "server/reconciler.h"
 #include "server/sentinel_watch.h"
+#include "server/service_notifier.h"
 #include "server/redis_probe.h"
 #include "server/state_dump.h"
 #include "server/idle_fetch.h"
@@ -144,6 +145,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
   std::shared_ptr<WorkerMetrics> metrics_;         // null without http_address
   std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
+  std::unique_ptr<ServiceNotifier> notifier_;      // null unless NOTIFY_SOCKET is set
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;
@@ -210,6 +212,7 @@ Status ServerImpl::Init() {
       Control::Actions{[this] {
                          log_->Log(LogLevel::kInfo,
                                    "quiet: no new jobs; jobs not started go back to their queues");
+                         if (notifier_) notifier_->Status("quiet: no new jobs");
                          EnterQuiet();
                        },
                        [this] { OnStopRequest(); }, [this] { DumpState(); }});
@@ -294,6 +297,7 @@ Status ServerImpl::Init() {
     if (!endpoint.ok()) return endpoint.status();
     endpoint_ = std::move(endpoint.value());
   }
+  notifier_ = ServiceNotifier::FromEnvironment(loop_ref, log);
   // The threads start now, so that a process that cannot make them (a
   // thread limit) fails to open instead of fetching jobs nobody runs.
   return pool_->Start();
@@ -307,6 +311,7 @@ void ServerImpl::OnStopRequest() {
   if (++stop_seen_ == 1) {
     log_->Log(LogLevel::kInfo, "stopping: waiting up to %.1f s for %zu running jobs",
               static_cast<double>(options_.shutdown_timeout.count()) / 1000.0, pool_->running());
+    if (notifier_) notifier_->Stopping("stopping: waiting for running jobs");
     BeginStop();
   } else if (phase_ == Phase::kStopping) {
     log_->Log(LogLevel::kWarn, "second stop request: handing running jobs back now");
@@ -393,6 +398,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
               identity_.c_str(), options_.concurrency, queues_.size(),
               static_cast<double>(options_.heartbeat_ttl.count()) / 1000.0);
     janitor_->Start();
+    if (notifier_) notifier_->Ready("running " + identity_);
     if (phase_ == Phase::kStarting) {
       phase_ = Phase::kRunning;
       poller_->Start();
@@ -611,6 +617,7 @@ void ServerImpl::CloseAll() {
   stop_timer_->Close();
   close_timer_->Close();
   if (endpoint_) endpoint_->Close();
+  notifier_.reset();  // its watchdog timer would keep the loop running
   control_->CloseSignals();
 }
 
