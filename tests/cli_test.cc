@@ -436,6 +436,46 @@ TEST_CASE("worker refuses bad options before it loads anything") {
   CheckUsageError(RunCli({"worker", "-r", "x.so", "leftover"}), "worker", "unexpected argument");
 }
 
+TEST_CASE("worker -C: a bad config file is a usage error naming file, line and key") {
+  char templ[] = "/tmp/reliableq-config-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string dir = templ;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    return path;
+  };
+  std::string unknown = write("unknown.yml", "concurrency: 5\nconcurency: 6\n");
+  CheckUsageError(RunCli({"worker", "-C", unknown, "-r", "x.so"}), "worker",
+                  unknown + ":2: key 'concurency': unknown");
+  std::string wrong = write("wrong.yml", "queues: default\ntimeout: [1]\n");
+  CheckUsageError(RunCli({"worker", "-C", wrong, "-r", "x.so"}), "worker",
+                  wrong + ":2: key 'timeout': expected a number, not a list");
+  std::string range = write("range.yml", "concurrency: 0\n");
+  CheckUsageError(RunCli({"worker", "-C", range, "-r", "x.so"}), "worker",
+                  range + ":1: key 'concurrency': concurrency must be an integer from 1 to 1000");
+  std::string secret = write("secret.yml", "redis: redis://:${RQ_TEST_UNSET}@h/0\n");
+  CheckUsageError(RunCli({"worker", "-C", secret, "-r", "x.so"}), "worker",
+                  secret + ":1: key 'redis': environment variable RQ_TEST_UNSET is not set");
+  CheckUsageError(RunCli({"worker", "-C", dir + "/missing.yml", "-r", "x.so"}), "worker",
+                  "cannot read config file " + dir + "/missing.yml: No such file or directory");
+  // A password in a bad URL from the file stays out of the message.
+  std::string url = write("url.yml", "redis: redis://:hunter2@h:notaport/0\n");
+  Outcome outcome = RunCli({"worker", "-C", url, "-r", "x.so"});
+  CHECK(outcome.exit_code == 2);
+  CHECK_MESSAGE(outcome.err.find(url + ":1: key 'redis': ") != std::string::npos, outcome.err);
+  CHECK_MESSAGE(outcome.err.find("hunter2") == std::string::npos, outcome.err);
+  // With a valid file, a flag out of range is reported as the flag.
+  std::string good = write("good.yml", "concurrency: 5\n");
+  CheckUsageError(RunCli({"worker", "-C", good, "-r", "x.so", "-c", "0"}), "worker",
+                  "concurrency must be an integer from 1 to 1000, not '0'");
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
 TEST_CASE("worker stops with exit 1 when a plugin cannot be used") {
   auto check_runtime_error = [](const Outcome& outcome, const std::string& part) {
     CHECK(!outcome.timed_out);
