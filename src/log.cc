@@ -53,7 +53,9 @@ int FormatNow(char* out, size_t size) {
 // with room left for a newline.
 size_t AppendFormatted(char* out, size_t size, size_t used, const char* format, va_list args) {
   int m = std::vsnprintf(out + used, size - used, format, args);
-  if (m > 0) used += static_cast<size_t>(m) < size - used ? static_cast<size_t>(m) : size - used - 1;
+  if (m > 0) {
+    used += static_cast<size_t>(m) < size - used ? static_cast<size_t>(m) : size - used - 1;
+  }
   if (used >= size - 1) used = size - 2;
   return used;
 }
@@ -116,8 +118,8 @@ void Logger::Log(LogLevel level, const LogEvent& event, const char* format, ...)
                         t_job_class.data(), static_cast<int>(t_jid.size()), t_jid.data(),
                         LevelName(level));
     } else {
-      n = std::snprintf(line, sizeof line, "%s pid=%d tid=%s %s: ", now,
-                        static_cast<int>(getpid()), thread, LevelName(level));
+      n = std::snprintf(line, sizeof line, "%s pid=%d tid=%s %s: ", now, static_cast<int>(getpid()),
+                        thread, LevelName(level));
     }
     if (n < 0) return;
     size_t used = static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1;

@@ -4,11 +4,10 @@
 
 #include "log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <rapidjson/document.h>
+#include <unistd.h>
 
 #include <iterator>
 #include <string>
@@ -115,7 +114,8 @@ TEST_CASE("the text format is Sidekiq's: time, pid, tid, class and jid, level, m
   CHECK(lines[0][4] == '-');
   CHECK(lines[0][10] == 'T');
   CHECK(lines[0].substr(23, 2) == "Z ");
-  CHECK(lines[0].substr(24) == pid + " tid=main class=EmailJob jid=ab12 WARN: fail: 0.500000 sec: E: x");
+  CHECK(lines[0].substr(24) ==
+        pid + " tid=main class=EmailJob jid=ab12 WARN: fail: 0.500000 sec: E: x");
   REQUIRE(lines[1].size() > 25);
   CHECK(lines[1].substr(24) == pid + " tid=main INFO: started");
 }
@@ -180,7 +180,7 @@ TEST_CASE("a job line in JSON carries every field, each with its type") {
   CHECK(doc["duration"].GetDouble() == doctest::Approx(0.012346).epsilon(1e-9));
   CHECK(StringField(doc, "error") == "RuntimeError: boom");
   // In the documented order.
-  const char* order[] = {"time", "level", "pid", "tid", "event", "msg",
+  const char* order[] = {"time", "level", "pid",   "tid",      "event", "msg",
                          "jid",  "class", "queue", "duration", "error"};
   size_t i = 0;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it, ++i) {
@@ -220,8 +220,8 @@ TEST_CASE("control characters and invalid UTF-8 in JSON fields cannot forge a li
   const char* evil_error = "boom\x07\xFF\xC0\xAF\" \\ \n\x7F";
   {
     JobLogContext context(evil_class, "j\"1", "q\xE2\x82");
-    log.Log(LogLevel::kWarn, LogEvent("job_fail").WithDuration(1).WithError(evil_error),
-            "fail: %s", evil_error);
+    log.Log(LogLevel::kWarn, LogEvent("job_fail").WithDuration(1).WithError(evil_error), "fail: %s",
+            evil_error);
   }
   std::vector<std::string> lines = captured.Lines();
   REQUIRE(lines.size() == 1);

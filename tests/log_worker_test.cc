@@ -59,11 +59,13 @@ bool HasEvent(LogCapture& log, const char* event) {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(RedisFixture, "a worker logging JSON writes one object a line, job fields apart") {
+TEST_CASE_FIXTURE(RedisFixture,
+                  "a worker logging JSON writes one object a line, job fields apart") {
   auto log = std::make_shared<LogCapture>();
   HandlerRegistry registry;
   registry.Register("Works", [](const JobView&) {});
-  registry.Register("Fails", [](const JobView&) { throw std::runtime_error("bad\nthing \x1b[2J"); });
+  registry.Register("Fails",
+                    [](const JobView&) { throw std::runtime_error("bad\nthing \x1b[2J"); });
   ServerOptions opts;
   opts.redis = options();
   opts.queues = {{"mail", 0}};
@@ -88,8 +90,8 @@ TEST_CASE_FIXTURE(RedisFixture, "a worker logging JSON writes one object a line,
     job.job_class = "Fails";
     fails_jid = AcceptedJid((*client)->Push(job));
     REQUIRE(WaitUntil([&] { return Integer({"ZCARD", "retry"}) == 1; }, 10s));
-    REQUIRE(WaitUntil([&] { return log->Count(works_jid) >= 2 && HasEvent(*log, "job_retry"); },
-                      10s));
+    REQUIRE(
+        WaitUntil([&] { return log->Count(works_jid) >= 2 && HasEvent(*log, "job_retry"); }, 10s));
     CHECK(server.StopAndWait());
   }
   std::vector<rapidjson::Document> docs = ParseAll(log->Lines());

@@ -226,14 +226,14 @@ void Janitor::Report() {
   }
   if (!result_.ok()) {
     std::string error = result_.status().ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("janitor_failed").WithError(error), "janitor pass failed: %s",
-             error.c_str());
+    log_.Log(LogLevel::kWarn, LogEvent("janitor_failed").WithError(error),
+             "janitor pass failed: %s", error.c_str());
   } else {
     for (const IdentityRecovery& id : result_->identities) {
       if (!id.error.empty()) {
         log_.Log(LogLevel::kWarn, LogEvent("janitor_incomplete").WithError(id.error),
-                 "janitor: cannot recover all jobs of dead process %s: %s",
-                 id.identity.c_str(), id.error.c_str());
+                 "janitor: cannot recover all jobs of dead process %s: %s", id.identity.c_str(),
+                 id.error.c_str());
       }
       if (id.alive) continue;
       int64_t requeued = 0, dead = 0;

@@ -266,7 +266,8 @@ void Poller::Promote(std::string_view set, redisReply* members,
                    "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()), set.data(),
                    error.c_str());
         } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-          log_.Log(LogLevel::kDebug, "due_moved", "%.*s: %lld due jobs enqueued, %lld to the dead set",
+          log_.Log(LogLevel::kDebug, "due_moved",
+                   "%.*s: %lld due jobs enqueued, %lld to the dead set",
                    static_cast<int>(set.size()), set.data(), r->element[0]->integer,
                    r->element[1]->integer);
         }

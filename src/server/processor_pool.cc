@@ -290,8 +290,9 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
                     "will retry in %.0f s: %s", done.score - now, done.error.c_str());
   } else {
     bool dead = done.action == FailureAction::kDead;
-    config.log->Log(LogLevel::kWarn, LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error),
-                    "%s: %s", dead ? "to the dead set" : "dropped", done.error.c_str());
+    config.log->Log(LogLevel::kWarn,
+                    LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
+                    dead ? "to the dead set" : "dropped", done.error.c_str());
   }
   if (config.metrics) {
     tally.Add(view.job_class(), job.queue, queue, ResultOf(done), now - started_at,

@@ -336,9 +336,8 @@ void ServerImpl::ConnectCommand() {
   command_->Connect([this](const Status& s) {
     if (phase_ == Phase::kStopped) return;
     if (!s.ok()) {
-      std::string error = s.ToString();
-      log_->Log(LogLevel::kWarn, LogEvent("redis_unreachable").WithError(error),
-                "Redis unreachable: %s; retrying", error.c_str());
+      log_->Log(LogLevel::kWarn, LogEvent("redis_unreachable").WithError(s.ToString()),
+                "Redis unreachable: %s; retrying", s.ToString().c_str());
       ScheduleReconnect();
       return;
     }
@@ -354,9 +353,8 @@ void ServerImpl::ConnectCommand() {
 }
 
 void ServerImpl::OnCommandLost(const Status& status) {
-  std::string error = status.ToString();
-  log_->Log(LogLevel::kWarn, LogEvent("redis_connection_lost").WithError(error),
-            "lost the Redis connection: %s", error.c_str());
+  log_->Log(LogLevel::kWarn, LogEvent("redis_connection_lost").WithError(status.ToString()),
+            "lost the Redis connection: %s", status.ToString().c_str());
   heartbeat_->OnConnectionLost();
   // With every connection of ours gone, a janitor may take this process for
   // dead at once (recovery.h): start no fetched job until a beat on the new
@@ -393,8 +391,9 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
                         std::chrono::steady_clock::time_point lease_until) {
   if (phase_ == Phase::kStopped) return;
   if (result == Heartbeat::Found::kFirst) {
-    log_->Log(LogLevel::kInfo, "started", "started %s: concurrency %d, queues %zu, heartbeat ttl %.1f s",
-              identity_.c_str(), options_.concurrency, queues_.size(),
+    log_->Log(LogLevel::kInfo, "started",
+              "started %s: concurrency %d, queues %zu, heartbeat ttl %.1f s", identity_.c_str(),
+              options_.concurrency, queues_.size(),
               static_cast<double>(options_.heartbeat_ttl.count()) / 1000.0);
     janitor_->Start();
     if (phase_ == Phase::kStarting) {
@@ -489,15 +488,15 @@ void ServerImpl::AddQueue(std::string_view name) {
     if (!queue_limit_logged_) {
       queue_limit_logged_ = true;
       log_->Log(LogLevel::kWarn, LogEvent("queue_limit_reached").WithQueue(name),
-                "a namespace matches more queues than the %zu a worker serves; "
-                "queue %s and later ones are left out", kMaxQueues,
-                Escaped(name).c_str());
+                "a namespace matches more queues than the %zu a worker serves; queue %s and "
+                "later ones are left out", kMaxQueues, Escaped(name).c_str());
     }
     return;
   }
   queues_.Add(name);
   pool_->AddQueueName(std::string(name));
-  log_->Log(LogLevel::kInfo, LogEvent("queue_joined").WithQueue(name), "queue %s joins namespace work", Escaped(name).c_str());
+  log_->Log(LogLevel::kInfo, LogEvent("queue_joined").WithQueue(name),
+            "queue %s joins namespace work", Escaped(name).c_str());
   heartbeat_->Beat();
   idle_fetch_->QueuesChanged();
 }
@@ -518,8 +517,8 @@ void ServerImpl::Reconcile(bool drop_ready) {
     // working lists, and the reconcile (or the janitor) hands them back.
     std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
     if (!dropped.empty()) {
-      log_->Log(LogLevel::kInfo, "fetched_returned", "%zu fetched jobs not started: back to their queues",
-                dropped.size());
+      log_->Log(LogLevel::kInfo, "fetched_returned",
+                "%zu fetched jobs not started: back to their queues", dropped.size());
     }
   }
   reconciler_->Request();
@@ -555,8 +554,8 @@ void ServerImpl::OnStopPoll() {
   if (pool_->held() == 0) {
     FinishStop(false);
   } else if (clock_->Monotonic() >= stop_deadline_) {
-    log_->Log(LogLevel::kWarn, "shutdown_timeout", "shutdown timeout: %zu jobs still running go back to their queues",
-              pool_->running());
+    log_->Log(LogLevel::kWarn, "shutdown_timeout",
+              "shutdown timeout: %zu jobs still running go back to their queues", pool_->running());
     FinishStop(true);
   }
 }

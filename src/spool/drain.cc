@@ -91,13 +91,14 @@ class ChunkPusher {
         if (failure.ok()) failure = error;
       } else if (error.IsRefused()) {
         outcome.fate = Fate::kDropped;
-        Log(LogLevel::kWarn, "spool_job_dropped", "spool: job %s dropped: %s", (*jobs)[i].job.jid.c_str(),
-            error.ToString().c_str());
+        Log(LogLevel::kWarn, "spool_job_dropped", "spool: job %s dropped: %s",
+            (*jobs)[i].job.jid.c_str(), error.ToString().c_str());
       } else {
         outcome.fate = Fate::kHeld;
         outcome.reason = error.ToString();
-        Log(LogLevel::kWarn, "spool_job_held", "spool: job %s kept in the spool: Redis refused it: %s",
-            (*jobs)[i].job.jid.c_str(), outcome.reason.c_str());
+        Log(LogLevel::kWarn, "spool_job_held",
+            "spool: job %s kept in the spool: Redis refused it: %s", (*jobs)[i].job.jid.c_str(),
+            outcome.reason.c_str());
       }
     }
     if (config_.wait_replicas > 0 && any_pushed) {

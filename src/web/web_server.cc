@@ -301,7 +301,8 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   std::string auth_text = !auth ? "none" : !o.users.empty() && !o.token.empty() ? "basic, token"
                                        : !o.users.empty()                   ? "basic"
                                                                             : "token";
-  context.logger.Log(LogLevel::kInfo, "web_started", "reliableq web: serving http://%s (Redis %s, auth: %s%s)",
+  context.logger.Log(LogLevel::kInfo, "web_started",
+                     "reliableq web: serving http://%s (Redis %s, auth: %s%s)",
                      server->listener_->address().c_str(), o.redis.Describe().c_str(),
                      auth_text.c_str(), o.read_only ? ", read-only" : "");
   return server;
