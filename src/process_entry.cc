@@ -4,7 +4,10 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "job_codec.h"  // FormatEpoch
 
@@ -108,6 +111,13 @@ bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
     }
   }
   return true;
+}
+
+std::string ProcessHostname() {
+  if (const char* dyno = std::getenv("DYNO"); dyno != nullptr && *dyno) return dyno;
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
 }
 
 }  // namespace reliableq

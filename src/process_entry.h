@@ -13,7 +13,8 @@
 // entry that names its beat_client, so that it always names the server that
 // stored the entry and gave out its client ids.
 //
-// Thread safety: plain functions over values.
+// Thread safety: plain functions over values (ProcessHostname reads the
+// environment and the system's host name).
 
 #ifndef RELIABLEQ_PROCESS_ENTRY_H_
 #define RELIABLEQ_PROCESS_ENTRY_H_
@@ -46,6 +47,10 @@ struct ProcessEntry {
 };
 
 std::string EncodeProcessEntry(const ProcessEntry& entry);
+
+// The host name in a worker's identity and entry: $DYNO when set and not
+// empty (as Sidekiq does on Heroku), else the system's, else "localhost".
+std::string ProcessHostname();
 
 // Reads an entry. False when `json` is not an object with an array of
 // non-empty strings under "queues": then its working lists cannot be named

@@ -476,6 +476,16 @@ TEST_CASE("worker -C: a bad config file is a usage error naming file, line and k
   CHECK(std::system(cmd.c_str()) == 0);
 }
 
+TEST_CASE("worker and web refuse a --log-format other than text or json") {
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--log-format", "xml"}), "worker",
+                  "--log-format must be text or json, not 'xml'");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--log-format", "JSON"}), "worker",
+                  "--log-format must be text or json");
+  CheckUsageError(RunCli({"worker", "-r", "x.so", "--log-format"}), "worker", "needs a value");
+  CheckUsageError(RunCli({"web", "--log-format", "xml"}), "web",
+                  "--log-format must be text or json, not 'xml'");
+}
+
 TEST_CASE("worker stops with exit 1 when a plugin cannot be used") {
   auto check_runtime_error = [](const Outcome& outcome, const std::string& part) {
     CHECK(!outcome.timed_out);

@@ -316,10 +316,13 @@ TEST_CASE("a failure is logged with the job's class and jid and the time on the 
   h.Submit({{0, Job("Slow", "js")}, {0, Job("Ok", "jo")}});
   std::vector<FinishedJob> done = h.WaitFinished(2);
   CHECK(Find(done, Job("Slow", "js")).score == kNow + 2.5 + 15 + 3);
-  // At kInfo a success logs nothing: the one line is the failure.
+  // At kInfo a success logs nothing: the lines are the failure and where
+  // the job goes next, both with the job's context.
   Strings lines = h.lines->Get();
-  REQUIRE(lines.size() == 1);
+  REQUIRE(lines.size() == 2);
   CHECK(lines[0].find("tid=p0 class=Slow jid=js WARN: fail: 2.500000 sec: std::logic_error: "
+                      "too slow") != std::string::npos);
+  CHECK(lines[1].find("tid=p0 class=Slow jid=js INFO: will retry in 18 s: std::logic_error: "
                       "too slow") != std::string::npos);
 }
 

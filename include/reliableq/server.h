@@ -128,6 +128,9 @@ struct ServerOptions {
   LogLevel log_level = LogLevel::kInfo;
   // Where this server's log lines go; empty: stderr (see logging.h).
   LogSink log_sink;
+  // Text in Sidekiq's shape, or one JSON object a line (logging.h;
+  // reliableq(1), LOGS).
+  LogFormat log_format = LogFormat::kText;
   // Where the worker serves its metrics and health over HTTP: "PORT"
   // (127.0.0.1, loopback only), "HOST:PORT" or "[IPV6]:PORT" (that address;
   // "0.0.0.0:PORT" for every interface). Empty: no endpoint, and no cost.

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "log.h"
 #include "web/web_server.h"
 
 namespace reliableq::cli {
@@ -22,6 +23,7 @@ constexpr std::string_view kVerb = "web";
 constexpr std::string_view kHelp =
     "usage: reliableq web [--http ADDR:PORT] [--read-only] [--basic-auth-file FILE]\n"
     "                     [--token-file FILE] [--insecure-no-auth] [--threads N]\n"
+    "                     [--log-format text|json]\n"
     "\n"
     "Serves the dashboard (queues, busy processes, retries, scheduled and dead\n"
     "jobs, recovery of dead processes, the audit trail), its JSON API under /api/,\n"
@@ -44,7 +46,10 @@ constexpr std::string_view kHelp =
     "                       serve a non-loopback address without authentication\n"
     "                       (refused otherwise, exit status 2)\n"
     "      --threads N      requests served at once, and Redis connections at most\n"
-    "                       (default: 8)\n";
+    "                       (default: 8)\n"
+    "      --log-format text|json\n"
+    "                       log lines as text (default) or as one JSON object a\n"
+    "                       line (see LOGS in reliableq(1))\n";
 
 // More than any list of users; a larger file is a mistake.
 constexpr size_t kMaxSecretFileBytes = 1024 * 1024;
@@ -124,6 +129,11 @@ int Run(const ParsedArgs& args) {
     }
     options.threads = *n;
   }
+  if (std::optional<std::string> text = args.Value("log-format")) {
+    std::optional<LogFormat> format = LogFormatNamed(*text);
+    if (!format) return UsageError(kVerb, "--log-format must be text or json, not '" + *text + "'");
+    options.log_format = *format;
+  }
   const bool auth = !options.users.empty() || !options.token.empty();
   if (!auth && !options.insecure_no_auth && !web::IsLoopback(options.address.host)) {
     return UsageError(kVerb, "refusing to listen on " + options.address.ToString() +
@@ -165,6 +175,7 @@ const Command& WebCommand() {
               {.name = "token-file", .takes_value = true},
               {.name = "insecure-no-auth"},
               {.name = "threads", .takes_value = true},
+              {.name = "log-format", .takes_value = true},
           },
       .run = Run,
   };

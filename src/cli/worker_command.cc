@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/early_signals.h"
+#include "log.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/options_check.h"
@@ -33,7 +34,8 @@ constexpr std::string_view kHelp =
     "                        [--max-interruptions N] [--max-retries N]\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
     "                        [--tag TAG] [--label LABEL]...\n"
-    "                        [--http [HOST:]PORT] [-v|--verbose]\n"
+    "                        [--http [HOST:]PORT] [--log-format text|json]\n"
+    "                        [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that the plugins register, with\n"
     "reliable fetch: a job stays in this process's working list until it is\n"
@@ -81,6 +83,9 @@ constexpr std::string_view kHelp =
     "                       serve GET /metrics (Prometheus) and GET /healthz on\n"
     "                       this address; PORT alone listens on 127.0.0.1 only\n"
     "                       (see METRICS in reliableq(1))\n"
+    "      --log-format text|json\n"
+    "                       log lines as text (default) or as one JSON object a\n"
+    "                       line (see LOGS in reliableq(1))\n"
     "  -v, --verbose        log debug messages\n";
 
 // Seconds given on the command line, as milliseconds. Refuses what is not a
@@ -179,6 +184,11 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
+  if (auto text = args.Value("log-format")) {
+    std::optional<LogFormat> format = LogFormatNamed(*text);
+    if (!format) return "--log-format must be text or json, not '" + *text + "'";
+    options->log_format = *format;
+  }
   return std::nullopt;
 }
 
@@ -330,6 +340,7 @@ const Command& WorkerCommand() {
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
               {.name = "http", .takes_value = true},
+              {.name = "log-format", .takes_value = true},
               {.name = "verbose", .short_name = 'v'},
           },
       .run = Run,

@@ -38,13 +38,14 @@ void Control::Handle(const std::string& name) {
   } else if (name == "TTIN") {
     actions_.dump();
   } else if (name == "HUP") {
-    log_.Log(LogLevel::kInfo,
+    log_.Log(LogLevel::kInfo, "reload_ignored",
              "HUP: nothing to reload (options and the config file are read at start only); "
              "still running");
   } else if (name == "USR2") {
-    log_.Log(LogLevel::kInfo, "USR2: no log file to reopen (logs go to stderr); still running");
+    log_.Log(LogLevel::kInfo, "reopen_ignored",
+             "USR2: no log file to reopen (logs go to stderr); still running");
   } else {
-    log_.Log(LogLevel::kWarn, "ignoring unknown signal '%s'", name.c_str());
+    log_.Log(LogLevel::kWarn, "signal_unknown", "ignoring unknown signal '%s'", name.c_str());
   }
 }
 

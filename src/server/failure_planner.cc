@@ -53,7 +53,8 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
       try {
         return options->retry_in(count, error);
       } catch (const std::exception& e) {
-        log_.Log(LogLevel::kWarn, "retry_in failed (%s): default schedule", e.what());
+        log_.Log(LogLevel::kWarn, LogEvent("retry_in_failed").WithError(e.what()),
+                 "retry_in failed (%s): default schedule", e.what());
         return RetryIn::Default();
       }
     };
@@ -74,9 +75,10 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
     try {
       hook(failed_view, error);
     } catch (const std::exception& e) {
-      log_.Log(LogLevel::kWarn, "%s threw: %s", what, e.what());
+      log_.Log(LogLevel::kWarn, LogEvent("hook_failed").WithError(e.what()), "%s threw: %s", what,
+               e.what());
     } catch (...) {
-      log_.Log(LogLevel::kWarn, "%s threw", what);
+      log_.Log(LogLevel::kWarn, "hook_failed", "%s threw", what);
     }
   };
   if (plan.exhausted && options != nullptr && options->on_retries_exhausted) {

@@ -63,7 +63,11 @@ void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector
                       size_t wanted) {
   in_flight_ = false;
   if (!status.ok()) {
-    if (!status.IsShutdown()) log_.Log(LogLevel::kWarn, "fetch failed: %s", status.ToString().c_str());
+    if (!status.IsShutdown()) {
+      std::string error = status.ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("fetch_failed").WithError(error), "fetch failed: %s",
+               error.c_str());
+    }
     if (!status.IsIoError() && !status.IsTimeout() && !status.IsShutdown()) {
       pause_ = pause_.count() == 0 ? kFirstPause : std::min(pause_ * 2, kLongestPause);
       pause_timer_.Start(pause_);

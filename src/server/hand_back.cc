@@ -49,7 +49,8 @@ void HandBack::Attempt() {
     Status why = Status::IoError(
         "cannot reach Redis to hand jobs back; they stay in this process's working lists and "
         "a janitor returns them once the heartbeat expires");
-    log_.Log(LogLevel::kError, "%s", why.message().c_str());
+    log_.Log(LogLevel::kError, LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
+             why.message().c_str());
     on_over_(why);
     return;
   }
@@ -71,7 +72,9 @@ void HandBack::Attempt() {
                       [this](const Status& s) {
                         if (!s.ok()) {
                           in_flight_ = false;
-                          log_.Log(LogLevel::kWarn, "hand-back failed: %s", s.ToString().c_str());
+                          std::string error = s.ToString();
+                          log_.Log(LogLevel::kWarn, LogEvent("hand_back_failed").WithError(error),
+                                   "hand-back failed: %s", error.c_str());
                           AttemptLater(kRefusedPause);
                           return;
                         }
@@ -86,7 +89,7 @@ void HandBack::Forget() {
         in_flight_ = false;
         bool forgotten = s.ok() && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
         if (forgotten) {
-          log_.Log(LogLevel::kInfo, "stopped %s", identity_.c_str());
+          log_.Log(LogLevel::kInfo, "stopped", "stopped %s", identity_.c_str());
           on_over_(Status::OK());
         } else if (attempts_ < kMaxAttempts) {
           Attempt();  // a job arrived meanwhile: hand it back too
@@ -94,7 +97,8 @@ void HandBack::Forget() {
           Status why = Status::IoError(
               "could not empty the working lists; leaving them to the janitor" +
               (s.ok() ? std::string() : " (" + s.ToString() + ")"));
-          log_.Log(LogLevel::kError, "%s", why.message().c_str());
+          log_.Log(LogLevel::kError, LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
+                   why.message().c_str());
           on_over_(why);
         }
       });

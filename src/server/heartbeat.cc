@@ -171,7 +171,9 @@ void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_
   in_flight_ = false;
   if (stopped_) return;
   if (!status.ok()) {
-    log_.Log(LogLevel::kWarn, "heartbeat failed: %s", status.ToString().c_str());
+    std::string error = status.ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("heartbeat_failed").WithError(error), "heartbeat failed: %s",
+             error.c_str());
     return;  // the connection's own recovery will beat again
   }
   bool existed = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&

@@ -208,8 +208,9 @@ void Janitor::WriteRecord(double at) {
 void Janitor::Report() {
   running_ = false;
   if (won_lease_ && !record_status_.ok()) {
-    log_.Log(LogLevel::kDebug, "janitor: pass not recorded: %s",
-             record_status_.ToString().c_str());
+    std::string error = record_status_.ToString();
+    log_.Log(LogLevel::kDebug, LogEvent("janitor_not_recorded").WithError(error),
+             "janitor: pass not recorded: %s", error.c_str());
   }
   if (won_lease_ && metrics_ != nullptr) {
     int64_t recovered = 0, poison = 0;
@@ -224,12 +225,15 @@ void Janitor::Report() {
     metrics_->JanitorPass(recovered, poison);
   }
   if (!result_.ok()) {
-    log_.Log(LogLevel::kWarn, "janitor pass failed: %s", result_.status().ToString().c_str());
+    std::string error = result_.status().ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("janitor_failed").WithError(error),
+             "janitor pass failed: %s", error.c_str());
   } else {
     for (const IdentityRecovery& id : result_->identities) {
       if (!id.error.empty()) {
-        log_.Log(LogLevel::kWarn, "janitor: cannot recover all jobs of dead process %s: %s",
-                 id.identity.c_str(), id.error.c_str());
+        log_.Log(LogLevel::kWarn, LogEvent("janitor_incomplete").WithError(id.error),
+                 "janitor: cannot recover all jobs of dead process %s: %s", id.identity.c_str(),
+                 id.error.c_str());
       }
       if (id.alive) continue;
       int64_t requeued = 0, dead = 0;
@@ -237,7 +241,7 @@ void Janitor::Report() {
         requeued += q.requeued;
         dead += q.dead;
       }
-      log_.Log(LogLevel::kInfo,
+      log_.Log(LogLevel::kInfo, "janitor_recovered",
                "janitor: process %s is dead (%s): %lld jobs back to their queues, %lld to the "
                "dead set",
                id.identity.c_str(), Evidence(id.evidence), static_cast<long long>(requeued),

@@ -72,7 +72,7 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   endpoint->listener_ = std::move(listener.value());
   endpoint->OnTick();
   endpoint->tick_.Start(kTick, kTick);
-  log.Log(LogLevel::kInfo, "metrics on http://%s/metrics, health on /healthz",
+  log.Log(LogLevel::kInfo, "metrics_listening", "metrics on http://%s/metrics, health on /healthz",
           endpoint->listener_->address().c_str());
   return endpoint;
 }

@@ -72,7 +72,7 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
     if (closed_) return;
     if (refused.empty()) {
       if (!refusal_.empty() && unsent_.empty()) {
-        log_.Log(LogLevel::kInfo, "outcomes are confirmed again");
+        log_.Log(LogLevel::kInfo, "outcomes_confirmed", "outcomes are confirmed again");
         refusal_.clear();
         retry_pause_ = kFirstRetryPause;
       }
@@ -82,7 +82,7 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
     // Logged when the reason changes, not on every try.
     std::string reason = why.ToString();
     if (reason != refusal_) {
-      log_.Log(LogLevel::kWarn,
+      log_.Log(LogLevel::kWarn, LogEvent("outcomes_unconfirmed").WithError(reason),
                "outcome of %zu jobs not confirmed (%s); the jobs stay in this process's "
                "working lists, and are sent again until Redis confirms them",
                refused.size(), reason.c_str());
@@ -168,8 +168,9 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
       if (!counted.ok()) {
         // Logged when counts start to be refused, not on every round.
         if (earlier == 0 && refused.size() < jobs) {
-          log_.Log(LogLevel::kWarn, "stat:processed not counted (%s); counting later",
-                   counted.ToString().c_str());
+          std::string error = counted.ToString();
+          log_.Log(LogLevel::kWarn, LogEvent("processed_not_counted").WithError(error),
+                   "stat:processed not counted (%s); counting later", error.c_str());
         }
         // Jobs sent again are counted when they are (or not at all, if
         // this round may have been applied).
@@ -186,12 +187,9 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
   bool invalid = job.outcome == Outcome::kInvalid;
   FailureAction action = invalid ? FailureAction::kDead : job.action;
   if (invalid) {
-    log_.Log(LogLevel::kWarn, "not a job, to the dead set as it is: %s", job.error.c_str());
-  } else if (action == FailureAction::kRetry) {
-    log_.Log(LogLevel::kInfo, "will retry in %.0f s: %s", job.score - now, job.error.c_str());
-  } else {
-    log_.Log(LogLevel::kWarn, "%s: %s",
-             action == FailureAction::kDead ? "to the dead set" : "dropped", job.error.c_str());
+    log_.Log(LogLevel::kWarn,
+             LogEvent("job_invalid").WithQueue(queues_[job.queue].name).WithError(job.error),
+             "not a job, to the dead set as it is: %s", job.error.c_str());
   }
   FailedJob failed;
   failed.working_key = queues_[job.queue].working_key;

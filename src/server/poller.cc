@@ -230,8 +230,10 @@ void Poller::Pass(unsigned mask) {
         [this, key, finished](const Status& s, redisReply* r) {
           if (!s.ok() || r->type != REDIS_REPLY_ARRAY) {
             if (!s.ok()) {
-              log_.Log(LogLevel::kWarn, "reading due jobs of %.*s failed: %s",
-                       static_cast<int>(key.size()), key.data(), s.ToString().c_str());
+              std::string error = s.ToString();
+              log_.Log(LogLevel::kWarn, LogEvent("due_read_failed").WithError(error),
+                       "reading due jobs of %.*s failed: %s", static_cast<int>(key.size()),
+                       key.data(), error.c_str());
             }
             finished(false, true);
             return;
@@ -259,10 +261,13 @@ void Poller::Promote(std::string_view set, redisReply* members,
       PromoteCall(set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
       [this, set, full, done](const Status& s, redisReply* r) {
         if (!s.ok()) {
-          log_.Log(LogLevel::kWarn, "moving due jobs of %.*s failed: %s",
-                   static_cast<int>(set.size()), set.data(), s.ToString().c_str());
+          std::string error = s.ToString();
+          log_.Log(LogLevel::kWarn, LogEvent("due_move_failed").WithError(error),
+                   "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()), set.data(),
+                   error.c_str());
         } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-          log_.Log(LogLevel::kDebug, "%.*s: %lld due jobs enqueued, %lld to the dead set",
+          log_.Log(LogLevel::kDebug, "due_moved",
+                   "%.*s: %lld due jobs enqueued, %lld to the dead set",
                    static_cast<int>(set.size()), set.data(), r->element[0]->integer,
                    r->element[1]->integer);
         }

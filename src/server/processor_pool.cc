@@ -218,7 +218,7 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     return done;
   }
   JobView view(job.payload, queue, decoded->document);
-  JobLogContext context(view.job_class(), view.jid());
+  JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
   const Handler* handler = config.registry.Find(view.job_class());
@@ -229,7 +229,7 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     error.message = "no handler is registered for class '" + std::string(view.job_class()) +
                     "' in this worker";
   } else {
-    config.log->Log(LogLevel::kDebug, "start");
+    config.log->Log(LogLevel::kDebug, "job_start", "start");
     const std::vector<ServerMiddleware>& chain = config.middleware;
     try {
       if (chain.empty()) {
@@ -263,7 +263,10 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     bool debug = config.log->Enabled(LogLevel::kDebug);
     if (debug || config.metrics) {
       double now = config.clock->Now();
-      if (debug) config.log->Log(LogLevel::kDebug, "done: %.6f sec", now - started_at);
+      if (debug) {
+        config.log->Log(LogLevel::kDebug, LogEvent("job_done").WithDuration(now - started_at),
+                        "done: %.6f sec", now - started_at);
+      }
       if (config.metrics) {
         tally.Add(view.job_class(), job.queue, queue, JobResult::kSucceeded, now - started_at,
                   PickupLatency(decoded->document, started_at), now);
@@ -272,10 +275,25 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     return done;
   }
   double now = config.clock->Now();
-  config.log->Log(LogLevel::kWarn, "fail: %.6f sec: %s: %s", now - started_at,
-                  error.error_class.c_str(), error.message.c_str());
+  if (config.log->Enabled(LogLevel::kWarn)) {
+    std::string error_text = error.error_class + ": " + error.message;
+    config.log->Log(LogLevel::kWarn,
+                    LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
+                    "fail: %.6f sec: %s", now - started_at, error_text.c_str());
+  }
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
                &done);
+  // Where the job goes next is logged here, with the job's context, not
+  // when the loop sends the outcome.
+  if (done.action == FailureAction::kRetry) {
+    config.log->Log(LogLevel::kInfo, LogEvent("job_retry").WithError(done.error),
+                    "will retry in %.0f s: %s", done.score - now, done.error.c_str());
+  } else {
+    bool dead = done.action == FailureAction::kDead;
+    config.log->Log(LogLevel::kWarn,
+                    LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
+                    dead ? "to the dead set" : "dropped", done.error.c_str());
+  }
   if (config.metrics) {
     tally.Add(view.job_class(), job.queue, queue, ResultOf(done), now - started_at,
               PickupLatency(decoded->document, started_at), now);

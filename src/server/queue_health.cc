@@ -24,6 +24,7 @@ void QueueHealth::Broken(uint32_t queue, std::string_view reason) {
   auto now = clock_.Monotonic();
   if (state.broken && now - state.logged < kRelog) return;
   log_.Log(LogLevel::kError,
+           LogEvent("queue_broken").WithQueue(queues_[queue].name).WithError(reason),
            "queue %s is broken and skipped (%.*s); the other queues go on, and it is tried "
            "again on every fetch",
            queues_[queue].name.c_str(), static_cast<int>(reason.size()), reason.data());
@@ -37,7 +38,8 @@ void QueueHealth::Working(uint32_t queue) {
   if (!state.broken) return;
   state.broken = false;
   --broken_count_;
-  log_.Log(LogLevel::kInfo, "queue %s works again", queues_[queue].name.c_str());
+  log_.Log(LogLevel::kInfo, LogEvent("queue_recovered").WithQueue(queues_[queue].name),
+           "queue %s works again", queues_[queue].name.c_str());
 }
 
 }  // namespace reliableq

@@ -40,7 +40,9 @@ void Reconciler::Run() {
     if (!s.ok()) {
       owed_ = true;
       if (!s.IsShutdown()) {
-        parts_.log.Log(LogLevel::kWarn, "reconcile failed: %s", s.ToString().c_str());
+        std::string error = s.ToString();
+        parts_.log.Log(LogLevel::kWarn, LogEvent("reconcile_failed").WithError(error),
+                       "reconcile failed: %s", error.c_str());
       }
       return;
     }
@@ -66,9 +68,10 @@ void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
     Status sent = parts_.command.Eval(call, [this, i, finish_one](const Status& s, redisReply* r) {
       if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
           (r->element[0]->integer > 0 || r->element[1]->integer > 0)) {
-        parts_.log.Log(LogLevel::kInfo, "handed back to queue %s: %lld jobs, to the dead set: %lld",
-                       parts_.queues[i].name.c_str(), r->element[0]->integer,
-                       r->element[1]->integer);
+        parts_.log.Log(
+            LogLevel::kInfo, LogEvent("reconcile_handed_back").WithQueue(parts_.queues[i].name),
+            "handed back to queue %s: %lld jobs, to the dead set: %lld",
+            parts_.queues[i].name.c_str(), r->element[0]->integer, r->element[1]->integer);
       }
       finish_one(s);
     });

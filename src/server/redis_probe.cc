@@ -52,7 +52,7 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
   if (options.tls.enabled && !options.tls.verify_peer) {
-    log.Log(LogLevel::kWarn,
+    log.Log(LogLevel::kWarn, "redis_tls_unverified",
             "TLS to Redis at %s: the server's certificate is not verified "
             "(--redis-tls-insecure): anyone on the path can read and change every job",
             options.Describe().c_str());
@@ -61,13 +61,13 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   // not a reason to stop.
   std::optional<std::string> policy = ConfigValue(**probe, "maxmemory-policy");
   if (policy && *policy != "noeviction") {
-    log.Log(LogLevel::kWarn,
+    log.Log(LogLevel::kWarn, "redis_may_evict",
             "Redis maxmemory-policy is '%s': Redis may evict jobs; set it to noeviction",
             policy->c_str());
   }
   std::optional<std::string> appendonly = ConfigValue(**probe, "appendonly");
   if (appendonly && *appendonly == "no") {
-    log.Log(LogLevel::kWarn,
+    log.Log(LogLevel::kWarn, "redis_no_aof",
             "Redis at %s keeps no append-only file (appendonly is 'no'): a restart of Redis "
             "loses every job written since its last snapshot (every job, if it saves none); "
             "set appendonly yes",

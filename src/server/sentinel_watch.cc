@@ -98,7 +98,8 @@ void SentinelWatch::OnMessage(const redisReply& message) {
   if (name != discovery_->options().master_name) return;
   int port = std::atoi(new_port.c_str());
   if (port <= 0 || port > 65535) return;
-  log_.Log(LogLevel::kWarn, "sentinels switched master '%s' to %s:%d; moving every connection",
+  log_.Log(LogLevel::kWarn, "sentinel_switched",
+           "sentinels switched master '%s' to %s:%d; moving every connection",
            Escaped(name).c_str(), Escaped(new_host).c_str(), port);
   discovery_->Announce(redis::Endpoint{new_host, port, {}});
   on_switch_();

@@ -23,6 +23,7 @@
 #include "job_codec.h"  // NewJid
 #include "keys.h"
 #include "log.h"
+#include "process_entry.h"  // ProcessHostname
 #include "redis/async_connection.h"
 #include "reliableq/server.h"
 #include "server/control.h"
@@ -60,13 +61,6 @@ constexpr milliseconds kReconnectMin{100};
 constexpr milliseconds kReconnectMax{2000};
 // How often the stop sequence looks whether running jobs have finished.
 constexpr milliseconds kStopPoll{20};
-
-std::string Hostname() {
-  if (const char* dyno = std::getenv("DYNO"); dyno != nullptr && *dyno) return dyno;
-  char name[256] = {0};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
 
 class ServerImpl final : public Server {
  public:
@@ -160,9 +154,9 @@ class ServerImpl final : public Server {
 ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
-      log_(std::make_shared<Logger>(options.log_level, options.log_sink)),
+      log_(std::make_shared<Logger>(options.log_level, options.log_sink, options.log_format)),
       keys_(options.prefix),
-      hostname_(Hostname()),
+      hostname_(ProcessHostname()),
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_) {
   ProcessorConfig config;
@@ -210,7 +204,7 @@ Status ServerImpl::Init() {
   control_ = std::make_unique<Control>(
       loop_ref, options_.handle_signals, log,
       Control::Actions{[this] {
-                         log_->Log(LogLevel::kInfo,
+                         log_->Log(LogLevel::kInfo, "quiet",
                                    "quiet: no new jobs; jobs not started go back to their queues");
                          if (notifier_) notifier_->Status("quiet: no new jobs");
                          EnterQuiet();
@@ -309,12 +303,12 @@ Status ServerImpl::Init() {
 void ServerImpl::OnStopRequest() {
   if (phase_ == Phase::kStopped) return;
   if (++stop_seen_ == 1) {
-    log_->Log(LogLevel::kInfo, "stopping: waiting up to %.1f s for %zu running jobs",
+    log_->Log(LogLevel::kInfo, "stopping", "stopping: waiting up to %.1f s for %zu running jobs",
               static_cast<double>(options_.shutdown_timeout.count()) / 1000.0, pool_->running());
     if (notifier_) notifier_->Stopping("stopping: waiting for running jobs");
     BeginStop();
   } else if (phase_ == Phase::kStopping) {
-    log_->Log(LogLevel::kWarn, "second stop request: handing running jobs back now");
+    log_->Log(LogLevel::kWarn, "stop_forced", "second stop request: handing running jobs back now");
     FinishStop(true);
   }
 }
@@ -341,12 +335,13 @@ void ServerImpl::ConnectCommand() {
   command_->Connect([this](const Status& s) {
     if (phase_ == Phase::kStopped) return;
     if (!s.ok()) {
-      log_->Log(LogLevel::kWarn, "Redis unreachable: %s; retrying", s.ToString().c_str());
+      log_->Log(LogLevel::kWarn, LogEvent("redis_unreachable").WithError(s.ToString()),
+                "Redis unreachable: %s; retrying", s.ToString().c_str());
       ScheduleReconnect();
       return;
     }
     if (reconnect_delay_ != kReconnectMin) {
-      log_->Log(LogLevel::kInfo, "reconnected to Redis at %s",
+      log_->Log(LogLevel::kInfo, "reconnected", "reconnected to Redis at %s",
                 options_.redis.Describe().c_str());
     }
     reconnect_delay_ = kReconnectMin;
@@ -357,7 +352,8 @@ void ServerImpl::ConnectCommand() {
 }
 
 void ServerImpl::OnCommandLost(const Status& status) {
-  log_->Log(LogLevel::kWarn, "lost the Redis connection: %s", status.ToString().c_str());
+  log_->Log(LogLevel::kWarn, LogEvent("redis_connection_lost").WithError(status.ToString()),
+            "lost the Redis connection: %s", status.ToString().c_str());
   heartbeat_->OnConnectionLost();
   // With every connection of ours gone, a janitor may take this process for
   // dead at once (recovery.h): start no fetched job until a beat on the new
@@ -394,8 +390,9 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
                         std::chrono::steady_clock::time_point lease_until) {
   if (phase_ == Phase::kStopped) return;
   if (result == Heartbeat::Found::kFirst) {
-    log_->Log(LogLevel::kInfo, "started %s: concurrency %d, queues %zu, heartbeat ttl %.1f s",
-              identity_.c_str(), options_.concurrency, queues_.size(),
+    log_->Log(LogLevel::kInfo, "started",
+              "started %s: concurrency %d, queues %zu, heartbeat ttl %.1f s", identity_.c_str(),
+              options_.concurrency, queues_.size(),
               static_cast<double>(options_.heartbeat_ttl.count()) / 1000.0);
     janitor_->Start();
     if (notifier_) notifier_->Ready("running " + identity_);
@@ -407,7 +404,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
     // reconcile costs one round trip and makes start-up uniform.
     Reconcile(false);
   } else if (result == Heartbeat::Found::kDeclaredDead) {
-    log_->Log(LogLevel::kWarn,
+    log_->Log(LogLevel::kWarn, "heartbeat_key_lost",
               "heartbeat key was gone: this process was taken for dead and its jobs may have "
               "been recovered by a janitor; re-registered, dropping jobs not yet started");
     Reconcile(true);
@@ -490,15 +487,16 @@ void ServerImpl::AddQueue(std::string_view name) {
   if (queues_.size() >= kMaxQueues) {
     if (!queue_limit_logged_) {
       queue_limit_logged_ = true;
-      log_->Log(LogLevel::kWarn, "a namespace matches more queues than the %zu a worker serves; "
-                "queue %s and later ones are left out", kMaxQueues,
-                Escaped(name).c_str());
+      log_->Log(LogLevel::kWarn, LogEvent("queue_limit_reached").WithQueue(name),
+                "a namespace matches more queues than the %zu a worker serves; queue %s and "
+                "later ones are left out", kMaxQueues, Escaped(name).c_str());
     }
     return;
   }
   queues_.Add(name);
   pool_->AddQueueName(std::string(name));
-  log_->Log(LogLevel::kInfo, "queue %s joins namespace work", Escaped(name).c_str());
+  log_->Log(LogLevel::kInfo, LogEvent("queue_joined").WithQueue(name),
+            "queue %s joins namespace work", Escaped(name).c_str());
   heartbeat_->Beat();
   idle_fetch_->QueuesChanged();
 }
@@ -519,8 +517,8 @@ void ServerImpl::Reconcile(bool drop_ready) {
     // working lists, and the reconcile (or the janitor) hands them back.
     std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
     if (!dropped.empty()) {
-      log_->Log(LogLevel::kInfo, "%zu fetched jobs not started: back to their queues",
-                dropped.size());
+      log_->Log(LogLevel::kInfo, "fetched_returned",
+                "%zu fetched jobs not started: back to their queues", dropped.size());
     }
   }
   reconciler_->Request();
@@ -556,8 +554,8 @@ void ServerImpl::OnStopPoll() {
   if (pool_->held() == 0) {
     FinishStop(false);
   } else if (clock_->Monotonic() >= stop_deadline_) {
-    log_->Log(LogLevel::kWarn, "shutdown timeout: %zu jobs still running go back to their queues",
-              pool_->running());
+    log_->Log(LogLevel::kWarn, "shutdown_timeout",
+              "shutdown timeout: %zu jobs still running go back to their queues", pool_->running());
     FinishStop(true);
   }
 }

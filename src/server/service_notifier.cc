@@ -67,7 +67,7 @@ class SystemdNotifier final : public ServiceNotifier {
     if (lib_->watchdog_enabled(0, &usec) > 0 && usec > 0) {
       auto half = std::chrono::milliseconds(std::max<uint64_t>(1, usec / 2000));
       watchdog_.Start(half, half);
-      log_.Log(LogLevel::kInfo, "systemd watchdog: pinging every %.3f s",
+      log_.Log(LogLevel::kInfo, "systemd_watchdog", "systemd watchdog: pinging every %.3f s",
                static_cast<double>(half.count()) / 1000);
     }
   }
@@ -86,7 +86,9 @@ class SystemdNotifier final : public ServiceNotifier {
     // at every watchdog tick.
     if (rc < 0 && !failure_logged_) {
       failure_logged_ = true;
-      log_.Log(LogLevel::kWarn, "systemd notification failed: %s", std::strerror(-rc));
+      const char* why = std::strerror(-rc);
+      log_.Log(LogLevel::kWarn, LogEvent("systemd_notify_failed").WithError(why),
+               "systemd notification failed: %s", why);
     }
   }
 
@@ -106,7 +108,8 @@ std::unique_ptr<ServiceNotifier> ServiceNotifier::FromEnvironment(uv::EventLoop&
   std::string error;
   std::unique_ptr<LibSystemd> lib = LibSystemd::Load(&error);
   if (lib == nullptr) {
-    log.Log(LogLevel::kWarn, "NOTIFY_SOCKET is set but systemd cannot be told: %s", error.c_str());
+    log.Log(LogLevel::kWarn, LogEvent("systemd_unavailable").WithError(error),
+            "NOTIFY_SOCKET is set but systemd cannot be told: %s", error.c_str());
     return nullptr;
   }
   return std::make_unique<SystemdNotifier>(loop, std::move(lib), log);

@@ -5,11 +5,11 @@
 namespace reliableq {
 
 void LogWorkerState(const Logger& log, const WorkerState& state, const QueueSet& queues) {
-  log.Log(LogLevel::kInfo,
+  log.Log(LogLevel::kInfo, "state_dump",
           "state: identity=%s phase=%s concurrency=%d running=%zu ready=%zu "
           "unacknowledged=%zu redis=%s",
-          state.identity.c_str(), state.phase, state.concurrency, state.running.size(),
-          state.ready, state.unacknowledged, state.connected ? "connected" : "disconnected");
+          state.identity.c_str(), state.phase, state.concurrency, state.running.size(), state.ready,
+          state.unacknowledged, state.connected ? "connected" : "disconnected");
   std::vector<bool> busy(static_cast<size_t>(state.concurrency), false);
   for (const RunningJob& job : state.running) {
     busy[static_cast<size_t>(job.slot)] = true;
@@ -21,12 +21,12 @@ void LogWorkerState(const Logger& log, const WorkerState& state, const QueueSet&
       auto it = doc.FindMember("jid");
       if (it != doc.MemberEnd() && it->value.IsString()) jid = it->value.GetString();
     }
-    log.Log(LogLevel::kInfo, "processor p%d: running %s jid=%s from queue %s for %.3f s",
-            job.slot, cls.c_str(), jid.c_str(), queues[job.queue].name.c_str(),
-            state.now - job.started_at);
+    log.Log(LogLevel::kInfo, "state_processor",
+            "processor p%d: running %s jid=%s from queue %s for %.3f s", job.slot, cls.c_str(),
+            jid.c_str(), queues[job.queue].name.c_str(), state.now - job.started_at);
   }
   for (size_t i = 0; i < busy.size(); ++i) {
-    if (!busy[i]) log.Log(LogLevel::kInfo, "processor p%zu: idle", i);
+    if (!busy[i]) log.Log(LogLevel::kInfo, "state_processor", "processor p%zu: idle", i);
   }
 }
 

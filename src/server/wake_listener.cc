@@ -57,7 +57,9 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
   connection_->set_client_name(client_name);
   connection_->SetOnMessage([this](const redisReply& m) { OnMessage(m); });
   connection_->SetOnDisconnect([this](const Status& s) {
-    log_.Log(LogLevel::kWarn, "wake-up connection lost: %s", s.ToString().c_str());
+    std::string error = s.ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("wake_connection_lost").WithError(error),
+             "wake-up connection lost: %s", error.c_str());
     subscribed_idle_ = false;
     changing_ = false;
     subscribed_queues_ = 0;
@@ -90,7 +92,9 @@ void WakeListener::Connect() {
   connection_->Connect([this](const Status& s) {
     if (stopped_) return;
     if (!s.ok()) {
-      log_.Log(LogLevel::kWarn, "wake-up connection: %s; retrying", s.ToString().c_str());
+      std::string error = s.ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("wake_connect_failed").WithError(error),
+               "wake-up connection: %s; retrying", error.c_str());
       reconnect_delay_ = std::min(reconnect_delay_ * 2, kReconnectMax);
       reconnect_timer_.Start(reconnect_delay_);
       return;
@@ -155,7 +159,9 @@ void WakeListener::Subscribe(bool permanent_too) {
             // The connection broke (its loss reconnects) or Redis refused
             // (an ACL without channel rights): the idle poll still runs.
             if (!s.IsShutdown()) {
-              log_.Log(LogLevel::kWarn, "wake-up subscription failed: %s", s.ToString().c_str());
+              std::string error = s.ToString();
+              log_.Log(LogLevel::kWarn, LogEvent("wake_subscribe_failed").WithError(error),
+                       "wake-up subscription failed: %s", error.c_str());
             }
             return;
           }

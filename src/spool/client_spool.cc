@@ -65,7 +65,11 @@ ClientSpool::~ClientSpool() {
     // No push is under way once the Client is being destroyed: a drained
     // file can go without racing its writer.
     Result<bool> removed = own_->RemoveIfDrained();
-    if (!removed.ok()) log_.Log(LogLevel::kWarn, "spool: %s", removed.status().ToString().c_str());
+    if (!removed.ok()) {
+      std::string error = removed.status().ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("spool_remove_failed").WithError(error), "spool: %s",
+               error.c_str());
+    }
     own_.reset();
   }
 }
@@ -214,7 +218,9 @@ void ClientSpool::Adopt() {
   RemoveStaleTemporaries(options_.dir);
   Result<std::vector<DirectoryEntry>> entries = ListDirectory(options_.dir);
   if (!entries.ok()) {
-    log_.Log(LogLevel::kWarn, "spool: %s", entries.status().ToString().c_str());
+    std::string error = entries.status().ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("spool_list_failed").WithError(error), "spool: %s",
+             error.c_str());
     return;
   }
   JournalFile* mine = own();
@@ -228,13 +234,16 @@ void ClientSpool::Adopt() {
     std::string problem;
     Result<std::unique_ptr<JournalFile>> taken = JournalFile::TakeOver(entry.path, &problem);
     if (!taken.ok()) {
-      log_.Log(LogLevel::kError, "spool: left alone: %s", taken.status().ToString().c_str());
+      std::string error = taken.status().ToString();
+      log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+               "spool: left alone: %s", error.c_str());
       stalled_.insert(entry.path);
       continue;
     }
     if (*taken == nullptr) continue;  // its writer lives, or another drainer has it
     if (!problem.empty()) {
-      log_.Log(LogLevel::kWarn, "spool: %s: %s", entry.path.c_str(), problem.c_str());
+      log_.Log(LogLevel::kWarn, LogEvent("spool_file_damaged").WithError(problem), "spool: %s: %s",
+               entry.path.c_str(), problem.c_str());
     }
     adopted_.push_back(std::move(taken.value()));
   }
@@ -265,7 +274,9 @@ Status ClientSpool::Pass() {
       Status s = DrainFile(file, redis_.get(), drain_config_, stopping, &counts);
       if (!s.ok() && !file->drain_stalled()) return s;
       if (!s.ok()) {
-        log_.Log(LogLevel::kError, "spool: left alone: %s", s.ToString().c_str());
+        std::string error = s.ToString();
+        log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+                 "spool: left alone: %s", error.c_str());
         stalled_.insert(file->path());
         it = adopted_.erase(it);
         continue;
@@ -273,7 +284,9 @@ Status ClientSpool::Pass() {
     }
     Result<bool> removed = file->RemoveIfDrained();
     if (!removed.ok()) {
-      log_.Log(LogLevel::kError, "spool: %s", removed.status().ToString().c_str());
+      std::string error = removed.status().ToString();
+      log_.Log(LogLevel::kError, LogEvent("spool_remove_failed").WithError(error), "spool: %s",
+               error.c_str());
       stalled_.insert(file->path());
       it = adopted_.erase(it);
     } else if (*removed) {
@@ -286,9 +299,17 @@ Status ClientSpool::Pass() {
     attempted = true;
     Status s = DrainFile(mine, redis_.get(), drain_config_, stopping, &counts);
     if (!s.ok() && !mine->drain_stalled()) return s;
-    if (!s.ok()) log_.Log(LogLevel::kError, "spool: %s", s.ToString().c_str());
+    if (!s.ok()) {
+      std::string error = s.ToString();
+      log_.Log(LogLevel::kError, LogEvent("spool_drain_failed").WithError(error), "spool: %s",
+               error.c_str());
+    }
     s = mine->TruncateIfDrained();
-    if (!s.ok()) log_.Log(LogLevel::kWarn, "spool: %s", s.ToString().c_str());
+    if (!s.ok()) {
+      std::string error = s.ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("spool_truncate_failed").WithError(error), "spool: %s",
+               error.c_str());
+    }
   }
   if (!attempted && bypass()) {
     // Nothing to push, but pushes wait for a sign that Redis answers.
@@ -341,7 +362,8 @@ void ClientSpool::Run() {
       open_.store(false, std::memory_order_release);
       if (s.ToString() != last_logged_) {
         last_logged_ = s.ToString();
-        log_.Log(LogLevel::kError, "spool: the drain stopped: %s", last_logged_.c_str());
+        log_.Log(LogLevel::kError, LogEvent("spool_drain_stopped").WithError(last_logged_),
+                 "spool: the drain stopped: %s", last_logged_.c_str());
       }
     }
     backoff =

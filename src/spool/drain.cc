@@ -91,13 +91,14 @@ class ChunkPusher {
         if (failure.ok()) failure = error;
       } else if (error.IsRefused()) {
         outcome.fate = Fate::kDropped;
-        Log(LogLevel::kWarn, "spool: job %s dropped: %s", (*jobs)[i].job.jid.c_str(),
-            error.ToString().c_str());
+        Log(LogLevel::kWarn, "spool_job_dropped", "spool: job %s dropped: %s",
+            (*jobs)[i].job.jid.c_str(), error.ToString().c_str());
       } else {
         outcome.fate = Fate::kHeld;
         outcome.reason = error.ToString();
-        Log(LogLevel::kWarn, "spool: job %s kept in the spool: Redis refused it: %s",
-            (*jobs)[i].job.jid.c_str(), outcome.reason.c_str());
+        Log(LogLevel::kWarn, "spool_job_held",
+            "spool: job %s kept in the spool: Redis refused it: %s", (*jobs)[i].job.jid.c_str(),
+            outcome.reason.c_str());
       }
     }
     if (config_.wait_replicas > 0 && any_pushed) {
@@ -132,7 +133,7 @@ class ChunkPusher {
         std::string why = reply->type == REDIS_REPLY_ERROR
                               ? redis::FromErrorReply(redis::View(reply)).ToString()
                               : std::string("answered ") + redis::TypeName(reply);
-        Log(LogLevel::kWarn, "spool: %s; %s",
+        Log(LogLevel::kWarn, "spool_unreplicated", "spool: %s; %s",
             "drained jobs counted as pushed without replica "
             "confirmation: WAIT cannot confirm them",
             why.c_str());
@@ -151,8 +152,12 @@ class ChunkPusher {
     }
   }
 
-  void Log(LogLevel level, const char* format, const char* a, const char* b) {
-    if (config_.log != nullptr) config_.log->Log(level, format, a, b);
+  // Every line of the drain reports an error, its last argument.
+  void Log(LogLevel level, const char* event, const char* format, const char* subject,
+           const char* error) {
+    if (config_.log != nullptr) {
+      config_.log->Log(level, LogEvent(event).WithError(error), format, subject, error);
+    }
   }
 
   redis::Connection* redis_;

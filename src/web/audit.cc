@@ -27,12 +27,14 @@ void Audit(Call& call, Admin& admin, std::string_view action, std::string_view t
   std::string_view entry(buffer.GetString(), buffer.GetSize());
   // The entry is JSON (quotes and controls escaped), and the logger escapes
   // the line again: a job id cannot forge a line of its own.
-  call.context.logger.Log(LogLevel::kInfo, "audit %.*s", static_cast<int>(entry.size()),
+  call.context.logger.Log(LogLevel::kInfo, "audit", "audit %.*s", static_cast<int>(entry.size()),
                           entry.data());
   Status s = admin.AppendAudit(entry);
   if (!s.ok()) {
-    call.context.logger.Log(LogLevel::kWarn, "audit: cannot write %s: %s",
-                            call.context.options.prefix.c_str(), s.ToString().c_str());
+    std::string error = s.ToString();
+    call.context.logger.Log(LogLevel::kWarn, LogEvent("audit_write_failed").WithError(error),
+                            "audit: cannot write %s: %s", call.context.options.prefix.c_str(),
+                            error.c_str());
   }
 }
 

@@ -256,7 +256,7 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   server->state_ = std::make_shared<State>();
   Context& context = server->state_->context;
   context.clock = options.clock ? options.clock : SystemClock();
-  context.logger = Logger(LogLevel::kInfo, options.log);
+  context.logger = Logger(LogLevel::kInfo, options.log, options.log_format);
   context.csrf_token = NewCsrfToken();
   if (context.csrf_token.empty()) return Status::IoError("no random bytes for the CSRF token");
   AdminOptions admin_options;
@@ -301,7 +301,8 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   std::string auth_text = !auth ? "none" : !o.users.empty() && !o.token.empty() ? "basic, token"
                                        : !o.users.empty()                   ? "basic"
                                                                             : "token";
-  context.logger.Log(LogLevel::kInfo, "reliableq web: serving http://%s (Redis %s, auth: %s%s)",
+  context.logger.Log(LogLevel::kInfo, "web_started",
+                     "reliableq web: serving http://%s (Redis %s, auth: %s%s)",
                      server->listener_->address().c_str(), o.redis.Describe().c_str(),
                      auth_text.c_str(), o.read_only ? ", read-only" : "");
   return server;

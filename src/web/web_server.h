@@ -47,6 +47,8 @@ struct WebOptions {
   std::shared_ptr<const Clock> clock;
   // Where the log lines (startup, audit) go; empty: stderr.
   LogSink log;
+  // Text or one JSON object a line (reliableq(1), LOGS).
+  LogFormat log_format = LogFormat::kText;
 };
 
 // True when `host` is a loopback address or "localhost".
