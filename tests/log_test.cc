@@ -9,6 +9,7 @@
 #include <rapidjson/document.h>
 #include <unistd.h>
 
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -73,15 +74,15 @@ TEST_CASE("printable UTF-8 and our own messages are logged as they are") {
   CHECK(line.find("\\") == std::string::npos);
 }
 
-TEST_CASE("on stderr, a message with a newline is one line") {
-  // The default sink writes to fd 2: point it at a pipe for the call.
+// What `log_call` writes to fd 2, where the default sink writes: fd 2 is a
+// pipe for the call.
+std::string CapturedStderr(const std::function<void()>& log_call) {
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
   int saved = dup(STDERR_FILENO);
   REQUIRE(saved >= 0);
   REQUIRE(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
-  Logger log;
-  log.Log(LogLevel::kError, "test", "class %s", "A\nB\x1b");
+  log_call();
   dup2(saved, STDERR_FILENO);
   close(saved);
   close(fds[1]);
@@ -90,6 +91,14 @@ TEST_CASE("on stderr, a message with a newline is one line") {
   ssize_t n;
   while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
   close(fds[0]);
+  return out;
+}
+
+TEST_CASE("on stderr, a message with a newline is one line") {
+  std::string out = CapturedStderr([] {
+    Logger log;
+    log.Log(LogLevel::kError, "test", "class %s", "A\nB\x1b");
+  });
   REQUIRE(!out.empty());
   CHECK(out.back() == '\n');
   CHECK(out.find('\n') == out.size() - 1);
@@ -261,21 +270,10 @@ TEST_CASE("below the level nothing reaches the sink, in either format") {
 }
 
 TEST_CASE("on stderr, a JSON line is one object and one newline") {
-  int fds[2];
-  REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
-  int saved = dup(STDERR_FILENO);
-  REQUIRE(saved >= 0);
-  REQUIRE(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
-  Logger log(LogLevel::kInfo, {}, LogFormat::kJson);
-  log.Log(LogLevel::kError, LogEvent("test").WithError("A\nB"), "class %s", "A\nB\x1b");
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  std::string out = CapturedStderr([] {
+    Logger log(LogLevel::kInfo, {}, LogFormat::kJson);
+    log.Log(LogLevel::kError, LogEvent("test").WithError("A\nB"), "class %s", "A\nB\x1b");
+  });
   REQUIRE(!out.empty());
   CHECK(out.back() == '\n');
   CHECK(out.find('\n') == out.size() - 1);

@@ -93,6 +93,9 @@ class FailoverChaos(base.Chaos):
     def start_producers(self):
         a = self.args
         window = max(1.0, a.duration * a.push_window)
+        # A failover the plan's drift (each failover waits for its promotion
+        # and rejoin) puts after this is followed by no pushes: check reads it.
+        self.push_window_end = time.time() + window
         total = a.producers * len(GROUPS)
         share, extra = divmod(a.jobs, total)
         number = 0
@@ -591,12 +594,15 @@ class FailoverChaos(base.Chaos):
         done = [f for f in self.failovers if 'promoted_at' in f]
         for n, f in enumerate(done):
             until = done[n + 1]['kill_at'] if n + 1 < len(done) else float('inf')
+            # Within the producers' window there are pushes to follow the
+            # new master with; after it, none are due.
+            pushes_due = f['kill_at'] < self.push_window_end - 1.0
             backs = []
             for path, times in pushes.items():
                 later = [t for t in times if f['kill_at'] < t < until]
                 if later:
                     backs.append(later[0] - f['kill_at'])
-                elif times and times[-1] > f['kill_at'] - 5:
+                elif pushes_due and times and times[-1] > f['kill_at'] - 5:
                     # It was still pushing when the master died.
                     self.problems.append('producer %s stored no push after failover %d'
                                          % (os.path.basename(path), f['index']))
@@ -606,6 +612,9 @@ class FailoverChaos(base.Chaos):
                 if started.get(w.pid, float('inf')) > f['kill_at'] or \
                         ended.get(w.pid, float('inf')) < f['promoted_at'] + self.args.failover_slack:
                     continue  # it did not live through this failover
+                if not any(f['promoted_at'] < t < until for times in pushes.values()
+                           for t in times):
+                    continue  # no job was pushed after it to run
                 runs = [s for s, p in runs_by_pid.get(w.pid, [])
                         if p > f['promoted_at'] and s < until]
                 if runs:
