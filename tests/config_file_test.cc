@@ -113,7 +113,11 @@ TEST_CASE("mistakes name the file, the line and the key") {
         "w.yml:1: key 'labels': item at line 1: expected a single value");
   CHECK(Error("- concurrency\n") == "w.yml:1: expected a mapping of keys (concurrency: 10, ...)");
   CHECK(Error("concurrency: 5\n  bad: [\n").starts_with("w.yml:"));
-  CHECK(Error("a: [\n").find("not YAML") != std::string::npos);
+  CHECK(Error("a: [\n").starts_with("w.yml:2: not YAML: "));
+  CHECK(Error("tag: a\n---\ntag: b\n") == "w.yml:2: a second YAML document; a config file holds one");
+  // YAML's own null is no value, a quoted empty string is one.
+  CHECK(Error("tag: ~\n") == "w.yml:1: key 'tag': has no value");
+  CHECK(Parse("tag: \"\"\n")["tag"] == std::vector<std::string>{""});
 }
 
 TEST_CASE("the command line overrides the file, lists as a whole") {

@@ -1,7 +1,6 @@
 #include "cli/config_file.h"
 
 #include <sys/stat.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -9,6 +8,8 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+
+#include "cli/yaml_document.h"
 
 namespace reliableq::cli {
 
@@ -66,9 +67,9 @@ const Key* FindKey(std::string_view name) {
 }
 
 // The file and line of a node, for messages ("worker.yml:3").
-std::string Place(std::string_view file, const YAML::Mark& mark) {
+std::string Place(std::string_view file, const YamlNode& node) {
   std::string place(file);
-  if (!mark.is_null()) place += ":" + std::to_string(mark.line + 1);
+  if (node.Line() > 0) place += ":" + std::to_string(node.Line());
   return place;
 }
 
@@ -127,7 +128,7 @@ class EntryReader {
   EntryReader(const Key& key, const EnvironmentLookup& environment)
       : key_(key), environment_(environment) {}
 
-  Result<std::vector<std::string>> Read(const YAML::Node& node) const {
+  Result<std::vector<std::string>> Read(const YamlNode& node) const {
     if (node.IsNull()) return Status::InvalidArgument("has no value");
     switch (key_.kind) {
       case Kind::kString:
@@ -151,7 +152,7 @@ class EntryReader {
   }
 
  private:
-  Result<std::string> Scalar(const YAML::Node& node, Kind kind) const {
+  Result<std::string> Scalar(const YamlNode& node, Kind kind) const {
     if (!node.IsScalar()) {
       return Status::InvalidArgument(std::string("expected ") +
                                      (kind == Kind::kString ? "a single value" : "a number") +
@@ -168,7 +169,7 @@ class EntryReader {
     return value;
   }
 
-  Result<std::vector<std::string>> List(const YAML::Node& node) const {
+  Result<std::vector<std::string>> List(const YamlNode& node) const {
     std::vector<std::string> values;
     if (node.IsScalar()) {
       Result<std::string> value = Scalar(node, Kind::kString);
@@ -177,10 +178,10 @@ class EntryReader {
       return values;
     }
     if (!node.IsSequence()) return Status::InvalidArgument("expected a list, not a mapping");
-    for (const YAML::Node& item : node) {
+    for (const YamlNode& item : node.Items()) {
       Result<std::string> value = Item(item);
       if (!value.ok()) {
-        return Status::InvalidArgument("item at line " + std::to_string(item.Mark().line + 1) +
+        return Status::InvalidArgument("item at line " + std::to_string(item.Line()) +
                                        ": " + value.status().message());
       }
       values.push_back(std::move(*value));
@@ -189,13 +190,14 @@ class EntryReader {
   }
 
   // A list's item: a scalar, or for queues also Sidekiq's [name, weight].
-  Result<std::string> Item(const YAML::Node& item) const {
+  Result<std::string> Item(const YamlNode& item) const {
     if (item.IsScalar()) return Scalar(item, Kind::kString);
-    if (key_.kind == Kind::kQueues && item.IsSequence() && item.size() == 2 && item[0].IsScalar() &&
-        item[1].IsScalar()) {
-      Result<std::string> name = Scalar(item[0], Kind::kString);
+    std::vector<YamlNode> pair = item.Items();
+    if (key_.kind == Kind::kQueues && pair.size() == 2 && pair[0].IsScalar() &&
+        pair[1].IsScalar()) {
+      Result<std::string> name = Scalar(pair[0], Kind::kString);
       if (!name.ok()) return name;
-      Result<std::string> weight = Scalar(item[1], Kind::kInteger);
+      Result<std::string> weight = Scalar(pair[1], Kind::kInteger);
       if (!weight.ok()) return Status::InvalidArgument("weight: " + weight.status().message());
       return *name + "," + *weight;
     }
@@ -218,22 +220,21 @@ std::vector<std::string_view> ConfigKeys() {
 
 Result<std::vector<ConfigEntry>> ParseConfig(std::string_view text, std::string_view file_name,
                                              const EnvironmentLookup& environment) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(Place(file_name, e.mark) + ": not YAML: " + e.msg);
+  Result<std::unique_ptr<YamlDocument>> document = YamlDocument::Load(text);
+  if (!document.ok()) {
+    return Status::InvalidArgument(std::string(file_name) + ":" + document.status().message());
   }
+  YamlNode root = (*document)->Root();
   std::vector<ConfigEntry> entries;
   if (root.IsNull()) return entries;  // an empty file: nothing set
-  if (!root.IsMap()) {
-    return Status::InvalidArgument(Place(file_name, root.Mark()) +
+  if (!root.IsMapping()) {
+    return Status::InvalidArgument(Place(file_name, root) +
                                    ": expected a mapping of keys (concurrency: 10, ...)");
   }
   std::set<std::string> seen;
-  for (const auto& pair : root) {
-    const YAML::Node& name_node = pair.first;
-    std::string place = Place(file_name, name_node.Mark());
+  for (const auto& pair : root.Pairs()) {
+    const YamlNode& name_node = pair.first;
+    std::string place = Place(file_name, name_node);
     if (!name_node.IsScalar()) return Status::InvalidArgument(place + ": a key must be a name");
     // Sidekiq writes its keys as Ruby symbols, `:concurrency:`.
     std::string name = name_node.Scalar();
