@@ -181,8 +181,8 @@ class EntryReader {
     for (const YamlNode& item : node.Items()) {
       Result<std::string> value = Item(item);
       if (!value.ok()) {
-        return Status::InvalidArgument("item at line " + std::to_string(item.Line()) +
-                                       ": " + value.status().message());
+        return Status::InvalidArgument("item at line " + std::to_string(item.Line()) + ": " +
+                                       value.status().message());
       }
       values.push_back(std::move(*value));
     }
