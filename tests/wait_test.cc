@@ -254,7 +254,10 @@ TEST_CASE("a WAIT longer than the command timeout does not break the connection"
 TEST_CASE("more replicas asked for than there are: not confirmed, 1 of 2") {
   ReplicationGroup group(1, 0);
   int master = group.DataPorts()[0];
-  auto client = OpenClient(ReplicationGroup::Direct(master), 2, milliseconds(200));
+  // WAIT always runs to its timeout here (the second replica never comes):
+  // 2 s, so that the one replica acknowledges in time on a loaded machine
+  // (at 200 ms it once had not, with other tests running beside this one).
+  auto client = OpenClient(ReplicationGroup::Direct(master), 2, milliseconds(2000));
   Result<PushResult> pushed = client->Push(MakeJob());
   REQUIRE(pushed.ok());
   CHECK(pushed->outcome == PushOutcome::kNotConfirmed);
