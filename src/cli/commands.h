@@ -12,11 +12,13 @@
 #ifndef RELIABLEQ_CLI_COMMANDS_H_
 #define RELIABLEQ_CLI_COMMANDS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/args.h"
+#include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -83,10 +85,19 @@ int RuntimeError(const Status& status);
 // reverse).
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
 
+// The content of the file at `path`, at most max_bytes; kInvalidArgument
+// "cannot read WHAT: <reason>" or "WHAT is larger than ...", never with the
+// content.
+Result<std::string> ReadBoundedFile(std::string_view what, const std::string& path,
+                                    size_t max_bytes);
+
 // The content of the file a secret-bearing --OPTION names, at most
 // max_bytes. Errors name the option and the path, never the content.
 Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
                                    size_t max_bytes);
+
+// --log-format text|json into `format`; the usage problem, if any.
+std::optional<std::string> ReadLogFormat(const ParsedArgs& args, LogFormat* format);
 
 // The prefix of reliableq's own keys: --prefix, else "reliableq:".
 std::string PrefixFromArgs(const ParsedArgs& args);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "log.h"  // LogFormatNamed
 #include "text_escape.h"
 
 namespace reliableq::cli {
@@ -69,12 +70,12 @@ int RuntimeError(const Status& status) {
   return kExitRuntime;
 }
 
-Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
-                                   size_t max_bytes) {
-  std::string what = "--" + std::string(option) + " '" + path + "'";
+Result<std::string> ReadBoundedFile(std::string_view what, const std::string& path,
+                                    size_t max_bytes) {
   FILE* file = std::fopen(path.c_str(), "re");
   if (file == nullptr) {
-    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(errno));
+    return Status::InvalidArgument("cannot read " + std::string(what) + ": " +
+                                   std::strerror(errno));
   }
   std::string content;
   char buf[4096];
@@ -85,13 +86,29 @@ Result<std::string> ReadSecretFile(std::string_view option, const std::string& p
   int error = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (error != 0) {
-    return Status::InvalidArgument("cannot read " + what + ": " + std::strerror(error));
+    return Status::InvalidArgument("cannot read " + std::string(what) + ": " +
+                                   std::strerror(error));
   }
   if (content.size() > max_bytes) {
-    return Status::InvalidArgument(what + " is larger than " + std::to_string(max_bytes / 1024) +
+    return Status::InvalidArgument(std::string(what) + " is larger than " +
+                                   std::to_string(max_bytes / 1024) +
                                    " KiB: not what it should hold");
   }
   return content;
+}
+
+Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
+                                   size_t max_bytes) {
+  return ReadBoundedFile("--" + std::string(option) + " '" + path + "'", path, max_bytes);
+}
+
+std::optional<std::string> ReadLogFormat(const ParsedArgs& args, LogFormat* format) {
+  std::optional<std::string> text = args.Value("log-format");
+  if (!text) return std::nullopt;
+  std::optional<LogFormat> named = LogFormatNamed(*text);
+  if (!named) return "--log-format must be text or json, not '" + *text + "'";
+  *format = *named;
+  return std::nullopt;
 }
 
 namespace {

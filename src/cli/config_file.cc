@@ -1,12 +1,6 @@
 #include "cli/config_file.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "cli/yaml_document.h"
@@ -259,22 +253,10 @@ Result<std::vector<ConfigEntry>> ParseConfig(std::string_view text, std::string_
   return entries;
 }
 
-Result<std::vector<ConfigEntry>> LoadConfig(const std::string& path) {
-  auto cannot = [&](std::string_view why) {
-    return Status::InvalidArgument("cannot read config file " + path + ": " + std::string(why));
-  };
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return cannot(std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return cannot("not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) return cannot(std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return cannot("read error");
-  return ParseConfig(text, path, [](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  });
+std::optional<std::string> EnvironmentVariable(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
 }
 
 ParsedArgs WithConfig(const ParsedArgs& args, const std::vector<ConfigEntry>& entries) {

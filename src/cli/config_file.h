@@ -21,7 +21,7 @@
 // `$$` is a single `$`.
 //
 // Thread safety: pure functions; the environment is read through the
-// lookup given.
+// lookup given, the file by the caller.
 
 #ifndef RELIABLEQ_CLI_CONFIG_FILE_H_
 #define RELIABLEQ_CLI_CONFIG_FILE_H_
@@ -60,9 +60,8 @@ using EnvironmentLookup = std::function<std::optional<std::string>(std::string_v
 Result<std::vector<ConfigEntry>> ParseConfig(std::string_view text, std::string_view file_name,
                                              const EnvironmentLookup& environment);
 
-// Reads the file at `path` with the process's environment; a file that
-// cannot be read is kInvalidArgument too, naming it.
-Result<std::vector<ConfigEntry>> LoadConfig(const std::string& path);
+// The process's environment (getenv), for ParseConfig.
+std::optional<std::string> EnvironmentVariable(std::string_view name);
 
 // `args` with each entry's values where the command line gave none.
 ParsedArgs WithConfig(const ParsedArgs& args, const std::vector<ConfigEntry>& entries);

@@ -62,11 +62,9 @@ std::string GeneralHelp() {
 // `reliableq --version`: the release, then what it needs of Redis, so that
 // an operator can check a server before the first worker refuses it.
 std::string VersionText() {
-  const std::string min_redis = std::to_string(RELIABLEQ_MIN_REDIS_MAJOR) + "." +
-                                std::to_string(RELIABLEQ_MIN_REDIS_MINOR);
   return "reliableq " RELIABLEQ_VERSION "\n"
-         "needs Redis " + min_redis + " or later: LMOVE, Lua scripts (EVALSHA), CLIENT ID and\n"
-         "  CLIENT LIST (the janitor tells dead workers by their connections), PUBLISH and\n"
+         "needs Redis " RELIABLEQ_MIN_REDIS " or later: LMOVE, Lua scripts (EVALSHA), CLIENT ID\n"
+         "  and CLIENT LIST (the janitor tells dead workers by their connections), PUBLISH and\n"
          "  SUBSCRIBE (wake-ups), WAIT (replica acknowledgement, when asked for)\n"
          "advises maxmemory-policy noeviction and appendonly yes; with\n"
          "  notify-keyspace-events Kl, Ruby clients' pushes wake workers at once\n"

@@ -11,7 +11,6 @@
 #include <string_view>
 
 #include "cli/commands.h"
-#include "log.h"
 #include "web/web_server.h"
 
 namespace reliableq::cli {
@@ -129,11 +128,7 @@ int Run(const ParsedArgs& args) {
     }
     options.threads = *n;
   }
-  if (std::optional<std::string> text = args.Value("log-format")) {
-    std::optional<LogFormat> format = LogFormatNamed(*text);
-    if (!format) return UsageError(kVerb, "--log-format must be text or json, not '" + *text + "'");
-    options.log_format = *format;
-  }
+  if (auto problem = ReadLogFormat(args, &options.log_format)) return UsageError(kVerb, *problem);
   const bool auth = !options.users.empty() || !options.token.empty();
   if (!auth && !options.insecure_no_auth && !web::IsLoopback(options.address.host)) {
     return UsageError(kVerb, "refusing to listen on " + options.address.ToString() +

@@ -15,7 +15,6 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/early_signals.h"
-#include "log.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/options_check.h"
@@ -184,12 +183,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
-  if (auto text = args.Value("log-format")) {
-    std::optional<LogFormat> format = LogFormatNamed(*text);
-    if (!format) return "--log-format must be text or json, not '" + *text + "'";
-    options->log_format = *format;
-  }
-  return std::nullopt;
+  return ReadLogFormat(args, &options->log_format);
 }
 
 std::optional<std::string> CheckRelations(const ServerOptions& options) {
@@ -201,13 +195,18 @@ std::optional<std::string> CheckRelations(const ServerOptions& options) {
   return std::nullopt;
 }
 
+// More than any config; a larger file is a mistake.
+constexpr size_t kMaxConfigBytes = 1024 * 1024;
+
 // The command line with the config file's values under it (-C). Each key of
 // the file is checked on its own first, so that a value out of range is
 // reported with the file, line and key it came from.
 Result<ParsedArgs> WithConfigFile(const ParsedArgs& args) {
   std::optional<std::string> path = args.Value("config");
   if (!path) return args;
-  Result<std::vector<ConfigEntry>> entries = LoadConfig(*path);
+  Result<std::string> text = ReadBoundedFile("config file " + *path, *path, kMaxConfigBytes);
+  if (!text.ok()) return text.status();
+  Result<std::vector<ConfigEntry>> entries = ParseConfig(*text, *path, EnvironmentVariable);
   if (!entries.ok()) return entries.status();
   for (const ConfigEntry& entry : *entries) {
     ParsedArgs alone;

@@ -1,7 +1,5 @@
 #include "cli/yaml_document.h"
 
-#include <cstring>
-
 namespace reliableq::cli {
 
 namespace {

@@ -41,11 +41,10 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   }
   if (major < RELIABLEQ_MIN_REDIS_MAJOR ||
       (major == RELIABLEQ_MIN_REDIS_MAJOR && minor < RELIABLEQ_MIN_REDIS_MINOR)) {
-    return Status::InvalidArgument(
-        "Redis at " + options.Describe() + " is version " + std::to_string(major) + "." +
-        std::to_string(minor) + "; reliable fetch needs LMOVE, Redis " +
-        std::to_string(RELIABLEQ_MIN_REDIS_MAJOR) + "." +
-        std::to_string(RELIABLEQ_MIN_REDIS_MINOR) + " or later");
+    return Status::InvalidArgument("Redis at " + options.Describe() + " is version " +
+                                   std::to_string(major) + "." + std::to_string(minor) +
+                                   "; reliable fetch needs LMOVE, Redis " RELIABLEQ_MIN_REDIS
+                                   " or later");
   }
   Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;
