@@ -147,6 +147,26 @@ TEST_CASE("HttpCaller posts the exact body as JSON with the extra headers; 2xx s
   CHECK(user_agent.rfind("reliableq/", 0) == 0);
 }
 
+TEST_CASE("HttpCaller sends an empty body, and a body with a NUL byte, as they are") {
+  std::mutex mutex;
+  std::vector<std::string> bodies;
+  TestServer server([&](httplib::Server& s) {
+    s.Post("/jobs", [&](const httplib::Request& request, httplib::Response& response) {
+      std::lock_guard<std::mutex> lock(mutex);
+      bodies.push_back(request.body);
+      response.set_content("ok", "text/plain");
+    });
+  });
+  auto caller = OpenCaller();
+  const std::string with_nul("a\0b", 3);
+  for (std::string_view body : {std::string_view(), std::string_view(with_nul)}) {
+    HttpCallOutcome outcome = caller->Post(PostTo(server.Url("/jobs"), body), {});
+    CHECK_MESSAGE(outcome.succeeded(), outcome.Describe());
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(bodies == std::vector<std::string>{"", with_nul});
+}
+
 TEST_CASE("HttpCaller: a 503 fails with its status and the first response_limit bytes") {
   TestServer server([](httplib::Server& s) {
     s.Post("/jobs", [](const httplib::Request&, httplib::Response& response) {

@@ -248,9 +248,11 @@ HttpCallOutcome HttpCaller::Post(const HttpCallRequest& request, std::stop_token
   option(CURLOPT_FOLLOWLOCATION, request.follow_redirects ? 1L : 0L);
   option(CURLOPT_MAXREDIRS, kMostRedirects);
   option(CURLOPT_POST, 1L);
+  // The size first, as libcurl asks; the body is not copied: it outlives
+  // the transfer.
+  option(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   // Never null: a null body would make libcurl read one from stdin.
   option(CURLOPT_POSTFIELDS, request.body.empty() ? "" : request.body.data());
-  option(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   option(CURLOPT_HTTPHEADER, headers.get());
   option(CURLOPT_USERAGENT, kUserAgent);
   option(CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
