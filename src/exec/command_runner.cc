@@ -464,23 +464,27 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
     if (stdin_write) in_index = count, fds[count++] = {stdin_write.get(), POLLOUT, 0};
     if (out.fd) out_index = count, fds[count++] = {out.fd.get(), POLLIN, 0};
     if (err.fd) err_index = count, fds[count++] = {err.fd.get(), POLLIN, 0};
-    int ready = poll(fds, count, PollWait(last_signal == 0 ? term_at : kill_at));
+    // The next deadline: none once SIGKILL is sent, only the exit is left.
+    std::optional<steady_clock::time_point> next;
+    if (last_signal == 0) next = term_at;
+    if (last_signal == SIGTERM) next = kill_at;
+    int ready = poll(fds, count, PollWait(next));
     if (ready < 0 && errno != EINTR) {
       // Cannot watch it any more: end it rather than leave it unwatched.
       kill(-pid, SIGKILL);
       break;
     }
+    if (ready > 0 && fds[0].revents != 0) leader_ended = true;
     auto now = steady_clock::now();
-    if (term_at && last_signal == 0 && now >= *term_at) {
+    if (!leader_ended && term_at && last_signal == 0 && now >= *term_at) {
       kill(-pid, SIGTERM);
       last_signal = SIGTERM;
     }
-    if (kill_at && last_signal == SIGTERM && now >= *kill_at) {
+    if (!leader_ended && kill_at && last_signal == SIGTERM && now >= *kill_at) {
       kill(-pid, SIGKILL);
       last_signal = SIGKILL;
     }
     if (ready <= 0) continue;
-    if (fds[0].revents != 0) leader_ended = true;
     if (in_index >= 0 && fds[in_index].revents != 0) {
       // Interleaved with the reads below, so that a program that writes
       // before it reads cannot deadlock with us. EPIPE: it does not read its
@@ -521,7 +525,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
     }
     int ready = poll(fds, count, PollWait(drain_until));
     if (ready == 0 || (ready < 0 && errno != EINTR)) break;
-    for (nfds_t i = 0; i < count && ready > 0; ++i) {
+    for (nfds_t i = 0; i < count; ++i) {
       if (fds[i].revents != 0 && !streams[i]->ReadSome(&buffer, request.output_tail)) {
         streams[i]->fd.reset();
       }
@@ -529,7 +533,9 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   }
   child.Reap();
 
-  if (stopped.load()) {
+  // A program that had ended on its own when the stop came is reported as
+  // it ended: its job ran to its end.
+  if (stopped.load() && info.si_code != CLD_EXITED) {
     outcome.end = CommandOutcome::End::kStopped;
     outcome.signal = SIGKILL;
   } else if (last_signal != 0) {
