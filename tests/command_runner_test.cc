@@ -175,6 +175,17 @@ TEST_CASE("RunCommand: a job over inline_job_limit arrives in RELIABLEQ_JOB_FILE
   CHECK(std::filesystem::is_empty(dir.path));
 }
 
+TEST_CASE("RunCommand: a job too large for any environment string goes to a file") {
+  const std::string job(200 * 1024, 'j');
+  CommandRequest request = Request(
+      {"/bin/sh", "-c", "test -z \"${RELIABLEQ_JOB+set}\" && wc -c < \"$RELIABLEQ_JOB_FILE\""},
+      job);
+  request.inline_job_limit = 1 << 20;
+  CommandOutcome outcome = Run(request);
+  CHECK(outcome.succeeded());
+  CHECK(outcome.stdout_tail == "204800\n");
+}
+
 TEST_CASE("RunCommand: a program that writes much before it reads much does not deadlock") {
   // Both more than a pipe holds: we must read its output while we write.
   const std::string job(300000, 'j');

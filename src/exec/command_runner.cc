@@ -28,6 +28,11 @@ constexpr size_t kReadChunk = 64 * 1024;
 // after its SIGKILL (it ends in microseconds unless the kernel is busy
 // tearing down a large address space).
 constexpr milliseconds kStopWait{1000};
+// Linux refuses (E2BIG) to exec with one environment string longer than
+// this (MAX_ARG_STRLEN, 32 pages): a larger job goes to a file whatever
+// inline_job_limit says.
+constexpr size_t kMaxEnvironmentString = 32 * 4096;
+constexpr std::string_view kJobVariable = "RELIABLEQ_JOB=";
 // After the main process has ended and its group was killed: how long the
 // remaining output is awaited. Only a process that left the group (setsid)
 // can hold the pipes longer.
@@ -351,8 +356,10 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
 
   std::vector<std::string> environment = request.environment;
   JobFile job_file;
-  if (request.job.size() <= request.inline_job_limit) {
-    environment.push_back("RELIABLEQ_JOB=" + std::string(request.job));
+  size_t inline_limit =
+      std::min(request.inline_job_limit, kMaxEnvironmentString - kJobVariable.size() - 1);
+  if (request.job.size() <= inline_limit) {
+    environment.push_back(std::string(kJobVariable) + std::string(request.job));
   } else {
     Status written = job_file.Write(request.job_file_dir, request.job);
     if (!written.ok()) return not_started(written.message());

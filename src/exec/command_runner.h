@@ -41,7 +41,8 @@ struct CommandRequest {
   // RELIABLEQ_JOB=<json> in its environment when at most `inline_job_limit`
   // bytes, else written to a file (mode 0600, in `job_file_dir`, default
   // $TMPDIR or /tmp; unique name) whose path is given as RELIABLEQ_JOB_FILE,
-  // and which is removed when the program has ended.
+  // and which is removed when the program has ended. Past 128 KiB a job
+  // always goes to a file: Linux execs no longer environment string.
   std::string_view job;
   size_t inline_job_limit = 64 * 1024;
   std::string job_file_dir;
