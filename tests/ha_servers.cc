@@ -193,6 +193,12 @@ ReplicationGroup::Server* ReplicationGroup::Find(int port) {
 }
 
 void ReplicationGroup::WaitInSync() const {
+  // The master's offset when it was first seen: every replica must reach
+  // it. Not the offset of each look: the sentinels' hello messages move it
+  // every 2 s, and a replica acknowledges once a second, so on a busy
+  // machine a replica could trail the moving offset look after look.
+  long long target = -1;
+  int target_master = 0;
   bool synced = WaitFor(
       [&] {
         int master = 0;
@@ -202,11 +208,17 @@ void ReplicationGroup::WaitInSync() const {
         if (master == 0) return false;
         std::string info = Info(master, "replication");
         std::string offset = InfoField(info, "master_repl_offset");
+        if (offset.empty()) return false;
+        if (master != target_master) {
+          target_master = master;
+          target = std::stoll(offset);
+        }
         size_t online = 0;
         for (size_t i = 0; i < data_.size(); ++i) {
           std::string slave = InfoField(info, "slave" + std::to_string(i));
-          if (slave.find("state=online") != std::string::npos &&
-              slave.find("offset=" + offset + ",") != std::string::npos) {
+          size_t at = slave.find("offset=");
+          if (slave.find("state=online") != std::string::npos && at != std::string::npos &&
+              std::stoll(slave.substr(at + 7)) >= target) {
             ++online;
           }
         }
