@@ -595,3 +595,110 @@ TEST_CASE("a middleware that rethrows keeps the failure; one that skips next ski
   CHECK(events->Get() == Strings{"saw it", "skipped"});
   CHECK(*h.ran == 1);
 }
+
+TEST_CASE("a C++ job past its deadline gets a stop request once, then is reported as overrun") {
+  Harness h;
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  auto gate = h.gate;
+  h.config.registry.Register(
+      "Watch",
+      [stopped, gate](const JobView& job) {
+        std::stop_callback on_stop(job.stop_token(), [stopped] { *stopped = true; });
+        gate->Pass();
+      },
+      JobClassOptions{.timeout = milliseconds(300)});
+  h.config.kill_grace = milliseconds(500);
+  h.Start(1);
+  h.LeaseAnHour();
+  h.Submit({{0, Job("Watch", "jw")}});
+  REQUIRE(h.gate->WaitEntered(1));
+  steady_clock::time_point start = h.clock->Monotonic();
+  CHECK(h.pool->CheckDeadlines(start + milliseconds(299)).empty());
+  CHECK_FALSE(*stopped);
+
+  std::vector<DeadlineEvent> events = h.pool->CheckDeadlines(start + milliseconds(300));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == DeadlineEvent::Kind::kTimedOut);
+  CHECK(events[0].payload == Job("Watch", "jw"));
+  CHECK(events[0].timeout == milliseconds(300));
+  CHECK(*stopped);  // requested synchronously, in this thread
+  CHECK(h.pool->CheckDeadlines(start + milliseconds(700)).empty());
+
+  events = h.pool->CheckDeadlines(start + milliseconds(800));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == DeadlineEvent::Kind::kOverrun);
+  CHECK(h.pool->CheckDeadlines(start + std::chrono::hours(1)).empty());
+  h.gate->Open();
+  CHECK(h.WaitFinished(1)[0].outcome == Outcome::kSucceeded);  // its result stands
+}
+
+TEST_CASE("a job's timeout field wins, and a bad one fails the job as invalid") {
+  Harness h;
+  h.config.timeouts = TimeoutPolicy({{"*", milliseconds(60000)}});
+  h.Start(1);
+  h.LeaseAnHour();
+  h.Submit({{0, Job("Block", "jt", R"(,"timeout":0.25)")}});
+  REQUIRE(h.gate->WaitEntered(1));
+  steady_clock::time_point start = h.clock->Monotonic();
+  CHECK(h.pool->CheckDeadlines(start + milliseconds(249)).empty());
+  CHECK(h.pool->CheckDeadlines(start + milliseconds(250)).size() == 1);
+  h.gate->Open();
+  h.WaitFinished(1);
+
+  const std::string bad = Job("Ok", "jb", R"(,"timeout":"soon")");
+  h.Submit({{0, bad}});
+  std::vector<FinishedJob> done = h.WaitFinished(1);
+  CHECK(done[0].outcome == Outcome::kFailed);
+  rapidjson::Document failed = Parse(done[0].failed_payload);
+  CHECK(std::string(failed["error_class"].GetString()) == "Reliableq::InvalidJob");
+  CHECK(std::string(failed["error_message"].GetString()).find("timeout must be a number") !=
+        std::string::npos);
+  CHECK(*h.ran == 1);  // the handler of the bad one never ran
+}
+
+TEST_CASE("StopRunning requests stop on every running job, and the next job gets a fresh token") {
+  Harness h;
+  auto tokens_stopped = std::make_shared<Events>();
+  auto gate = h.gate;
+  h.config.registry.Register("Cancel", [tokens_stopped, gate](const JobView& job) {
+    gate->Pass();
+    tokens_stopped->Add(job.stop_requested() ? "stopped" : "running");
+    if (job.stop_requested()) job.ThrowIfStopRequested();
+  });
+  h.Start(1);
+  h.LeaseAnHour();
+  h.Submit({{0, Job("Cancel", "j1")}});
+  REQUIRE(h.gate->WaitEntered(1));
+  h.pool->StopRunning();
+  h.gate->Open();
+  std::vector<FinishedJob> done = h.WaitFinished(1);
+  rapidjson::Document failed = Parse(done[0].failed_payload);
+  CHECK(std::string(failed["error_class"].GetString()) == "Reliableq::JobTimeout");
+  h.Submit({{0, Job("Cancel", "j2")}});
+  h.WaitFinished(1);
+  CHECK(tokens_stopped->Get() == Strings{"stopped", "running"});
+}
+
+TEST_CASE("TimeoutPolicy: the job's field, then the server's class entry, the class's own, "
+          "and the default") {
+  TimeoutPolicy policy({{"Mail", milliseconds(2000)}, {"*", milliseconds(9000)}});
+  auto of = [&](const std::string& json, const std::string& job_class,
+                milliseconds class_timeout = milliseconds(0)) {
+    rapidjson::Document job = Parse(json);
+    return policy.For(job, job_class, class_timeout);
+  };
+  CHECK(*of(R"({"timeout":1.5})", "Mail").value() == milliseconds(1500));
+  CHECK(*of(R"({"timeout":null})", "Mail").value() == milliseconds(2000));
+  CHECK(*of("{}", "Mail", milliseconds(100)).value() == milliseconds(2000));
+  CHECK(*of("{}", "Other", milliseconds(100)).value() == milliseconds(100));
+  CHECK(*of("{}", "Other").value() == milliseconds(9000));
+  CHECK(*of(R"({"timeout":0.0001})", "Other").value() == milliseconds(1));
+  for (const char* bad : {R"({"timeout":0})", R"({"timeout":-1})", R"({"timeout":"5"})",
+                          R"({"timeout":86401})", R"({"timeout":[1]})"}) {
+    CAPTURE(bad);
+    CHECK(of(bad, "Mail").status().IsInvalidArgument());
+  }
+  TimeoutPolicy none({});
+  rapidjson::Document job = Parse("{}");
+  CHECK_FALSE(none.For(job, "Mail", milliseconds(0)).value().has_value());
+}

@@ -23,10 +23,12 @@
 
 #include <rapidjson/document.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +45,11 @@ class JobView {
   // with a string "class" and an array "args".
   JobView(std::string_view raw, std::string_view queue, const rapidjson::Document& document)
       : raw_(raw), queue_(queue), document_(document) {}
+  // As above, for a job with a cancellation token and, when it has a
+  // timeout, a deadline (on the server's clock's Monotonic()).
+  JobView(std::string_view raw, std::string_view queue, const rapidjson::Document& document,
+          std::stop_token stop, std::optional<std::chrono::steady_clock::time_point> deadline)
+      : raw_(raw), queue_(queue), document_(document), stop_(std::move(stop)), deadline_(deadline) {}
 
   JobView(const JobView&) = delete;
   JobView& operator=(const JobView&) = delete;
@@ -65,6 +72,33 @@ class JobView {
     if (it == document_.MemberEnd() || !it->value.IsInt()) return std::nullopt;
     return it->value.GetInt();
   }
+  // How many times a process died while running this job and the janitor
+  // gave it back to its queue (the payload's `interrupted_count`; 0 when
+  // absent).
+  int interrupted_count() const {
+    auto it = document_.FindMember("interrupted_count");
+    if (it == document_.MemberEnd() || !it->value.IsInt()) return 0;
+    return it->value.GetInt();
+  }
+  // Whether this job may have run before, in whole or in part: it failed
+  // before (retry_count) or its process died while running it
+  // (interrupted_count). An idempotent handler checks its own records of
+  // the jid when this is true (README, "Idempotent handlers").
+  bool may_have_run_before() const { return retry_count().has_value() || interrupted_count() > 0; }
+
+  // Cancellation. A C++ thread cannot be stopped from outside, so a handler
+  // that may run long polls this token (or registers a std::stop_callback)
+  // and returns or throws when stop is requested, which happens when the
+  // job's timeout passes (reliableq(1), TIMEOUTS) and when the server stops
+  // hard (the shutdown timeout, or a second stop) and hands the job back.
+  std::stop_token stop_token() const { return stop_; }
+  bool stop_requested() const { return stop_.stop_requested(); }
+  // Throws JobTimeout when stop was requested; a handler's way to give up.
+  void ThrowIfStopRequested() const;
+  // When the job's timeout ends, on the server clock's Monotonic(); empty
+  // when the job has no timeout.
+  std::optional<std::chrono::steady_clock::time_point> deadline() const { return deadline_; }
+
   // The whole parsed payload, for any other field.
   const rapidjson::Value& payload() const { return document_; }
   // The payload exactly as it is stored in Redis.
@@ -80,6 +114,8 @@ class JobView {
   std::string_view raw_;
   std::string_view queue_;
   const rapidjson::Document& document_;
+  std::stop_token stop_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 // Runs one job. Throw to fail it.
@@ -89,15 +125,43 @@ using Handler = std::function<void(const JobView& job)>;
 // exceptions carry none, so a job whose `backtrace` option asks for one
 // (Sidekiq's error_backtrace) gets these lines, innermost first, when the
 // handler throws a JobFailure; any other exception stores no backtrace.
+//
+// A JobFailure may also name its error_class (shown in the Web UI and
+// matched by retry rules); otherwise it is the exception's type.
 class JobFailure : public std::runtime_error {
  public:
   JobFailure(const std::string& message, std::vector<std::string> backtrace)
       : std::runtime_error(message), backtrace_(std::move(backtrace)) {}
+  // A failure whose error_class is `error_class`.
+  static JobFailure Named(std::string error_class, const std::string& message,
+                          std::vector<std::string> backtrace = {}) {
+    JobFailure failure(message, std::move(backtrace));
+    failure.error_class_ = std::move(error_class);
+    return failure;
+  }
   const std::vector<std::string>& backtrace() const { return backtrace_; }
+  // Empty: the exception's type names the error.
+  const std::string& error_class() const { return error_class_; }
 
- private:
+ protected:
   std::vector<std::string> backtrace_;
+  std::string error_class_;
 };
+
+// The failure of a job stopped at its timeout (error_class
+// "Reliableq::JobTimeout"). Command and HTTP handlers fail with it when
+// their timeout passes; a C++ handler may throw it itself, most simply
+// with JobView::ThrowIfStopRequested().
+class JobTimeout : public JobFailure {
+ public:
+  explicit JobTimeout(const std::string& message) : JobFailure(message, {}) {
+    error_class_ = "Reliableq::JobTimeout";
+  }
+};
+
+inline void JobView::ThrowIfStopRequested() const {
+  if (stop_requested()) throw JobTimeout("stopped: its timeout passed or the worker stopped");
+}
 
 // What a failed execution threw, as hooks see it.
 struct JobError {
@@ -139,6 +203,9 @@ struct JobClassOptions {
   // used up, or its `retry` is 0), before it goes to the dead set
   // (Sidekiq's sidekiq_retries_exhausted).
   std::function<void(const JobView& job, const JobError& error)> on_retries_exhausted;
+  // How long a job of this class may run (0: the server's default, see
+  // ServerOptions::job_timeouts). A job's own `timeout` field wins.
+  std::chrono::milliseconds timeout{0};
 };
 
 // Job class name -> handler. Header-only, so that a plugin built against

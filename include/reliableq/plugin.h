@@ -28,7 +28,7 @@
 #include "reliableq/handler.h"
 
 // Bumped whenever HandlerRegistry, Handler or JobView change layout.
-#define RELIABLEQ_PLUGIN_ABI_VERSION 2
+#define RELIABLEQ_PLUGIN_ABI_VERSION 3
 
 // The symbol the worker looks up.
 #define RELIABLEQ_PLUGIN_ENTRY_POINT "reliableq_register"

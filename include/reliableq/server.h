@@ -30,11 +30,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "reliableq/clock.h"
+#include "reliableq/external_handler.h"
 #include "reliableq/handler.h"
 #include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
@@ -60,6 +62,20 @@ using ServerMiddleware = std::function<void(const JobView& job, const std::funct
 // Called for every job that goes to the dead set after failing, or that is
 // dropped because its `retry` is false (Sidekiq's death handlers).
 using DeathHandler = std::function<void(const JobView& job, const JobError& error)>;
+
+// What a server does with a C++ handler still running when its job's
+// timeout has passed and the grace after it (ServerOptions::on_overrun).
+enum class OverrunAction {
+  // Log it and count it (reliableq_jobs_overrun_total), and let the thread
+  // run on: the job finishes when its handler returns. The default, because
+  // exiting also interrupts every other job of the process.
+  kKeepRunning,
+  // Log it and end the process at once (exit status 70): the janitor gives
+  // this process's jobs back to their queues, the stuck one included, and a
+  // supervisor (systemd) starts a new worker. For handlers that must never
+  // run for long, where a stuck one is worth the others' retry.
+  kExitProcess,
+};
 
 struct ServerOptions {
   // Where Redis is.
@@ -141,6 +157,25 @@ struct ServerOptions {
   // not parse fails Open with kInvalidArgument, one that cannot be bound (a
   // port in use) with kIoError; both name the address.
   std::string http_address;
+  // Job classes run by programs and URLs (external_handler.h). The key "*"
+  // stands for every class with no other handler. A class may have one
+  // handler only: in the registry, here, or in http_handlers.
+  std::map<std::string, CommandHandler, std::less<>> command_handlers;
+  std::map<std::string, HttpHandler, std::less<>> http_handlers;
+  // The command handlers' environment, besides the job's RELIABLEQ_*
+  // variables: "NAME=VALUE", or "NAME" for this process's value of NAME.
+  // Nothing else of this process's environment reaches them; PATH is
+  // /usr/local/bin:/usr/bin:/bin unless given here.
+  std::vector<std::string> handler_environment;
+  // How long a job may run, by class; "*": every class with no timeout of
+  // its own (JobClassOptions::timeout). A job's `timeout` field (seconds)
+  // wins over both. No entry: no timeout. reliableq(1), TIMEOUTS.
+  std::map<std::string, std::chrono::milliseconds, std::less<>> job_timeouts;
+  // At its timeout a command handler's process group gets SIGTERM, and
+  // SIGKILL this much later; a C++ handler is asked to stop (JobView's
+  // stop_token), and one still running this much later has overrun.
+  std::chrono::milliseconds kill_grace{5000};
+  OverrunAction on_overrun = OverrunAction::kKeepRunning;
   // Where the server reads the time (see clock.h); empty: SystemClock().
   // Job timestamps, retry and schedule times, the dated stats, and the
   // deadlines inside the process (the shutdown timeout, the 10 s the

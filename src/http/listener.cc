@@ -131,11 +131,11 @@ bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std:
   return true;
 }
 
-void HttpRoutes::Get(std::string_view pattern, HttpHandler handler) {
+void HttpRoutes::Get(std::string_view pattern, HttpRouteHandler handler) {
   routes_.push_back({"GET", std::string(pattern), std::move(handler)});
 }
 
-void HttpRoutes::Post(std::string_view pattern, HttpHandler handler) {
+void HttpRoutes::Post(std::string_view pattern, HttpRouteHandler handler) {
   routes_.push_back({"POST", std::string(pattern), std::move(handler)});
 }
 

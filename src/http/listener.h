@@ -85,7 +85,7 @@ struct HttpResponse {
   }
 };
 
-using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+using HttpRouteHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
 // What a listener answers: routes by method and a path pattern. A pattern
 // is literal but for segments "*", each of which matches one non-empty
@@ -94,13 +94,13 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 // character, and a long path overflowed the stack of civetweb's threads.
 class HttpRoutes {
  public:
-  void Get(std::string_view pattern, HttpHandler handler);
-  void Post(std::string_view pattern, HttpHandler handler);
+  void Get(std::string_view pattern, HttpRouteHandler handler);
+  void Post(std::string_view pattern, HttpRouteHandler handler);
   // Headers added to every response.
   void SetDefaultHeaders(HttpHeaders headers) { default_headers_ = std::move(headers); }
   // Called for a response of status 400 or more with an empty body (no
   // route: 404 or 405; a body over the limit: 413) to fill it.
-  void SetErrorHandler(HttpHandler handler) { error_handler_ = std::move(handler); }
+  void SetErrorHandler(HttpRouteHandler handler) { error_handler_ = std::move(handler); }
   // The largest request body taken (default 1 MiB); larger ones get 413.
   void SetMaxBody(size_t bytes) { max_body_ = bytes; }
 
@@ -115,11 +115,11 @@ class HttpRoutes {
   struct Route {
     std::string method;
     std::string pattern;
-    HttpHandler handler;
+    HttpRouteHandler handler;
   };
   std::vector<Route> routes_;
   HttpHeaders default_headers_;
-  HttpHandler error_handler_;
+  HttpRouteHandler error_handler_;
   size_t max_body_ = 1 << 20;
 };
 

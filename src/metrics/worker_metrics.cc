@@ -83,6 +83,12 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, int concurrency)
     duration_.push_back(
         &duration.Add({{"class", std::string(classes_.Name(i))}}, kDurationBuckets));
   }
+  auto& timed_out = *counter("reliableq_jobs_timed_out_total",
+                             "Jobs still running when their timeout passed (each is stopped, "
+                             "or asked to stop; reliableq(1), TIMEOUTS).");
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    timed_out_.push_back(&timed_out.Add({{"class", std::string(classes_.Name(i))}}));
+  }
   fetch_round_trip_ = &prometheus::BuildHistogram()
                            .Name("reliableq_fetch_round_trip_seconds")
                            .Help("Time from sending a fetch to its reply.")
@@ -240,6 +246,10 @@ void WorkerMetrics::JanitorPass(int64_t recovered, int64_t poison_pills) {
   janitor_passes_->Increment();
   if (recovered > 0) janitor_recovered_->Increment(static_cast<double>(recovered));
   if (poison_pills > 0) janitor_poison_->Increment(static_cast<double>(poison_pills));
+}
+
+void WorkerMetrics::JobTimedOut(std::string_view job_class) {
+  timed_out_[classes_.Index(job_class)]->Increment();
 }
 
 void WorkerMetrics::SetBusy(double threads) { busy_->Set(threads); }

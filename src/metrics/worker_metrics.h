@@ -115,6 +115,9 @@ class WorkerMetrics {
   // jobs it sent to the dead set for max_interruptions.
   void JanitorPass(int64_t recovered, int64_t poison_pills);
 
+  // A job of `job_class` was still running at its timeout. Any thread.
+  void JobTimedOut(std::string_view job_class);
+
   // Values read at scrape time (metrics_endpoint.cc).
   void SetBusy(double threads);
   void SetOutcomesPending(double outcomes);
@@ -141,6 +144,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>* pickup_;
   // By class index; made up front (a handful of series).
   std::vector<prometheus::Histogram*> duration_;
+  std::vector<prometheus::Counter*> timed_out_;
   prometheus::Histogram* fetch_round_trip_;
   prometheus::Histogram* ack_round_trip_;
   prometheus::Gauge* busy_;

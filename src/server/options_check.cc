@@ -121,6 +121,13 @@ Status CheckServerOptions(const ServerOptions& options) {
                                      " bytes");
     }
   }
+  for (const auto& [job_class, timeout] : options.job_timeouts) {
+    std::string name = job_class == "*" ? "the default job timeout" : "the job timeout of " + job_class;
+    if (Status s = CheckDuration(name.c_str(), timeout, milliseconds(1)); !s.ok()) return s;
+  }
+  if (Status s = CheckDuration("kill grace", options.kill_grace, milliseconds(0)); !s.ok()) {
+    return s;
+  }
   if (!options.http_address.empty()) {
     if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
       return where.status();

@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <random>
+#include <stop_token>
 #include <system_error>
 #include <typeinfo>
 
 #include "job_codec.h"
 #include "server/failure_planner.h"
+#include "text_escape.h"
 
 namespace reliableq {
 
@@ -56,11 +59,54 @@ std::string Demangle(const char* name) {
 
 }  // namespace
 
+ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegistry registry,
+                                     std::shared_ptr<const ExternalHandlers> external,
+                                     std::vector<std::string> queue_names,
+                                     std::shared_ptr<const Logger> log,
+                                     std::shared_ptr<const Clock> clock) {
+  ProcessorConfig config;
+  if (!options.http_address.empty()) {
+    std::vector<std::string> classes = registry.Classes();
+    if (external) {
+      for (std::string& name : external->Classes()) classes.push_back(std::move(name));
+    }
+    config.metrics = std::make_shared<WorkerMetrics>(std::move(classes), options.concurrency);
+  }
+  config.threads = options.concurrency;
+  config.registry = std::move(registry);
+  if (external) {
+    for (const std::string& line : external->Describe()) {
+      log->Log(LogLevel::kInfo, "handler", "handler %s", Escaped(line).c_str());
+    }
+  }
+  config.external = std::move(external);
+  config.timeouts = TimeoutPolicy(options.job_timeouts);
+  config.kill_grace = options.kill_grace;
+  config.queue_names = std::move(queue_names);
+  config.max_retries = options.max_retries;
+  config.random_below = options.random_below;
+  config.middleware = options.middleware;
+  config.death_handlers = options.death_handlers;
+  config.log = std::move(log);
+  config.clock = std::move(clock);
+  return config;
+}
+
 struct ProcessorPool::State {
   struct Slot {
     bool busy = false;
     FetchedJob job;
     double started_at = 0;
+    // A source per slot, made again only after a stop was requested on
+    // it: a job that was never stopped leaves it as it found it, so the
+    // common job costs no allocation.
+    std::stop_source stop;
+    // Set, with the lock, only for a job that has a timeout.
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::chrono::milliseconds timeout{0};
+    bool external = false;
+    bool timed_out_reported = false;
+    bool overrun_reported = false;
   };
 
   explicit State(ProcessorConfig c)
@@ -100,8 +146,12 @@ struct ProcessorPool::State {
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
   // `tally`: the thread's (metrics off: one that does nothing).
-  FinishedJob Run(const FetchedJob& job, const std::string& queue, double started_at,
+  FinishedJob Run(Slot& slot, const std::string& queue, std::stop_token stop,
                   WorkerMetrics::Tally& tally);
+  // The handler of `job_class`: C++ first, then programs and URLs.
+  const Handler* FindHandler(std::string_view job_class, bool* external) const;
+  // Publishes the deadline of the job in `slot` (under mu).
+  void SetDeadline(Slot& slot, std::chrono::milliseconds timeout, bool external);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
@@ -167,14 +217,17 @@ void ProcessorPool::State::Loop(int slot_index) {
     WakeOneIfNeeded();
     slot.busy = true;
     slot.started_at = config.clock->Now();
+    if (slot.stop.stop_requested()) slot.stop = std::stop_source();
+    std::stop_token stop = slot.stop.get_token();
     ++running;
     const std::string& queue = queue_names[slot.job.queue];
     lock.unlock();
 
-    FinishedJob outcome = Run(slot.job, queue, slot.started_at, tally);
+    FinishedJob outcome = Run(slot, queue, std::move(stop), tally);
 
     lock.lock();
     slot.busy = false;
+    slot.deadline.reset();
     --running;
     outcome.payload = std::move(slot.job.payload);
     finished.push_back(std::move(outcome));
@@ -202,8 +255,28 @@ void ProcessorPool::State::WakeOneIfNeeded() {
   work_available.notify_one();
 }
 
-FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& queue,
-                                      double started_at, WorkerMetrics::Tally& tally) {
+const Handler* ProcessorPool::State::FindHandler(std::string_view job_class,
+                                                 bool* external) const {
+  const Handler* handler = config.registry.Find(job_class);
+  *external = handler == nullptr && config.external != nullptr;
+  if (*external) handler = config.external->Find(job_class);
+  return handler;
+}
+
+void ProcessorPool::State::SetDeadline(Slot& slot, std::chrono::milliseconds timeout,
+                                       bool external) {
+  std::lock_guard<std::mutex> lock(mu);
+  slot.deadline = config.clock->Monotonic() + timeout;
+  slot.timeout = timeout;
+  slot.external = external;
+  slot.timed_out_reported = false;
+  slot.overrun_reported = false;
+}
+
+FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue, std::stop_token stop,
+                                      WorkerMetrics::Tally& tally) {
+  const FetchedJob& job = slot.job;
+  const double started_at = slot.started_at;
   // The payload itself moves into the outcome under the lock (Loop): the
   // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
@@ -217,12 +290,28 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     }
     return done;
   }
-  JobView view(job.payload, queue, decoded->document);
+  // DecodeJob made sure it is a string.
+  const rapidjson::Value& class_value = decoded->document["class"];
+  std::string_view job_class(class_value.GetString(), class_value.GetStringLength());
+  bool external = false;
+  const Handler* handler = FindHandler(job_class, &external);
+  const JobClassOptions* class_options = external ? nullptr : config.registry.Options(job_class);
+  Result<std::optional<std::chrono::milliseconds>> timeout = config.timeouts.For(
+      decoded->document, job_class,
+      class_options != nullptr ? class_options->timeout : std::chrono::milliseconds(0));
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (timeout.ok() && timeout->has_value()) {
+    SetDeadline(slot, **timeout, external);
+    deadline = slot.deadline;  // only this thread writes it while the job runs
+  }
+  JobView view(job.payload, queue, decoded->document, std::move(stop), deadline);
   JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
-  const Handler* handler = config.registry.Find(view.job_class());
-  if (handler == nullptr) {
+  if (!timeout.ok()) {
+    error.error_class = "Reliableq::InvalidJob";
+    error.message = timeout.status().message();
+  } else if (handler == nullptr) {
     // Sidekiq fails a job whose class it cannot load the same way: it is
     // retried, so a rolling deploy that adds the class picks it up later.
     error.error_class = "Reliableq::UnknownJobClass";
@@ -245,7 +334,7 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
         call(0);
       }
     } catch (const JobFailure& e) {
-      error.error_class = Demangle(typeid(e).name());
+      error.error_class = e.error_class().empty() ? Demangle(typeid(e).name()) : e.error_class();
       error.message = e.what();
       backtrace = e.backtrace();
     } catch (const std::exception& e) {
@@ -275,6 +364,11 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
     return done;
   }
   double now = config.clock->Now();
+  // A program or a URL ends its job at the timeout itself: this is where
+  // that is known (DeadlineWatch counts the C++ ones).
+  if (config.metrics && external && error.error_class == "Reliableq::JobTimeout") {
+    config.metrics->JobTimedOut(job_class);
+  }
   if (config.log->Enabled(LogLevel::kWarn)) {
     std::string error_text = error.error_class + ": " + error.message;
     config.log->Log(LogLevel::kWarn,
@@ -299,6 +393,38 @@ FinishedJob ProcessorPool::State::Run(const FetchedJob& job, const std::string& 
               PickupLatency(decoded->document, started_at), now);
   }
   return done;
+}
+
+std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(
+    std::chrono::steady_clock::time_point now) {
+  std::vector<DeadlineEvent> events;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (State::Slot& slot : state_->slots) {
+    if (!slot.busy || !slot.deadline || slot.external || now < *slot.deadline) continue;
+    DeadlineEvent event{DeadlineEvent::Kind::kTimedOut, slot.job.queue, {}, slot.timeout};
+    if (!slot.timed_out_reported) {
+      slot.timed_out_reported = true;
+      slot.stop.request_stop();
+    } else if (!slot.overrun_reported && now >= *slot.deadline + state_->config.kill_grace) {
+      slot.overrun_reported = true;
+      event.kind = DeadlineEvent::Kind::kOverrun;
+    } else {
+      continue;
+    }
+    event.payload = slot.job.payload;
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
+void ProcessorPool::StopRunning() {
+  // Under the lock: a slot's job cannot change meanwhile, and each
+  // request_stop runs the stop callbacks (a command handler's SIGKILL to
+  // its process group) before it returns.
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (State::Slot& slot : state_->slots) {
+    if (slot.busy) slot.stop.request_stop();
+  }
 }
 
 void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {

@@ -39,6 +39,8 @@
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
 #include "reliableq/status.h"
+#include "server/external_handlers.h"
+#include "server/job_timeouts.h"
 #include "server/worker_jobs.h"
 
 namespace reliableq {
@@ -58,6 +60,33 @@ struct ProcessorConfig {
   std::shared_ptr<const Clock> clock;
   // Null: no metrics, and no cost for them. Shared like the above.
   std::shared_ptr<WorkerMetrics> metrics;
+  // Classes run by programs and URLs, after the registry's; null: none.
+  std::shared_ptr<const ExternalHandlers> external;
+  // Which timeout a job has (empty: the jobs' own `timeout` fields only).
+  TimeoutPolicy timeouts{{}};
+  // After its timeout, how long a C++ handler has to stop before it has
+  // overrun (CheckDeadlines).
+  std::chrono::milliseconds kill_grace{5000};
+
+  // The server's: metrics when options.http_address is set, labelled with
+  // the registry's and the external handlers' classes.
+  static ProcessorConfig For(const ServerOptions& options, HandlerRegistry registry,
+                             std::shared_ptr<const ExternalHandlers> external,
+                             std::vector<std::string> queue_names,
+                             std::shared_ptr<const Logger> log,
+                             std::shared_ptr<const Clock> clock);
+};
+
+// A running job whose deadline passed (CheckDeadlines).
+struct DeadlineEvent {
+  enum class Kind {
+    kTimedOut,  // its timeout passed: stop was requested
+    kOverrun,   // still running kill_grace after that
+  };
+  Kind kind = Kind::kTimedOut;
+  uint32_t queue = 0;
+  std::string payload;
+  std::chrono::milliseconds timeout{0};
 };
 
 class ProcessorPool {
@@ -97,6 +126,20 @@ class ProcessorPool {
   // Asks for `wake` at the next posted outcome. False when outcomes are
   // already waiting: no wake-up comes for those, so take them.
   bool ArmWake();
+
+  // Reports each running C++ job whose deadline (`now`, on the clock's
+  // Monotonic()) has passed, once as kTimedOut, when it requests stop on
+  // the job's token, and once more as kOverrun when it still runs
+  // kill_grace later. Jobs of programs and URLs are left out: their
+  // handlers end them at the deadline themselves (with the SIGTERM grace a
+  // stop request would skip), and their failure is the report. Loop
+  // thread.
+  std::vector<DeadlineEvent> CheckDeadlines(std::chrono::steady_clock::time_point now);
+
+  // Requests stop on every running job's token (a hard stop): when it
+  // returns, the process group of every command handler has been sent
+  // SIGKILL, so none runs on while its job is handed back.
+  void StopRunning();
 
   // Jobs submitted and not finished: ready plus running.
   size_t held() const;

@@ -18,8 +18,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include "job_codec.h"  // NewJid
 #include "keys.h"
 #include "log.h"
@@ -27,6 +25,8 @@
 #include "redis/async_connection.h"
 #include "reliableq/server.h"
 #include "server/control.h"
+#include "server/deadline_watch.h"
+#include "server/external_handlers.h"
 #include "server/fetcher.h"
 #include "server/hand_back.h"
 #include "server/heartbeat.h"
@@ -64,7 +64,8 @@ constexpr milliseconds kStopPoll{20};
 
 class ServerImpl final : public Server {
  public:
-  ServerImpl(const ServerOptions& options, HandlerRegistry registry);
+  ServerImpl(const ServerOptions& options, HandlerRegistry registry,
+             std::shared_ptr<const ExternalHandlers> external);
   ~ServerImpl() override;
 
   Status Init();
@@ -136,6 +137,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<HandBack> hand_back_;
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Janitor> janitor_;
+  std::unique_ptr<DeadlineWatch> deadline_watch_;
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
   std::shared_ptr<WorkerMetrics> metrics_;         // null without http_address
   std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
@@ -151,7 +153,8 @@ class ServerImpl final : public Server {
   Status fatal_;
 };
 
-ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
+ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
+                       std::shared_ptr<const ExternalHandlers> external)
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
       log_(std::make_shared<Logger>(options.log_level, options.log_sink, options.log_format)),
@@ -159,20 +162,9 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry)
       hostname_(ProcessHostname()),
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_) {
-  ProcessorConfig config;
-  if (!options.http_address.empty()) {
-    metrics_ = std::make_shared<WorkerMetrics>(registry.Classes(), options.concurrency);
-  }
-  config.metrics = metrics_;
-  config.threads = options_.concurrency;
-  config.registry = std::move(registry);
-  config.queue_names = queues_.names();
-  config.max_retries = options_.max_retries;
-  config.random_below = options_.random_below;
-  config.middleware = options_.middleware;
-  config.death_handlers = options_.death_handlers;
-  config.log = log_;
-  config.clock = clock_;
+  ProcessorConfig config = ProcessorConfig::For(options, std::move(registry), std::move(external),
+                                                queues_.names(), log_, clock_);
+  metrics_ = config.metrics;
   pool_ = std::make_unique<ProcessorPool>(std::move(config), [this] { finished_->Send(); });
 }
 
@@ -188,9 +180,8 @@ ServerImpl::~ServerImpl() {
 }
 
 Status ServerImpl::Init() {
-  Status checked = CheckServerOptions(options_);
-  if (!checked.ok()) return checked;
-  // Fail fast, with where we tried, when Redis is not there.
+  // Server::Open checked the options. Fail fast, with where we tried, when
+  // Redis is not there.
   Result<std::unique_ptr<redis::Connection>> probe = ProbeRedis(options_.redis, keys_, *log_);
   if (!probe.ok()) return probe.status();
   Result<std::unique_ptr<uv::EventLoop>> loop = uv::EventLoop::Create();
@@ -270,6 +261,8 @@ Status ServerImpl::Init() {
   janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
+  deadline_watch_ =
+      std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log);
   if (auto discovery = redis::Discovery::For(options_.redis)) {
     // Every connection drops within a watchdog tick (the epoch moved) and
     // reconnects at once, not after the backoff the dead master built up.
@@ -284,6 +277,7 @@ Status ServerImpl::Init() {
     fetcher_->set_metrics(metrics_.get());
     outcomes_->set_metrics(metrics_.get());
     janitor_->set_metrics(metrics_.get());
+    deadline_watch_->set_metrics(metrics_.get());
     auto endpoint = MetricsEndpoint::Start(
         options_.http_address, loop_ref, metrics_,
         {*pool_, *command_, [this] { return outcomes_->Unconfirmed(); }}, options_.heartbeat_ttl,
@@ -575,11 +569,15 @@ void ServerImpl::FinishStop(bool hard) {
   idle_fetch_->Stop();
   PayloadsByQueue running(queues_.size());
   if (hard) {
-    // Running jobs are listed before finished ones are taken: a job that
+    // Command handlers' process groups are killed (SIGKILL) before their
+    // jobs go back, so that none runs on beside its recovered copy; C++ and
+    // HTTP handlers are asked to stop. Then running jobs are listed before
+    // finished ones are taken: a job that
     // finishes in between is then in both lists, and its ack, sent ahead of
     // the requeue on the same connection, removes it first (the requeue
     // ignores listed jobs that are gone). Taken the other way round, it
     // would be in neither and go back to run again.
+    pool_->StopRunning();
     for (const RunningJob& job : pool_->Running()) running[job.queue].push_back(job.payload);
   }
   outcomes_->TakeFinished();
@@ -606,6 +604,7 @@ void ServerImpl::CloseAll() {
   heartbeat_->Stop();
   poller_->Stop();
   janitor_->Stop();
+  deadline_watch_->Stop();
   fetcher_->Stop();
   command_->Close();
   idle_fetch_->Stop();
@@ -623,6 +622,7 @@ Status ServerImpl::Run() {
   if (!loop_) return Status::Shutdown("server was not opened");
   SetLogThreadName("loop");
   heartbeat_->Start();
+  deadline_watch_->Start();
   ConnectCommand();
   idle_fetch_->Start();
   if (sentinel_watch_) sentinel_watch_->Start();
@@ -636,7 +636,12 @@ Status ServerImpl::Run() {
 
 Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options,
                                              HandlerRegistry registry) {
-  auto server = std::make_unique<ServerImpl>(options, std::move(registry));
+  if (Status s = CheckServerOptions(options); !s.ok()) return s;
+  // A program that is not there or a bad URL fails Open before it connects.
+  auto external =
+      ExternalHandlers::Open(options, registry, options.clock ? options.clock : SystemClock());
+  if (!external.ok()) return external.status();
+  auto server = std::make_unique<ServerImpl>(options, std::move(registry), std::move(*external));
   Status s = server->Init();
   if (!s.ok()) return s;
   return std::unique_ptr<Server>(std::move(server));

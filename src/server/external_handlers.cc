@@ -1,0 +1,325 @@
+#include "server/external_handlers.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "exec/command_runner.h"
+#include "exec/http_caller.h"
+#include "exec/process_guard.h"
+
+namespace reliableq {
+
+namespace {
+
+// What a handler's environment gets for PATH unless it is configured:
+// enough to find an interpreter, and nothing of this process's own.
+constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+
+// A failed handler's stderr (or response body) kept in error_message: the
+// end of a traceback, which is where its cause is. The Web UI shows it.
+constexpr size_t kErrorOutputLimit = 1024;
+
+std::string Tail(std::string_view text, size_t limit) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.remove_suffix(1);
+  }
+  if (text.size() > limit) return "..." + std::string(text.substr(text.size() - limit));
+  return std::string(text);
+}
+
+std::string Head(std::string_view text, size_t limit) {
+  if (text.size() > limit) return std::string(text.substr(0, limit)) + "...";
+  return std::string(text);
+}
+
+// The handlers' environment from ServerOptions::handler_environment.
+Result<std::vector<std::string>> BaseEnvironment(const std::vector<std::string>& entries) {
+  std::vector<std::string> environment;
+  bool has_path = false;
+  for (const std::string& entry : entries) {
+    size_t equals = entry.find('=');
+    std::string name = entry.substr(0, equals);
+    if (name.empty() || name.find_first_of(" \t\n") != std::string::npos) {
+      return Status::InvalidArgument("handler environment: '" + name +
+                                     "' is not a variable name (NAME=VALUE or NAME)");
+    }
+    if (name.starts_with("RELIABLEQ_")) {
+      return Status::InvalidArgument("handler environment: " + name +
+                                     " is set by the worker for each job");
+    }
+    has_path = has_path || name == "PATH";
+    if (equals != std::string::npos) {
+      environment.push_back(entry);
+    } else if (const char* value = std::getenv(name.c_str())) {
+      environment.push_back(name + "=" + value);
+    }
+    // NAME alone and unset here: the handlers do not get it either.
+  }
+  if (!has_path) environment.push_back("PATH=" + std::string(kDefaultPath));
+  return environment;
+}
+
+std::string_view PathOf(const std::vector<std::string>& environment) {
+  for (const std::string& entry : environment) {
+    if (entry.starts_with("PATH=")) return std::string_view(entry).substr(5);
+  }
+  return kDefaultPath;
+}
+
+// argv[0] as an absolute path: itself when it names a file, else the first
+// executable of that name in `path`.
+Result<std::string> ResolveProgram(const std::string& program, std::string_view path) {
+  if (program.empty()) return Status::InvalidArgument("no program given");
+  if (program.find('/') != std::string::npos) {
+    if (access(program.c_str(), X_OK) != 0) {
+      return Status::InvalidArgument(program + ": " + std::strerror(errno));
+    }
+    if (program.front() == '/') return program;
+    char* absolute = realpath(program.c_str(), nullptr);
+    if (absolute == nullptr) return Status::InvalidArgument(program + ": " + std::strerror(errno));
+    std::string out = absolute;
+    std::free(absolute);
+    return out;
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view dir = path.substr(start, end - start);
+    if (!dir.empty() && dir.front() == '/') {
+      std::string candidate = std::string(dir) + "/" + program;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    start = end + 1;
+  }
+  return Status::InvalidArgument(program + ": not found in the handlers' PATH (" +
+                                 std::string(path) + ")");
+}
+
+std::string CountText(std::optional<int> count) { return count ? std::to_string(*count) : ""; }
+
+std::string SecondsText(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(ms.count()) / 1000);
+  return buf;
+}
+
+// The job's remaining time, at least a millisecond once it has a deadline.
+std::chrono::milliseconds Remaining(const JobView& job, const Clock& clock) {
+  if (!job.deadline()) return std::chrono::milliseconds(0);
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*job.deadline() - clock.Monotonic());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+struct ExternalHandlers::Shared {
+  std::shared_ptr<const Clock> clock;
+  std::vector<std::string> environment;
+  std::chrono::milliseconds kill_grace{5000};
+  std::unique_ptr<ProcessGuard> guard;  // with command handlers
+  std::unique_ptr<HttpCaller> caller;   // with HTTP handlers
+
+  void RunCommandJob(const std::vector<std::string>& argv, const JobView& job) const;
+  void PostJob(const HttpHandler& target, const JobView& job) const;
+};
+
+void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& argv,
+                                             const JobView& job) const {
+  CommandRequest request;
+  request.argv = argv;
+  request.environment = environment;
+  request.environment.push_back("RELIABLEQ_JID=" + std::string(job.jid()));
+  request.environment.push_back("RELIABLEQ_CLASS=" + std::string(job.job_class()));
+  request.environment.push_back("RELIABLEQ_QUEUE=" + std::string(job.queue()));
+  if (job.retry_count()) {
+    request.environment.push_back("RELIABLEQ_RETRY_COUNT=" + CountText(job.retry_count()));
+  }
+  request.environment.push_back("RELIABLEQ_INTERRUPTED_COUNT=" +
+                                std::to_string(job.interrupted_count()));
+  request.timeout = Remaining(job, *clock);
+  if (request.timeout.count() > 0) {
+    request.environment.push_back("RELIABLEQ_TIMEOUT=" + SecondsText(request.timeout));
+  }
+  request.job = job.raw();
+  request.kill_grace = kill_grace;
+  CommandOutcome outcome = RunCommand(request, guard.get(), job.stop_token());
+  if (outcome.succeeded()) return;
+  std::string message = outcome.Describe();
+  std::string stderr_tail = Tail(outcome.stderr_tail, kErrorOutputLimit);
+  if (!stderr_tail.empty()) message += "; stderr: " + stderr_tail;
+  switch (outcome.end) {
+    case CommandOutcome::End::kTimedOut:
+      throw JobTimeout(message);
+    case CommandOutcome::End::kExited:
+      throw JobFailure::Named("Reliableq::CommandFailed", message);
+    case CommandOutcome::End::kSignaled:
+      throw JobFailure::Named("Reliableq::CommandKilled", message);
+    case CommandOutcome::End::kStopped:
+      throw JobFailure::Named("Reliableq::JobStopped", message);
+    case CommandOutcome::End::kNotStarted:
+      break;
+  }
+  throw JobFailure::Named("Reliableq::CommandNotStarted", message);
+}
+
+void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView& job) const {
+  HttpCallRequest request;
+  request.url = target.url;
+  request.follow_redirects = target.follow_redirects;
+  request.body = job.raw();
+  request.headers.push_back("Idempotency-Key: " + std::string(job.jid()));
+  request.headers.push_back("X-Reliableq-Jid: " + std::string(job.jid()));
+  request.headers.push_back("X-Reliableq-Class: " + std::string(job.job_class()));
+  request.headers.push_back("X-Reliableq-Queue: " + std::string(job.queue()));
+  if (job.retry_count()) {
+    request.headers.push_back("X-Reliableq-Retry-Count: " + CountText(job.retry_count()));
+  }
+  request.headers.push_back("X-Reliableq-Interrupted-Count: " +
+                            std::to_string(job.interrupted_count()));
+  request.timeout = Remaining(job, *clock);
+  if (request.timeout.count() > 0) {
+    request.headers.push_back("X-Reliableq-Timeout: " + SecondsText(request.timeout));
+  }
+  HttpCallOutcome outcome = caller->Post(request, job.stop_token());
+  if (outcome.succeeded()) return;
+  std::string message = outcome.Describe();
+  switch (outcome.end) {
+    case HttpCallOutcome::End::kResponse: {
+      std::string body = Head(outcome.body, kErrorOutputLimit);
+      if (!body.empty()) message += ": " + body;
+      throw JobFailure::Named("Reliableq::HttpFailed", message);
+    }
+    case HttpCallOutcome::End::kTimedOut:
+      throw JobTimeout(message);
+    case HttpCallOutcome::End::kStopped:
+      throw JobFailure::Named("Reliableq::JobStopped", message);
+    case HttpCallOutcome::End::kTransportError:
+      break;
+  }
+  throw JobFailure::Named("Reliableq::HttpUnreachable", message);
+}
+
+ExternalHandlers::~ExternalHandlers() = default;
+
+namespace {
+
+// What the options ask for, checked: the handlers' environment, and each
+// command's argv with its program resolved.
+struct HandlerPlan {
+  std::vector<std::string> environment;
+  std::map<std::string, std::vector<std::string>, std::less<>> commands;
+};
+
+Result<HandlerPlan> PlanHandlers(const ServerOptions& options, const HandlerRegistry& registry) {
+  auto check_class = [&](const std::string& job_class, const char* kind) -> Status {
+    if (job_class.empty()) return Status::InvalidArgument(std::string(kind) + ": empty class name");
+    if (job_class != "*" && registry.Find(job_class) != nullptr) {
+      return Status::InvalidArgument(std::string(kind) + " for " + job_class +
+                                     ": a plugin registers a handler for that class already");
+    }
+    return Status::OK();
+  };
+  HandlerPlan plan;
+  if (!options.command_handlers.empty()) {
+    Result<std::vector<std::string>> environment = BaseEnvironment(options.handler_environment);
+    if (!environment.ok()) return environment.status();
+    plan.environment = std::move(*environment);
+  }
+  for (const auto& [job_class, command] : options.command_handlers) {
+    if (Status s = check_class(job_class, "command handler"); !s.ok()) return s;
+    if (options.http_handlers.contains(job_class)) {
+      return Status::InvalidArgument("class " + job_class +
+                                     " has both a command handler and an HTTP handler");
+    }
+    if (command.argv.empty()) {
+      return Status::InvalidArgument("command handler for " + job_class + ": no program");
+    }
+    Result<std::string> program = ResolveProgram(command.argv[0], PathOf(plan.environment));
+    if (!program.ok()) {
+      return Status::InvalidArgument("command handler for " + job_class + ": " +
+                                     program.status().message());
+    }
+    std::vector<std::string> argv = command.argv;
+    argv[0] = *program;
+    plan.commands[job_class] = std::move(argv);
+  }
+  for (const auto& [job_class, target] : options.http_handlers) {
+    if (Status s = check_class(job_class, "HTTP handler"); !s.ok()) return s;
+    if (Status s = HttpCaller::CheckUrl(target.url); !s.ok()) {
+      return Status::InvalidArgument("HTTP handler for " + job_class + ": " + s.message());
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+Status ExternalHandlers::Check(const ServerOptions& options, const HandlerRegistry& registry) {
+  return PlanHandlers(options, registry).status();
+}
+
+Result<std::shared_ptr<const ExternalHandlers>> ExternalHandlers::Open(
+    const ServerOptions& options, const HandlerRegistry& registry,
+    std::shared_ptr<const Clock> clock) {
+  if (options.command_handlers.empty() && options.http_handlers.empty()) {
+    return std::shared_ptr<const ExternalHandlers>();
+  }
+  Result<HandlerPlan> plan = PlanHandlers(options, registry);
+  if (!plan.ok()) return plan.status();
+  std::shared_ptr<ExternalHandlers> handlers(new ExternalHandlers());
+  auto shared = std::make_shared<Shared>();
+  shared->clock = std::move(clock);
+  shared->kill_grace = options.kill_grace;
+  shared->environment = std::move(plan->environment);
+  Shared* raw = shared.get();
+  for (auto& [job_class, argv] : plan->commands) {
+    std::string line = job_class + ": " + argv[0];
+    for (size_t i = 1; i < argv.size(); ++i) line += " " + argv[i];
+    handlers->descriptions_.push_back(std::move(line));
+    handlers->handlers_[job_class] = [raw, argv = std::move(argv)](const JobView& job) {
+      raw->RunCommandJob(argv, job);
+    };
+  }
+  for (const auto& [job_class, target] : options.http_handlers) {
+    handlers->descriptions_.push_back(job_class + ": POST " + HttpCaller::RedactUrl(target.url));
+    handlers->handlers_[job_class] = [raw, target](const JobView& job) {
+      raw->PostJob(target, job);
+    };
+  }
+  // Started last, once nothing else can fail: the supervisor is a process.
+  if (!options.http_handlers.empty()) {
+    Result<std::unique_ptr<HttpCaller>> caller = HttpCaller::Open();
+    if (!caller.ok()) return caller.status();
+    shared->caller = std::move(*caller);
+  }
+  if (!options.command_handlers.empty()) {
+    Result<std::unique_ptr<ProcessGuard>> guard = ProcessGuard::Start();
+    if (!guard.ok()) return guard.status();
+    shared->guard = std::move(*guard);
+  }
+  handlers->shared_ = std::move(shared);
+  return std::shared_ptr<const ExternalHandlers>(std::move(handlers));
+}
+
+const Handler* ExternalHandlers::Find(std::string_view job_class) const {
+  auto it = handlers_.find(job_class);
+  if (it == handlers_.end()) it = handlers_.find("*");
+  return it == handlers_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> ExternalHandlers::Classes() const {
+  std::vector<std::string> classes;
+  for (const auto& [job_class, handler] : handlers_) {
+    if (job_class != "*") classes.push_back(job_class);
+  }
+  return classes;
+}
+
+std::vector<std::string> ExternalHandlers::Describe() const { return descriptions_; }
+
+}  // namespace reliableq
