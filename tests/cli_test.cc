@@ -411,7 +411,9 @@ TEST_CASE_FIXTURE(RedisFixture, "recover with no registered process moves nothin
 }
 
 TEST_CASE("worker refuses bad options before it loads anything") {
-  CheckUsageError(RunCli({"worker"}), "worker", "no job classes: load a plugin with -r");
+  CheckUsageError(RunCli({"worker"}), "worker",
+                  "no job classes: load a plugin with -r, or map classes to programs or URLs "
+                  "with --exec or --http-handler");
   CheckUsageError(RunCli({"worker", "-q", "default"}), "worker", "no job classes");
   CheckUsageError(RunCli({"worker", "-r", "x.so", "-q", "a", "-q", "b", "-q", "a"}), "worker",
                   "queue 'a' given twice");
@@ -434,6 +436,34 @@ TEST_CASE("worker refuses bad options before it loads anything") {
   CheckUsageError(RunCli({"worker", "-r", "x.so", "--max-interruptions", "1.5"}), "worker",
                   "--max-interruptions");
   CheckUsageError(RunCli({"worker", "-r", "x.so", "leftover"}), "worker", "unexpected argument");
+}
+
+TEST_CASE("worker refuses bad handler and timeout options, and programs it cannot run") {
+  CheckUsageError(RunCli({"worker", "--exec", "EmailJob"}), "worker",
+                  "--exec needs CLASS=PROGRAM [ARG]..., not 'EmailJob'");
+  CheckUsageError(RunCli({"worker", "--exec", "EmailJob=  "}), "worker", "--exec needs");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--exec", "A=/bin/false"}), "worker",
+                  "class 'A' given twice");
+  CheckUsageError(RunCli({"worker", "--exec", "EmailJob=/nonexistent/send-mail"}), "worker",
+                  "command handler for EmailJob: /nonexistent/send-mail: No such file or "
+                  "directory");
+  CheckUsageError(RunCli({"worker", "--exec", "EmailJob=no-such-program-here"}), "worker",
+                  "no-such-program-here: not found in the handlers' PATH");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--http-handler", "A=http://h/"}),
+                  "worker", "class A has both a command handler and an HTTP handler");
+  Outcome secret = RunCli({"worker", "--http-handler", "Hook=ftp://user:hunter2@h/jobs"});
+  CheckUsageError(secret, "worker", "HTTP handler for Hook");
+  CHECK(secret.err.find("hunter2") == std::string::npos);
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--job-timeout", "0"}), "worker",
+                  "--job-timeout needs [CLASS=]SECONDS");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--job-timeout", "A=x"}), "worker",
+                  "--job-timeout needs");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--kill-grace", "-1"}), "worker",
+                  "--kill-grace");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--on-overrun", "maybe"}), "worker",
+                  "--on-overrun needs keep or exit, not 'maybe'");
+  CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--exec-env", "RELIABLEQ_JOB=x"}),
+                  "worker", "RELIABLEQ_JOB is set by the worker for each job");
 }
 
 TEST_CASE("worker -C: a bad config file is a usage error naming file, line and key") {

@@ -134,3 +134,39 @@ TEST_CASE("the command line overrides the file, lists as a whole") {
   CHECK(merged.Values("queue") == std::vector<std::string>{"c"});
   CHECK(merged.Value("tag") == "file");
 }
+
+TEST_CASE("handlers and timeouts: mappings of class to program, URL or seconds") {
+  auto options = Parse(
+      "exec:\n"
+      "  ReceiptJob: [python3, /srv/jobs/send receipt.py]\n"
+      "  CleanupJob: /srv/jobs/cleanup.sh --all\n"
+      "  '*': /srv/jobs/dispatch\n"
+      "http_handlers:\n"
+      "  WebhookJob: http://${REDIS_HOST}:8080/jobs\n"
+      "exec_env:\n"
+      "  OUTBOX: /var/spool/receipts\n"
+      "job_timeout:\n"
+      "  ReceiptJob: 30\n"
+      "  '*': 600\n"
+      "kill_grace: 2.5\n"
+      "on_overrun: exit\n");
+  // A list keeps a word with a space whole: its words are joined with the
+  // separator the option reader splits at.
+  CHECK(options["exec"] ==
+        std::vector<std::string>{"ReceiptJob=python3\x1f/srv/jobs/send receipt.py",
+                                 "CleanupJob=/srv/jobs/cleanup.sh --all",
+                                 "*=/srv/jobs/dispatch"});
+  CHECK(options["http-handler"] ==
+        std::vector<std::string>{"WebhookJob=http://redis.internal:8080/jobs"});
+  CHECK(options["exec-env"] == std::vector<std::string>{"OUTBOX=/var/spool/receipts"});
+  CHECK(options["job-timeout"] == std::vector<std::string>{"ReceiptJob=30", "*=600"});
+  CHECK(options["kill-grace"] == std::vector<std::string>{"2.5"});
+  CHECK(options["on-overrun"] == std::vector<std::string>{"exit"});
+  // The default timeout alone, and the environment as a list, read as lists.
+  auto plain = Parse("job_timeout: 45\nexec_env: [HOME, LANG=C.UTF-8]\n");
+  CHECK(plain["job-timeout"] == std::vector<std::string>{"45"});
+  CHECK(plain["exec-env"] == std::vector<std::string>{"HOME", "LANG=C.UTF-8"});
+  CHECK(Error("exec:\n  ReceiptJob:\n") == "w.yml:1: key 'exec': entry at line 2: has no value");
+  CHECK(Error("exec:\n  ReceiptJob: {a: b}\n") ==
+        "w.yml:1: key 'exec': entry at line 2: expected a single value, not a mapping");
+}

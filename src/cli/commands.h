@@ -12,6 +12,7 @@
 #ifndef RELIABLEQ_CLI_COMMANDS_H_
 #define RELIABLEQ_CLI_COMMANDS_H_
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,13 @@ std::string_view GlobalOptionsHelp();
 // `text` as an error message may show it: the password of any URL in it
 // masked (RedactUrls) and control characters escaped (Escaped).
 std::string Shown(std::string_view text);
+
+// Seconds given on the command line, as milliseconds. Refuses what is not a
+// plain number, is negative (or zero when `allow_zero` is false) or is
+// above kMaxDuration (a day).
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
+// "2.5 s".
+std::string SecondsText(std::chrono::milliseconds ms);
 
 // Prints "reliableq: <reason> (see 'reliableq VERB --help')" to stderr
 // ("(see 'reliableq --help')" when `verb` is empty) and returns kExitUsage.

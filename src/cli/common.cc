@@ -1,12 +1,14 @@
 // What every verb shares: the global options, error reporting, output.
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "cli/commands.h"
 #include "log.h"  // LogFormatNamed
+#include "server/options_check.h"  // kMaxDuration
 #include "text_escape.h"
 
 namespace reliableq::cli {
@@ -191,6 +193,22 @@ std::string PrefixFromArgs(const ParsedArgs& args) {
 bool WriteOut(std::string_view text) {
   size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
   return std::fflush(stdout) == 0 && written == text.size();
+}
+
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero) {
+  std::optional<double> seconds = ParseNumber(text);
+  if (!seconds || *seconds < 0 || *seconds * 1000 > static_cast<double>(kMaxDuration.count())) {
+    return std::nullopt;
+  }
+  auto ms = std::chrono::milliseconds(std::llround(*seconds * 1000));
+  if (!allow_zero && ms.count() <= 0) return std::nullopt;
+  return ms;
+}
+
+std::string SecondsText(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(ms.count()) / 1000);
+  return buf;
 }
 
 }  // namespace reliableq::cli

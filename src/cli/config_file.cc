@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "cli/handler_options.h"  // kArgvSeparator
 #include "cli/yaml_document.h"
 
 namespace reliableq::cli {
@@ -17,6 +18,10 @@ enum class Kind {
   kFlag,     // true or false
   kList,     // a sequence of scalars, or one scalar
   kQueues,   // a sequence of names or [name, weight] pairs, as in sidekiq.yml
+  // A mapping of NAME: value, each entry read as "NAME=value" (a value that
+  // is a list, a program's words, joined with kArgvSeparator); or a list or
+  // a scalar, read as kList.
+  kMapping,
 };
 
 struct Key {
@@ -50,6 +55,12 @@ constexpr Key kKeys[] = {
     {"idle_poll", "idle-poll", Kind::kSeconds},
     {"http", "http", Kind::kString},
     {"log_format", "log-format", Kind::kString},
+    {"exec", "exec", Kind::kMapping},
+    {"http_handlers", "http-handler", Kind::kMapping},
+    {"exec_env", "exec-env", Kind::kMapping},
+    {"job_timeout", "job-timeout", Kind::kMapping},
+    {"kill_grace", "kill-grace", Kind::kSeconds},
+    {"on_overrun", "on-overrun", Kind::kString},
     {"verbose", "verbose", Kind::kFlag},
 };
 
@@ -138,6 +149,9 @@ class EntryReader {
                                          : std::vector<std::string>{};
         }
         return Status::InvalidArgument("expected true or false");
+      case Kind::kMapping:
+        if (node.IsMapping()) return Mapping(node);
+        [[fallthrough]];
       case Kind::kList:
       case Kind::kQueues:
         return List(node);
@@ -179,6 +193,35 @@ class EntryReader {
                                        value.status().message());
       }
       values.push_back(std::move(*value));
+    }
+    return values;
+  }
+
+  Result<std::vector<std::string>> Mapping(const YamlNode& node) const {
+    std::vector<std::string> values;
+    for (const auto& [name, value] : node.Pairs()) {
+      std::string where = "entry at line " + std::to_string(name.Line());
+      if (!name.IsScalar() || name.Scalar().empty()) {
+        return Status::InvalidArgument(where + ": a name must be a single value");
+      }
+      std::string entry = name.Scalar() + "=";
+      if (value.IsSequence()) {
+        bool first = true;
+        for (const YamlNode& word : value.Items()) {
+          Result<std::string> text = Scalar(word, Kind::kString);
+          if (!text.ok()) return Status::InvalidArgument(where + ": " + text.status().message());
+          if (!first) entry += kArgvSeparator;
+          entry += *text;
+          first = false;
+        }
+      } else {
+        Result<std::string> text = value.IsNull() ? Result<std::string>(Status::InvalidArgument(
+                                                        "has no value"))
+                                                  : Scalar(value, Kind::kString);
+        if (!text.ok()) return Status::InvalidArgument(where + ": " + text.status().message());
+        entry += *text;
+      }
+      values.push_back(std::move(entry));
     }
     return values;
   }

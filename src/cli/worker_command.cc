@@ -15,8 +15,10 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/early_signals.h"
+#include "cli/handler_options.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
+#include "server/external_handlers.h"
 #include "server/options_check.h"
 
 namespace reliableq::cli {
@@ -25,23 +27,30 @@ namespace {
 
 constexpr std::string_view kVerb = "worker";
 
+constexpr std::string_view kNoClasses =
+    "no job classes: load a plugin with -r, or map classes to programs or URLs with --exec "
+    "or --http-handler";
+
 constexpr std::string_view kHelp =
-    "usage: reliableq worker [-C FILE] -r LIB.so... [-q QUEUE[,WEIGHT]]...\n"
+    "usage: reliableq worker [-C FILE] [-r LIB.so]... [--exec CLASS=PROGRAM]...\n"
+    "                        [--http-handler CLASS=URL]... [-q QUEUE[,WEIGHT]]...\n"
     "                        [-c|--concurrency N]\n"
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
     "                        [--max-interruptions N] [--max-retries N]\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
+    "                        [--exec-env NAME[=VALUE]]... [--job-timeout [CLASS=]SEC]...\n"
+    "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
     "                        [--tag TAG] [--label LABEL]...\n"
     "                        [--http [HOST:]PORT] [--log-format text|json]\n"
     "                        [-v|--verbose]\n"
     "\n"
-    "Runs jobs from the queues with the handlers that the plugins register, with\n"
-    "reliable fetch: a job stays in this process's working list until it is\n"
-    "done, so no job is lost if the process dies. TERM or INT stops it (running\n"
-    "jobs get --timeout seconds, then go back to their queues), TSTP or USR1\n"
-    "quiets it, TTIN logs its state (see SIGNALS in reliableq(1)). Seconds may\n"
-    "have decimals (0.5) and are at most 86400 (a day).\n"
+    "Runs jobs from the queues with the handlers that plugins register, or with\n"
+    "programs and URLs in any language, with reliable fetch: a job stays in this\n"
+    "process's working list until it is done, so no job is lost if the process\n"
+    "dies. TERM or INT stops it (running jobs get --timeout seconds, then go back\n"
+    "to their queues), TSTP or USR1 quiets it, TTIN logs its state (see SIGNALS\n"
+    "in reliableq(1)). Seconds may have decimals (0.5) and are at most 86400.\n"
     "\n"
     "Options:\n"
     "  -C, --config FILE    read options from a YAML file in the shape of\n"
@@ -50,6 +59,26 @@ constexpr std::string_view kHelp =
     "                       here override it (see CONFIG FILE in reliableq(1))\n"
     "  -r, --require LIB.so a plugin: a shared library defining reliableq_register\n"
     "                       (see reliableq/plugin.h); repeat for several\n"
+    "      --exec CLASS=PROGRAM [ARG]...\n"
+    "                       run jobs of CLASS with PROGRAM, one process per job,\n"
+    "                       without a shell (words split at spaces); the job's JSON\n"
+    "                       on its stdin; exit status 0 is success; CLASS * runs\n"
+    "                       every class with no other handler (see HANDLERS)\n"
+    "      --http-handler CLASS=URL\n"
+    "                       run jobs of CLASS by POSTing their JSON to URL; a 2xx\n"
+    "                       answer is success\n"
+    "      --exec-env NAME[=VALUE]\n"
+    "                       give the programs NAME (this process's value without\n"
+    "                       =VALUE); they get nothing else of this environment\n"
+    "      --job-timeout [CLASS=]SEC\n"
+    "                       how long a job (of CLASS) may run; a job's own timeout\n"
+    "                       field wins (see TIMEOUTS; default: none)\n"
+    "      --kill-grace SEC after a timeout, how long a program has between SIGTERM\n"
+    "                       and SIGKILL (default: 5)\n"
+    "      --on-overrun keep|exit\n"
+    "                       a C++ handler still running after its timeout and the\n"
+    "                       grace: keep its thread running (default), or exit so\n"
+    "                       that the janitor gives its jobs back\n"
     "  -q, --queue QUEUE[,WEIGHT]\n"
     "                       a queue to work, in order of priority (default: default);\n"
     "                       with weights (0 to 1000), each fetch picks a queue with\n"
@@ -86,25 +115,6 @@ constexpr std::string_view kHelp =
     "                       log lines as text (default) or as one JSON object a\n"
     "                       line (see LOGS in reliableq(1))\n"
     "  -v, --verbose        log debug messages\n";
-
-// Seconds given on the command line, as milliseconds. Refuses what is not a
-// plain number, is negative (or zero when `allow_zero` is false) or is
-// above kMaxDuration.
-std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero) {
-  std::optional<double> seconds = ParseNumber(text);
-  if (!seconds || *seconds < 0 || *seconds * 1000 > static_cast<double>(kMaxDuration.count())) {
-    return std::nullopt;
-  }
-  auto ms = std::chrono::milliseconds(std::llround(*seconds * 1000));
-  if (!allow_zero && ms.count() <= 0) return std::nullopt;
-  return ms;
-}
-
-std::string SecondsText(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(ms.count()) / 1000);
-  return buf;
-}
 
 // Reads -q/-c/-t/... into `options`, each on its own (CheckRelations looks
 // at them together). Returns the usage problem, if any.
@@ -183,6 +193,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
+  if (auto problem = ReadHandlerOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
 }
 
@@ -288,7 +299,8 @@ int Run(const ParsedArgs& args) {
   // Without handlers every job would fail and, in the end, land in the
   // dead set: refuse to start instead.
   std::vector<std::string> plugins = effective->Values("require");
-  if (plugins.empty()) return UsageError(kVerb, "no job classes: load a plugin with -r");
+  bool external = !options.command_handlers.empty() || !options.http_handlers.empty();
+  if (plugins.empty() && !external) return UsageError(kVerb, kNoClasses);
   HandlerRegistry registry;
   for (const std::string& plugin : plugins) {
     Status s = LoadPlugin(plugin, &registry);
@@ -297,12 +309,14 @@ int Run(const ParsedArgs& args) {
       return kExitRuntime;
     }
   }
-  if (registry.empty()) {
-    return UsageError(kVerb,
-                      "no job classes: load a plugin with -r (the plugins given register "
-                      "none)");
+  if (registry.empty() && !external) {
+    return UsageError(kVerb, std::string(kNoClasses) + " (the plugins given register none)");
   }
 
+  // A program that is not there, or a bad URL, is a usage error.
+  if (Status s = ExternalHandlers::Check(options, registry); !s.ok()) {
+    return UsageError(kVerb, s.message());
+  }
   Result<std::unique_ptr<Server>> server = Server::Open(options, std::move(registry));
   if (!server.ok()) return RuntimeError(server.status());
   ForwardEarlySignals(**server);
@@ -338,6 +352,12 @@ const Command& WorkerCommand() {
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
+              {.name = "exec", .takes_value = true, .repeats = true},
+              {.name = "http-handler", .takes_value = true, .repeats = true},
+              {.name = "exec-env", .takes_value = true, .repeats = true},
+              {.name = "job-timeout", .takes_value = true, .repeats = true},
+              {.name = "kill-grace", .takes_value = true},
+              {.name = "on-overrun", .takes_value = true},
               {.name = "http", .takes_value = true},
               {.name = "log-format", .takes_value = true},
               {.name = "verbose", .short_name = 'v'},

@@ -1,0 +1,100 @@
+#include "cli/handler_options.h"
+
+#include "cli/commands.h"
+#include "server/options_check.h"  // kMaxDuration
+
+namespace reliableq::cli {
+
+namespace {
+
+// "CLASS=REST" split at the first '='.
+std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text) {
+  size_t equals = text.find('=');
+  if (equals == std::string_view::npos || equals == 0) return std::nullopt;
+  return std::pair{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
+}
+
+// The words of a program: at kArgvSeparator when the config file gave a
+// list, else at spaces and tabs.
+std::vector<std::string> ProgramWords(std::string_view text) {
+  std::vector<std::string> words;
+  bool listed = text.find(kArgvSeparator) != std::string_view::npos;
+  std::string word;
+  for (char c : text) {
+    bool separator = listed ? c == kArgvSeparator : (c == ' ' || c == '\t');
+    if (!separator) {
+      word += c;
+    } else if (listed || !word.empty()) {
+      words.push_back(std::move(word));
+      word.clear();
+    }
+  }
+  if (listed || !word.empty()) words.push_back(std::move(word));
+  return words;
+}
+
+}  // namespace
+
+std::optional<std::string> ReadHandlerOptions(const ParsedArgs& args, ServerOptions* options) {
+  for (const std::string& value : args.Values("exec")) {
+    auto assignment = SplitAssignment(value);
+    std::vector<std::string> argv;
+    if (assignment) argv = ProgramWords(assignment->second);
+    if (!assignment || argv.empty() || argv[0].empty()) {
+      return "--exec needs CLASS=PROGRAM [ARG]..., not '" + value + "'";
+    }
+    if (options->command_handlers.contains(assignment->first)) {
+      return "--exec: class '" + assignment->first + "' given twice";
+    }
+    options->command_handlers[assignment->first] = CommandHandler{std::move(argv)};
+  }
+  for (const std::string& value : args.Values("http-handler")) {
+    auto assignment = SplitAssignment(value);
+    if (!assignment || assignment->second.empty()) {
+      return "--http-handler needs CLASS=URL, not '" + value + "'";
+    }
+    if (options->http_handlers.contains(assignment->first)) {
+      return "--http-handler: class '" + assignment->first + "' given twice";
+    }
+    options->http_handlers[assignment->first] = HttpHandler{assignment->second};
+  }
+  for (const std::string& value : args.Values("exec-env")) {
+    if (value.empty() || value.front() == '=') {
+      return "--exec-env needs NAME or NAME=VALUE, not '" + value + "'";
+    }
+    options->handler_environment.push_back(value);
+  }
+  for (const std::string& value : args.Values("job-timeout")) {
+    auto assignment = SplitAssignment(value);
+    std::string job_class = assignment ? assignment->first : "*";
+    std::string seconds = assignment ? assignment->second : value;
+    auto ms = ParseSeconds(seconds, false);
+    if (!ms) {
+      return "--job-timeout needs [CLASS=]SECONDS, seconds above 0 and at most " +
+             SecondsText(kMaxDuration) + ", not '" + value + "'";
+    }
+    if (options->job_timeouts.contains(job_class)) {
+      return "--job-timeout: " +
+             (job_class == "*" ? std::string("the default") : "class '" + job_class + "'") +
+             " given twice";
+    }
+    options->job_timeouts[job_class] = *ms;
+  }
+  if (auto text = args.Value("kill-grace")) {
+    auto ms = ParseSeconds(*text, true);
+    if (!ms) return "--kill-grace needs a number of seconds from 0 to 86400, not '" + *text + "'";
+    options->kill_grace = *ms;
+  }
+  if (auto text = args.Value("on-overrun")) {
+    if (*text == "keep") {
+      options->on_overrun = OverrunAction::kKeepRunning;
+    } else if (*text == "exit") {
+      options->on_overrun = OverrunAction::kExitProcess;
+    } else {
+      return "--on-overrun needs keep or exit, not '" + *text + "'";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace reliableq::cli
