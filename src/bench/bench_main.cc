@@ -17,6 +17,10 @@
 //   reliableq-bench schedule --redis URL [--jobs N] [--ahead-ms MS] [--spread-ms MS]
 //                            [--min-lead-ms MS] [--producer client|ruby]
 //                            --record FILE [--log FILE] -- WORKER...
+//   reliableq-bench http-sink
+//
+// http-sink answers 200 to every POST /jobs on a free port of 127.0.0.1,
+// which it prints, until TERM: the local server of the HTTP handlers' rate.
 //
 // Progress goes to stderr, the result to stdout. Exit status 0 on success,
 // 1 on a failed run, 2 on bad usage, 130 when interrupted.
@@ -36,6 +40,7 @@
 #include "bench/bench_util.h"
 #include "bench/queue_watch.h"
 #include "bench/worker_process.h"
+#include "http/listener.h"
 #include "keys.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
@@ -66,6 +71,7 @@ constexpr const char kUsage[] =
     "                                [--spread-ms MS] [--min-lead-ms MS]\n"
     "                                [--producer client|ruby]\n"
     "                                --record FILE [--log FILE] -- WORKER COMMAND...\n"
+    "       reliableq-bench http-sink\n"
     "Common options: --prefix P (reliableq's key prefix, default reliableq:).\n";
 
 // The average size of the payloads at the head of `queue` (up to 1,000),
@@ -375,6 +381,23 @@ int RunDrain(const Flags& flags) {
   return 0;
 }
 
+// Serves POST /jobs with 200 on 127.0.0.1 (a free port, printed) until
+// TERM or INT. civetweb gives each open connection a thread, and a worker
+// -c 25 keeps up to 25 alive: 32 threads.
+int RunHttpSink() {
+  HttpRoutes routes;
+  routes.Post("/jobs", [](const HttpRequest&, HttpResponse& response) {
+    response.SetContent("ok", "text/plain");
+  });
+  HttpAddress where;
+  Result<std::unique_ptr<HttpListener>> listener = HttpListener::Start(where, 32, std::move(routes));
+  if (!listener.ok()) return Fail(listener.status(), "http-sink");
+  std::printf("%d\n", (*listener)->port());
+  std::fflush(stdout);
+  while (!g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return 0;
+}
+
 }  // namespace reliableq::bench
 
 
@@ -393,6 +416,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &on_stop, nullptr);
 
   std::string verb = argv[1];
+  if (verb == "http-sink") return reliableq::bench::RunHttpSink();
   std::optional<Flags> flags = Flags::Parse(argc, argv, 2);
   if (!flags) return 2;
   if (!flags->Has("redis")) {

@@ -34,6 +34,8 @@ EXPECTED = {
                    "poll_p99_ms"],
     "recovery": ["jobs", "cap_seconds", "back"],
     "schedule_lateness": ["jobs", "p50_ms", "p99_ms", "max_ms", "ruby_p50_ms", "ruby_p99_ms"],
+    "handlers": ["jobs", "cpp_jobs_per_sec", "command_jobs_per_sec", "http_jobs_per_sec",
+                 "command_vs_cpp", "http_vs_cpp"],
     "metrics": ["jobs", "seconds", "jobs_per_sec", "idle_rss_kb", "idle_rss_kb_without_http",
                 "scrapes"],
     "web_pages": ["dead", "requests_each", "page_p99_ms", "dead_json_first_p99_ms",
