@@ -71,19 +71,6 @@ class WorkerFixture : public RedisFixture {
     return *workers_.back();
   }
 
-  // A janitor takes a process for dead by its connections only once the
-  // server has been up longer than the process's heartbeat ttl.
-  void WaitForUptimeAbove(std::chrono::seconds ttl) {
-    auto uptime = [&]() -> long long {
-      auto info = redis().Command({"INFO", "server"});
-      if (!info.ok()) return -1;
-      std::string text((*info)->str, (*info)->len);
-      size_t at = text.find("uptime_in_seconds:");
-      return at == std::string::npos ? -1 : std::stoll(text.substr(at + 18));
-    };
-    REQUIRE(WaitUntil([&] { return uptime() > ttl.count(); }, ttl + 5s));
-  }
-
   // The jids RecordJob wrote, with how often each ran.
   std::map<std::string, int> Executions() {
     std::map<std::string, int> counts;

@@ -160,19 +160,6 @@ class HandlersFixture : public RedisFixture {
     return *workers_.back();
   }
 
-  // A janitor takes a process for dead by its connections only once the
-  // server has been up longer than the process's heartbeat ttl.
-  void WaitForUptimeAboveTtl() {
-    auto uptime = [&]() -> long long {
-      auto info = redis().Command({"INFO", "server"});
-      if (!info.ok()) return -1;
-      std::string text((*info)->str, (*info)->len);
-      size_t at = text.find("uptime_in_seconds:");
-      return at == std::string::npos ? -1 : std::stoll(text.substr(at + 18));
-    };
-    REQUIRE(WaitUntil([&] { return uptime() > 1; }, 8s));
-  }
-
   // A handler that records each run ("<jid> <interrupted_count>") in
   // dir/ledger and, on its first run, writes its pid and a background
   // child's to dir/pids and waits for the child: an hour.
@@ -361,7 +348,7 @@ TEST_CASE_FIXTURE(HandlersFixture, "the example webhook server answers HTTP hand
 TEST_CASE_FIXTURE(HandlersFixture,
                   "SIGKILL of the worker mid-handler: no handler process "
                   "survives, and the job comes back and completes") {
-  WaitForUptimeAboveTtl();
+  WaitForUptimeAbove(1s);
   std::string jid = Push("HoldJob", "[]");
   ChildProcess& worker = StartWorker({"--exec", "HoldJob=" + HoldScript()});
   REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
@@ -400,7 +387,7 @@ TEST_CASE_FIXTURE(HandlersFixture,
 TEST_CASE_FIXTURE(HandlersFixture,
                   "--on-overrun exit: a C++ handler that will not stop ends "
                   "the worker, and the janitor gives its job back") {
-  WaitForUptimeAboveTtl();
+  WaitForUptimeAbove(1s);
   std::string jid = Push("SleepJob", "[1500]");
   ChildProcess& worker = StartWorker({"-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"), "--job-timeout",
                                       "0.3", "--kill-grace", "0.2", "--on-overrun", "exit"});

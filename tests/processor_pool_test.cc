@@ -600,13 +600,15 @@ TEST_CASE("a C++ job past its deadline gets a stop request once, then is reporte
   Harness h;
   auto stopped = std::make_shared<std::atomic<bool>>(false);
   auto gate = h.gate;
+  JobClassOptions watch_options;
+  watch_options.timeout = milliseconds(300);
   h.config.registry.Register(
       "Watch",
       [stopped, gate](const JobView& job) {
         std::stop_callback on_stop(job.stop_token(), [stopped] { *stopped = true; });
         gate->Pass();
       },
-      JobClassOptions{.timeout = milliseconds(300)});
+      watch_options);
   h.config.kill_grace = milliseconds(500);
   h.Start(1);
   h.LeaseAnHour();

@@ -45,11 +45,13 @@ class JobView {
   // with a string "class" and an array "args".
   JobView(std::string_view raw, std::string_view queue, const rapidjson::Document& document)
       : raw_(raw), queue_(queue), document_(document) {}
-  // As above, for a job with a cancellation token and, when it has a
-  // timeout, a deadline (on the server's clock's Monotonic()).
+  // As above, for a job whose stop is requested through `stop` (which
+  // outlives the view) and, when it has a timeout, with a deadline (on the
+  // server's clock's Monotonic()).
   JobView(std::string_view raw, std::string_view queue, const rapidjson::Document& document,
-          std::stop_token stop, std::optional<std::chrono::steady_clock::time_point> deadline)
-      : raw_(raw), queue_(queue), document_(document), stop_(std::move(stop)), deadline_(deadline) {}
+          const std::stop_source* stop,
+          std::optional<std::chrono::steady_clock::time_point> deadline)
+      : raw_(raw), queue_(queue), document_(document), stop_(stop), deadline_(deadline) {}
 
   JobView(const JobView&) = delete;
   JobView& operator=(const JobView&) = delete;
@@ -91,8 +93,10 @@ class JobView {
   // and returns or throws when stop is requested, which happens when the
   // job's timeout passes (reliableq(1), TIMEOUTS) and when the server stops
   // hard (the shutdown timeout, or a second stop) and hands the job back.
-  std::stop_token stop_token() const { return stop_; }
-  bool stop_requested() const { return stop_.stop_requested(); }
+  std::stop_token stop_token() const {
+    return stop_ != nullptr ? stop_->get_token() : std::stop_token();
+  }
+  bool stop_requested() const { return stop_ != nullptr && stop_->stop_requested(); }
   // Throws JobTimeout when stop was requested; a handler's way to give up.
   void ThrowIfStopRequested() const;
   // When the job's timeout ends, on the server clock's Monotonic(); empty
@@ -114,7 +118,9 @@ class JobView {
   std::string_view raw_;
   std::string_view queue_;
   const rapidjson::Document& document_;
-  std::stop_token stop_;
+  // The server's, not a token: a handler that never asks costs no
+  // reference count.
+  const std::stop_source* stop_ = nullptr;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 

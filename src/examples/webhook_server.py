@@ -46,7 +46,12 @@ class JobHandler(BaseHTTPRequestHandler):
             event, payload = job["args"]
         except (ValueError, KeyError, TypeError):
             return self.answer(422, "expected a job with args [event, payload]")
-        key = self.headers.get("Idempotency-Key") or job["jid"]
+        # The worker sends the jid as the idempotency key, the same on every
+        # delivery of the job; X-Reliableq-Retry-Count and
+        # X-Reliableq-Interrupted-Count say whether it may have come before.
+        key = self.headers.get("Idempotency-Key")
+        if key != job.get("jid"):
+            return self.answer(400, "expected the job's jid in Idempotency-Key")
         with lock:
             if key not in seen:
                 seen.add(key)

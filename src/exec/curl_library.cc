@@ -86,36 +86,6 @@ Result<const CurlLibrary*> CurlLibrary::Open() {
   return static_cast<const CurlLibrary*>(curl.release());
 }
 
-CurlEasy& CurlEasy::operator=(CurlEasy&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    curl_ = other.curl_;
-    handle_ = other.handle_;
-    other.handle_ = nullptr;
-  }
-  return *this;
-}
-
-void CurlEasy::Reset() {
-  if (handle_ != nullptr) curl_->easy_cleanup(handle_);
-  handle_ = nullptr;
-}
-
-CurlMulti& CurlMulti::operator=(CurlMulti&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    curl_ = other.curl_;
-    handle_ = other.handle_;
-    other.handle_ = nullptr;
-  }
-  return *this;
-}
-
-void CurlMulti::Reset() {
-  if (handle_ != nullptr) curl_->multi_cleanup(handle_);
-  handle_ = nullptr;
-}
-
 bool CurlList::Append(const char* line) {
   curl_slist* head = curl_->slist_append(head_, line);
   if (head == nullptr) return false;

@@ -20,6 +20,8 @@
 
 #include <curl/curl.h>
 
+#include <utility>
+
 #include "reliableq/status.h"
 
 namespace reliableq {
@@ -68,49 +70,43 @@ class CurlLibrary {
   const char* version_ = "";
 };
 
-// Owns a CURL* easy handle (curl_easy_cleanup). Empty when default-made or
-// when curl_easy_init failed.
-class CurlEasy {
+// Owns a handle that CurlLibrary's `Init` makes and `Free` releases. Empty
+// when default-made or when `Init` failed.
+template <typename Handle, auto Init, auto Free>
+class CurlHandle {
  public:
-  CurlEasy() = default;
-  explicit CurlEasy(const CurlLibrary& curl) : curl_(&curl), handle_(curl.easy_init()) {}
-  ~CurlEasy() { Reset(); }
-  CurlEasy(CurlEasy&& other) noexcept : curl_(other.curl_), handle_(other.handle_) {
-    other.handle_ = nullptr;
+  CurlHandle() = default;
+  explicit CurlHandle(const CurlLibrary& curl) : curl_(&curl), handle_((curl.*Init)()) {}
+  ~CurlHandle() { Reset(); }
+  CurlHandle(CurlHandle&& other) noexcept
+      : curl_(other.curl_), handle_(std::exchange(other.handle_, nullptr)) {}
+  CurlHandle& operator=(CurlHandle&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      curl_ = other.curl_;
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
   }
-  CurlEasy& operator=(CurlEasy&& other) noexcept;
 
-  CURL* get() const { return handle_; }
+  Handle* get() const { return handle_; }
   explicit operator bool() const { return handle_ != nullptr; }
 
  private:
-  void Reset();
-
-  const CurlLibrary* curl_ = nullptr;
-  CURL* handle_ = nullptr;
-};
-
-// Owns a CURLM* multi handle (curl_multi_cleanup); remove easy handles
-// before it goes. Empty when curl_multi_init failed.
-class CurlMulti {
- public:
-  CurlMulti() = default;
-  explicit CurlMulti(const CurlLibrary& curl) : curl_(&curl), handle_(curl.multi_init()) {}
-  ~CurlMulti() { Reset(); }
-  CurlMulti(CurlMulti&& other) noexcept : curl_(other.curl_), handle_(other.handle_) {
-    other.handle_ = nullptr;
+  void Reset() {
+    if (handle_ != nullptr) (curl_->*Free)(handle_);
+    handle_ = nullptr;
   }
-  CurlMulti& operator=(CurlMulti&& other) noexcept;
-
-  CURLM* get() const { return handle_; }
-  explicit operator bool() const { return handle_ != nullptr; }
-
- private:
-  void Reset();
 
   const CurlLibrary* curl_ = nullptr;
-  CURLM* handle_ = nullptr;
+  Handle* handle_ = nullptr;
 };
+
+// A CURL* easy handle (curl_easy_cleanup).
+using CurlEasy = CurlHandle<CURL, &CurlLibrary::easy_init, &CurlLibrary::easy_cleanup>;
+// A CURLM* multi handle (curl_multi_cleanup); remove easy handles before it
+// goes.
+using CurlMulti = CurlHandle<CURLM, &CurlLibrary::multi_init, &CurlLibrary::multi_cleanup>;
 
 // Owns a curl_slist (curl_slist_free_all), the list of header lines.
 class CurlList {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -100,12 +101,27 @@ Result<std::string> ResolveProgram(const std::string& program, std::string_view 
                                  std::string(path) + ")");
 }
 
-std::string CountText(std::optional<int> count) { return count ? std::to_string(*count) : ""; }
 
 std::string SecondsText(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(ms.count()) / 1000);
   return buf;
+}
+
+// What every external handler learns of its job besides the JSON, as
+// header-style names: X-Reliableq-<name> for HTTP, RELIABLEQ_<NAME> (upper
+// case, - as _) for commands. Retry-Count only after a failure (Sidekiq's
+// retry_count), Timeout only with one (the seconds left).
+std::vector<std::pair<std::string_view, std::string>> JobFacts(const JobView& job,
+                                                               std::chrono::milliseconds left) {
+  std::vector<std::pair<std::string_view, std::string>> facts = {
+      {"Jid", std::string(job.jid())},
+      {"Class", std::string(job.job_class())},
+      {"Queue", std::string(job.queue())},
+      {"Interrupted-Count", std::to_string(job.interrupted_count())}};
+  if (job.retry_count()) facts.emplace_back("Retry-Count", std::to_string(*job.retry_count()));
+  if (left.count() > 0) facts.emplace_back("Timeout", SecondsText(left));
+  return facts;
 }
 
 // The job's remaining time, at least a millisecond once it has a deadline.
@@ -133,17 +149,11 @@ void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& arg
   CommandRequest request;
   request.argv = argv;
   request.environment = environment;
-  request.environment.push_back("RELIABLEQ_JID=" + std::string(job.jid()));
-  request.environment.push_back("RELIABLEQ_CLASS=" + std::string(job.job_class()));
-  request.environment.push_back("RELIABLEQ_QUEUE=" + std::string(job.queue()));
-  if (job.retry_count()) {
-    request.environment.push_back("RELIABLEQ_RETRY_COUNT=" + CountText(job.retry_count()));
-  }
-  request.environment.push_back("RELIABLEQ_INTERRUPTED_COUNT=" +
-                                std::to_string(job.interrupted_count()));
   request.timeout = Remaining(job, *clock);
-  if (request.timeout.count() > 0) {
-    request.environment.push_back("RELIABLEQ_TIMEOUT=" + SecondsText(request.timeout));
+  for (const auto& [name, value] : JobFacts(job, request.timeout)) {
+    std::string variable = "RELIABLEQ_";
+    for (char c : name) variable += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    request.environment.push_back(variable + "=" + value);
   }
   request.job = job.raw();
   request.kill_grace = kill_grace;
@@ -173,17 +183,9 @@ void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView&
   request.follow_redirects = target.follow_redirects;
   request.body = job.raw();
   request.headers.push_back("Idempotency-Key: " + std::string(job.jid()));
-  request.headers.push_back("X-Reliableq-Jid: " + std::string(job.jid()));
-  request.headers.push_back("X-Reliableq-Class: " + std::string(job.job_class()));
-  request.headers.push_back("X-Reliableq-Queue: " + std::string(job.queue()));
-  if (job.retry_count()) {
-    request.headers.push_back("X-Reliableq-Retry-Count: " + CountText(job.retry_count()));
-  }
-  request.headers.push_back("X-Reliableq-Interrupted-Count: " +
-                            std::to_string(job.interrupted_count()));
   request.timeout = Remaining(job, *clock);
-  if (request.timeout.count() > 0) {
-    request.headers.push_back("X-Reliableq-Timeout: " + SecondsText(request.timeout));
+  for (const auto& [name, value] : JobFacts(job, request.timeout)) {
+    request.headers.push_back("X-Reliableq-" + std::string(name) + ": " + value);
   }
   HttpCallOutcome outcome = caller->Post(request, job.stop_token());
   if (outcome.succeeded()) return;

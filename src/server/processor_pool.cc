@@ -49,6 +49,13 @@ JobResult ResultOf(const FinishedJob& done) {
   return JobResult::kDiscarded;
 }
 
+bool AnyClassTimeout(const HandlerRegistry& registry) {
+  for (const std::string& name : registry.Classes()) {
+    if (registry.Options(name)->timeout.count() > 0) return true;
+  }
+  return false;
+}
+
 std::string Demangle(const char* name) {
   int status = 0;
   char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
@@ -111,11 +118,14 @@ struct ProcessorPool::State {
 
   explicit State(ProcessorConfig c)
       : config(std::move(c)),
+        class_timeouts(AnyClassTimeout(config.registry)),
         planner(config.registry, config.max_retries, config.random_below, config.death_handlers,
                 *config.log),
         queue_names(config.queue_names.begin(), config.queue_names.end()) {}
 
   ProcessorConfig config;
+  // Some registered class has a JobClassOptions::timeout.
+  const bool class_timeouts;
   FailurePlanner planner;  // refers into config
   std::function<void()> wake;
 
@@ -146,8 +156,7 @@ struct ProcessorPool::State {
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
   // `tally`: the thread's (metrics off: one that does nothing).
-  FinishedJob Run(Slot& slot, const std::string& queue, std::stop_token stop,
-                  WorkerMetrics::Tally& tally);
+  FinishedJob Run(Slot& slot, const std::string& queue, WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
   // Publishes the deadline of the job in `slot` (under mu).
@@ -218,12 +227,11 @@ void ProcessorPool::State::Loop(int slot_index) {
     slot.busy = true;
     slot.started_at = config.clock->Now();
     if (slot.stop.stop_requested()) slot.stop = std::stop_source();
-    std::stop_token stop = slot.stop.get_token();
     ++running;
     const std::string& queue = queue_names[slot.job.queue];
     lock.unlock();
 
-    FinishedJob outcome = Run(slot, queue, std::move(stop), tally);
+    FinishedJob outcome = Run(slot, queue, tally);
 
     lock.lock();
     slot.busy = false;
@@ -273,7 +281,7 @@ void ProcessorPool::State::SetDeadline(Slot& slot, std::chrono::milliseconds tim
   slot.overrun_reported = false;
 }
 
-FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue, std::stop_token stop,
+FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
                                       WorkerMetrics::Tally& tally) {
   const FetchedJob& job = slot.job;
   const double started_at = slot.started_at;
@@ -295,7 +303,9 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue, std:
   std::string_view job_class(class_value.GetString(), class_value.GetStringLength());
   bool external = false;
   const Handler* handler = FindHandler(job_class, &external);
-  const JobClassOptions* class_options = external ? nullptr : config.registry.Options(job_class);
+  // A second look in the registry only when some class has a timeout.
+  const JobClassOptions* class_options =
+      external || !class_timeouts ? nullptr : config.registry.Options(job_class);
   Result<std::optional<std::chrono::milliseconds>> timeout = config.timeouts.For(
       decoded->document, job_class,
       class_options != nullptr ? class_options->timeout : std::chrono::milliseconds(0));
@@ -304,7 +314,9 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue, std:
     SetDeadline(slot, **timeout, external);
     deadline = slot.deadline;  // only this thread writes it while the job runs
   }
-  JobView view(job.payload, queue, decoded->document, std::move(stop), deadline);
+  // Only this thread replaces slot.stop, between jobs; the loop thread
+  // requests stop on it under the lock (CheckDeadlines, StopRunning).
+  JobView view(job.payload, queue, decoded->document, &slot.stop, deadline);
   JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
