@@ -225,10 +225,22 @@ TEST_CASE_FIXTURE(HandlersFixture, "the shell example reads the job from its env
   for (const char* name : {"c-1.csv", "c-1.json", "c-2.csv"}) WriteFile(exports + "/" + name, "x");
   ServerOptions opts = Options();
   opts.command_handlers["CleanupJob"] = {{Examples() + "/cleanup.sh"}};
+  // The catch-all: every other class.
+  std::string others = dir_ + "/others";
+  opts.command_handlers["*"] = {
+      {"/bin/sh", "-c",
+       "echo \"$RELIABLEQ_CLASS $RELIABLEQ_QUEUE $RELIABLEQ_INTERRUPTED_COUNT $HANDLERS_TEST_SECRET\" >> " +
+           others}};
   opts.handler_environment = {"EXPORT_DIR=" + exports};
+  setenv("HANDLERS_TEST_SECRET", "leaked", 1);
   RunningServer server(opts, HandlerRegistry());
   Push("CleanupJob", R"(["c-1"])");
   REQUIRE(WaitUntil([&] { return Drained(); }));
+  Push("AnyOtherJob", "[]");
+  REQUIRE(WaitUntil([&] { return !ReadFile(others).empty(); }));
+  // The worker's own environment does not reach handlers.
+  CHECK(ReadFile(others) == "AnyOtherJob default 0 \n");
+  unsetenv("HANDLERS_TEST_SECRET");
   CHECK(access((exports + "/c-1.csv").c_str(), F_OK) != 0);
   CHECK(access((exports + "/c-1.json").c_str(), F_OK) != 0);
   CHECK(access((exports + "/c-2.csv").c_str(), F_OK) == 0);
