@@ -447,6 +447,8 @@ TEST_CASE("worker refuses bad handler and timeout options, and programs it canno
   CheckUsageError(RunCli({"worker", "--exec", "EmailJob=/nonexistent/send-mail"}), "worker",
                   "command handler for EmailJob: /nonexistent/send-mail: No such file or "
                   "directory");
+  CheckUsageError(RunCli({"worker", "--exec", "Dir=/tmp"}), "worker",
+                  "command handler for Dir: /tmp: not an executable file");
   CheckUsageError(RunCli({"worker", "--exec", "EmailJob=no-such-program-here"}), "worker",
                   "no-such-program-here: not found in the handlers' PATH");
   CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--http-handler", "A=http://h/"}),

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -231,6 +232,8 @@ TEST_CASE_FIXTURE(HandlersFixture, "the shell example reads the job from its env
       {"/bin/sh", "-c",
        "echo \"$RELIABLEQ_CLASS $RELIABLEQ_QUEUE $RELIABLEQ_INTERRUPTED_COUNT $HANDLERS_TEST_SECRET\" >> " +
            others}};
+  opts.command_handlers["NulJob"] = {
+      {"/bin/sh", "-c", "printf 'before\\000after: the real error\\n' >&2; exit 1"}};
   opts.handler_environment = {"EXPORT_DIR=" + exports};
   setenv("HANDLERS_TEST_SECRET", "leaked", 1);
   RunningServer server(opts, HandlerRegistry());
@@ -241,6 +244,10 @@ TEST_CASE_FIXTURE(HandlersFixture, "the shell example reads the job from its env
   // The worker's own environment does not reach handlers.
   CHECK(ReadFile(others) == "AnyOtherJob default 0 \n");
   unsetenv("HANDLERS_TEST_SECRET");
+  // A NUL byte in stderr does not cut the error message there.
+  std::string nul = Push("NulJob", "[]");
+  CHECK(Field(RetryEntry(nul), "error_message").find("after: the real error") !=
+        std::string::npos);
   CHECK(access((exports + "/c-1.csv").c_str(), F_OK) != 0);
   CHECK(access((exports + "/c-1.json").c_str(), F_OK) != 0);
   CHECK(access((exports + "/c-2.csv").c_str(), F_OK) == 0);
@@ -286,6 +293,11 @@ TEST_CASE_FIXTURE(HandlersFixture,
 TEST_CASE_FIXTURE(HandlersFixture, "a program that writes 1 GiB to stdout costs no memory") {
   ServerOptions opts = Options();
   opts.command_handlers["FloodJob"] = {{"/usr/bin/head", "-c", "1073741824", "/dev/zero"}};
+  // The peak so far is this process's, from earlier tests: start afresh.
+  {
+    std::ofstream reset("/proc/self/clear_refs");
+    reset << "5";
+  }
   long before = PeakRssKb();
   RunningServer server(opts, HandlerRegistry());
   Push("FloodJob", "[]");
@@ -394,6 +406,39 @@ TEST_CASE_FIXTURE(HandlersFixture,
   REQUIRE(status);
   CHECK(WEXITSTATUS(*status) == 0);
   CHECK(LRange("queue:default")[0].find(jid) != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(HandlersFixture, "TERM past the shutdown timeout with ten handlers running: "
+                                   "each job back in its queue once, none taken for a failure") {
+  constexpr int kJobs = 10;
+  std::set<std::string> jids;
+  for (int i = 0; i < kJobs; ++i) {
+    Job job;
+    job.job_class = "HoldJob";
+    job.retry = Retry::Disabled();  // a stop taken for a failure would drop it
+    jids.insert(AcceptedJid(client_->Push(job)));
+  }
+  ChildProcess& worker = StartWorker(
+      {"-c", std::to_string(kJobs), "-t", "0.5", "--exec", "HoldJob=" + HoldScript()});
+  REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2 * kJobs; }, 15s));
+  std::vector<long> held = Pids(dir_ + "/pids");
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(10s);
+  REQUIRE(status);
+  CHECK(WEXITSTATUS(*status) == 0);
+  std::vector<std::string> queued = LRange("queue:default");
+  CHECK(queued.size() == kJobs);
+  std::set<std::string> back;
+  for (const std::string& payload : queued) {
+    back.insert(Field(payload, "jid"));
+    CHECK(Field(payload, "interrupted_count") == "1");
+  }
+  CHECK(back == jids);
+  CHECK(Get("stat:failed").empty());
+  CHECK(Integer({"ZCARD", "retry"}) == 0);
+  CHECK(Integer({"ZCARD", "dead"}) == 0);
+  for (long pid : held) CHECK(Ended(pid));
+  CHECK(worker.Log().find("JobStopped") == std::string::npos);
 }
 
 TEST_CASE_FIXTURE(HandlersFixture,

@@ -632,6 +632,28 @@ TEST_CASE("a C++ job past its deadline gets a stop request once, then is reporte
   CHECK(h.pool->CheckDeadlines(start + std::chrono::hours(1)).empty());
   h.gate->Open();
   CHECK(h.WaitFinished(1)[0].outcome == Outcome::kSucceeded);  // its result stands
+  // The slot's next job gets a token that was not stopped.
+  auto next_stopped = std::make_shared<std::atomic<int>>(-1);
+  h.pool->Shutdown(milliseconds(1000));
+  Harness again;
+  again.config.registry.Register("Probe", [next_stopped](const JobView& job) {
+    *next_stopped = job.stop_requested() ? 1 : 0;
+  });
+  JobClassOptions short_options;
+  short_options.timeout = milliseconds(1);
+  auto gate2 = again.gate;
+  again.config.registry.Register(
+      "Short", [gate2](const JobView&) { gate2->Pass(); }, short_options);
+  again.Start(1);
+  again.LeaseAnHour();
+  again.Submit({{0, Job("Short", "js")}});
+  REQUIRE(again.gate->WaitEntered(1));
+  REQUIRE(again.pool->CheckDeadlines(again.clock->Monotonic() + milliseconds(5)).size() == 1);
+  again.gate->Open();
+  again.WaitFinished(1);
+  again.Submit({{0, Job("Probe", "jp")}});
+  again.WaitFinished(1);
+  CHECK(*next_stopped == 0);
 }
 
 TEST_CASE("a job's timeout field wins, and a bad one fails the job as invalid") {
@@ -658,27 +680,38 @@ TEST_CASE("a job's timeout field wins, and a bad one fails the job as invalid") 
   CHECK(*h.ran == 1);  // the handler of the bad one never ran
 }
 
-TEST_CASE("StopRunning requests stop on every running job, and the next job gets a fresh token") {
+TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outcomes") {
   Harness h;
-  auto tokens_stopped = std::make_shared<Events>();
+  auto seen = std::make_shared<Events>();
   auto gate = h.gate;
-  h.config.registry.Register("Cancel", [tokens_stopped, gate](const JobView& job) {
+  h.config.registry.Register("Cancel", [seen, gate](const JobView& job) {
     gate->Pass();
-    tokens_stopped->Add(job.stop_requested() ? "stopped" : "running");
-    if (job.stop_requested()) job.ThrowIfStopRequested();
+    seen->Add(job.stop_requested() ? "stopped" : "running");
+    job.ThrowIfStopRequested();
   });
-  h.Start(1);
+  h.Start(2);
   h.LeaseAnHour();
-  h.Submit({{0, Job("Cancel", "j1")}});
+  h.Submit({{0, Job("Ok", "done-before")}});
+  h.WaitFinished(1);  // acked as usual: finished before the stop
+  const std::string stopped = Job("Cancel", "j1");
+  h.Submit({{1, stopped}});
   REQUIRE(h.gate->WaitEntered(1));
-  h.pool->StopRunning();
+  std::vector<RunningJob> running = h.pool->StopRunning(milliseconds(0));
+  REQUIRE(running.size() == 1);
+  CHECK(running[0].payload == stopped);
+  CHECK(running[0].queue == 1);
   h.gate->Open();
-  std::vector<FinishedJob> done = h.WaitFinished(1);
-  rapidjson::Document failed = Parse(done[0].failed_payload);
-  CHECK(std::string(failed["error_class"].GetString()) == "Reliableq::JobTimeout");
-  h.Submit({{0, Job("Cancel", "j2")}});
-  h.WaitFinished(1);
-  CHECK(tokens_stopped->Get() == Strings{"stopped", "running"});
+  REQUIRE(WaitUntil([&] { return seen->Get().size() == 1; }));
+  CHECK(seen->Get() == Strings{"stopped"});
+  // Its thread returned; no outcome: the job goes back with the hand-back
+  // alone, neither acked nor retried.
+  REQUIRE(WaitUntil([&] { return h.pool->running() == 0; }));
+  std::vector<FinishedJob> after;
+  h.pool->TakeFinished(&after);
+  CHECK(after.empty());
+  CHECK(h.pool->finished_total() == 1);
+  // Nothing was logged for it either (no fail, retry or drop line).
+  for (const std::string& line : h.lines->Get()) CHECK(line.find("j1") == std::string::npos);
 }
 
 TEST_CASE("TimeoutPolicy: the job's field, then the server's class entry, the class's own, "

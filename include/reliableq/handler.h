@@ -92,7 +92,10 @@ class JobView {
   // that may run long polls this token (or registers a std::stop_callback)
   // and returns or throws when stop is requested, which happens when the
   // job's timeout passes (reliableq(1), TIMEOUTS) and when the server stops
-  // hard (the shutdown timeout, or a second stop) and hands the job back.
+  // hard (the shutdown timeout, or a second stop) and hands the job back;
+  // after a hard stop, what the handler returns or throws is dropped. A
+  // stop_callback runs on the server's event loop thread, under its
+  // processors' lock: keep it short (set a flag, close a socket).
   std::stop_token stop_token() const {
     return stop_ != nullptr ? stop_->get_token() : std::stop_token();
   }

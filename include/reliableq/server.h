@@ -66,9 +66,10 @@ using DeathHandler = std::function<void(const JobView& job, const JobError& erro
 // What a server does with a C++ handler still running when its job's
 // timeout has passed and the grace after it (ServerOptions::on_overrun).
 enum class OverrunAction {
-  // Log it and count it (reliableq_jobs_overrun_total), and let the thread
-  // run on: the job finishes when its handler returns. The default, because
-  // exiting also interrupts every other job of the process.
+  // Log it (job_overrun; it was counted in reliableq_jobs_timed_out_total
+  // at its timeout), and let the thread run on: the job finishes when its
+  // handler returns. The default, because exiting also interrupts every
+  // other job of the process.
   kKeepRunning,
   // Log it and end the process at once (exit status 70): the janitor gives
   // this process's jobs back to their queues, the stuck one included, and a

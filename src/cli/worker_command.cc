@@ -334,7 +334,7 @@ int Run(const ParsedArgs& args) {
 const Command& WorkerCommand() {
   static const Command command = {
       .name = kVerb,
-      .summary = "run jobs with the handlers of plugins",
+      .summary = "run jobs with plugins' handlers, programs or URLs",
       .help = kHelp,
       .options =
           {

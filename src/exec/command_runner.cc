@@ -27,7 +27,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 // How long the stop callback waits for the program's main process to end
 // after its SIGKILL (it ends in microseconds unless the kernel is busy
 // tearing down a large address space).
-constexpr milliseconds kStopWait{1000};
 // Linux refuses (E2BIG) to exec with one environment string longer than
 // this (MAX_ARG_STRLEN, 32 pages): a larger job goes to a file whatever
 // inline_job_limit says.
@@ -262,20 +261,14 @@ class ChildProcess {
 // request_stop() knows the job's code no longer runs.
 struct KillOnStop {
   pid_t pgid;
-  int pidfd;
   std::atomic<bool>* stopped;
 
+  // Only the SIGKILL, not the wait for the end: a server stopping many
+  // handlers sends every SIGKILL first, then waits for them all
+  // (ProcessorPool::StopRunning). A process sent SIGKILL runs no more code.
   void operator()() noexcept {
     stopped->store(true);
     kill(-pgid, SIGKILL);
-    auto give_up = steady_clock::now() + kStopWait;
-    for (;;) {
-      auto left = std::chrono::ceil<milliseconds>(give_up - steady_clock::now());
-      if (left.count() <= 0) return;
-      pollfd exited = {pidfd, POLLIN, 0};
-      int ready = poll(&exited, 1, static_cast<int>(left.count()));
-      if (ready > 0 || (ready < 0 && errno != EINTR)) return;
-    }
   }
 };
 
@@ -415,7 +408,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   // Declared after `child` and `pidfd`, so destroyed before them: once it is
   // gone no other thread can signal the group, and only then is it reaped.
   std::optional<std::stop_callback<KillOnStop>> kill_on_stop;
-  kill_on_stop.emplace(stop, KillOnStop{pid, pidfd.get(), &stopped});
+  kill_on_stop.emplace(stop, KillOnStop{pid, &stopped});
 
   // Open the gate: the program may run.
   if (!stopped.load()) {

@@ -44,6 +44,10 @@ std::string ErrnoText(int err) {
   // for as long as this process lives.
   if (fd > 0) close_range(0, fd - 1, 0);
   close_range(fd + 1, ~0U, 0);
+  // A group of its own: a SIGKILL to the worker's whole process group
+  // (kill -9 -PGID, a process manager's group kill) must not take the
+  // supervisor with it, or the handlers would run on unattended.
+  setpgid(0, 0);
 
   // The worker's signal handlers mean nothing here. Then ignore what a
   // terminal or a service manager sends to the worker's whole group

@@ -17,6 +17,9 @@
 //
 // Limits:
 // - A handler that leaves its process group (setsid, setpgid) escapes.
+// - The supervisor has a process group of its own, so a SIGKILL to the
+//   worker's group spares it; a kill of the whole session or cgroup (systemd
+//   stopping the unit past its timeout) ends handlers and supervisor alike.
 // - The protection lasts while the supervisor lives. If it is killed alone,
 //   the next Add fails with kIoError (the caller logs it and does not start
 //   the handler unprotected).

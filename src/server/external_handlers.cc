@@ -1,5 +1,6 @@
 #include "server/external_handlers.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -24,17 +25,38 @@ constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // end of a traceback, which is where its cause is. The Web UI shows it.
 constexpr size_t kErrorOutputLimit = 1024;
 
+// `text` for an error message: a NUL byte, which would end the message
+// there (std::exception::what()), shown as the two characters \0.
+std::string WithoutNul(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\0') {
+      out += "\\0";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string Tail(std::string_view text, size_t limit) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
     text.remove_suffix(1);
   }
-  if (text.size() > limit) return "..." + std::string(text.substr(text.size() - limit));
-  return std::string(text);
+  if (text.size() > limit) return "..." + WithoutNul(text.substr(text.size() - limit));
+  return WithoutNul(text);
 }
 
 std::string Head(std::string_view text, size_t limit) {
-  if (text.size() > limit) return std::string(text.substr(0, limit)) + "...";
-  return std::string(text);
+  if (text.size() > limit) return WithoutNul(text.substr(0, limit)) + "...";
+  return WithoutNul(text);
+}
+
+// An executable file: access(X_OK) alone also takes a directory.
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
 // The handlers' environment from ServerOptions::handler_environment.
@@ -79,6 +101,9 @@ Result<std::string> ResolveProgram(const std::string& program, std::string_view 
     if (access(program.c_str(), X_OK) != 0) {
       return Status::InvalidArgument(program + ": " + std::strerror(errno));
     }
+    if (!IsExecutableFile(program)) {
+      return Status::InvalidArgument(program + ": not an executable file");
+    }
     if (program.front() == '/') return program;
     char* absolute = realpath(program.c_str(), nullptr);
     if (absolute == nullptr) return Status::InvalidArgument(program + ": " + std::strerror(errno));
@@ -93,7 +118,7 @@ Result<std::string> ResolveProgram(const std::string& program, std::string_view 
     std::string_view dir = path.substr(start, end - start);
     if (!dir.empty() && dir.front() == '/') {
       std::string candidate = std::string(dir) + "/" + program;
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+      if (IsExecutableFile(candidate)) return candidate;
     }
     start = end + 1;
   }

@@ -146,6 +146,10 @@ struct ProcessorPool::State {
   bool wake_armed = true;                 // guarded by mu
   std::atomic<uint64_t> finished_total{0};  // written under mu
   bool stopping = false;                  // guarded by mu
+  // StopRunning was called: outcomes are dropped from then on.
+  bool hard_stopped = false;              // guarded by mu
+  std::atomic<bool> hard_stop{false};     // the same, for Run without mu
+  std::condition_variable slot_freed;     // a slot freed after a hard stop
   std::chrono::steady_clock::time_point lease;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
   size_t exited = 0;                      // guarded by mu
@@ -160,7 +164,9 @@ struct ProcessorPool::State {
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
   // Publishes the deadline of the job in `slot` (under mu).
-  void SetDeadline(Slot& slot, std::chrono::milliseconds timeout, bool external);
+  // Publishes, under mu, the job's deadline (with a timeout) and whether
+  // its handler is a program or a URL.
+  void MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout, bool external);
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
@@ -236,7 +242,14 @@ void ProcessorPool::State::Loop(int slot_index) {
     lock.lock();
     slot.busy = false;
     slot.deadline.reset();
+    slot.external = false;
     --running;
+    if (hard_stopped) {
+      // Its job goes back with the hand-back (StopRunning listed it): an
+      // outcome would ack it, or retry or drop it, as if it had run.
+      slot_freed.notify_all();
+      continue;
+    }
     outcome.payload = std::move(slot.job.payload);
     finished.push_back(std::move(outcome));
     finished_total.fetch_add(1, std::memory_order_relaxed);
@@ -271,14 +284,15 @@ const Handler* ProcessorPool::State::FindHandler(std::string_view job_class,
   return handler;
 }
 
-void ProcessorPool::State::SetDeadline(Slot& slot, std::chrono::milliseconds timeout,
-                                       bool external) {
+void ProcessorPool::State::MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout,
+                                    bool external) {
   std::lock_guard<std::mutex> lock(mu);
-  slot.deadline = config.clock->Monotonic() + timeout;
-  slot.timeout = timeout;
   slot.external = external;
   slot.timed_out_reported = false;
   slot.overrun_reported = false;
+  if (!timeout) return;
+  slot.deadline = config.clock->Monotonic() + *timeout;
+  slot.timeout = *timeout;
 }
 
 FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
@@ -310,8 +324,11 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
       decoded->document, job_class,
       class_options != nullptr ? class_options->timeout : std::chrono::milliseconds(0));
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (timeout.ok() && timeout->has_value()) {
-    SetDeadline(slot, **timeout, external);
+  bool timed = timeout.ok() && timeout->has_value();
+  // The lock only for a job with a timeout or an external handler (a
+  // process or a request costs far more than it).
+  if (timed || external) {
+    MarkSlot(slot, timed ? *timeout : std::nullopt, external);
     deadline = slot.deadline;  // only this thread writes it while the job runs
   }
   // Only this thread replaces slot.stop, between jobs; the loop thread
@@ -358,6 +375,9 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
       error.message = "a non-standard exception was thrown";
     }
   }
+  // Stopped hard: its outcome is dropped (Loop), and so are its retry,
+  // hooks, log lines and metrics. The job goes back to its queue.
+  if (hard_stop.load(std::memory_order_acquire)) return done;
   // The clock is read only when the time is logged: a no-op job costs a
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
@@ -429,14 +449,30 @@ std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(
   return events;
 }
 
-void ProcessorPool::StopRunning() {
-  // Under the lock: a slot's job cannot change meanwhile, and each
-  // request_stop runs the stop callbacks (a command handler's SIGKILL to
-  // its process group) before it returns.
-  std::lock_guard<std::mutex> lock(state_->mu);
-  for (State::Slot& slot : state_->slots) {
-    if (slot.busy) slot.stop.request_stop();
+std::vector<RunningJob> ProcessorPool::StopRunning(std::chrono::milliseconds wait) {
+  // Under the lock: no slot takes or finishes a job meanwhile, so the list
+  // is exactly the jobs whose outcomes will be dropped. Each request_stop
+  // runs the stop callbacks (a command handler's SIGKILL to its process
+  // group) before it returns: every SIGKILL goes out before any wait.
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->hard_stopped = true;
+  state_->hard_stop.store(true, std::memory_order_release);
+  std::vector<RunningJob> running;
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    State::Slot& slot = state_->slots[i];
+    if (!slot.busy) continue;
+    running.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
+    slot.stop.request_stop();
   }
+  // Programs end within moments of their SIGKILL, and requests are aborted:
+  // wait for their threads. Not for C++ handlers, which may never return.
+  state_->slot_freed.wait_for(lock, wait, [this] {
+    for (const State::Slot& slot : state_->slots) {
+      if (slot.busy && slot.external) return false;
+    }
+    return true;
+  });
+  return running;
 }
 
 void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {

@@ -136,10 +136,15 @@ class ProcessorPool {
   // thread.
   std::vector<DeadlineEvent> CheckDeadlines(std::chrono::steady_clock::time_point now);
 
-  // Requests stop on every running job's token (a hard stop): when it
-  // returns, the process group of every command handler has been sent
-  // SIGKILL, so none runs on while its job is handed back.
-  void StopRunning();
+  // A hard stop: lists the running jobs, requests stop on each one's token
+  // (a command handler's process group gets SIGKILL), and from then on
+  // drops every outcome, so that the listed jobs go back to their queues
+  // with the hand-back and nothing else (no ack, retry, hooks or counts).
+  // Then waits up to `wait` for the threads of command and HTTP handlers to
+  // return: when it does, none of their processes runs while the jobs go
+  // back. C++ handlers are not waited for. Loop thread; call once, before
+  // TakeFinished (what finished before is acked as usual).
+  std::vector<RunningJob> StopRunning(std::chrono::milliseconds wait);
 
   // Jobs submitted and not finished: ready plus running.
   size_t held() const;

@@ -61,6 +61,8 @@ constexpr milliseconds kReconnectMin{100};
 constexpr milliseconds kReconnectMax{2000};
 // How often the stop sequence looks whether running jobs have finished.
 constexpr milliseconds kStopPoll{20};
+// How long a hard stop waits for killed command handlers to end.
+constexpr milliseconds kStopWait{1000};
 
 class ServerImpl final : public Server {
  public:
@@ -569,23 +571,17 @@ void ServerImpl::FinishStop(bool hard) {
   idle_fetch_->Stop();
   PayloadsByQueue running(queues_.size());
   if (hard) {
-    // Command handlers' process groups are killed (SIGKILL) before their
-    // jobs go back, so that none runs on beside its recovered copy; C++ and
-    // HTTP handlers are asked to stop. Then running jobs are listed before
-    // finished ones are taken: a job that
-    // finishes in between is then in both lists, and its ack, sent ahead of
-    // the requeue on the same connection, removes it first (the requeue
-    // ignores listed jobs that are gone). Taken the other way round, it
-    // would be in neither and go back to run again.
-    pool_->StopRunning();
-    for (const RunningJob& job : pool_->Running()) running[job.queue].push_back(job.payload);
+    // The running jobs, listed as the pool stops posting outcomes, so that
+    // each one is either acked (finished before) or handed back, never
+    // both; command handlers' process groups are killed first, so that
+    // none runs on beside the job's next copy.
+    for (const RunningJob& job : pool_->StopRunning(kStopWait)) {
+      running[job.queue].push_back(job.payload);
+    }
   }
   outcomes_->TakeFinished();
-  if (hard) {
-    // The threads still in a handler cannot be stopped; their outcomes no
-    // longer matter, because their jobs go back to the queues now.
-    pool_->Shutdown(milliseconds(0));
-  }
+  // Threads still in a C++ handler cannot be stopped; their jobs go back.
+  if (hard) pool_->Shutdown(milliseconds(0));
   hand_back_->Start(hard, std::move(running));
 }
 
