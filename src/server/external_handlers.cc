@@ -53,10 +53,17 @@ std::string Head(std::string_view text, size_t limit) {
   return WithoutNul(text);
 }
 
-// An executable file: access(X_OK) alone also takes a directory.
-bool IsExecutableFile(const std::string& path) {
+// OK when `path` is a file this process may execute; access(X_OK) alone
+// also takes a directory.
+Status CheckExecutable(const std::string& path) {
   struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+  if (stat(path.c_str(), &st) != 0)
+    return Status::InvalidArgument(path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not an executable file");
+  if (access(path.c_str(), X_OK) != 0) {
+    return Status::InvalidArgument(path + ": " + std::strerror(errno));
+  }
+  return Status::OK();
 }
 
 // The handlers' environment from ServerOptions::handler_environment.
@@ -98,12 +105,7 @@ std::string_view PathOf(const std::vector<std::string>& environment) {
 Result<std::string> ResolveProgram(const std::string& program, std::string_view path) {
   if (program.empty()) return Status::InvalidArgument("no program given");
   if (program.find('/') != std::string::npos) {
-    if (access(program.c_str(), X_OK) != 0) {
-      return Status::InvalidArgument(program + ": " + std::strerror(errno));
-    }
-    if (!IsExecutableFile(program)) {
-      return Status::InvalidArgument(program + ": not an executable file");
-    }
+    if (Status s = CheckExecutable(program); !s.ok()) return s;
     if (program.front() == '/') return program;
     char* absolute = realpath(program.c_str(), nullptr);
     if (absolute == nullptr) return Status::InvalidArgument(program + ": " + std::strerror(errno));
@@ -118,14 +120,13 @@ Result<std::string> ResolveProgram(const std::string& program, std::string_view 
     std::string_view dir = path.substr(start, end - start);
     if (!dir.empty() && dir.front() == '/') {
       std::string candidate = std::string(dir) + "/" + program;
-      if (IsExecutableFile(candidate)) return candidate;
+      if (CheckExecutable(candidate).ok()) return candidate;
     }
     start = end + 1;
   }
   return Status::InvalidArgument(program + ": not found in the handlers' PATH (" +
                                  std::string(path) + ")");
 }
-
 
 std::string SecondsText(std::chrono::milliseconds ms) {
   char buf[32];

@@ -156,6 +156,8 @@ struct ProcessorPool::State {
   std::condition_variable thread_exited;
 
   void Loop(int slot_index);
+  // The jobs running now; call with mu held.
+  std::vector<RunningJob> RunningLocked() const;
   // Wakes one idle thread if work waits and no other wake-up is under way.
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
@@ -163,7 +165,6 @@ struct ProcessorPool::State {
   FinishedJob Run(Slot& slot, const std::string& queue, WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
-  // Publishes the deadline of the job in `slot` (under mu).
   // Publishes, under mu, the job's deadline (with a timeout) and whether
   // its handler is a program or a URL.
   void MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout, bool external);
@@ -457,12 +458,9 @@ std::vector<RunningJob> ProcessorPool::StopRunning(std::chrono::milliseconds wai
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->hard_stopped = true;
   state_->hard_stop.store(true, std::memory_order_release);
-  std::vector<RunningJob> running;
-  for (size_t i = 0; i < state_->slots.size(); ++i) {
-    State::Slot& slot = state_->slots[i];
-    if (!slot.busy) continue;
-    running.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
-    slot.stop.request_stop();
+  std::vector<RunningJob> running = state_->RunningLocked();
+  for (State::Slot& slot : state_->slots) {
+    if (slot.busy) slot.stop.request_stop();
   }
   // Programs end within moments of their SIGKILL, and requests are aborted:
   // wait for their threads. Not for C++ handlers, which may never return.
@@ -538,15 +536,19 @@ size_t ProcessorPool::running() const {
   return state_->running;
 }
 
-std::vector<RunningJob> ProcessorPool::Running() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+std::vector<RunningJob> ProcessorPool::State::RunningLocked() const {
   std::vector<RunningJob> out;
-  for (size_t i = 0; i < state_->slots.size(); ++i) {
-    const State::Slot& slot = state_->slots[i];
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& slot = slots[i];
     if (!slot.busy) continue;
     out.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
   }
   return out;
+}
+
+std::vector<RunningJob> ProcessorPool::Running() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->RunningLocked();
 }
 
 void ProcessorPool::HeldPayloads(bool include_ready,
