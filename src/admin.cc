@@ -250,6 +250,7 @@ Result<Stats> AdminImpl::GetStats() {
   for (size_t i = 0; i < working.size(); ++i) {
     stats.in_progress += (*second)[next++]->integer;
   }
+  if (Status s = MarkPaused(&stats.queues); !s.ok()) return s;
   return stats;
 }
 
@@ -486,6 +487,7 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
     }
     queues.push_back(std::move(q));
   }
+  if (Status s = MarkPaused(&queues); !s.ok()) return s;
   return queues;
 }
 

@@ -66,6 +66,14 @@ class AdminImpl final : public Admin {
   Result<std::vector<QueueStats>> ListQueues() override;
   Result<int64_t> ClearQueue(std::string_view name) override;
 
+  // admin_queues.cc
+  Result<bool> PauseQueue(std::string_view name) override;
+  Result<bool> ResumeQueue(std::string_view name) override;
+  // Marks the paused queues of `queues` (sorted by name) and adds, in
+  // order, the paused names it lacks (size 0): a paused queue is listed
+  // even while the queues set does not name it.
+  Status MarkPaused(std::vector<QueueStats>* queues);
+
   // admin_pages.cc
   Result<SetListing> ListPage(JobSet set, int64_t offset, int64_t limit) override;
   Result<SetEntry> FindAt(JobSet set, const EntryRef& ref) override;

@@ -273,8 +273,11 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
   std::string key = Keys::Queue(name);
   std::string start = std::to_string(offset);
   std::string stop = limit > 0 ? std::to_string(offset + limit - 1) : "-1";
-  std::vector<redis::Argv> commands = {
-      {"LLEN", key}, {"LRANGE", key, "-1", "-1"}, {"LRANGE", key, start, stop}};
+  std::string paused_key = keys_.Paused();
+  std::vector<redis::Argv> commands = {{"LLEN", key},
+                                       {"LRANGE", key, "-1", "-1"},
+                                       {"LRANGE", key, start, stop},
+                                       {"SISMEMBER", paused_key, name}};
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
   if (Status s = Failed(replies, commands, "reading " + key); !s.ok()) return s;
   QueuePage page;
@@ -284,6 +287,7 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
   if (oldest->type == REDIS_REPLY_ARRAY && oldest->elements == 1) {
     page.stats.latency = Latency(redis::View(oldest->element[0]), clock_->Now());
   }
+  page.stats.paused = (*replies)[3]->integer == 1;
   std::vector<std::string> jobs = StringArray((*replies)[2].get());
   for (size_t i = 0; i < jobs.size(); ++i) {
     page.jobs.push_back({offset + static_cast<int64_t>(i), std::move(jobs[i])});

@@ -60,6 +60,9 @@ class Keys {
     return prefix_ + "wake:queue:" + std::string(queue);
   }
   std::string WakeScheduled() const { return prefix_ + "wake:scheduled"; }
+  // SET of the names of paused queues: workers take no job from them
+  // (`reliableq queue pause`).
+  std::string Paused() const { return prefix_ + "paused"; }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

@@ -595,6 +595,64 @@ TEST_CASE_FIXTURE(AdminFixture, "KillAll empties retry into dead in batches") {
   CHECK(Integer({"ZCARD", "dead"}) == 150);
 }
 
+TEST_CASE_FIXTURE(AdminFixture, "PauseQueue and ResumeQueue keep the paused set that lists show") {
+  Run({"SADD", "queues", "mail", "default"});
+  Run({"LPUSH", "queue:mail", R"({"class":"A","args":[]})"});
+  Result<bool> paused = admin().PauseQueue("mail");
+  REQUIRE(paused.ok());
+  CHECK(*paused);
+  paused = admin().PauseQueue("mail");
+  REQUIRE(paused.ok());
+  CHECK_FALSE(*paused);
+  // A queue with no job yet may be paused ahead of it.
+  REQUIRE(admin().PauseQueue("later").ok());
+  CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"later", "mail"});
+  // Pausing never touches the jobs or the queues set.
+  CHECK(LRange("queue:mail").size() == 1);
+  CHECK(SMembers("queues") == std::vector<std::string>{"default", "mail"});
+
+  Result<std::vector<QueueStats>> queues = admin().ListQueues();
+  REQUIRE(queues.ok());
+  REQUIRE(queues->size() == 3);
+  CHECK((*queues)[0].name == "default");
+  CHECK_FALSE((*queues)[0].paused);
+  CHECK((*queues)[1].name == "later");
+  CHECK((*queues)[1].paused);
+  CHECK((*queues)[1].size == 0);
+  CHECK((*queues)[2].name == "mail");
+  CHECK((*queues)[2].paused);
+  CHECK((*queues)[2].size == 1);
+  Result<Stats> stats = admin().GetStats();
+  REQUIRE(stats.ok());
+  REQUIRE(stats->queues.size() == 3);
+  CHECK(stats->queues[2].paused);
+  CHECK(stats->enqueued == 1);
+  Result<QueuePage> page = admin().ListQueue("mail", 0, 10);
+  REQUIRE(page.ok());
+  CHECK(page->stats.paused);
+
+  Result<bool> resumed = admin().ResumeQueue("mail");
+  REQUIRE(resumed.ok());
+  CHECK(*resumed);
+  resumed = admin().ResumeQueue("mail");
+  REQUIRE(resumed.ok());
+  CHECK_FALSE(*resumed);
+  CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"later"});
+  page = admin().ListQueue("mail", 0, 10);
+  REQUIRE(page.ok());
+  CHECK_FALSE(page->stats.paused);
+
+  CHECK(admin().PauseQueue("").status().IsInvalidArgument());
+  CHECK(admin().ResumeQueue("").status().IsInvalidArgument());
+  // The set's key holding another type is an error naming it, not a pause.
+  Run({"DEL", Keys().Paused()});
+  Run({"SET", Keys().Paused(), "x"});
+  Result<bool> broken = admin().PauseQueue("mail");
+  REQUIRE_FALSE(broken.ok());
+  CHECK(broken.status().message().find("WRONGTYPE") != std::string::npos);
+  CHECK_FALSE(admin().ListQueues().ok());
+}
+
 TEST_CASE_FIXTURE(AdminFixture, "ListQueues and ClearQueue are Sidekiq's Queue.all and clear") {
   double now = NowSeconds();
   char old_job[128];

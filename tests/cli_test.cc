@@ -587,8 +587,12 @@ TEST_CASE("the job-set and queue verbs refuse bad command lines") {
       {{"retries", "show", ""}, "the jid is empty"},
       {{"retries", "list", "--yes"}, "unknown option '--yes'"},
       {{"queues", "extra"}, "unexpected argument 'extra'"},
-      {{"queue"}, "missing subcommand (clear)"},
+      {{"queue"}, "missing subcommand (clear, pause, resume)"},
       {{"queue", "drain", "x"}, "unknown subcommand 'drain'"},
+      {{"queue", "pause"}, "pause needs a queue NAME"},
+      {{"queue", "resume", "a", "b"}, "unexpected argument 'b'"},
+      {{"queue", "pause", ""}, "the queue name is empty"},
+      {{"queue", "pause", "a", "--yes"}, "--yes is only for clear"},
       {{"queue", "clear"}, "clear needs a queue NAME"},
       {{"queue", "clear", "a", "b", "--yes"}, "unexpected argument 'b'"},
       {{"queue", "clear", "", "--yes"}, "the queue name is empty"},
@@ -782,6 +786,24 @@ TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes on
   Outcome text = RunCli(With({"queues"}, server().Url()));
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.rfind("queue    size  latency\ndefault     1 ", 0) == 0);
+  CHECK(queues[1]["paused"].IsFalse());
+
+  // pause and resume: the state column, and the JSON flag.
+  Outcome paused = RunCli(With({"queue", "pause", "mail"}, server().Url()));
+  REQUIRE(paused.exit_code == 0);
+  CHECK(paused.out == "queue mail paused: workers take no new job from it\n");
+  CHECK(RunCli(With({"queue", "pause", "mail"}, server().Url())).out ==
+        "queue mail was already paused\n");
+  text = RunCli(With({"queues"}, server().Url()));
+  CHECK(text.out.find("queue    size  latency  state\n") == 0);
+  CHECK(text.out.find("\nmail        2 ") != std::string::npos);
+  CHECK(text.out.find("  paused\n") != std::string::npos);
+  CHECK(ParseJson(RunCli(With({"stats", "--json"}, server().Url())).out)["queues"][1]["paused"]
+            .IsTrue());
+  CHECK(RunCli(With({"queue", "resume", "mail"}, server().Url())).out == "queue mail resumed\n");
+  CHECK(RunCli(With({"queue", "resume", "mail"}, server().Url())).out ==
+        "queue mail was not paused\n");
+  CHECK(RunCli(With({"queues"}, server().Url())).out.find("paused") == std::string::npos);
 
   // Without --yes nothing happens.
   CheckUsageError(RunCli(With({"queue", "clear", "mail"}, server().Url())), "queue", "--yes");

@@ -188,6 +188,64 @@ TEST_CASE_FIXTURE(RedisFixture, "strict queue order takes the first non-empty qu
   for (int i = 20; i < 40; ++i) CHECK((*order)[static_cast<size_t>(i)] == "low");
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "a paused queue is not fetched from; its running job finishes; "
+                                "resume brings its jobs back") {
+  auto admin = Admin::Open(options());
+  REQUIRE(admin.ok());
+  auto client = OpenClient(options());
+  // Paused before the worker starts: never fetched from, not even once.
+  REQUIRE((*admin)->PauseQueue("held").ok());
+  std::set<std::string> held;
+  for (int i = 0; i < 3; ++i) held.insert(PushJob(*client, "Run", "[]", "held"));
+  auto ran = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  auto gate = std::make_shared<Gate>();
+  HandlerRegistry registry;
+  registry.Register("Run", [ran, mu](const JobView& job) {
+    std::lock_guard<std::mutex> lock(*mu);
+    ran->push_back(std::string(job.jid()));
+  });
+  registry.Register("Slow", [gate](const JobView&) { gate->Wait(); });
+  auto ran_count = [ran, mu] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return ran->size();
+  };
+  ServerOptions opts = FastOptions(options());
+  opts.queues = {{"held", 0}, {"free", 0}};
+  RunningServer server(opts, std::move(registry));
+  for (int i = 0; i < 3; ++i) PushJob(*client, "Run", "[]", "free");
+  REQUIRE(WaitUntil([&] { return ran_count() == 3; }));
+  // Several beats (200 ms apart) and idle polls (50 ms) later, still there.
+  std::this_thread::sleep_for(600ms);
+  CHECK(ran_count() == 3);
+  CHECK(LRange("queue:held").size() == 3);
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    for (const std::string& jid : *ran) CHECK(held.count(jid) == 0);
+  }
+
+  REQUIRE((*admin)->ResumeQueue("held").ok());
+  REQUIRE(WaitUntil([&] { return ran_count() == 6; }, 5s));
+  CHECK_FALSE(Exists("queue:held"));
+
+  // Paused while one of its jobs runs: that job finishes and is acked; the
+  // next push waits in the queue.
+  PushJob(*client, "Slow", "[]", "held");
+  REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
+  REQUIRE((*admin)->PauseQueue("held").ok());
+  std::this_thread::sleep_for(450ms);  // two beats: the pause is read
+  std::string waiting = PushJob(*client, "Run", "[]", "held");
+  gate->Open();
+  REQUIRE(WaitUntil([&] { return Integer({"GET", "stat:processed"}) == 7; }));
+  std::this_thread::sleep_for(400ms);
+  CHECK(ran_count() == 6);
+  std::vector<std::string> left = LRange("queue:held");
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].find(waiting) != std::string::npos);
+  REQUIRE((*admin)->ResumeQueue("held").ok());
+  REQUIRE(WaitUntil([&] { return ran_count() == 7; }, 5s));
+}
+
 // How many subscribers channel `channel` has.
 long long Subscribers(RedisFixture& fixture, const std::string& channel) {
   Result<redis::ReplyPtr> reply = fixture.redis().Command({"PUBSUB", "NUMSUB", channel});

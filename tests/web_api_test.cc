@@ -379,6 +379,20 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
   CHECK(Act("/api/queue/clear", R"({"name":"critical"})")["cleared"].GetInt64() == 1);
   CHECK(!Exists("queue:critical"));
 
+  CHECK(Act("/api/queue/pause", R"({"name":"default"})")["changed"].IsTrue());
+  CHECK(Act("/api/queue/pause", R"({"name":"default"})")["changed"].IsFalse());
+  CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"default"});
+  rapidjson::Document listed = GetJson("/api/queues");
+  bool marked = false;
+  for (const rapidjson::Value& q : listed["queues"].GetArray()) {
+    if (std::string(q["name"].GetString()) == "default") marked = q["paused"].IsTrue();
+  }
+  CHECK(marked);
+  CHECK(GetJson("/api/queue?name=default&page=1&per_page=5")["paused"].IsTrue());
+  CHECK(Act("/api/queue/resume", R"({"name":"default"})")["changed"].IsTrue());
+  CHECK_FALSE(Exists(Keys().Paused()));
+  Act("/api/queue/pause", R"({"name":""})", 400);
+
   Keys keys;
   rapidjson::Document report = Act("/api/recovery/recover", "{}");
   REQUIRE(report["identities"].Size() >= 1);

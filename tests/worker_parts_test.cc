@@ -64,6 +64,34 @@ TEST_CASE("QueueSet: a namespace's queues are fetched only once published, at it
   CHECK(set[a].queue_key == "queue:cron:a");
 }
 
+TEST_CASE("QueueSet: a paused queue is left out of every fetch order until resumed") {
+  QueueSet set({{"a", 0}, {"b", 0}, {"ns:*", 0}}, Keys(), "h:1:x");
+  std::mt19937_64 random(3);
+  CHECK(set.SetPaused({"b", "ns:late", "other"}) == std::vector<uint32_t>{1});
+  CHECK(set.paused(1));
+  CHECK_FALSE(set.paused(0));
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0});
+  // A namespace's queue found later is paused as soon as it is added.
+  uint32_t late = set.Add("ns:late");
+  uint32_t other = set.Add("ns:other");
+  set.Publish(4);
+  CHECK(set.paused(late));
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, other});
+  // Applying the same set again changes nothing; resuming reports the index.
+  CHECK(set.SetPaused({"b", "ns:late", "other"}).empty());
+  CHECK(set.SetPaused({"ns:late"}) == std::vector<uint32_t>{1});
+  CHECK(set.FetchOrder(random) == std::vector<uint32_t>{0, 1, other});
+  // Every queue paused: nothing to fetch from.
+  set.SetPaused({"a", "b", "ns:late", "ns:other"});
+  CHECK(set.FetchOrder(random).empty());
+  // Weighted sets leave paused queues out too.
+  QueueSet weighted({{"x", 3}, {"y", 1}}, Keys(), "h:1:x");
+  weighted.SetPaused({"x"});
+  for (int draw = 0; draw < 20; ++draw) {
+    CHECK(weighted.FetchOrder(random) == std::vector<uint32_t>{1});
+  }
+}
+
 TEST_CASE("a strict QueueSet always fetches in the order given") {
   QueueSet set({{"c", 0}, {"a", 0}, {"b", 0}}, Keys(), "h:1:x");
   std::mt19937_64 random(7);

@@ -42,13 +42,15 @@ struct QueueStats {
   int64_t size = 0;
   // Seconds since the oldest job was enqueued (0 for an empty queue or one
   // whose oldest job has no usable enqueued_at).
-  double latency = 0;
+  double latency = 0;  // In the `paused` set (PauseQueue): workers take no new job from it.
+  bool paused = false;
 };
 
 struct Stats {
   int64_t processed = 0;
   int64_t failed = 0;
-  // Every queue named in `queues`, sorted by name.
+  // Every queue named in `queues`, and every paused one (PauseQueue; size 0
+  // when `queues` does not name it), sorted by name.
   std::vector<QueueStats> queues;
   int64_t enqueued = 0;   // sum of the queue sizes
   int64_t scheduled = 0;  // ZCARD schedule
@@ -338,8 +340,8 @@ class Admin {
 
   // --- Queues ---
 
-  // Every queue named in `queues`, sorted by name, with its size and latency
-  // (as in GetStats).
+  // Every queue named in `queues`, and every paused one, sorted by name,
+  // with its size, latency and pause (as in GetStats).
   virtual Result<std::vector<QueueStats>> ListQueues() = 0;
 
   // Sidekiq's Queue#clear: UNLINK queue:<name> and SREM queues <name> in one
@@ -349,6 +351,19 @@ class Admin {
   // neither such a queue nor such a name in `queues` (nothing changed);
   // kInvalidArgument for an empty name.
   virtual Result<int64_t> ClearQueue(std::string_view name) = 0;
+
+  // Pauses queue `name`: every worker stops taking jobs from it within one
+  // heartbeat interval (ServerOptions::heartbeat_interval) and runs the
+  // jobs it already took; pushes still go into the queue. Stored in Redis
+  // (SADD to the `paused` set, with the prefix), so it holds for workers
+  // that start later, until ResumeQueue. A name no queue has yet may be
+  // paused ahead of its first job. True when it was not paused before.
+  // kInvalidArgument for an empty name.
+  virtual Result<bool> PauseQueue(std::string_view name) = 0;
+  // Undoes PauseQueue (SREM), and publishes the queue's wake-up signal so
+  // that idle workers look at it at once; they fetch from it as soon as
+  // their next heartbeat has read the change. True when it was paused.
+  virtual Result<bool> ResumeQueue(std::string_view name) = 0;
 
   // --- Pages and score-addressed entries (the dashboard, scripts) ---
 

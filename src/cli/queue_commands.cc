@@ -1,5 +1,6 @@
 // reliableq queues: the queues with their sizes and latencies.
 // reliableq queue clear: Sidekiq's Queue#clear.
+// reliableq queue pause|resume: no new jobs from a queue, and back.
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/queue_table.h"
 #include "reliableq/admin.h"
 #include "text_escape.h"
 
@@ -22,73 +24,42 @@ constexpr std::string_view kQueueVerb = "queue";
 constexpr std::string_view kQueuesHelp =
     "usage: reliableq queues [--json]\n"
     "\n"
-    "Lists every queue named in the queues set, in name order, with its size and\n"
-    "its latency: the seconds since its oldest job was enqueued.\n"
+    "Lists every queue named in the queues set, and every paused queue, in name\n"
+    "order, with its size, its latency (the seconds since its oldest job was\n"
+    "enqueued), and \"paused\" in a fourth column for a paused queue.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
-    "                       {\"queues\":[{\"name\":..,\"size\":..,\"latency\":..}]}\n";
+    "                       {\"queues\":[{\"name\":..,\"size\":..,\"latency\":..,\n"
+    "                                   \"paused\":..}]}\n";
 
 constexpr std::string_view kQueueHelp =
     "usage: reliableq queue clear NAME --yes\n"
+    "       reliableq queue pause NAME\n"
+    "       reliableq queue resume NAME\n"
     "\n"
-    "Deletes every job waiting in queue NAME and removes NAME from the queues set,\n"
-    "in one transaction, as Sidekiq's Queue#clear, and prints how many jobs were\n"
-    "deleted. Jobs that workers have already taken are not touched: they finish,\n"
-    "or are given back to the queue if their worker dies. A queue that does not\n"
-    "exist is an error (exit status 1).\n"
+    "clear deletes every job waiting in queue NAME and removes NAME from the\n"
+    "queues set, in one transaction, as Sidekiq's Queue#clear, and prints how many\n"
+    "jobs were deleted. Jobs that workers have already taken are not touched: they\n"
+    "finish, or are given back to the queue if their worker dies. A queue that does\n"
+    "not exist is an error (exit status 1).\n"
+    "\n"
+    "pause stops every worker taking jobs from queue NAME within one heartbeat\n"
+    "interval; jobs already taken run to the end, and pushes still go into the\n"
+    "queue. The pause is kept in Redis (it holds for workers started later) until\n"
+    "resume. A queue may be paused before it has any job.\n"
     "\n"
     "Options:\n"
-    "      --yes            confirm; without it nothing is deleted (usage error)\n";
-
-std::string LatencyText(double seconds) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.3f", seconds);
-  return buf;
-}
+    "      --yes            confirm a clear; without it nothing is deleted (usage\n"
+    "                       error)\n";
 
 std::string QueuesJson(const std::vector<QueueStats>& queues) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   writer.StartObject();
-  writer.Key("queues");
-  writer.StartArray();
-  for (const QueueStats& queue : queues) {
-    writer.StartObject();
-    writer.Key("name");
-    writer.String(queue.name.data(), static_cast<rapidjson::SizeType>(queue.name.size()));
-    writer.Key("size");
-    writer.Int64(queue.size);
-    writer.Key("latency");
-    // Three decimals, as in text and in `stats --json`.
-    std::string latency = LatencyText(queue.latency);
-    writer.RawValue(latency.data(), latency.size(), rapidjson::kNumberType);
-    writer.EndObject();
-  }
-  writer.EndArray();
+  WriteQueuesJson(writer, queues);
   writer.EndObject();
   return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
-}
-
-std::string QueuesText(const std::vector<QueueStats>& queues) {
-  if (queues.empty()) return "no queues\n";
-  size_t name_width = 5, size_width = 4, latency_width = 7;
-  for (const QueueStats& queue : queues) {
-    name_width = std::max(name_width, Escaped(queue.name).size());
-    size_width = std::max(size_width, std::to_string(queue.size).size());
-    latency_width = std::max(latency_width, LatencyText(queue.latency).size());
-  }
-  std::string out;
-  auto row = [&](const std::string& name, const std::string& size, const std::string& latency) {
-    out += name + std::string(name_width - name.size() + 2, ' ');
-    out += std::string(size_width - size.size(), ' ') + size + "  ";
-    out += std::string(latency_width - latency.size(), ' ') + latency + "\n";
-  };
-  row("queue", "size", "latency");
-  for (const QueueStats& queue : queues) {
-    row(Escaped(queue.name), std::to_string(queue.size), LatencyText(queue.latency));
-  }
-  return out;
 }
 
 int RunQueues(const ParsedArgs& args) {
@@ -102,36 +73,58 @@ int RunQueues(const ParsedArgs& args) {
   if (!admin.ok()) return RuntimeError(admin.status());
   Result<std::vector<QueueStats>> queues = (*admin)->ListQueues();
   if (!queues.ok()) return RuntimeError(queues.status());
-  std::string text = args.Has("json") ? QueuesJson(*queues) : QueuesText(*queues);
+  std::string text = args.Has("json") ? QueuesJson(*queues) : QueueTableText(*queues);
+  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+int RunClear(Admin& admin, const std::string& name) {
+  Result<int64_t> deleted = admin.ClearQueue(name);
+  if (!deleted.ok()) return RuntimeError(deleted.status());
+  std::string text = "queue " + Escaped(name) + " cleared: " + std::to_string(*deleted) +
+                     (*deleted == 1 ? " job" : " jobs") + " deleted\n";
+  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+int RunPause(Admin& admin, const std::string& name, bool pause) {
+  Result<bool> changed = pause ? admin.PauseQueue(name) : admin.ResumeQueue(name);
+  if (!changed.ok()) return RuntimeError(changed.status());
+  std::string text = "queue " + Escaped(name);
+  if (pause) {
+    text += *changed ? " paused: workers take no new job from it\n" : " was already paused\n";
+  } else {
+    text += *changed ? " resumed\n" : " was not paused\n";
+  }
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;
 }
 
 int RunQueue(const ParsedArgs& args) {
   const std::vector<std::string>& words = args.positionals();
-  if (words.empty()) return UsageError(kQueueVerb, "missing subcommand (clear)");
-  if (words[0] != "clear") {
-    return UsageError(kQueueVerb, "unknown subcommand '" + words[0] + "' (clear)");
+  if (words.empty()) return UsageError(kQueueVerb, "missing subcommand (clear, pause, resume)");
+  const std::string& verb = words[0];
+  if (verb != "clear" && verb != "pause" && verb != "resume") {
+    return UsageError(kQueueVerb, "unknown subcommand '" + verb + "' (clear, pause, resume)");
   }
-  if (words.size() < 2) return UsageError(kQueueVerb, "clear needs a queue NAME");
+  if (words.size() < 2) return UsageError(kQueueVerb, verb + " needs a queue NAME");
   if (words.size() > 2) return UsageError(kQueueVerb, "unexpected argument '" + words[2] + "'");
   const std::string& name = words[1];
   if (name.empty()) return UsageError(kQueueVerb, "the queue name is empty");
-  if (!args.Has("yes")) {
+  if (verb == "clear" && !args.Has("yes")) {
     return UsageError(kQueueVerb,
                       "clear deletes every job of queue '" + name + "': add --yes to confirm");
+  }
+  if (verb != "clear" && args.Has("yes")) {
+    return UsageError(kQueueVerb, "--yes is only for clear");
   }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueueVerb, redis.status().message());
   Result<std::unique_ptr<Admin>> admin =
       Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
-  Result<int64_t> deleted = (*admin)->ClearQueue(name);
-  if (!deleted.ok()) return RuntimeError(deleted.status());
-  std::string text = "queue " + Escaped(name) + " cleared: " + std::to_string(*deleted) +
-                     (*deleted == 1 ? " job" : " jobs") + " deleted\n";
-  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
-  return kExitOk;
+  if (verb == "clear") return RunClear(**admin, name);
+  return RunPause(**admin, name, verb == "pause");
 }
 
 }  // namespace
@@ -150,7 +143,7 @@ const Command& QueuesCommand() {
 const Command& QueueCommand() {
   static const Command command = {
       .name = kQueueVerb,
-      .summary = "delete every job waiting in a queue (clear NAME --yes)",
+      .summary = "clear a queue, or pause and resume it (clear|pause|resume NAME)",
       .help = kQueueHelp,
       .options = {{.name = "yes"}},
       .run = RunQueue,

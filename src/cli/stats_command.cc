@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/queue_table.h"
 #include "reliableq/admin.h"
 #include "text_escape.h"
 
@@ -23,21 +24,16 @@ constexpr std::string_view kHelp =
     "\n"
     "Prints the counters Sidekiq's dashboard shows (processed, failed, enqueued,\n"
     "scheduled, retries, dead, processes, busy), the jobs held in reliableq's\n"
-    "working lists (in progress), and every queue with its size and latency:\n"
-    "the seconds since its oldest job was enqueued.\n"
+    "working lists (in progress), and every queue with its size and latency\n"
+    "(the seconds since its oldest job was enqueued), marking the paused ones.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
     "                       {\"processed\":..,\"failed\":..,\"enqueued\":..,\n"
     "                        \"in_progress\":..,\"scheduled\":..,\"retries\":..,\n"
     "                        \"dead\":..,\"processes\":..,\"busy\":..,\n"
-    "                        \"queues\":[{\"name\":..,\"size\":..,\"latency\":..}]}\n";
-
-std::string Latency(double seconds) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.3f", seconds);
-  return buf;
-}
+    "                        \"queues\":[{\"name\":..,\"size\":..,\"latency\":..,\n"
+    "                                    \"paused\":..}]}\n";
 
 std::string AsJson(const Stats& stats) {
   rapidjson::StringBuffer buffer;
@@ -56,20 +52,7 @@ std::string AsJson(const Stats& stats) {
   field("dead", stats.dead);
   field("processes", stats.processes);
   field("busy", stats.busy);
-  writer.Key("queues");
-  writer.StartArray();
-  for (const QueueStats& queue : stats.queues) {
-    writer.StartObject();
-    writer.Key("name");
-    writer.String(queue.name);
-    field("size", queue.size);
-    writer.Key("latency");
-    // Milliseconds are all a latency can claim; three decimals as in text.
-    std::string latency = Latency(queue.latency);
-    writer.RawValue(latency.data(), latency.size(), rapidjson::kNumberType);
-    writer.EndObject();
-  }
-  writer.EndArray();
+  WriteQueuesJson(writer, stats.queues);
   writer.EndObject();
   return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
@@ -91,25 +74,7 @@ std::string AsText(const Stats& stats) {
   line("processes:", stats.processes);
   line("busy:", stats.busy);
   out += "\n";
-  if (stats.queues.empty()) {
-    out += "no queues\n";
-    return out;
-  }
-  size_t name_width = 5, size_width = 4, latency_width = 7;
-  for (const QueueStats& queue : stats.queues) {
-    name_width = std::max(name_width, Escaped(queue.name).size());
-    size_width = std::max(size_width, std::to_string(queue.size).size());
-    latency_width = std::max(latency_width, Latency(queue.latency).size());
-  }
-  auto row = [&](const std::string& name, const std::string& size, const std::string& latency) {
-    out += name + std::string(name_width - name.size() + 2, ' ');
-    out += std::string(size_width - size.size(), ' ') + size + "  ";
-    out += std::string(latency_width - latency.size(), ' ') + latency + "\n";
-  };
-  row("queue", "size", "latency");
-  for (const QueueStats& queue : stats.queues) {
-    row(Escaped(queue.name), std::to_string(queue.size), Latency(queue.latency));
-  }
+  out += QueueTableText(stats.queues);
   return out;
 }
 

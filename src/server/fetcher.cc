@@ -38,8 +38,9 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
       if (q < named.size()) named[q] = true;
     }
     std::erase_if(order, [&named](uint32_t q) { return !named[q]; });
-    if (order.empty()) return false;
   }
+  // Every queue paused (or none named is served): nothing to ask for.
+  if (order.empty()) return false;
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   pairs.reserve(order.size());
   for (uint32_t i : order) pairs.emplace_back(queues_[i].queue_key, queues_[i].working_key);

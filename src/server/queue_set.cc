@@ -53,7 +53,7 @@ uint32_t QueueSet::Add(std::string_view name) {
   auto index = static_cast<uint32_t>(queues_.size());
   std::string text(name);
   queues_.push_back({text, namespaces_[owner].weight, Keys::Queue(text),
-                     keys_.Working(identity_, text)});
+                     keys_.Working(identity_, text), paused_names_.contains(text)});
   names_.push_back(text);
   by_name_.emplace(text, index);
   std::vector<uint32_t>& members = members_[owner];
@@ -65,16 +65,32 @@ uint32_t QueueSet::Add(std::string_view name) {
 
 void QueueSet::Publish(size_t count) { published_ = std::max(published_, std::min(count, size())); }
 
+std::vector<uint32_t> QueueSet::SetPaused(const std::vector<std::string>& paused) {
+  paused_names_ = std::unordered_set<std::string>(paused.begin(), paused.end());
+  std::vector<bool> now(queues_.size(), false);
+  for (const std::string& name : paused) {
+    if (std::optional<uint32_t> q = Find(name)) now[*q] = true;
+  }
+  std::vector<uint32_t> changed;
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    if (queues_[q].paused != now[q]) {
+      queues_[q].paused = now[q];
+      changed.push_back(q);
+    }
+  }
+  return changed;
+}
+
 std::vector<uint32_t> QueueSet::FetchOrder(std::mt19937_64& random) const {
   std::vector<uint32_t> order;
   order.reserve(published_);
   for (const Slot& slot : slots_) {
     if (!slot.is_namespace) {
-      order.push_back(slot.index);
+      if (!queues_[slot.index].paused) order.push_back(slot.index);
       continue;
     }
     for (uint32_t i : members_[slot.index]) {
-      if (i < published_) order.push_back(i);
+      if (i < published_ && !queues_[i].paused) order.push_back(i);
     }
   }
   if (!weighted_) return order;

@@ -18,6 +18,10 @@
 // occurrences kept, so queue q comes first with probability weight_q / sum;
 // a queue of weight 0 in a weighted set counts as weight 1, as in Sidekiq.
 //
+// A paused queue (`reliableq queue pause`, the `paused` set) is left out of
+// every fetch order until it is resumed; its index and keys stay, so the
+// jobs already taken from it finish and are acknowledged as usual.
+//
 // Thread safety: none; the server's loop thread owns it. Indexes and the
 // ServedQueue references stay valid as queues are added.
 
@@ -31,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "keys.h"
@@ -43,6 +48,7 @@ struct ServedQueue {
   int weight = 0;
   std::string queue_key;    // queue:<name>
   std::string working_key;  // this process's working list for it
+  bool paused = false;      // left out of fetches (`reliableq queue pause`)
 };
 
 struct QueueNamespace {
@@ -74,8 +80,14 @@ class QueueSet {
   size_t published() const { return published_; }
   std::optional<uint32_t> Find(std::string_view name) const;
 
-  // The indexes of every published queue in the order the next fetch tries
-  // them.
+  // Marks the queues named in `paused` paused and every other one not;
+  // names this worker does not serve yet are kept for the queues Add finds
+  // later. Returns the indexes whose state changed.
+  std::vector<uint32_t> SetPaused(const std::vector<std::string>& paused);
+  bool paused(uint32_t queue) const { return queues_[queue].paused; }
+
+  // The indexes of every published queue that is not paused, in the order
+  // the next fetch tries them.
   std::vector<uint32_t> FetchOrder(std::mt19937_64& random) const;
 
  private:
@@ -96,6 +108,7 @@ class QueueSet {
   std::vector<Slot> slots_;
   size_t published_ = 0;
   bool weighted_ = false;
+  std::unordered_set<std::string> paused_names_;
 };
 
 }  // namespace reliableq

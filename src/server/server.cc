@@ -154,6 +154,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
     FetchMore();
   }
   outcomes_->FlushCounts();
+  pauses_->Refresh();
   if (!signal.empty()) control_->Handle(signal);
   // A broken queue is left out of the idle poll: while the worker is idle,
   // a fetch per beat finds out when it works again.

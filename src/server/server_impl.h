@@ -27,6 +27,7 @@
 #include "server/poller.h"
 #include "server/processor_pool.h"
 #include "server/queue_health.h"
+#include "server/queue_pauses.h"
 #include "server/queue_set.h"
 #include "server/reconciler.h"
 #include "server/sentinel_watch.h"
@@ -115,6 +116,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<uv::Timer> stop_timer_;
   std::unique_ptr<uv::Timer> close_timer_;
   std::unique_ptr<QueueHealth> queue_health_;
+  std::unique_ptr<QueuePauses> pauses_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<Fetcher> fetcher_;
   std::unique_ptr<IdleFetch> idle_fetch_;

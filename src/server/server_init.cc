@@ -80,6 +80,16 @@ Status ServerImpl::Init() {
           [this](Heartbeat::Found r, const std::string& signal,
                  std::chrono::steady_clock::time_point lease) { OnBeat(r, signal, lease); }});
   queue_health_ = std::make_unique<QueueHealth>(queues_, clock, log);
+  pauses_ = std::make_unique<QueuePauses>(*command_, keys_, queues_, log,
+                                          [this](const std::vector<uint32_t>& resumed) {
+                                            for (uint32_t q : resumed) idle_fetch_->Wake(q);
+                                            FetchMore();
+                                          });
+  // Before the first fetch, so that a paused queue is never asked for.
+  if (Status s = pauses_->Load(*probe.value()); !s.ok()) {
+    log_->Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(s.ToString()),
+              "%s; no queue is paused", s.ToString().c_str());
+  }
   fetcher_ = std::make_unique<Fetcher>(
       loop_ref, *command_, queues_, *queue_health_, *pool_, options_.concurrency, clock, log,
       Fetcher::Events{[this](std::vector<FetchedJob> jobs, bool drained) {

@@ -1,8 +1,8 @@
 // The POST side of the API: retry, delete and kill of set entries, quiet
-// and stop of processes, clearing a queue, recovering dead processes. The
-// checks (auth, read-only, origin, CSRF token, JSON body) ran before any of
-// these (web_server.cc); each action leaves an audit entry, whether it
-// worked or not.
+// and stop of processes, clearing, pausing and resuming a queue, recovering
+// dead processes. The checks (auth, read-only, origin, CSRF token, JSON
+// body) ran before any of these (web_server.cc); each action leaves an
+// audit entry, whether it worked or not.
 
 
 #include "web/json_out.h"
@@ -157,6 +157,25 @@ void ClearQueue(Call& call) {
   SendJson(call.response, Done(buffer));
 }
 
+// Pause or resume a queue: {"name": s} -> {"changed": bool}.
+void SetQueuePaused(Call& call, bool pause) {
+  const char* action = pause ? "pause" : "resume";
+  std::optional<std::string> name = StringField(call.body, "name");
+  if (!name || name->empty()) return SendError(call.response, 400, "the body needs \"name\": s");
+  auto admin = BorrowAdmin(call);
+  if (!admin) return;
+  Result<bool> changed = pause ? (*admin)->PauseQueue(*name) : (*admin)->ResumeQueue(*name);
+  if (!changed.ok()) return Failed(call, **admin, action, *name, changed.status());
+  Audit(call, **admin, action, *name, *changed ? "changed" : "unchanged");
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("changed");
+  w.Bool(*changed);
+  w.EndObject();
+  SendJson(call.response, Done(buffer));
+}
+
 void Recover(Call& call) {
   RecoverOptions options;
   if (call.body.HasMember("identity")) {
@@ -204,6 +223,8 @@ void AddActionRoutes(HttpRoutes& server, Context& context) {
   Post(server, context, "/api/sets/*/*", SetAct);
   Post(server, context, "/api/processes/*", Signal);
   Post(server, context, "/api/queue/clear", ClearQueue);
+  Post(server, context, "/api/queue/pause", [](Call& call) { SetQueuePaused(call, true); });
+  Post(server, context, "/api/queue/resume", [](Call& call) { SetQueuePaused(call, false); });
   Post(server, context, "/api/recovery/recover", Recover);
 }
 

@@ -39,6 +39,8 @@ void WriteQueue(JsonWriter& w, const QueueStats& q) {
   w.Int64(q.size);
   w.Key("latency");
   WriteNumber(w, q.latency);
+  w.Key("paused");
+  w.Bool(q.paused);
   w.EndObject();
 }
 
@@ -261,6 +263,8 @@ void Queue(Call& call) {
   w.Int64(listing->stats.size);
   w.Key("latency");
   WriteNumber(w, listing->stats.latency);
+  w.Key("paused");
+  w.Bool(listing->stats.paused);
   w.Key("page");
   w.Int64(*page);
   w.Key("per_page");

@@ -385,6 +385,20 @@ def run(reliableq, shots, workdir):
         jids = [row.get_attribute('data-jid') for row in page.all('[data-testid=queue-job]')]
         check(sorted(jids) == sorted(queued), 'queue page: jobs %s, expected %s' % (jids, queued))
         page.screenshot('queue')
+        # Its Pause button pauses the queue in Redis; the page then marks it
+        # and offers Resume, which undoes it.
+        page.click('[data-testid=pause-queue]', 'queue page')
+        page.accept_confirm('queue page: Pause')
+        wait_until('the queue page to mark the pause', lambda: page.present('[data-testid=queue-paused]'))
+        check(redis.lines('SMEMBERS', 'reliableq:paused') == ['default'], 'Redis: default is not paused')
+        page.open('#/queues')
+        check(page.all('[data-testid=queue-row][data-name=default] [data-testid=queue-paused]'),
+              'queues: default is not marked paused')
+        page.open('#/queues/default')
+        page.click('[data-testid=resume-queue]', 'queue page')
+        page.accept_confirm('queue page: Resume')
+        wait_until('the queue page to offer Pause again', lambda: page.present('[data-testid=pause-queue]'))
+        check(redis.cli('EXISTS', 'reliableq:paused').strip() == '0', 'Redis: default is still paused')
 
         # The three sets.
         page.open('#/retries')

@@ -249,7 +249,7 @@
   function queueTable(queues) {
     return table('queue-table', ['Queue', ['Size', 'num'], ['Latency', 'num']], (queues || []).map((q) =>
       h('tr', { 'data-testid': 'queue-row', 'data-name': q.name },
-        h('td', null, queueLink(q.name)),
+        h('td', null, queueLink(q.name), q.paused ? [' ', badge('paused', 'warn', 'queue-paused')] : null),
         numCell(q.size, 'queue-size'),
         h('td', { class: 'num' }, duration(q.latency)))), 'No queues.');
   }
@@ -341,6 +341,14 @@
     return [
       heading(['Queue ', h('span', { class: 'mono', 'data-testid': 'queue-name' }, data.name)],
         h('span', { class: 'muted' }, num(data.size) + ' job(s), latency ' + duration(data.latency)),
+        data.paused ? badge('paused', 'warn', 'queue-paused') : null,
+        data.paused
+          ? button('Resume queue', 'resume-queue', () => act(
+            'Resume queue ' + name + '? Workers take its jobs again.', '/api/queue/resume', { name },
+            () => 'Resumed ' + name))
+          : button('Pause queue', 'pause-queue', () => act(
+            'Pause queue ' + name + '? Workers take no new job from it until it is resumed; running jobs finish.',
+            '/api/queue/pause', { name }, () => 'Paused ' + name)),
         button('Clear queue', 'clear-queue', () => act(
           'Delete all ' + num(data.size) + ' jobs waiting in queue ' + name + '?', '/api/queue/clear', { name },
           (r) => 'Cleared ' + num(r.cleared) + ' job(s) from ' + name), 'danger')),
