@@ -63,6 +63,16 @@ class Keys {
   // SET of the names of paused queues: workers take no job from them
   // (`reliableq queue pause`).
   std::string Paused() const { return prefix_ + "paused"; }
+  // Limits (limits.h; reliableq-schema(7), "Limits"): the directory of
+  // limiter definitions (HASH name -> JSON), and per limiter its slot
+  // holders (HASH "<n>@<identity>" -> start time), its rate window (ZSET
+  // holder -> start time) and its parked jobs (LIST).
+  std::string Limits() const { return prefix_ + "limits"; }
+  std::string Limit(std::string_view name) const {
+    return prefix_ + "limit:" + std::string(name);
+  }
+  std::string LimitStarts(std::string_view name) const { return Limit(name) + ":starts"; }
+  std::string LimitWaiting(std::string_view name) const { return Limit(name) + ":waiting"; }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

@@ -177,4 +177,43 @@ ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::st
   return call;
 }
 
+ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
+                            std::string_view working_key, std::string payload,
+                            std::string_view holder, double now, double jitter_seconds) {
+  return ScriptCall{ScriptId::kLimitAcquire,
+                    {std::string(working_key), keys.Limit(limit.name),
+                     keys.LimitStarts(limit.name), keys.LimitWaiting(limit.name),
+                     std::string(Keys::kSchedule)},
+                    {std::move(payload), std::string(holder), FormatEpoch(now),
+                     std::to_string(limit.concurrency), std::to_string(limit.rate),
+                     FormatEpoch(limit.period_seconds), FormatEpoch(jitter_seconds),
+                     keys.WakeScheduled()}};
+}
+
+ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
+                            std::vector<std::string> holders, double now) {
+  ScriptCall call{ScriptId::kLimitRelease,
+                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
+                   std::string(Keys::kQueues), std::string(Keys::kDead)},
+                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
+                   Keys::Queue("")}};
+  for (std::string& holder : holders) call.args.push_back(std::move(holder));
+  return call;
+}
+
+ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
+                         const std::vector<std::string>& identities, double now) {
+  ScriptCall call{ScriptId::kLimitReap,
+                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
+                   std::string(Keys::kQueues), std::string(Keys::kDead)},
+                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
+                   keys.Heartbeat(""), Keys::Queue("")}};
+  for (const std::string& identity : identities) call.keys.push_back(keys.Heartbeat(identity));
+  return call;
+}
+
+std::string LimitHolder(uint64_t n, std::string_view identity) {
+  return std::to_string(n) + "@" + std::string(identity);
+}
+
 }  // namespace reliableq

@@ -128,6 +128,31 @@ ScriptCall ClearCall(std::string_view key, std::string_view queue);
 ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries,
                     std::string_view from = Keys::kRetry);
 
+// limit_acquire.lua: the job `payload`, fetched into `working_key`, takes
+// a slot of limiter `limit` as `holder` ("<n>@<identity>"), or is parked.
+struct LimitTerms {
+  std::string_view name;
+  int concurrency = 0;
+  int rate = 0;
+  double period_seconds = 0;
+};
+ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
+                            std::string_view working_key, std::string payload,
+                            std::string_view holder, double now, double jitter_seconds);
+
+// limit_release.lua: `holders` of limiter `limit` given back; parked jobs
+// move back to their queues while it has room.
+ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
+                            std::vector<std::string> holders, double now);
+
+// limit_reap.lua: frees the holders of limiter `limit` whose process (one
+// of `identities`, read from its holders) has no heartbeat key.
+ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
+                         const std::vector<std::string>& identities, double now);
+
+// "<n>@<identity>", the holder name limit_reap.lua parses.
+std::string LimitHolder(uint64_t n, std::string_view identity);
+
 }  // namespace reliableq
 
 #endif  // RELIABLEQ_SCRIPT_CALLS_H_

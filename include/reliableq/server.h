@@ -38,6 +38,7 @@
 #include "reliableq/clock.h"
 #include "reliableq/external_handler.h"
 #include "reliableq/handler.h"
+#include "reliableq/limits.h"
 #include "reliableq/logging.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
@@ -176,6 +177,10 @@ struct ServerOptions {
   // SIGKILL this much later; a C++ handler is asked to stop (JobView's
   // stop_token), and one still running this much later has overrun.
   std::chrono::milliseconds kill_grace{5000};
+  // Concurrency and rate limits across every worker of the Redis
+  // (limits.h; reliableq(1), LIMITS). Empty: none, and no job is looked
+  // at before it starts.
+  std::vector<Limit> limits;
   OverrunAction on_overrun = OverrunAction::kKeepRunning;
   // Where the server reads the time (see clock.h); empty: SystemClock().
   // Job timestamps, retry and schedule times, the dated stats, and the

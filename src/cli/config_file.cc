@@ -37,6 +37,7 @@ constexpr Key kKeys[] = {
     {"require", "require", Kind::kList},
     {"tag", "tag", Kind::kString},
     {"labels", "label", Kind::kList},
+    {"limits", "limit", Kind::kMapping},
     {"redis", "redis", Kind::kString},
     {"redis_password_file", "redis-password-file", Kind::kString},
     {"redis_tls_ca", "redis-tls-ca", Kind::kString},

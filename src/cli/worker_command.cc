@@ -42,6 +42,7 @@ constexpr std::string_view kHelp =
     "                        [--exec-env NAME[=VALUE]]... [--job-timeout [CLASS=]SEC]...\n"
     "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
     "                        [--tag TAG] [--label LABEL]...\n"
+    "                        [--limit NAME=SPEC]...\n"
     "                        [--http [HOST:]PORT] [--log-format text|json]\n"
     "                        [-v|--verbose]\n"
     "\n"
@@ -107,6 +108,11 @@ constexpr std::string_view kHelp =
     "                       Redis's keyspace notifications are off (default: 0.1)\n"
     "      --tag TAG        Sidekiq's process tag, shown in its Web UI\n"
     "      --label LABEL    a Sidekiq process label; repeat for several\n"
+    "      --limit NAME=SPEC\n"
+    "                       a limit across all workers: SPEC is concurrency=N,\n"
+    "                       rate=R/PERIOD (e.g. 10/1s) or both, then optionally\n"
+    "                       classes=A,B (default: the class NAME); repeat for\n"
+    "                       several (see LIMITS in reliableq(1))\n"
     "      --http [HOST:]PORT\n"
     "                       serve GET /metrics (Prometheus) and GET /healthz on\n"
     "                       this address; PORT alone listens on 127.0.0.1 only\n"
@@ -192,6 +198,12 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   }
   if (auto tag = args.Value("tag")) options->tag = *tag;
   options->labels = args.Values("label");
+  for (const std::string& text : args.Values("limit")) {
+    Result<Limit> limit = ParseLimit(text);
+    if (!limit.ok()) return "--limit: " + limit.status().message();
+    options->limits.push_back(std::move(*limit));
+  }
+  if (Status s = CheckLimits(options->limits); !s.ok()) return "--limit: " + s.message();
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   if (auto problem = ReadHandlerOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
@@ -352,6 +364,7 @@ const Command& WorkerCommand() {
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},
               {.name = "label", .takes_value = true, .repeats = true},
+              {.name = "limit", .takes_value = true, .repeats = true},
               {.name = "exec", .takes_value = true, .repeats = true},
               {.name = "http-handler", .takes_value = true, .repeats = true},
               {.name = "exec-env", .takes_value = true, .repeats = true},

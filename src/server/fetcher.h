@@ -57,10 +57,15 @@ class Fetcher {
   void Stop() { pause_timer_.Stop(); }
   // Observes each fetch's round trip there (null: none).
   void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
+  // Jobs held outside the pool (waiting for a limiter's reply), counted
+  // by the prefetch as held.
+  void set_extra_held(std::function<size_t()> f) { extra_held_ = std::move(f); }
 
   bool in_flight() const { return in_flight_; }
   // How many jobs a fetch would ask for now.
-  size_t Wanted() const { return prefetch_.Wanted(pool_.held()); }
+  size_t Wanted() const {
+    return prefetch_.Wanted(pool_.held() + (extra_held_ ? extra_held_() : 0));
+  }
   const Prefetch& prefetch() const { return prefetch_; }
 
  private:
@@ -70,6 +75,7 @@ class Fetcher {
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
   QueueHealth& health_;
+  std::function<size_t()> extra_held_;
   const ProcessorPool& pool_;
   const Clock& clock_;
   const Logger& log_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "redis/errors.h"
+#include "server/limit_gate.h"  // ReapLimits
 
 namespace reliableq {
 
@@ -139,6 +140,19 @@ void Janitor::BeginPass() {
   loop_.QueueWork([this] { RunPass(); }, [this] { Report(); });
 }
 
+void Janitor::ReapSlots(double now) {
+  Result<int64_t> freed = ReapLimits(*redis_, config_.keys, now);
+  if (!freed.ok()) {
+    std::string error = freed.status().ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("limit_reap_failed").WithError(error),
+             "janitor: limiter slots of dead processes not checked: %s", error.c_str());
+  } else if (*freed > 0) {
+    log_.Log(LogLevel::kInfo, "limit_slots_freed",
+             "janitor: %lld limiter slots of dead processes freed",
+             static_cast<long long>(*freed));
+  }
+}
+
 void Janitor::RunPass() {
   won_lease_ = false;
   record_status_ = Status::OK();
@@ -182,6 +196,7 @@ void Janitor::RunPass() {
   won_lease_ = true;
   double now = clock_.Now();
   result_ = RunRecoveryPass(*redis_, config_, now);
+  ReapSlots(now);
   WriteRecord(now);
 }
 

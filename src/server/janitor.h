@@ -69,6 +69,9 @@ class Janitor {
   void Report();
   // On the thread pool, after a pass it ran.
   void WriteRecord(double at);
+  // On the thread pool, after the recovery: the limiter slots of dead
+  // processes (limit_gate.h, ReapLimits).
+  void ReapSlots(double now);
 
   uv::EventLoop& loop_;
   const RedisOptions redis_options_;

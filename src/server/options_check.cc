@@ -128,6 +128,7 @@ Status CheckServerOptions(const ServerOptions& options) {
   if (Status s = CheckDuration("kill grace", options.kill_grace, milliseconds(0)); !s.ok()) {
     return s;
   }
+  if (Status s = CheckLimits(options.limits); !s.ok()) return s;
   if (!options.http_address.empty()) {
     if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
       return where.status();

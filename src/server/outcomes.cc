@@ -1,6 +1,7 @@
 #include "server/outcomes.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "keys.h"
 #include "script_calls.h"
@@ -51,8 +52,10 @@ void Outcomes::Send() {
   std::vector<FinishedJob> batch;
   batch.swap(unsent_);
   double now = clock_.Now();
+  std::vector<uint64_t> freed;
   std::vector<FinishedJob> acked;
   for (FinishedJob& job : batch) {
+    if (job.limit_slot != 0) freed.push_back(std::exchange(job.limit_slot, 0));
     if (job.outcome == Outcome::kSucceeded) acked.push_back(std::move(job));
   }
   if (!acked.empty()) SendAcks(std::move(acked), now);
@@ -60,6 +63,10 @@ void Outcomes::Send() {
     if (job.outcome != Outcome::kSucceeded) {
       SendFailure(std::move(job), now);
     }
+  }
+  // After the outcomes, on the same connection.
+  if (on_slot_freed_) {
+    for (uint64_t slot : freed) on_slot_freed_(slot);
   }
 }
 

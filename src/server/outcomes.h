@@ -65,6 +65,10 @@ class Outcomes {
     retry_timer_.Stop();
   }
 
+  // Called with the limiter slot (FinishedJob::limit_slot) of each job
+  // whose outcome is sent for the first time, after it is sent.
+  void set_on_slot_freed(std::function<void(uint64_t)> f) { on_slot_freed_ = std::move(f); }
+
   // Observes each ack round's round trip there (null: none).
   void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
@@ -106,6 +110,7 @@ class Outcomes {
   std::string refusal_;
   std::chrono::milliseconds retry_pause_{200};
   WorkerMetrics* metrics_ = nullptr;
+  std::function<void(uint64_t)> on_slot_freed_;
 };
 
 }  // namespace reliableq

@@ -252,6 +252,7 @@ void ProcessorPool::State::Loop(int slot_index) {
       continue;
     }
     outcome.payload = std::move(slot.job.payload);
+    outcome.limit_slot = slot.job.limit_slot;
     finished.push_back(std::move(outcome));
     finished_total.fetch_add(1, std::memory_order_relaxed);
     if (wake_armed && wake_enabled) {

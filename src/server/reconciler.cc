@@ -33,6 +33,7 @@ void Reconciler::Run() {
   PayloadsByQueue keep(parts_.queues.size());
   parts_.pool.HeldPayloads(/*include_ready=*/true, &keep);
   parts_.outcomes.AddUnconfirmed(&keep);
+  if (parts_.add_held) parts_.add_held(&keep);
   ++running_;
   Requeue(RequeueMode::kKeep, std::move(keep), [this](const Status& s) {
     --running_;

@@ -49,6 +49,9 @@ class Reconciler {
     const Logger& log;
     int max_interruptions;
     DeadSetLimits dead_limits;
+    // Adds the jobs held outside the pool and outcomes (the limit gate's
+    // jobs waiting for a slot); empty: none.
+    std::function<void(PayloadsByQueue*)> add_held = {};
   };
 
   // `on_done` runs after each reconcile Redis confirmed.

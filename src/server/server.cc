@@ -124,6 +124,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
               options_.concurrency, queues_.size(),
               static_cast<double>(options_.heartbeat_ttl.count()) / 1000.0);
     janitor_->Start();
+    if (limit_gate_) limit_gate_->Declare();
     if (notifier_) notifier_->Ready("running " + identity_);
     if (phase_ == Phase::kStarting) {
       phase_ = Phase::kRunning;
@@ -155,6 +156,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   }
   outcomes_->FlushCounts();
   pauses_->Refresh();
+  if (limit_gate_) limit_gate_->Flush();
   if (!signal.empty()) control_->Handle(signal);
   // A broken queue is left out of the idle poll: while the worker is idle,
   // a fetch per beat finds out when it works again.
@@ -189,12 +191,24 @@ bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
     Reconcile(false);
     return false;
   }
+  // Jobs of limited classes wait for a slot (AdmitLimited).
+  if (limit_gate_) limit_gate_->Filter(jobs);
   pool_->Submit(jobs);
   if (reconciler_->blocks_fetching()) {
     // Submitted first, so the owed reconcile keeps them.
     reconciler_->Run();
     return false;
   }
+  return true;
+}
+
+bool ServerImpl::AdmitLimited(std::vector<FetchedJob>* jobs) {
+  if (phase_ != Phase::kRunning) {
+    // Kept by no reconcile now: they go back to their queues.
+    Reconcile(false);
+    return false;
+  }
+  pool_->Submit(jobs);
   return true;
 }
 
@@ -246,6 +260,9 @@ void ServerImpl::Reconcile(bool drop_ready) {
     // Even while disconnected: these must not start. They are in our
     // working lists, and the reconcile (or the janitor) hands them back.
     std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
+    if (limit_gate_) {
+      for (const FetchedJob& job : dropped) limit_gate_->Release(job.limit_slot);
+    }
     if (!dropped.empty()) {
       log_->Log(LogLevel::kInfo, "fetched_returned",
                 "%zu fetched jobs not started: back to their queues", dropped.size());
@@ -316,6 +333,8 @@ void ServerImpl::FinishStop(bool hard) {
   outcomes_->TakeFinished();
   // Threads still in a C++ handler cannot be stopped; their jobs go back.
   if (hard) pool_->Shutdown(milliseconds(0));
+  // Before the hand-back: no job of ours runs or starts any more.
+  if (limit_gate_) limit_gate_->ReleaseAll();
   hand_back_->Start(hard, std::move(running));
 }
 

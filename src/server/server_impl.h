@@ -22,6 +22,7 @@
 #include "server/heartbeat.h"
 #include "server/idle_fetch.h"
 #include "server/janitor.h"
+#include "server/limit_gate.h"
 #include "server/metrics_endpoint.h"
 #include "server/outcomes.h"
 #include "server/poller.h"
@@ -82,6 +83,8 @@ class ServerImpl final : public Server {
   // Hands fetched jobs to the processors. False when the caller must not go
   // on fetching: quiet or stop began, or a reconcile is owed.
   bool Accept(std::vector<FetchedJob>* jobs);
+  // Jobs that got a limiter slot: started, unless quiet or stop began.
+  bool AdmitLimited(std::vector<FetchedJob>* jobs);
   // Namespaces: the queues of `queues` they match join the set (the next
   // confirmed beat publishes them before any fetch may use them).
   void DiscoverQueues();
@@ -130,6 +133,7 @@ class ServerImpl final : public Server {
   std::shared_ptr<WorkerMetrics> metrics_;         // null without http_address
   std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
   std::unique_ptr<ServiceNotifier> notifier_;      // null unless NOTIFY_SOCKET is set
+  std::unique_ptr<LimitGate> limit_gate_;          // null without limits
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;

@@ -110,9 +110,21 @@ Status ServerImpl::Init() {
   outcomes_ =
       std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
                                  keys_.WakeScheduled(), clock, log, [this] { OnFinished(); });
+  if (!options_.limits.empty()) {
+    limit_gate_ = std::make_unique<LimitGate>(
+        *command_, queues_, keys_, identity_, options_.limits, clock, log,
+        [this](std::vector<FetchedJob>* jobs) { return AdmitLimited(jobs); });
+    outcomes_->set_on_slot_freed([this](uint64_t slot) { limit_gate_->Release(slot); });
+    fetcher_->set_extra_held([this] { return limit_gate_->pending(); });
+  }
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,
-                        options_.max_interruptions, dead_limits},
+                        options_.max_interruptions, dead_limits,
+                        limit_gate_ ? std::function<void(PayloadsByQueue*)>(
+                                          [this](PayloadsByQueue* keep) {
+                                            limit_gate_->AddPending(keep);
+                                          })
+                                    : nullptr},
       [this] {
         if (phase_ != Phase::kRunning) return;
         FetchMore();

@@ -17,6 +17,7 @@ namespace reliableq {
 struct FetchedJob {
   uint32_t queue = 0;   // index into the server's QueueSet
   std::string payload;  // exactly as stored in Redis
+  uint64_t limit_slot = 0;  // the limiter slot it holds (LimitGate); 0: none
 };
 
 enum class Outcome : uint8_t {
@@ -38,6 +39,7 @@ struct FinishedJob {
   // timeout): Redis may have applied it, counters included. Sent again, it
   // must not be counted again.
   bool maybe_applied = false;
+  uint64_t limit_slot = 0;  // given back when the outcome is taken (LimitGate)
 };
 
 struct RunningJob {

@@ -1,0 +1,60 @@
+-- lib/limit.lua: begin
+--
+-- Helpers shared by limit_release.lua and limit_reap.lua: moving the jobs
+-- parked on a full concurrency limit back to their queues.
+--
+-- Valid under Lua 5.1 (Redis) and Lua 5.4 (the unit test).
+
+-- json_field_span, and int_string, parse_int and check_types.
+-- @include lib/payload.lua
+
+-- The queue named by a payload's top-level "queue" field when it is a plain
+-- JSON string (no escapes: the worker parks only jobs whose queue field
+-- names the queue they were fetched from, byte for byte), else nil.
+local function limit_payload_queue(payload)
+  local start, stop = json_field_span(payload, 'queue')
+  if start == nil then return nil end
+  local name = string.match(string.sub(payload, start, stop), '^"([^"\\]+)"$')
+  return name
+end
+
+-- Moves up to `room` jobs from the LEFT (oldest) end of the waiting list
+-- `waiting_key` to the RIGHT end of their queues, where a fetch takes them
+-- next; names each queue in `queues_key` and wakes an idle worker on
+-- wake_prefix .. queue when the queue was empty. A payload without a plain
+-- queue field (the worker parks none), or whose queue key holds another
+-- type than a list, goes to `dead_key` rather than blocking the others
+-- (never lost: each job is looked at before it moves). The caller checked
+-- the types of waiting_key, queues_key and dead_key. Returns the number of
+-- jobs moved back. A queue's key is queue_prefix .. its name
+-- (Keys::Queue("")), the one key these scripts derive from a payload: in
+-- layout 2 it carries the same hash tag as the limiter's keys
+-- (reliableq-schema(7)).
+local function limit_unpark(waiting_key, room, queues_key, dead_key, queue_prefix, wake_prefix,
+                            now)
+  local moved = 0
+  while moved < room do
+    local payload = redis.call('LINDEX', waiting_key, 0)
+    if not payload then break end
+    local queue = limit_payload_queue(payload)
+    local queue_type = 'none'
+    if queue ~= nil then
+      queue_type = redis.call('TYPE', queue_prefix .. queue)
+      if type(queue_type) == 'table' then queue_type = queue_type.ok end
+    end
+    redis.call('LPOP', waiting_key)
+    if queue == nil or (queue_type ~= 'list' and queue_type ~= 'none') then
+      redis.call('ZADD', dead_key, now, payload)
+    else
+      local length = redis.call('RPUSH', queue_prefix .. queue, payload)
+      redis.call('SADD', queues_key, queue)
+      if length == 1 and wake_prefix ~= '' then
+        redis.call('PUBLISH', wake_prefix .. queue, queue)
+      end
+      moved = moved + 1
+    end
+  end
+  return moved
+end
+
+-- lib/limit.lua: end

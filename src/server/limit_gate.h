@@ -1,0 +1,128 @@
+// LimitGate: the worker's side of limits (reliableq/limits.h). Between the
+// fetch and the processors: a fetched job of a limited class starts only
+// after limit_acquire.lua gave it a slot; otherwise the script parked it in
+// Redis (the limiter's waiting list, or schedule for a full rate window)
+// and the worker takes other work. Slots are given back with
+// limit_release.lua when a job's outcome is taken or the job leaves the
+// process unrun. A worker without limits has no gate: its fetched jobs go
+// to the processors unparsed.
+//
+// Invariants it keeps:
+// - a job waiting for its acquire reply is in this process's working list
+//   and counted as held (AddPending), so that a reconcile keeps it;
+// - a slot whose acquire reply was lost is given back (the release is
+//   idempotent), so no slot of a live process leaks; the slots of a dead
+//   one are the janitor's (limit_reap.lua, ReapLimits).
+//
+// Thread safety: loop thread only.
+
+#ifndef RELIABLEQ_SERVER_LIMIT_GATE_H_
+#define RELIABLEQ_SERVER_LIMIT_GATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "keys.h"
+#include "log.h"
+#include "redis/async_connection.h"
+#include "redis/connection.h"
+#include "reliableq/clock.h"
+#include "reliableq/limits.h"
+#include "script_calls.h"
+#include "server/queue_set.h"
+#include "server/worker_jobs.h"
+
+namespace reliableq {
+
+// Which limiter a job falls under. Pure.
+class LimitPlan {
+ public:
+  explicit LimitPlan(const std::vector<Limit>& limits);
+
+  // The index in `limits` of the limiter of the job in `payload`, fetched
+  // from queue `queue`; nullopt when its class is not limited. A payload
+  // whose class is limited but whose top-level "queue" is not exactly
+  // `queue` is not limited either (*mismatch set): a parked job goes back
+  // to the queue its payload names.
+  std::optional<size_t> Find(std::string_view payload, std::string_view queue,
+                             bool* mismatch) const;
+
+ private:
+  std::map<std::string, size_t, std::less<>> by_class_;
+};
+
+class LimitGate {
+ public:
+  // Jobs that took a slot, to start. False: they must not start now (quiet
+  // or stop began); the gate gives their slots back, and the caller's
+  // reconcile returns them.
+  using Admit = std::function<bool(std::vector<FetchedJob>* jobs)>;
+
+  LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
+            std::string identity, std::vector<Limit> limits, const Clock& clock, const Logger& log,
+            Admit admit);
+
+  // Leaves in `jobs` those of unlimited classes, to start now; sends the
+  // others to limit_acquire.lua.
+  void Filter(std::vector<FetchedJob>* jobs);
+  // Gives back slot `slot` (0: none; one not held: nothing).
+  void Release(uint64_t slot);
+  // Gives back every slot held (the stop's hand-back).
+  void ReleaseAll();
+  // Sends the releases still owed (a lost connection, a refused release).
+  void Flush();
+  // Writes the definitions to the `limits` hash (at start; the janitor
+  // reads the concurrency there, `reliableq limits` all of it).
+  void Declare();
+
+  // Per queue, the payloads waiting for an acquire reply.
+  void AddPending(PayloadsByQueue* per_queue) const;
+  size_t pending() const { return pending_; }
+
+ private:
+  struct Held {
+    size_t limit;
+    std::string holder;
+  };
+  void Acquire(size_t limit, FetchedJob job);
+  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s, redisReply* reply);
+  void SendRelease(size_t limit, std::vector<std::string> holders);
+  LimitTerms Terms(size_t limit) const;
+
+  redis::AsyncConnection& command_;
+  const QueueSet& queues_;
+  const Keys& keys_;
+  const std::string identity_;
+  const std::vector<Limit> limits_;
+  const LimitPlan plan_;
+  const Clock& clock_;
+  const Logger& log_;
+  Admit admit_;
+
+  uint64_t next_slot_ = 1;
+  std::unordered_map<uint64_t, Held> held_;
+  // Jobs whose acquire is on its way, by slot number.
+  std::map<uint64_t, FetchedJob> waiting_reply_;
+  size_t pending_ = 0;
+  // Releases not confirmed, by limiter.
+  std::vector<std::vector<std::string>> owed_;
+  bool mismatch_logged_ = false;
+  bool release_error_logged_ = false;
+};
+
+// The janitor's pass over limits: frees the slots of dead processes and
+// moves parked jobs back while there is room (limit_reap.lua per limiter
+// in `limits`). Blocking; on the janitor's thread. Returns the number of
+// slots freed.
+Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now);
+
+}  // namespace reliableq
+
+#endif  // RELIABLEQ_SERVER_LIMIT_GATE_H_

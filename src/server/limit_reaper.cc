@@ -1,0 +1,60 @@
+// The janitor's pass over limits (ReapLimits in limit_gate.h): for each
+// limiter declared in `limits`, the holders' processes are read from its
+// holders hash and limit_reap.lua frees the slots of those without a
+// heartbeat key, in one atomic step per limiter.
+
+#include <rapidjson/document.h>
+
+#include <set>
+
+#include "server/limit_gate.h"
+
+namespace reliableq {
+
+namespace {
+
+// The concurrency of a definition written by LimitDefinitionJson; 0 when
+// it has none or cannot be read (then only dead holders are freed).
+int ConcurrencyOf(std::string_view definition) {
+  rapidjson::Document doc;
+  doc.Parse(definition.data(), definition.size());
+  if (doc.HasParseError() || !doc.IsObject()) return 0;
+  auto it = doc.FindMember("concurrency");
+  if (it == doc.MemberEnd() || !it->value.IsInt() || it->value.GetInt() < 0) return 0;
+  return it->value.GetInt();
+}
+
+}  // namespace
+
+Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now) {
+  auto limits = redis.Command({"HGETALL", keys.Limits()});
+  if (!limits.ok()) return limits.status();
+  const redisReply* all = limits->get();
+  if (all->type != REDIS_REPLY_ARRAY) return int64_t{0};  // WRONGTYPE: nothing to reap
+  int64_t freed = 0;
+  for (size_t i = 0; i + 1 < all->elements; i += 2) {
+    std::string name = std::string(redis::View(all->element[i]));
+    int concurrency = ConcurrencyOf(redis::View(all->element[i + 1]));
+    auto fields = redis.Command({"HKEYS", keys.Limit(name)});
+    if (!fields.ok()) return fields.status();
+    std::set<std::string> identities;
+    const redisReply* holders = fields->get();
+    if (holders->type != REDIS_REPLY_ARRAY) continue;
+    for (size_t h = 0; h < holders->elements; ++h) {
+      std::string_view field = redis::View(holders->element[h]);
+      size_t at = field.find('@');
+      if (at != std::string_view::npos) identities.emplace(field.substr(at + 1));
+    }
+    // Nothing held and nothing that may wait: no script.
+    if (identities.empty() && concurrency == 0) continue;
+    LimitTerms terms{name, concurrency, 0, 0};
+    auto reaped =
+        redis.Eval(LimitReapCall(keys, terms, {identities.begin(), identities.end()}, now));
+    if (!reaped.ok()) return reaped.status();
+    const redisReply* r = reaped->get();
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) freed += r->element[0]->integer;
+  }
+  return freed;
+}
+
+}  // namespace reliableq
