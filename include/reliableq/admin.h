@@ -48,6 +48,8 @@ struct QueueStats {
 struct Stats {
   int64_t processed = 0;
   int64_t failed = 0;
+  // Jobs discarded unrun because they had expired (P stat:expired).
+  int64_t expired = 0;
   // Every queue named in `queues`, sorted by name.
   std::vector<QueueStats> queues;
   int64_t enqueued = 0;   // sum of the queue sizes
