@@ -100,6 +100,7 @@ Status ServerImpl::Init() {
   outcomes_ =
       std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
                                  keys_.WakeScheduled(), clock, log, [this] { OnFinished(); });
+  outcomes_->set_expired_key(keys_.StatExpired());
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,
                         options_.max_interruptions, dead_limits},

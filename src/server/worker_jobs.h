@@ -23,6 +23,7 @@ enum class Outcome : uint8_t {
   kSucceeded,
   kFailed,   // the handler threw, or no handler knows the class
   kInvalid,  // the payload is not a job (bad JSON, no class or args)
+  kExpired,  // discarded unrun: its expires_at had passed (discard.lua)
 };
 
 struct FinishedJob {
@@ -38,6 +39,9 @@ struct FinishedJob {
   // timeout): Redis may have applied it, counters included. Sent again, it
   // must not be counted again.
   bool maybe_applied = false;
+  // kSucceeded: the payload names a unique key, which the ack releases
+  // (ack_unique.lua instead of the plain LREM).
+  bool unique = false;
 };
 
 struct RunningJob {
