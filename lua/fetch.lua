@@ -49,6 +49,7 @@ for pair = 1, #KEYS / 2 do
   end
 end
 
+local find = string.find
 -- LPUSH takes its values as arguments; Lua's stack bounds how many.
 local kMaxPerCall = 1000
 
@@ -69,8 +70,9 @@ for pair = 1, #KEYS / 2 do
       moved[#moved + 1] = jobs[i]
       out[#out + 1] = pair
       out[#out + 1] = jobs[i]
-      -- A job unique until it starts frees its key as it leaves its queue.
-      unique_release_started(jobs[i])
+      -- A job unique until it starts frees its key as it leaves its queue;
+      -- the search is inline, a call per job would cost more than it.
+      if find(jobs[i], kStartMarker, 1, true) then unique_release_started(jobs[i]) end
     end
     redis.call('LPUSH', working, unpack(moved))
     wanted = wanted - count

@@ -15,6 +15,11 @@
 -- payload. In the cluster layout it carries the hash tag of the job's queue
 -- group, so it lives in the same slot as the keys the script names.
 
+-- What marks a job unique until it starts. The search starts at '_', rare
+-- in payloads, where a leading '"' would stop at every quote: it costs
+-- fetch.lua, which every job passes through, about half as much.
+local kStartMarker = '_until":"start"'
+
 -- The job's top-level fields when its payload mentions `marker`, else nil.
 local function unique_fields(payload, marker)
   if not string.find(payload, marker, 1, true) then return nil end
@@ -45,7 +50,7 @@ end
 -- Releases the key of a job unique until it starts ("unique_until":
 -- "start"), as it is fetched; other jobs keep theirs.
 local function unique_release_started(payload)
-  local job = unique_fields(payload, '"unique_until":"start"')
+  local job = unique_fields(payload, kStartMarker)
   if job == nil or job.unique_until ~= 'start' then return 0 end
   return unique_delete(job.unique_key, job.jid)
 end
