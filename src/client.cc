@@ -25,18 +25,6 @@
 
 namespace reliableq {
 
-const char* PushOutcomeName(PushOutcome outcome) {
-  switch (outcome) {
-    case PushOutcome::kAccepted: return "accepted";
-    case PushOutcome::kReplicated: return "replicated";
-    case PushOutcome::kNotConfirmed: return "not confirmed";
-    case PushOutcome::kSpooled: return "spooled";
-    case PushOutcome::kRefused: return "refused";
-    case PushOutcome::kDuplicate: return "duplicate";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // Jobs per push.lua call in PushBulk: big enough to make a round trip carry
@@ -53,8 +41,7 @@ struct Encoded {
   std::string queue;
   std::string jid;
   bool stopped = false;  // a middleware stopped the push
-  // A unique job (Job::unique): its Redis key, and the key's ttl (0: none).
-  std::string unique_key;
+  std::string unique_key;  // Job::unique: its Redis key, and the key's ttl (0: none)
   int64_t unique_ttl_millis = 0;
 };
 
@@ -229,12 +216,8 @@ class ClientImpl : public Client {
     double now = clock_->Now();
     std::vector<Encoded> encoded(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      // One push.lua call carries a whole batch; the check of a unique key
-      // is push_unique.lua's, one job at a time.
-      if (jobs[i].unique) {
-        return Status::InvalidArgument("job " + std::to_string(i) +
-                                       ": a unique job cannot be pushed in bulk; use Push");
-      }
+      // A batch is one push.lua call; a unique job needs push_unique.lua.
+      if (jobs[i].unique) return Status::InvalidArgument("a unique job cannot be pushed in bulk");
       Result<Encoded> one = Encode(jobs[i], now, now);
       if (!one.ok()) return one.status().WithContext("job " + std::to_string(i));
       encoded[i] = std::move(one.value());
@@ -341,30 +324,17 @@ class ClientImpl : public Client {
   }
 
  private:
-  // A unique job, to its queue (`at` empty) or the schedule: one
-  // push_unique.lua call that refuses it while its key is held. Never
-  // spooled: a spooled copy pushed later could not be refused, and the
-  // caller must learn now whether it is a duplicate.
-  PushResult PushUnique(Encoded* encoded, std::optional<double> at) {
-    Pending pending(PushUniqueCall(keys_, encoded->unique_key, encoded->jid,
-                                   encoded->unique_ttl_millis, encoded->queue, at,
-                                   std::move(encoded->payload)));
+  // A unique job, to its queue or the schedule. Never spooled: the caller
+  // must learn now whether it is a duplicate.
+  PushResult PushUnique(Encoded* e, std::optional<double> at) {
+    Pending pending(PushUniqueCall(keys_, e->unique_key, e->jid, e->unique_ttl_millis, e->queue,
+                                   at, std::move(e->payload)));
     Attempt attempt = Run(&pending);
-    auto context = [&] { return "unique push, key " + encoded->unique_key; };
-    if (attempt.status.ok() && attempt.reply->type == REDIS_REPLY_STRING) {
-      std::string holder(attempt.reply->str, attempt.reply->len);
-      PushResult result =
-          Failed(PushOutcome::kDuplicate, std::move(encoded->jid),
-                 Status::Refused("unique key " + encoded->unique_key + " is held by job " + holder));
-      result.duplicate_of = std::move(holder);
-      return result;
+    if (attempt.status.ok()) {
+      if (auto other = UniquePushRefusal(*attempt.reply, e->jid, e->unique_key)) return *other;
     }
-    if (attempt.status.ok() && attempt.reply->type != REDIS_REPLY_INTEGER) {
-      return Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid),
-                    Status::Protocol(std::string("push_unique.lua answered ") +
-                                     redis::TypeName(attempt.reply.get())));
-    }
-    return FromAttempt(attempt, context, std::move(encoded->jid));
+    return FromAttempt(attempt, [&] { return "unique push, key " + e->unique_key; },
+                       std::move(e->jid));
   }
 
   // The spool's copy of a job about to be pushed (`at`: scheduled for
@@ -392,7 +362,15 @@ class ClientImpl : public Client {
   // The job's JSON after the middleware chain, and the queue it names then.
   // A stopped job keeps the jid it had when it was stopped.
   Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
-    if (HasFlowFields(job)) return EncodeWithFlowFields(job, now, enqueued_at);
+    if (HasFlowFields(job)) {  // expiry or uniqueness: fields in a copy (job_flow.h)
+      std::string key;
+      Result<Job> copy = JobWithFlowFields(keys_, job, now, &key);
+      if (!copy.ok()) return copy.status();
+      Result<Encoded> out = Encode(*copy, now, enqueued_at);
+      if (out.ok() && job.unique) out->unique_key = std::move(key);
+      if (out.ok() && job.unique) out->unique_ttl_millis = job.unique->ttl.count();
+      return out;
+    }
     Encoded out;
     Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
     if (!json.ok()) return json.status();
@@ -427,31 +405,6 @@ class ClientImpl : public Client {
     }
     out.jid = string_field("jid");
     out.payload = ToJson(doc, wide);
-    return out;
-  }
-
-  // Encode for a job with expiry or uniqueness: its fields go into a copy
-  // of the job's extra (job_flow.h).
-  Result<Encoded> EncodeWithFlowFields(const Job& job, double now,
-                                       std::optional<double> enqueued_at) {
-    std::string unique_key;
-    if (job.unique) {
-      Result<std::string> key = UniqueRedisKey(keys_, job);
-      if (!key.ok()) return key.status();
-      unique_key = std::move(key.value());
-    }
-    Result<std::string> extra = ExtraWithFlowFields(job, now, unique_key);
-    if (!extra.ok()) return extra.status();
-    Job copy = job;
-    copy.extra = std::move(extra.value());
-    copy.expires_at.reset();
-    copy.expires_in.reset();
-    copy.unique.reset();
-    Result<Encoded> out = Encode(copy, now, enqueued_at);
-    if (out.ok() && job.unique) {
-      out->unique_key = std::move(unique_key);
-      out->unique_ttl_millis = job.unique->ttl.count();
-    }
     return out;
   }
 

@@ -104,4 +104,38 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
   return out;
 }
 
+Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_at,
+                              std::string* unique_key) {
+  if (job.unique) {
+    Result<std::string> key = UniqueRedisKey(keys, job);
+    if (!key.ok()) return key.status();
+    *unique_key = std::move(key.value());
+  }
+  Result<std::string> extra = ExtraWithFlowFields(job, created_at, *unique_key);
+  if (!extra.ok()) return extra.status();
+  Job copy = job;
+  copy.extra = std::move(extra.value());
+  copy.expires_at.reset();
+  copy.expires_in.reset();
+  copy.unique.reset();
+  return copy;
+}
+
+std::optional<PushResult> UniquePushRefusal(const redisReply& reply, const std::string& jid,
+                                            const std::string& key) {
+  if (reply.type == REDIS_REPLY_INTEGER && reply.integer == 1) return std::nullopt;
+  PushResult result;
+  result.jid = jid;
+  if (reply.type == REDIS_REPLY_STRING) {
+    result.outcome = PushOutcome::kDuplicate;
+    result.duplicate_of.assign(reply.str, reply.len);
+    result.reason = Status::Refused("unique key " + key + " is held by job " + result.duplicate_of);
+    return result;
+  }
+  // Redis ran something and answered oddly: the job may be stored.
+  result.outcome = PushOutcome::kNotConfirmed;
+  result.reason = Status::Protocol("push_unique.lua answered an unexpected reply");
+  return result;
+}
+
 }  // namespace reliableq

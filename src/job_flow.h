@@ -7,10 +7,14 @@
 #ifndef RELIABLEQ_JOB_FLOW_H_
 #define RELIABLEQ_JOB_FLOW_H_
 
+#include <hiredis/hiredis.h>
+
+#include <optional>
 #include <string>
 
 #include "keys.h"
 #include "reliableq/job.h"
+#include "reliableq/push_result.h"
 #include "reliableq/status.h"
 
 namespace reliableq {
@@ -32,6 +36,18 @@ Result<std::string> UniqueRedisKey(const Keys& keys, const Job& job);
 // > 0, or extra is not a JSON object or names one of these fields itself.
 Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
                                         const std::string& unique_key);
+
+// A copy of `job` with ExtraWithFlowFields as its extra, and the flow
+// options cleared (EncodeJob knows nothing of them); the unique key, if
+// any, in `*unique_key`.
+Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_at,
+                              std::string* unique_key);
+
+// What push_unique.lua's `reply` says when it did not store job `jid`: the
+// holder's jid (a string) is kDuplicate, anything but the integer 1 is
+// kNotConfirmed; nullopt when the job was stored.
+std::optional<PushResult> UniquePushRefusal(const redisReply& reply, const std::string& jid,
+                                            const std::string& key);
 
 }  // namespace reliableq
 
