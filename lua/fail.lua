@@ -34,6 +34,10 @@
 -- if a janitor already gave the job back, it lives in its queue and must not
 -- be in two places. The stats are counted in both cases: the job did run.
 --
+-- Modes "dead" and "drop" release the job's unique key, if it holds one
+-- (lib/unique.lua, compare-and-delete), when the job moved; "retry" keeps
+-- it.
+--
 -- The PUBLISH (ARGV[9]) comes after every write. A message nobody hears
 -- is lost; the retry is then found by the next fallback read of the heads
 -- by any worker's poller (reliableq-schema(7), promote.lua).
@@ -47,6 +51,7 @@
 -- counted and the job still moves.
 
 -- @include lib/payload.lua
+-- @include lib/unique.lua
 
 local mode = ARGV[4]
 if mode ~= 'retry' and mode ~= 'dead' and mode ~= 'drop' then
@@ -101,6 +106,9 @@ if moved > 0 then
   elseif mode == 'dead' then
     dead_add(KEYS[2], ARGV[5], ARGV[2], ARGV[6], ARGV[7])
   end
+  -- Its life ends in dead or here: a unique key it holds is free again.
+  -- A retry keeps it: the job has not succeeded yet.
+  if mode ~= 'retry' then unique_release(ARGV[1]) end
 end
 if countable and (ARGV[8] == '1' or (ARGV[8] == '2' and moved > 0)) then
   redis.call('INCRBY', KEYS[3], '1')

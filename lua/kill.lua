@@ -13,11 +13,15 @@
 -- ZADD, then the trims by age and by count. Removal and insert are one
 -- atomic step, so the job is in one of the two sets at every instant.
 --
+-- A killed job's unique key, if it holds one, is released
+-- (lib/unique.lua, compare-and-delete).
+--
 -- Returns {killed, missing}: missing entries were no longer in KEYS[1].
 -- Errors: RQ_INVALID for a bad now or dead limits; WRONGTYPE when KEYS[1]
 -- or KEYS[2] exists and is not a ZSET; nothing is written then.
 
 -- @include lib/payload.lua
+-- @include lib/unique.lua
 
 local now = ARGV[1]
 if not is_float_seconds(now) then
@@ -37,6 +41,7 @@ for j = 4, #ARGV do
     missing = missing + 1
   else
     dead_add(KEYS[2], now, ARGV[j], dead_max, dead_timeout)
+    unique_release(ARGV[j])
     killed = killed + 1
   end
 end

@@ -24,7 +24,8 @@
 -- taken next, as it would have been. Each one gets interrupted_count + 1;
 -- one interrupted more than max_interruptions times goes to the dead set
 -- with error fields instead. A dry run looks at LRANGE offset ..
--- offset+limit-1 only and writes nothing.
+-- offset+limit-1 only and writes nothing. A job that goes dead releases
+-- its unique key (lib/unique.lua); one put back in its queue keeps it.
 --
 -- Returns {"alive", 0, 0, LLEN working} when the heartbeat exists and force
 -- is not set; otherwise {"ok", requeued, dead, remaining}, remaining being
@@ -35,6 +36,7 @@
 -- the heartbeat, for a dry run too); nothing is written then.
 
 -- @include lib/payload.lua
+-- @include lib/unique.lua
 
 local max_interruptions = parse_int(ARGV[1])
 local now = ARGV[2]
@@ -103,6 +105,10 @@ if #jobs > 0 then
   redis.call('LTRIM', KEYS[2], int_string(#jobs), '-1')
 end
 give_back(KEYS[3], back, KEYS[4], dead, now, dead_max, dead_timeout)
+-- A job sent to dead frees its unique key; one put back in its queue keeps
+-- it: it has not run to success yet, and a second push while it waits
+-- there is still refused.
+for _, payload in ipairs(dead) do unique_release(payload) end
 if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)
 end

@@ -24,6 +24,9 @@
 -- Jobs go back to the RIGHT end of the queue, the oldest rightmost, so they
 -- are taken next and in the order they were fetched.
 --
+-- A job that goes dead releases its unique key (lib/unique.lua); one put
+-- back in its queue keeps it.
+--
 -- Returns {requeued, dead, kept}.
 -- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] exists and
 -- is not a LIST, or when a job goes back and KEYS[2] is not a LIST or
@@ -31,6 +34,7 @@
 -- written then.
 
 -- @include lib/payload.lua
+-- @include lib/unique.lua
 
 local mode = ARGV[1]
 if mode ~= 'keep' and mode ~= 'interrupt' then
@@ -91,6 +95,8 @@ bad = (#back > 0 and check_types('requeue', 'list', 2, 2)) or
 if bad then return bad end
 
 give_back(KEYS[2], back, KEYS[3], dead, now, dead_max, dead_timeout)
+-- As recover.lua: dead releases a unique key, back to the queue keeps it.
+for _, payload in ipairs(dead) do unique_release(payload) end
 if #kept < #jobs then
   redis.call('DEL', KEYS[1])
   for _, payload in ipairs(kept) do

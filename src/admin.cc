@@ -174,13 +174,15 @@ Result<Stats> AdminImpl::GetStats() {
       {"ZCARD", Keys::kDead},
       {"SMEMBERS", Keys::kProcesses},
       {"HGETALL", registry},
+      {"GET", keys_.StatExpired()},
   });
   if (!first.ok()) return first.status().WithContext("reading stats");
   const std::vector<redis::ReplyPtr>& r = *first;
   static constexpr std::string_view kWhat[] = {"GET stat:processed", "GET stat:failed",
                                                "SMEMBERS queues",    "ZCARD schedule",
                                                "ZCARD retry",        "ZCARD dead",
-                                               "SMEMBERS processes", "HGETALL registry"};
+                                               "SMEMBERS processes", "HGETALL registry",
+                                               "GET stat:expired"};
   for (size_t i = 0; i < r.size(); ++i) {
     Status s = CheckReply(r[i].get(), kWhat[i]);
     if (!s.ok()) return s;
@@ -189,6 +191,7 @@ Result<Stats> AdminImpl::GetStats() {
   Stats stats;
   stats.processed = CounterValue(r[0].get());
   stats.failed = CounterValue(r[1].get());
+  stats.expired = CounterValue(r[8].get());
   std::vector<std::string> queues = StringArray(r[2].get());
   std::sort(queues.begin(), queues.end());
   stats.scheduled = r[3]->integer;

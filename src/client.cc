@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "job_codec.h"
+#include "job_flow.h"
 #include "keys.h"
 #include "redis/connection.h"
 #include "redis/errors.h"
@@ -23,17 +24,6 @@
 #include "spool/client_spool.h"
 
 namespace reliableq {
-
-const char* PushOutcomeName(PushOutcome outcome) {
-  switch (outcome) {
-    case PushOutcome::kAccepted: return "accepted";
-    case PushOutcome::kReplicated: return "replicated";
-    case PushOutcome::kNotConfirmed: return "not confirmed";
-    case PushOutcome::kSpooled: return "spooled";
-    case PushOutcome::kRefused: return "refused";
-  }
-  return "unknown";
-}
 
 namespace {
 
@@ -51,6 +41,8 @@ struct Encoded {
   std::string queue;
   std::string jid;
   bool stopped = false;  // a middleware stopped the push
+  std::string unique_key;  // Job::unique: its Redis key, and the key's ttl (0: none)
+  int64_t unique_ttl_millis = 0;
 };
 
 // What the WAIT at the end of a round trip says about the writes before it:
@@ -200,6 +192,7 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, now);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
+    if (!encoded->unique_key.empty()) return PushUnique(&*encoded, std::nullopt);
     // The spool's copy, taken before the payload moves into the call.
     std::optional<spool::SpooledJob> spooled = ForSpool(*encoded, std::nullopt);
     if (spooled && spool_->bypass()) {
@@ -223,6 +216,8 @@ class ClientImpl : public Client {
     double now = clock_->Now();
     std::vector<Encoded> encoded(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
+      // A batch is one push.lua call; a unique job needs push_unique.lua.
+      if (jobs[i].unique) return Status::InvalidArgument("a unique job cannot be pushed in bulk");
       Result<Encoded> one = Encode(jobs[i], now, now);
       if (!one.ok()) return one.status().WithContext("job " + std::to_string(i));
       encoded[i] = std::move(one.value());
@@ -296,6 +291,7 @@ class ClientImpl : public Client {
     Result<Encoded> encoded = Encode(job, now, std::nullopt);
     if (!encoded.ok()) return encoded.status();
     if (encoded->stopped) return Stopped(std::move(encoded->jid));
+    if (!encoded->unique_key.empty()) return PushUnique(&*encoded, epoch_seconds);
     std::optional<spool::SpooledJob> spooled = ForSpool(*encoded, epoch_seconds);
     if (spooled && spool_->bypass()) {
       return spool_->Instead(std::move(encoded->jid), std::move(*spooled));
@@ -328,6 +324,19 @@ class ClientImpl : public Client {
   }
 
  private:
+  // A unique job, to its queue or the schedule. Never spooled: the caller
+  // must learn now whether it is a duplicate.
+  PushResult PushUnique(Encoded* e, std::optional<double> at) {
+    Pending pending(PushUniqueCall(keys_, e->unique_key, e->jid, e->unique_ttl_millis, e->queue,
+                                   at, std::move(e->payload)));
+    Attempt attempt = Run(&pending);
+    if (attempt.status.ok()) {
+      if (auto other = UniquePushRefusal(*attempt.reply, e->jid, e->unique_key)) return *other;
+    }
+    return FromAttempt(attempt, [&] { return "unique push, key " + e->unique_key; },
+                       std::move(e->jid));
+  }
+
   // The spool's copy of a job about to be pushed (`at`: scheduled for
   // then), its payload and queue exactly as the push sends them; nullopt
   // without a spool.
@@ -353,6 +362,15 @@ class ClientImpl : public Client {
   // The job's JSON after the middleware chain, and the queue it names then.
   // A stopped job keeps the jid it had when it was stopped.
   Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
+    if (HasFlowFields(job)) {  // expiry or uniqueness: fields in a copy (job_flow.h)
+      std::string key;
+      Result<Job> copy = JobWithFlowFields(keys_, job, now, &key);
+      if (!copy.ok()) return copy.status();
+      Result<Encoded> out = Encode(*copy, now, enqueued_at);
+      if (out.ok() && job.unique) out->unique_key = std::move(key);
+      if (out.ok() && job.unique) out->unique_ttl_millis = job.unique->ttl.count();
+      return out;
+    }
     Encoded out;
     Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
     if (!json.ok()) return json.status();

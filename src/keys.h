@@ -73,6 +73,11 @@ class Keys {
   }
   std::string LimitStarts(std::string_view name) const { return Limit(name) + ":starts"; }
   std::string LimitWaiting(std::string_view name) const { return Limit(name) + ":waiting"; }
+  // Unique jobs and expiry (reliableq-schema(7), "Unique jobs"): the STRING
+  // holding the jid of the job that holds unique key `key`, and the count
+  // of jobs discarded as expired.
+  std::string Unique(std::string_view key) const { return prefix_ + "unique:" + std::string(key); }
+  std::string StatExpired() const { return prefix_ + "stat:expired"; }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

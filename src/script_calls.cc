@@ -54,6 +54,34 @@ ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
                     {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
+ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
+                          int64_t ttl_millis, std::string_view queue, std::optional<double> at,
+                          std::string payload) {
+  if (at) {
+    return ScriptCall{ScriptId::kPushUnique,
+                      {std::string(unique_key), std::string(Keys::kQueues),
+                       std::string(Keys::kSchedule)},
+                      {"at", std::string(jid), Count(ttl_millis), std::move(payload),
+                       FormatEpoch(*at), keys.WakeScheduled()}};
+  }
+  return ScriptCall{
+      ScriptId::kPushUnique,
+      {std::string(unique_key), std::string(Keys::kQueues), Keys::Queue(queue)},
+      {"now", std::string(jid), Count(ttl_millis), std::move(payload), std::string(queue),
+       keys.WakeQueue(queue)}};
+}
+
+ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload) {
+  return ScriptCall{ScriptId::kAckUnique, {std::string(working_key)}, {std::string(payload)}};
+}
+
+ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
+                       std::string_view payload, bool resent_unconfirmed) {
+  return ScriptCall{ScriptId::kDiscard,
+                    {std::string(working_key), std::string(expired_key)},
+                    {std::string(payload), resent_unconfirmed ? "2" : "1"}};
+}
+
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
                      size_t max) {
   ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};

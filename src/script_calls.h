@@ -9,6 +9,7 @@
 #define RELIABLEQ_SCRIPT_CALLS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,23 @@ ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes);
 // schedule.lua: `payload` into schedule, due at `at`; when it is the
 // earliest, keys.WakeScheduled() hears its time.
 ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload);
+
+// push_unique.lua: `payload` (of job `jid`) to its queue (`at` empty) or
+// into schedule, due at `at`, unless `unique_key` is held; takes the key
+// for `ttl_millis` (0: no expiry).
+ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
+                          int64_t ttl_millis, std::string_view queue, std::optional<double> at,
+                          std::string payload);
+
+// ack_unique.lua: the ack of a succeeded job that holds a unique key until
+// its success.
+ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload);
+
+// discard.lua: an expired job out of its working list, counted in
+// `expired_key` (Keys::StatExpired; `resent_unconfirmed`: only if it was
+// still there).
+ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
+                       std::string_view payload, bool resent_unconfirmed);
 
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
 // in the order given.

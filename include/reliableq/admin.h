@@ -49,6 +49,8 @@ struct QueueStats {
 struct Stats {
   int64_t processed = 0;
   int64_t failed = 0;
+  // Jobs discarded unrun because they had expired (P stat:expired).
+  int64_t expired = 0;
   // Every queue named in `queues`, and every paused one (PauseQueue; size 0
   // when `queues` does not name it), sorted by name.
   std::vector<QueueStats> queues;

@@ -10,6 +10,8 @@
 #ifndef RELIABLEQ_JOB_H_
 #define RELIABLEQ_JOB_H_
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +44,34 @@ class Retry {
   int times_;
 };
 
+// When a unique job's key is released (reliableq(1), UNIQUE JOBS).
+enum class UniqueUntil {
+  // When the job succeeds, goes to dead, is dropped or discarded as
+  // expired. A retry keeps it.
+  kSuccess,
+  // When a worker fetches it to run it (whatever its outcome then), or
+  // when it is discarded unrun.
+  kStart,
+};
+
+// A push refused while another job holds the same key: Client::Push returns
+// PushOutcome::kDuplicate with the holder's jid. The job carries its key in
+// the fields "unique_key" (the full Redis key, "<prefix>unique:<key>") and
+// "unique_until" ("success" or "start"); the scripts that end its life
+// release the key (reliableq-schema(7), "Unique jobs").
+struct Uniqueness {
+  // The key. Empty: "<class>:<SHA-256 of args>", args written compactly
+  // (so "[1, 2]" and "[1,2]" are the same key). Printable ASCII without '"'
+  // or '\', at most 512 bytes.
+  std::string key;
+  UniqueUntil until = UniqueUntil::kSuccess;
+  // A backstop: the key expires this long after the push even if the job
+  // still lives (0: never). None by default: every end of a job's life
+  // releases its key, and a key that expires while its job waits lets a
+  // second copy in. Set it longer than a job can wait and run.
+  std::chrono::milliseconds ttl{0};
+};
+
 struct Job {
   // The `class` field: the name a handler is registered under. Required.
   std::string job_class;
@@ -59,6 +89,15 @@ struct Job {
   // here that the client sets itself (class, args, queue, retry, jid,
   // created_at, enqueued_at, at) are an error.
   std::string extra = "{}";
+  // Expiry (reliableq(1), EXPIRY): a worker that is about to start the job
+  // after this time discards it unrun (counted in stat:expired, logged as
+  // job_expired). Either an epoch time or seconds after the push (written
+  // as expires_at = created_at + expires_in); not both. Finite and > 0.
+  std::optional<double> expires_at;
+  std::optional<double> expires_in;
+  // Uniqueness: set to refuse a second push while this one's key is held.
+  // Not for PushBulk (kInvalidArgument), and never spooled.
+  std::optional<Uniqueness> unique;
 };
 
 }  // namespace reliableq

@@ -21,6 +21,13 @@
 //       jobs. Pushing it without that jid risks two different jobs for one
 //       intent.
 //
+//   duplicate
+//       Nothing was stored: the job was pushed with Job::unique and another
+//       job holds its key; `duplicate_of` is that job's jid. Pushing it
+//       again is refused the same way while the holder lives (until it
+//       succeeds or starts, as its UniqueUntil says, goes to dead, or is
+//       discarded).
+//
 //   refused
 //       Nothing was stored. Pushing it again is safe, and succeeds once the
 //       reason is gone. `reason.code()` says which reason:
@@ -74,6 +81,8 @@ enum class PushOutcome {
   kSpooled,
   // Definitely not stored; `reason` says why.
   kRefused,
+  // Not stored: a unique job whose key another job holds (`duplicate_of`).
+  kDuplicate,
 };
 
 struct PushResult {
@@ -84,6 +93,8 @@ struct PushResult {
   std::string jid;
   // kReplicated: how many replicas confirmed it; 0 otherwise.
   int replicas = 0;
+  // kDuplicate: the jid of the job holding the unique key; empty otherwise.
+  std::string duplicate_of;
   // OK when the job is stored; otherwise why it is not, or may not be (the
   // transport error, Redis's error reply, the rule that refused it).
   Status reason;
@@ -96,7 +107,8 @@ struct PushResult {
   }
 };
 
-// "accepted", "replicated", "not confirmed", "spooled" or "refused".
+// "accepted", "replicated", "not confirmed", "spooled", "refused" or
+// "duplicate".
 const char* PushOutcomeName(PushOutcome outcome);
 
 }  // namespace reliableq

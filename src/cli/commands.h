@@ -28,6 +28,8 @@ namespace reliableq::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
+// push --unique: another job holds the unique key; nothing was stored.
+inline constexpr int kExitDuplicate = 3;
 
 struct Command {
   // The verb, e.g. "push".

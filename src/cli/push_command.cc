@@ -23,6 +23,9 @@ constexpr std::string_view kHelp =
     "usage: reliableq push CLASS [ARGS_JSON] [-q|--queue QUEUE] [--in SECONDS | --at EPOCH]\n"
     "                      [--retry N|true|false] [--jid JID] [--extra JSON]\n"
     "                      [--wait-replicas N [--wait-timeout MS]] [--spool DIR]\n"
+    "                      [--expires-in SEC | --expires-at EPOCH]\n"
+    "                      [--unique [--unique-key K] [--unique-until start|success]\n"
+    "                       [--unique-ttl SEC]]\n"
     "\n"
     "Pushes one job of class CLASS and prints its jid. ARGS_JSON is the job's\n"
     "arguments as a JSON array (default: []). The job is Sidekiq's job JSON, so\n"
@@ -47,6 +50,10 @@ constexpr std::string_view kHelp =
     "DIR that reaches Redis, a client with that spool, or reliableq spool drain DIR.\n"
     "A push Redis refused for the job's own sake (say WRONGTYPE) is not spooled.\n"
     "\n"
+    "With --unique, the push is refused while another job holds the same unique\n"
+    "key: prints \"duplicate of JID\" (the holder's jid) on stderr and exits 3;\n"
+    "nothing was stored. A unique push is never spooled.\n"
+    "\n"
     "Options:\n"
     "  -q, --queue QUEUE    the queue to push to (default: default)\n"
     "      --in SECONDS     run the job SECONDS from now (decimals allowed); the job\n"
@@ -69,10 +76,23 @@ constexpr std::string_view kHelp =
     "                       than 0; default 1000)\n"
     "      --spool DIR      spool the push in DIR when Redis cannot be reached\n"
     "                       (created if missing; see reliableq spool --help)\n"
+    "      --expires-in SEC the job expires SEC seconds after the push: a worker\n"
+    "                       about to start it later discards it unrun\n"
+    "      --expires-at EPOCH\n"
+    "                       the job expires at EPOCH, in seconds since 1970\n"
+    "      --unique         refuse the push while another job holds its unique key\n"
+    "      --unique-key K   the key (default: the class and a hash of ARGS_JSON)\n"
+    "      --unique-until start|success\n"
+    "                       release the key when the job starts, or when it\n"
+    "                       succeeds (the default); dead and expired release it too\n"
+    "      --unique-ttl SEC the key expires SEC seconds after the push whatever\n"
+    "                       becomes of the job (default: never)\n"
     "\n"
     "Examples:\n"
     "  reliableq push HardJob '[1,\"bob\"]'\n"
-    "  reliableq push Reminder '[42]' -q mail --in 3600\n";
+    "  reliableq push Reminder '[42]' -q mail --in 3600\n"
+    "  reliableq push Charge '[\"order-17\"]' --unique\n"
+    "  reliableq push SendOtp '[\"+15550100\"]' --expires-in 60\n";
 
 // Only the JSON syntax and the top-level type are checked here, so that a
 // mistyped argument is a usage error even when Redis is unreachable; the
@@ -95,6 +115,54 @@ std::optional<std::string> JsonProblem(std::string_view what, const std::string&
                                            : "a literal";
   return std::string(what) + " must be a JSON " +
          (expected == rapidjson::kArrayType ? "array" : "object") + ", not " + kind;
+}
+
+// --expires-in/--expires-at and --unique*: into `job`. kExitOk, or the
+// usage error's status.
+int ReadFlowOptions(const ParsedArgs& args, Job* job) {
+  if (args.Has("expires-in") && args.Has("expires-at")) {
+    return UsageError(kVerb, "--expires-in and --expires-at cannot be used together");
+  }
+  for (const char* name : {"expires-in", "expires-at"}) {
+    auto text = args.Value(name);
+    if (!text) continue;
+    std::optional<double> value = ParseNumber(*text);
+    if (!value || !(*value > 0)) {
+      return UsageError(kVerb, std::string("--") + name + " needs a number above 0, not '" +
+                                   *text + "'");
+    }
+    (std::string_view(name) == "expires-in" ? job->expires_in : job->expires_at) = value;
+  }
+  bool unique = args.Has("unique");
+  for (const char* name : {"unique-key", "unique-until", "unique-ttl"}) {
+    if (args.Has(name) && !unique) {
+      return UsageError(kVerb, std::string("--") + name + " needs --unique");
+    }
+  }
+  if (!unique) return kExitOk;
+  Uniqueness uniqueness;
+  if (auto key = args.Value("unique-key")) {
+    if (key->empty()) return UsageError(kVerb, "the unique key is empty");
+    uniqueness.key = *key;
+  }
+  if (auto until = args.Value("unique-until")) {
+    if (*until == "start") {
+      uniqueness.until = UniqueUntil::kStart;
+    } else if (*until != "success") {
+      return UsageError(kVerb, "--unique-until needs start or success, not '" + *until + "'");
+    }
+  }
+  if (auto text = args.Value("unique-ttl")) {
+    std::optional<double> seconds = ParseNumber(*text);
+    if (!seconds || !(*seconds > 0) || *seconds > 1e9) {
+      return UsageError(kVerb, "--unique-ttl needs a number of seconds above 0, not '" + *text +
+                                   "'");
+    }
+    uniqueness.ttl = std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000 + 0.5));
+    if (uniqueness.ttl.count() == 0) uniqueness.ttl = std::chrono::milliseconds(1);
+  }
+  job->unique = std::move(uniqueness);
+  return kExitOk;
 }
 
 int Run(const ParsedArgs& args) {
@@ -139,6 +207,8 @@ int Run(const ParsedArgs& args) {
     at = ParseNumber(*text);
     if (!at) return UsageError(kVerb, "--at needs epoch seconds, not '" + *text + "'");
   }
+
+  if (int status = ReadFlowOptions(args, &job); status != kExitOk) return status;
 
   std::optional<int> wait_replicas;
   if (auto text = args.Value("wait-replicas")) {
@@ -185,6 +255,12 @@ int Run(const ParsedArgs& args) {
                  Shown(pushed->jid).c_str());
     return kExitRuntime;
   }
+  if (pushed->outcome == PushOutcome::kDuplicate) {
+    std::fprintf(stderr, "reliableq: duplicate of %s: job %s not pushed (%s)\n",
+                 Shown(pushed->duplicate_of).c_str(), Shown(pushed->jid).c_str(),
+                 Shown(pushed->reason.ToString()).c_str());
+    return kExitDuplicate;
+  }
   if (!pushed->stored()) return RuntimeError(pushed->reason);
   if (!WriteOut(pushed->jid + "\n")) {
     return RuntimeError(Status::IoError("cannot write to stdout"));
@@ -222,6 +298,12 @@ const Command& PushCommand() {
               {.name = "extra", .takes_value = true},
               {.name = "wait-replicas", .takes_value = true},
               {.name = "wait-timeout", .takes_value = true},
+              {.name = "expires-in", .takes_value = true},
+              {.name = "expires-at", .takes_value = true},
+              {.name = "unique"},
+              {.name = "unique-key", .takes_value = true},
+              {.name = "unique-until", .takes_value = true},
+              {.name = "unique-ttl", .takes_value = true},
           },
       .run = Run,
   };

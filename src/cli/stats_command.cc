@@ -24,12 +24,14 @@ constexpr std::string_view kHelp =
     "\n"
     "Prints the counters Sidekiq's dashboard shows (processed, failed, enqueued,\n"
     "scheduled, retries, dead, processes, busy), the jobs held in reliableq's\n"
-    "working lists (in progress), and every queue with its size and latency\n"
-    "(the seconds since its oldest job was enqueued), marking the paused ones.\n"
+    "working lists (in progress), the jobs discarded unrun as expired (expired),\n"
+    "and every queue with its size and latency (the seconds since its oldest\n"
+    "job was enqueued), marking the paused ones.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
-    "                       {\"processed\":..,\"failed\":..,\"enqueued\":..,\n"
+    "                       {\"processed\":..,\"failed\":..,\"expired\":..,\n"
+    "                        \"enqueued\":..,\n"
     "                        \"in_progress\":..,\"scheduled\":..,\"retries\":..,\n"
     "                        \"dead\":..,\"processes\":..,\"busy\":..,\n"
     "                        \"queues\":[{\"name\":..,\"size\":..,\"latency\":..,\n"
@@ -45,6 +47,7 @@ std::string AsJson(const Stats& stats) {
   writer.StartObject();
   field("processed", stats.processed);
   field("failed", stats.failed);
+  field("expired", stats.expired);
   field("enqueued", stats.enqueued);
   field("in_progress", stats.in_progress);
   field("scheduled", stats.scheduled);
@@ -66,6 +69,7 @@ std::string AsText(const Stats& stats) {
   };
   line("processed:", stats.processed);
   line("failed:", stats.failed);
+  line("expired:", stats.expired);
   line("enqueued:", stats.enqueued);
   line("in progress:", stats.in_progress);
   line("scheduled:", stats.scheduled);

@@ -89,6 +89,12 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, int concurrency)
   for (size_t i = 0; i < classes_.size(); ++i) {
     timed_out_.push_back(&timed_out.Add({{"class", std::string(classes_.Name(i))}}));
   }
+  auto& expired = *counter("reliableq_jobs_expired_total",
+                           "Jobs discarded unrun because their expires_at had passed when they "
+                           "were about to start (reliableq(1), EXPIRY).");
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    expired_.push_back(&expired.Add({{"class", std::string(classes_.Name(i))}}));
+  }
   fetch_round_trip_ = &prometheus::BuildHistogram()
                            .Name("reliableq_fetch_round_trip_seconds")
                            .Help("Time from sending a fetch to its reply.")
@@ -250,6 +256,10 @@ void WorkerMetrics::JanitorPass(int64_t recovered, int64_t poison_pills) {
 
 void WorkerMetrics::JobTimedOut(std::string_view job_class) {
   timed_out_[classes_.Index(job_class)]->Increment();
+}
+
+void WorkerMetrics::JobExpired(std::string_view job_class) {
+  expired_[classes_.Index(job_class)]->Increment();
 }
 
 void WorkerMetrics::SetBusy(double threads) { busy_->Set(threads); }

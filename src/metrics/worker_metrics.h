@@ -117,6 +117,8 @@ class WorkerMetrics {
 
   // A job of `job_class` was still running at its timeout. Any thread.
   void JobTimedOut(std::string_view job_class);
+  // A job of `job_class` was discarded unrun, expired. Any thread.
+  void JobExpired(std::string_view job_class);
 
   // Values read at scrape time (metrics_endpoint.cc).
   void SetBusy(double threads);
@@ -145,6 +147,7 @@ class WorkerMetrics {
   // By class index; made up front (a handful of series).
   std::vector<prometheus::Histogram*> duration_;
   std::vector<prometheus::Counter*> timed_out_;
+  std::vector<prometheus::Counter*> expired_;
   prometheus::Histogram* fetch_round_trip_;
   prometheus::Histogram* ack_round_trip_;
   prometheus::Gauge* busy_;

@@ -56,11 +56,15 @@ void Outcomes::Send() {
   std::vector<FinishedJob> acked;
   for (FinishedJob& job : batch) {
     if (job.limit_slot != 0) freed.push_back(std::exchange(job.limit_slot, 0));
-    if (job.outcome == Outcome::kSucceeded) acked.push_back(std::move(job));
+    if (job.outcome == Outcome::kSucceeded && !job.unique) acked.push_back(std::move(job));
   }
   if (!acked.empty()) SendAcks(std::move(acked), now);
   for (FinishedJob& job : batch) {
-    if (job.outcome != Outcome::kSucceeded) {
+    if (job.outcome == Outcome::kSucceeded) {
+      if (job.unique) SendScriptedOutcome(std::move(job));
+    } else if (job.outcome == Outcome::kExpired) {
+      SendScriptedOutcome(std::move(job));
+    } else {
       SendFailure(std::move(job), now);
     }
   }
@@ -68,6 +72,34 @@ void Outcomes::Send() {
   if (on_slot_freed_) {
     for (uint64_t slot : freed) on_slot_freed_(slot);
   }
+}
+
+void Outcomes::SendScriptedOutcome(FinishedJob job) {
+  // A succeeded job holding a unique key (ack_unique.lua: LREM and the
+  // key's release in one step), or an expired one (discard.lua). Both are
+  // rare next to plain acks, so one script call each. The script's reply
+  // is what its LREM removed: a job sent again after a lost reply is
+  // counted only when it still removed it, as SendAcks does.
+  const std::string& working = queues_[job.queue].working_key;
+  bool expired = job.outcome == Outcome::kExpired;
+  ScriptCall call = expired ? DiscardCall(expired_key_, working, job.payload, job.maybe_applied)
+                            : AckUniqueCall(working, job.payload);
+  bool maybe_applied = job.maybe_applied;
+  std::vector<FinishedJob> carried;
+  carried.push_back(std::move(job));
+  SendRound(std::move(carried), [&](Settle settle) {
+    return command_.Eval(call, [this, settle = std::move(settle), expired, maybe_applied](
+                                   const Status& s, redisReply* reply) {
+      if (!s.ok()) {
+        settle(s, std::vector<size_t>{0});
+        return;
+      }
+      bool removed = reply != nullptr && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
+      // stat:processed counts executions; an expired job never ran.
+      if (!expired && (!maybe_applied || removed)) ++uncounted_processed_;
+      settle(s, {});
+    });
+  });
 }
 
 bool Outcomes::SendRound(std::vector<FinishedJob> jobs,

@@ -1,6 +1,8 @@
 // Outcomes: acknowledging finished jobs. A success is one LREM of its exact
 // payload from its working list (pipelined with the stats counters); a
-// failure is one fail.lua call that moves it to retry or dead.
+// failure is one fail.lua call that moves it to retry or dead. The success
+// of a job holding a unique key is one ack_unique.lua call (LREM and the
+// key's release), an expired job one discard.lua call.
 //
 // Invariants it keeps:
 // - an outcome is held (unsent, or carried by a round on its way) until
@@ -68,6 +70,8 @@ class Outcomes {
   // Called with the limiter slot (FinishedJob::limit_slot) of each job
   // whose outcome is sent for the first time, after it is sent.
   void set_on_slot_freed(std::function<void(uint64_t)> f) { on_slot_freed_ = std::move(f); }
+  // stat:expired (Keys::StatExpired), which discard.lua counts.
+  void set_expired_key(std::string key) { expired_key_ = std::move(key); }
 
   // Observes each ack round's round trip there (null: none).
   void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
@@ -86,6 +90,7 @@ class Outcomes {
   bool SendRound(std::vector<FinishedJob> jobs, const std::function<Status(Settle)>& issue);
   void SendAcks(std::vector<FinishedJob> acked, double now);
   void SendFailure(FinishedJob job, double now);
+  void SendScriptedOutcome(FinishedJob job);
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
@@ -111,6 +116,7 @@ class Outcomes {
   std::chrono::milliseconds retry_pause_{200};
   WorkerMetrics* metrics_ = nullptr;
   std::function<void(uint64_t)> on_slot_freed_;
+  std::string expired_key_ = "reliableq:stat:expired";
 };
 
 }  // namespace reliableq

@@ -14,6 +14,7 @@
 
 #include "job_codec.h"
 #include "server/failure_planner.h"
+#include "server/job_expiry.h"
 #include "text_escape.h"
 
 namespace reliableq {
@@ -317,6 +318,10 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // DecodeJob made sure it is a string.
   const rapidjson::Value& class_value = decoded->document["class"];
   std::string_view job_class(class_value.GetString(), class_value.GetStringLength());
+  if (DiscardIfExpired(decoded->document, job_class, queue, started_at, *config.log,
+                       config.metrics.get(), &done)) {
+    return done;
+  }
   bool external = false;
   const Handler* handler = FindHandler(job_class, &external);
   // A second look in the registry only when some class has a timeout.

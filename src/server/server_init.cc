@@ -117,6 +117,7 @@ Status ServerImpl::Init() {
     outcomes_->set_on_slot_freed([this](uint64_t slot) { limit_gate_->Release(slot); });
     fetcher_->set_extra_held([this] { return limit_gate_->pending(); });
   }
+  outcomes_->set_expired_key(keys_.StatExpired());
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,
                         options_.max_interruptions, dead_limits,

@@ -24,6 +24,7 @@ enum class Outcome : uint8_t {
   kSucceeded,
   kFailed,   // the handler threw, or no handler knows the class
   kInvalid,  // the payload is not a job (bad JSON, no class or args)
+  kExpired,  // discarded unrun: its expires_at had passed (discard.lua)
 };
 
 struct FinishedJob {
@@ -40,6 +41,9 @@ struct FinishedJob {
   // must not be counted again.
   bool maybe_applied = false;
   uint64_t limit_slot = 0;  // given back when the outcome is taken (LimitGate)
+  // kSucceeded: the payload names a unique key, which the ack releases
+  // (ack_unique.lua instead of the plain LREM).
+  bool unique = false;
 };
 
 struct RunningJob {

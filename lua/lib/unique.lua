@@ -1,0 +1,58 @@
+-- lib/unique.lua: begin
+--
+-- Releases the unique key of a job pushed with uniqueness (push_unique.lua),
+-- for the scripts that end a job's life (reliableq-schema(7), "Unique
+-- jobs"). Self-contained: fetch.lua, which every job passes through,
+-- includes it without the payload library.
+--
+-- The payload names its key in the top-level field "unique_key" (the full
+-- Redis key) and its holder in "jid". A plain string.find comes first, so
+-- a payload without the field costs one substring search and no parse;
+-- only a payload that has it is decoded (cjson: only its strings are read,
+-- and the payload itself is never written back). Fields of the same names
+-- inside args are not taken for the top-level ones.
+-- The key is not among the script's KEYS: its name is only known from the
+-- payload. In the cluster layout it carries the hash tag of the job's queue
+-- group, so it lives in the same slot as the keys the script names.
+
+-- What marks a job unique until it starts. The search starts at '_', rare
+-- in payloads, where a leading '"' would stop at every quote: it costs
+-- fetch.lua, which every job passes through, about half as much.
+local kStartMarker = '_until":"start"'
+
+-- The job's top-level fields when its payload mentions `marker`, else nil.
+local function unique_fields(payload, marker)
+  if not string.find(payload, marker, 1, true) then return nil end
+  local ok, job = pcall(cjson.decode, payload)
+  if not ok or type(job) ~= 'table' then return nil end
+  if type(job.unique_key) ~= 'string' or job.unique_key == '' or type(job.jid) ~= 'string' then
+    return nil
+  end
+  return job
+end
+
+-- Compare-and-delete: deletes the key only while it still holds the jid
+-- (a later push of the same key may hold it now). A key of another type is
+-- left alone: it is not a lock this job took, and an error here would fail
+-- the move it is part of. Returns 1 when deleted.
+local function unique_delete(key, jid)
+  if redis.pcall('GET', key) ~= jid then return 0 end
+  return redis.call('DEL', key)
+end
+
+-- Releases the job's unique key, if it holds one. Returns 1 when deleted.
+local function unique_release(payload)
+  local job = unique_fields(payload, '"unique_key"')
+  if job == nil then return 0 end
+  return unique_delete(job.unique_key, job.jid)
+end
+
+-- Releases the key of a job unique until it starts ("unique_until":
+-- "start"), as it is fetched; other jobs keep theirs.
+local function unique_release_started(payload)
+  local job = unique_fields(payload, kStartMarker)
+  if job == nil or job.unique_until ~= 'start' then return 0 end
+  return unique_delete(job.unique_key, job.jid)
+end
+
+-- lib/unique.lua: end
