@@ -12,11 +12,6 @@
 -- LPUSH) instead of one per job; the script is one atomic step, so every
 -- job is always in exactly one of the two lists.
 --
--- A job pushed unique until it starts ("unique_until":"start") has its
--- unique key released here, as it moves (lib/unique.lua): from then on
--- the same job may be pushed again. Other payloads cost one plain
--- substring search each (lib/unique.lua, without the payload library).
---
 -- Returns a flat array {i, payload, i, payload, ...} in fetch order (oldest
 -- first), i being the 1-based index of the pair the payload came from;
 -- empty when every queue is empty or max is 0. A pair whose queue or
@@ -26,7 +21,6 @@
 -- Errors: RQ_INVALID when KEYS is not a list of pairs or max is not an
 -- integer >= 0; nothing is written then.
 -- @include lib/args.lua
--- @include lib/unique.lua
 
 local max = parse_int(ARGV[1], 0)
 if max == nil then
@@ -49,7 +43,6 @@ for pair = 1, #KEYS / 2 do
   end
 end
 
-local find = string.find
 -- LPUSH takes its values as arguments; Lua's stack bounds how many.
 local kMaxPerCall = 1000
 
@@ -70,9 +63,6 @@ for pair = 1, #KEYS / 2 do
       moved[#moved + 1] = jobs[i]
       out[#out + 1] = pair
       out[#out + 1] = jobs[i]
-      -- A job unique until it starts frees its key as it leaves its queue;
-      -- the search is inline, a call per job would cost more than it.
-      if find(jobs[i], kStartMarker, 1, true) then unique_release_started(jobs[i]) end
     end
     redis.call('LPUSH', working, unpack(moved))
     wanted = wanted - count

@@ -75,6 +75,10 @@ ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload)
   return ScriptCall{ScriptId::kAckUnique, {std::string(working_key)}, {std::string(payload)}};
 }
 
+ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid) {
+  return ScriptCall{ScriptId::kReleaseUnique, {std::string(unique_key)}, {std::string(jid)}};
+}
+
 ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
                        std::string_view payload, bool resent_unconfirmed) {
   return ScriptCall{ScriptId::kDiscard,

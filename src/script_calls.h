@@ -42,6 +42,10 @@ ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::st
                           int64_t ttl_millis, std::string_view queue, std::optional<double> at,
                           std::string payload);
 
+// release_unique.lua: releases unique key `unique_key` while it holds `jid`
+// (a job unique until it starts, as it is fetched).
+ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid);
+
 // ack_unique.lua: the ack of a succeeded job that holds a unique key until
 // its success.
 ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload);

@@ -14,6 +14,7 @@
 #include "redis/connection.h"
 #include "reliableq/client.h"
 #include "script_calls.h"
+#include "server/unique_starts.h"
 #include "testutil.h"
 
 using namespace reliableq;
@@ -161,17 +162,39 @@ TEST_CASE_FIXTURE(UniqueFixture, "discard removes, counts and releases") {
   CHECK(s.message().find("WRONGTYPE discard") == 0);
 }
 
-TEST_CASE_FIXTURE(UniqueFixture, "fetch releases a start job's key as it moves it") {
+TEST_CASE("UniqueUntilStart finds the key and jid of a job unique until it starts, only") {
+  auto found = UniqueUntilStart(UniqueJob("j1", "start"));
+  REQUIRE(found.has_value());
+  CHECK(found->first == kKey);
+  CHECK(found->second == "j1");
+  CHECK_FALSE(UniqueUntilStart(UniqueJob("j1")).has_value());
+  // The marker inside args is not the top-level field.
+  CHECK_FALSE(UniqueUntilStart(
+                  R"({"class":"A","args":[{"unique_until":"start"}],"jid":"j","unique_key":"k"})")
+                  .has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","jid":"j"})").has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","unique_key":"k","jid":""})").has_value());
+  CHECK_FALSE(UniqueUntilStart(R"(not json "unique_until":"start")").has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"class":"A","args":[],"jid":"j"})").has_value());
+}
+
+TEST_CASE_FIXTURE(UniqueFixture, "fetch leaves keys alone; release_unique is compare-and-delete") {
   Run({"SET", kKey, "j1"});
   Run({"LPUSH", "queue:default", UniqueJob("j1", "start")});
   Eval(FetchCall({{"queue:default", kWork}}, 10));
-  CHECK_FALSE(Exists(kKey));
+  CHECK(Get(kKey) == "j1");
   CHECK(LRange(kWork) == std::vector<std::string>{UniqueJob("j1", "start")});
-  // A success job keeps it through the fetch.
-  Run({"SET", kKey, "j2"});
-  Run({"LPUSH", "queue:default", UniqueJob("j2")});
-  Eval(FetchCall({{"queue:default", kWork}}, 10));
-  CHECK(Get(kKey) == "j2");
+  // Another jid holds it: kept.
+  CHECK(Eval(ReleaseUniqueCall(kKey, "j0"))->integer == 0);
+  CHECK(Get(kKey) == "j1");
+  CHECK(Eval(ReleaseUniqueCall(kKey, "j1"))->integer == 1);
+  CHECK_FALSE(Exists(kKey));
+  // Gone already, or of another type: nothing happens.
+  CHECK(Eval(ReleaseUniqueCall(kKey, "j1"))->integer == 0);
+  Run({"LPUSH", kKey, "x"});
+  CHECK(Eval(ReleaseUniqueCall(kKey, "j1"))->integer == 0);
+  CHECK(LRange(kKey) == std::vector<std::string>{"x"});
+  CHECK(EvalError(ReleaseUniqueCall(kKey, "")).IsInvalidArgument());
 }
 
 TEST_CASE_FIXTURE(UniqueFixture, "kill releases; recover keeps on requeue and releases on dead") {

@@ -2,8 +2,7 @@
 --
 -- Releases the unique key of a job pushed with uniqueness (push_unique.lua),
 -- for the scripts that end a job's life (reliableq-schema(7), "Unique
--- jobs"). Self-contained: fetch.lua, which every job passes through,
--- includes it without the payload library.
+-- jobs"). Self-contained: it needs nothing of the payload library.
 --
 -- The payload names its key in the top-level field "unique_key" (the full
 -- Redis key) and its holder in "jid". A plain string.find comes first, so
@@ -14,11 +13,6 @@
 -- The key is not among the script's KEYS: its name is only known from the
 -- payload. In the cluster layout it carries the hash tag of the job's queue
 -- group, so it lives in the same slot as the keys the script names.
-
--- What marks a job unique until it starts. The search starts at '_', rare
--- in payloads, where a leading '"' would stop at every quote: it costs
--- fetch.lua, which every job passes through, about half as much.
-local kStartMarker = '_until":"start"'
 
 -- The job's top-level fields when its payload mentions `marker`, else nil.
 local function unique_fields(payload, marker)
@@ -44,14 +38,6 @@ end
 local function unique_release(payload)
   local job = unique_fields(payload, '"unique_key"')
   if job == nil then return 0 end
-  return unique_delete(job.unique_key, job.jid)
-end
-
--- Releases the key of a job unique until it starts ("unique_until":
--- "start"), as it is fetched; other jobs keep theirs.
-local function unique_release_started(payload)
-  local job = unique_fields(payload, kStartMarker)
-  if job == nil or job.unique_until ~= 'start' then return 0 end
   return unique_delete(job.unique_key, job.jid)
 end
 

@@ -179,6 +179,8 @@ void ServerImpl::FetchMore() {
 }
 
 void ServerImpl::OnFetched(std::vector<FetchedJob> jobs, bool drained) {
+  // Taken from their queues: the same jobs may be pushed again now.
+  unique_starts_->OnFetched(jobs);
   if (!Accept(&jobs)) return;
   idle_fetch_->OnFetched(drained);
   if (!drained) FetchMore();

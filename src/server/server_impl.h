@@ -34,6 +34,7 @@
 #include "server/sentinel_watch.h"
 #include "server/service_notifier.h"
 #include "server/state_dump.h"
+#include "server/unique_starts.h"
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
@@ -134,6 +135,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
   std::unique_ptr<ServiceNotifier> notifier_;      // null unless NOTIFY_SOCKET is set
   std::unique_ptr<LimitGate> limit_gate_;          // null without limits
+  std::unique_ptr<UniqueStarts> unique_starts_;
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;

@@ -1,0 +1,62 @@
+#include "server/unique_starts.h"
+
+#include <rapidjson/document.h>
+
+#include "script_calls.h"
+#include "text_escape.h"
+
+namespace reliableq {
+
+namespace {
+
+// What marks a job unique until it starts. The search begins at '_', rare in
+// payloads, so it skips ahead quickly where a leading '"' would stop at
+// every quote.
+constexpr std::string_view kStartMarker = R"(_until":"start")";
+
+std::optional<std::string> TopLevelString(const rapidjson::Document& job, const char* name) {
+  auto field = job.FindMember(name);
+  if (field == job.MemberEnd() || !field->value.IsString() ||
+      field->value.GetStringLength() == 0) {
+    return std::nullopt;
+  }
+  return std::string(field->value.GetString(), field->value.GetStringLength());
+}
+
+}  // namespace
+
+std::optional<std::pair<std::string, std::string>> UniqueUntilStart(std::string_view payload) {
+  if (payload.find(kStartMarker) == std::string_view::npos) return std::nullopt;
+  rapidjson::Document job;
+  job.Parse(payload.data(), payload.size());
+  if (job.HasParseError() || !job.IsObject()) return std::nullopt;
+  // The marker may sit inside args: only the top-level field counts.
+  if (TopLevelString(job, "unique_until") != "start") return std::nullopt;
+  std::optional<std::string> key = TopLevelString(job, "unique_key");
+  std::optional<std::string> jid = TopLevelString(job, "jid");
+  if (!key || !jid) return std::nullopt;
+  return std::make_pair(std::move(*key), std::move(*jid));
+}
+
+void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
+  for (const FetchedJob& fetched : jobs) {
+    std::optional<std::pair<std::string, std::string>> unique = UniqueUntilStart(fetched.payload);
+    if (!unique) continue;
+    Status sent = command_.Eval(
+        ReleaseUniqueCall(unique->first, unique->second),
+        [this, key = unique->first](const Status& s, redisReply*) {
+          if (s.ok() || s.IsShutdown()) return;
+          log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(s.ToString()),
+                   "could not release unique key %s as its job started: %s; its success "
+                   "releases it",
+                   Escaped(key).c_str(), s.ToString().c_str());
+        });
+    if (!sent.ok()) {
+      log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(sent.ToString()),
+               "could not release unique key %s as its job started: %s; its success releases it",
+               Escaped(unique->first).c_str(), sent.ToString().c_str());
+    }
+  }
+}
+
+}  // namespace reliableq
