@@ -60,6 +60,16 @@ class Keys {
     return prefix_ + "wake:queue:" + std::string(queue);
   }
   std::string WakeScheduled() const { return prefix_ + "wake:scheduled"; }
+  // Periodic jobs (reliableq-schema(7), "Periodic jobs"): the SET of their
+  // names, each one's HASH (declaration and bookkeeping), and the ZSET of
+  // the ticks pushed for it.
+  std::string Periodic() const { return prefix_ + "periodic"; }
+  std::string PeriodicJob(std::string_view name) const {
+    return prefix_ + "periodic:" + std::string(name);
+  }
+  std::string PeriodicTicks(std::string_view name) const {
+    return prefix_ + "periodic:" + std::string(name) + ":ticks";
+  }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

@@ -16,6 +16,7 @@
 #include "cli/config_file.h"
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
+#include "cli/periodic_options.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/external_handlers.h"
@@ -43,7 +44,7 @@ constexpr std::string_view kHelp =
     "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
     "                        [--tag TAG] [--label LABEL]...\n"
     "                        [--http [HOST:]PORT] [--log-format text|json]\n"
-    "                        [-v|--verbose]\n"
+    "                        [--periodic NAME=JSON]... [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that plugins register, or with\n"
     "programs and URLs in any language, with reliable fetch: a job stays in this\n"
@@ -114,6 +115,11 @@ constexpr std::string_view kHelp =
     "      --log-format text|json\n"
     "                       log lines as text (default) or as one JSON object a\n"
     "                       line (see LOGS in reliableq(1))\n"
+    "      --periodic NAME=JSON\n"
+    "                       push a job on every tick of a cron schedule, once per\n"
+    "                       tick across all workers declaring it; JSON keys: cron,\n"
+    "                       class (both required), queue, args, retry, timezone,\n"
+    "                       catch_up, extra (see PERIODIC JOBS in reliableq(1))\n"
     "  -v, --verbose        log debug messages\n";
 
 // Reads -q/-c/-t/... into `options`, each on its own (CheckRelations looks
@@ -194,6 +200,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   options->labels = args.Values("label");
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   if (auto problem = ReadHandlerOptions(args, options)) return problem;
+  if (auto problem = ReadPeriodicOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
 }
 
@@ -360,6 +367,7 @@ const Command& WorkerCommand() {
               {.name = "on-overrun", .takes_value = true},
               {.name = "http", .takes_value = true},
               {.name = "log-format", .takes_value = true},
+              {.name = "periodic", .takes_value = true, .repeats = true},
               {.name = "verbose", .short_name = 'v'},
           },
       .run = Run,
