@@ -20,7 +20,8 @@ namespace reliableq {
 
 // The ticks a worker owes: every tick in (cursor, now], in order, but at
 // most `max` of them, the latest; the earlier ones are skipped (a loop that
-// stalled for an hour must not push 3600 jobs).
+// stalled for an hour must not push 3600 jobs). `skipped` counts them (at
+// most 1,000,000), first_skipped and last_skipped bound them.
 struct OwedTicks {
   std::vector<int64_t> ticks;
   int64_t skipped = 0;
