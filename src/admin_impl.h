@@ -86,6 +86,8 @@ class AdminImpl final : public Admin {
   Status SignalProcess(std::string_view identity, ProcessSignal signal) override;
   Result<std::vector<Orphan>> ListOrphans(int64_t jobs_per_process) override;
   Result<JanitorRecord> ReadJanitorRecord() override;
+  // In src/periodic/periodic_admin.cc.
+  Result<std::vector<PeriodicInfo>> ListPeriodic() override;
   Status AppendAudit(std::string_view entry_json) override;
   Result<std::vector<std::string>> ReadAudit(int64_t limit) override;
   Result<RedisServerInfo> ServerInfo() override;

@@ -78,6 +78,16 @@ class Keys {
   // of jobs discarded as expired.
   std::string Unique(std::string_view key) const { return prefix_ + "unique:" + std::string(key); }
   std::string StatExpired() const { return prefix_ + "stat:expired"; }
+  // Periodic jobs (reliableq-schema(7), "Periodic jobs"): the SET of their
+  // names, each one's HASH (declaration and bookkeeping), and the ZSET of
+  // the ticks pushed for it.
+  std::string Periodic() const { return prefix_ + "periodic"; }
+  std::string PeriodicJob(std::string_view name) const {
+    return prefix_ + "periodic:" + std::string(name);
+  }
+  std::string PeriodicTicks(std::string_view name) const {
+    return prefix_ + "periodic:" + std::string(name) + ":ticks";
+  }
   // The layout version the data follows (layout_version.h).
   std::string Schema() const { return prefix_ + "schema"; }
   // The CLIENT SETNAME of a worker's connections; the janitor matches it

@@ -248,4 +248,27 @@ std::string LimitHolder(uint64_t n, std::string_view identity) {
   return std::to_string(n) + "@" + std::string(identity);
 }
 
+ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
+  return ScriptCall{ScriptId::kPeriodic,
+                    {keys.PeriodicJob(tick.name), keys.PeriodicTicks(tick.name),
+                     std::string(Keys::kQueues), Keys::Queue(tick.queue)},
+                    {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
+                     tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue),
+                     std::string(tick.queue), std::move(tick.payload), std::string(tick.jid),
+                     FormatEpoch(tick.now)}};
+}
+
+ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
+                               std::string_view identity, double now,
+                               std::vector<std::pair<std::string, std::string>> fields) {
+  ScriptCall call{ScriptId::kPeriodicDeclare,
+                  {keys.Periodic(), keys.PeriodicJob(name)},
+                  {std::string(name), std::string(digest), std::string(identity), FormatEpoch(now)}};
+  for (auto& [field, value] : fields) {
+    call.args.push_back(std::move(field));
+    call.args.push_back(std::move(value));
+  }
+  return call;
+}
+
 }  // namespace reliableq

@@ -174,6 +174,28 @@ ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
 
 // "<n>@<identity>", the holder name limit_reap.lua parses.
 std::string LimitHolder(uint64_t n, std::string_view identity);
+// periodic.lua: the job of one tick of periodic job `name`, pushed unless
+// the tick was pushed already (see the script for every refusal).
+struct PeriodicTick {
+  std::string_view name;
+  std::string_view digest;
+  int64_t tick = 0;
+  bool catch_up = false;
+  std::string_view queue;
+  std::string payload;
+  std::string_view jid;
+  double now = 0;
+};
+// How many ticks periodic:<name>:ticks keeps; older ticks are refused as
+// too late.
+inline constexpr int64_t kPeriodicTicksKept = 1000;
+ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick);
+
+// periodic_declare.lua: records `fields` (name, value pairs) as the
+// declaration of `name` by `identity`.
+ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
+                               std::string_view identity, double now,
+                               std::vector<std::pair<std::string, std::string>> fields);
 
 }  // namespace reliableq
 

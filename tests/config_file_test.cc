@@ -170,3 +170,28 @@ TEST_CASE("handlers and timeouts: mappings of class to program, URL or seconds")
   CHECK(Error("exec:\n  ReceiptJob: {a: b}\n") ==
         "w.yml:1: key 'exec': entry at line 2: expected a single value, not a mapping");
 }
+
+TEST_CASE("periodic: a mapping of name to fields or to a JSON object") {
+  auto options = Parse(
+      "periodic:\n"
+      "  report:\n"
+      "    cron: \"0 6 * * mon-fri\"\n"
+      "    class: Report\n"
+      "    timezone: Europe/Berlin\n"
+      "    args: '[\"daily\", 1]'\n"
+      "    retry: 3\n"
+      "    catch_up: true\n"
+      "  tick: '{\"cron\":\"*/10 * * * * *\",\"class\":\"Tick\"}'\n"
+      "  quoted:\n"
+      "    cron: '* * * * *'\n"
+      "    class: 'Say \"hi\"'\n");
+  CHECK(options["periodic"] ==
+        std::vector<std::string>{
+            R"(report={"cron":"0 6 * * mon-fri","class":"Report","timezone":"Europe/Berlin",)"
+            R"("args":["daily", 1],"retry":3,"catch_up":true})",
+            R"(tick={"cron":"*/10 * * * * *","class":"Tick"})",
+            R"(quoted={"cron":"* * * * *","class":"Say \"hi\""})"});
+  CHECK(Error("periodic: [a]\n").find("w.yml:1: key 'periodic'") == 0);
+  CHECK(Error("periodic:\n  r:\n    args: [1]\n").find("field args must be a single value") !=
+        std::string::npos);
+}

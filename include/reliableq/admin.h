@@ -267,6 +267,28 @@ struct RedisServerInfo {
   int64_t connected_clients = 0;
 };
 
+// A periodic job as Redis records it (reliableq(1), PERIODIC JOBS;
+// reliableq-schema(7), reliableq:periodic:<name>): the declaration that won,
+// who made it, and its ticks.
+struct PeriodicInfo {
+  std::string name;
+  std::string cron;
+  std::string time_zone;
+  std::string job_class;
+  std::string queue;
+  std::string args;   // JSON
+  std::string retry;  // true, false or a count
+  bool catch_up = false;
+  std::string declared_by;  // the identity of the worker whose declaration won
+  double declared_at = 0;   // epoch seconds
+  int64_t last_tick = 0;    // epoch seconds; 0: no tick pushed yet
+  double last_pushed_at = 0;
+  // The first tick after now, by the schedule; 0 when it does not parse
+  // here (its zone is not in this machine's tzdata).
+  int64_t next_tick = 0;
+  int64_t ticks_recorded = 0;  // in reliableq:periodic:<name>:ticks
+};
+
 struct AdminOptions {
   // The prefix of reliableq's own keys, as in ServerOptions.
   std::string prefix = "reliableq:";
@@ -413,6 +435,12 @@ class Admin {
   virtual Result<std::vector<Orphan>> ListOrphans(int64_t jobs_per_process) = 0;
 
   virtual Result<JanitorRecord> ReadJanitorRecord() = 0;
+
+  // --- Periodic jobs ---
+
+  // Every periodic job ever declared (the members of reliableq:periodic),
+  // by name; a name whose hash is gone is left out.
+  virtual Result<std::vector<PeriodicInfo>> ListPeriodic() = 0;
 
   // LPUSH `entry_json` onto <prefix>audit and LTRIM it to 1000 entries, in
   // one MULTI.

@@ -40,6 +40,7 @@
 #include "reliableq/handler.h"
 #include "reliableq/limits.h"
 #include "reliableq/logging.h"
+#include "reliableq/periodic.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -189,6 +190,12 @@ struct ServerOptions {
   // start) follow it; the loop's timers run on real time, so a clock that
   // stands still also stops those deadlines.
   std::shared_ptr<const Clock> clock;
+
+  // Periodic jobs this worker pushes on their cron ticks, with every other
+  // worker that declares them: exactly one push per tick across them all
+  // (periodic.h; reliableq(1), "PERIODIC JOBS"). Names must be distinct;
+  // each declaration must pass CheckPeriodicJob. Empty: no scheduler runs.
+  std::vector<PeriodicJob> periodic_jobs;
 };
 
 class Server {

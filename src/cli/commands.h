@@ -56,6 +56,7 @@ const Command& QueuesCommand();
 const Command& QueueCommand();
 const Command& SpoolCommand();
 const Command& WebCommand();
+const Command& PeriodicCommand();
 
 // --redis URL, --redis-password-file FILE, the TLS options
 // (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,

@@ -22,6 +22,10 @@ enum class Kind {
   // is a list, a program's words, joined with kArgvSeparator); or a list or
   // a scalar, read as kList.
   kMapping,
+  // periodic: a mapping of NAME: {cron: ..., class: ..., ...}, each entry
+  // read as "NAME=JSON" for --periodic; the fields' values are scalars, args
+  // and extra JSON text; or NAME: 'JSON' (a scalar, the JSON object itself).
+  kPeriodic,
 };
 
 struct Key {
@@ -63,6 +67,7 @@ constexpr Key kKeys[] = {
     {"kill_grace", "kill-grace", Kind::kSeconds},
     {"on_overrun", "on-overrun", Kind::kString},
     {"verbose", "verbose", Kind::kFlag},
+    {"periodic", "periodic", Kind::kPeriodic},
 };
 
 const Key* FindKey(std::string_view name) {
@@ -150,6 +155,9 @@ class EntryReader {
                                          : std::vector<std::string>{};
         }
         return Status::InvalidArgument("expected true or false");
+      case Kind::kPeriodic:
+        if (!node.IsMapping()) return Status::InvalidArgument("expected a mapping of NAME: job");
+        return Periodic(node);
       case Kind::kMapping:
         if (node.IsMapping()) return Mapping(node);
         [[fallthrough]];
@@ -225,6 +233,63 @@ class EntryReader {
       values.push_back(std::move(entry));
     }
     return values;
+  }
+
+  // Each NAME: {field: value, ...} as "NAME=JSON": cron, class, queue and
+  // timezone become JSON strings; retry and catch_up, true, false or a
+  // number, stay as written; args and extra are JSON text, kept as written.
+  // ParsePeriodicJob checks the result.
+  Result<std::vector<std::string>> Periodic(const YamlNode& node) const {
+    std::vector<std::string> values;
+    for (const auto& [name, value] : node.Pairs()) {
+      std::string where = "entry at line " + std::to_string(name.Line());
+      if (!name.IsScalar() || name.Scalar().empty()) {
+        return Status::InvalidArgument(where + ": a name must be a single value");
+      }
+      std::string json;
+      if (value.IsScalar()) {
+        Result<std::string> text = Scalar(value, Kind::kString);
+        if (!text.ok()) return Status::InvalidArgument(where + ": " + text.status().message());
+        json = *text;
+      } else if (value.IsMapping()) {
+        json = "{";
+        for (const auto& [field, field_value] : value.Pairs()) {
+          Result<std::string> text = Scalar(field_value, Kind::kString);
+          if (!field.IsScalar() || !text.ok()) {
+            return Status::InvalidArgument(where + ": field " + field.Scalar() +
+                                           " must be a single value");
+          }
+          std::string f = field.Scalar();
+          if (json.size() > 1) json += ",";
+          json += JsonString(f) + ":";
+          bool raw = f == "args" || f == "extra" || f == "retry" || f == "catch_up";
+          json += raw ? *text : JsonString(*text);
+        }
+        json += "}";
+      } else {
+        return Status::InvalidArgument(where + ": expected a mapping of fields or a JSON object");
+      }
+      values.push_back(name.Scalar() + "=" + json);
+    }
+    return values;
+  }
+
+  static std::string JsonString(const std::string& text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out + "\"";
   }
 
   // A list's item: a scalar, or for queues also Sidekiq's [name, weight].

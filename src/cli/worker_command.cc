@@ -16,6 +16,7 @@
 #include "cli/config_file.h"
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
+#include "cli/periodic_options.h"
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/external_handlers.h"
@@ -44,7 +45,7 @@ constexpr std::string_view kHelp =
     "                        [--tag TAG] [--label LABEL]...\n"
     "                        [--limit NAME=SPEC]...\n"
     "                        [--http [HOST:]PORT] [--log-format text|json]\n"
-    "                        [-v|--verbose]\n"
+    "                        [--periodic NAME=JSON]... [-v|--verbose]\n"
     "\n"
     "Runs jobs from the queues with the handlers that plugins register, or with\n"
     "programs and URLs in any language, with reliable fetch: a job stays in this\n"
@@ -120,6 +121,11 @@ constexpr std::string_view kHelp =
     "      --log-format text|json\n"
     "                       log lines as text (default) or as one JSON object a\n"
     "                       line (see LOGS in reliableq(1))\n"
+    "      --periodic NAME=JSON\n"
+    "                       push a job on every tick of a cron schedule, once per\n"
+    "                       tick across all workers declaring it; JSON keys: cron,\n"
+    "                       class (both required), queue, args, retry, timezone,\n"
+    "                       catch_up, extra (see PERIODIC JOBS in reliableq(1))\n"
     "  -v, --verbose        log debug messages\n";
 
 // Reads -q/-c/-t/... into `options`, each on its own (CheckRelations looks
@@ -206,6 +212,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (Status s = CheckLimits(options->limits); !s.ok()) return "--limit: " + s.message();
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   if (auto problem = ReadHandlerOptions(args, options)) return problem;
+  if (auto problem = ReadPeriodicOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
 }
 
@@ -373,6 +380,7 @@ const Command& WorkerCommand() {
               {.name = "on-overrun", .takes_value = true},
               {.name = "http", .takes_value = true},
               {.name = "log-format", .takes_value = true},
+              {.name = "periodic", .takes_value = true, .repeats = true},
               {.name = "verbose", .short_name = 'v'},
           },
       .run = Run,

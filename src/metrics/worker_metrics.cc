@@ -71,6 +71,9 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, int concurrency)
                   "Failed jobs sent to the dead set (retries exhausted, or not a job).");
   discarded_ = counter("reliableq_jobs_discarded_total",
                        "Failed jobs dropped: retry false, or discarded by their class.");
+  periodic_pushed_ = counter("reliableq_periodic_pushed_total",
+                             "Ticks of periodic jobs this worker pushed (reliableq(1), PERIODIC "
+                             "JOBS).");
   pickup_ = &prometheus::BuildHistogram()
                  .Name("reliableq_job_pickup_latency_seconds")
                  .Help("Time from a job's enqueued_at to its start.")
@@ -252,6 +255,10 @@ void WorkerMetrics::JanitorPass(int64_t recovered, int64_t poison_pills) {
   janitor_passes_->Increment();
   if (recovered > 0) janitor_recovered_->Increment(static_cast<double>(recovered));
   if (poison_pills > 0) janitor_poison_->Increment(static_cast<double>(poison_pills));
+}
+
+void WorkerMetrics::PeriodicPushed(std::string_view name) {
+  periodic_pushed_->Add({{"name", std::string(name)}}).Increment();
 }
 
 void WorkerMetrics::JobTimedOut(std::string_view job_class) {

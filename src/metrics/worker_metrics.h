@@ -120,6 +120,10 @@ class WorkerMetrics {
   // A job of `job_class` was discarded unrun, expired. Any thread.
   void JobExpired(std::string_view job_class);
 
+  // The periodic job `name` was pushed by this worker (one tick). Loop
+  // thread; names are bounded by the worker's declarations.
+  void PeriodicPushed(std::string_view name);
+
   // Values read at scrape time (metrics_endpoint.cc).
   void SetBusy(double threads);
   void SetOutcomesPending(double outcomes);
@@ -143,6 +147,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Counter>* retried_;
   prometheus::Family<prometheus::Counter>* dead_;
   prometheus::Family<prometheus::Counter>* discarded_;
+  prometheus::Family<prometheus::Counter>* periodic_pushed_;
   prometheus::Family<prometheus::Histogram>* pickup_;
   // By class index; made up front (a handful of series).
   std::vector<prometheus::Histogram*> duration_;

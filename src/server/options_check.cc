@@ -129,6 +129,13 @@ Status CheckServerOptions(const ServerOptions& options) {
     return s;
   }
   if (Status s = CheckLimits(options.limits); !s.ok()) return s;
+  std::set<std::string_view> periodic_names;
+  for (const PeriodicJob& job : options.periodic_jobs) {
+    if (Status s = CheckPeriodicJob(job); !s.ok()) return s;
+    if (!periodic_names.insert(job.name).second) {
+      return Status::InvalidArgument("periodic job \"" + job.name + "\" is declared twice");
+    }
+  }
   if (!options.http_address.empty()) {
     if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
       return where.status();

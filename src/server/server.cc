@@ -129,6 +129,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
     if (phase_ == Phase::kStarting) {
       phase_ = Phase::kRunning;
       poller_->Start();
+      if (periodic_) periodic_->Start();
     }
     // Jobs left in our (brand new) working lists cannot exist, but a
     // reconcile costs one round trip and makes start-up uniform.
@@ -283,6 +284,7 @@ void ServerImpl::EnterQuiet() {
     return;
   }
   poller_->Stop();
+  if (periodic_) periodic_->Stop();
   idle_fetch_->Leave();
   Reconcile(true);
   heartbeat_->Beat();  // tell the Web UI at once
@@ -354,6 +356,7 @@ void ServerImpl::CloseAll() {
   reconciler_->Close();
   heartbeat_->Stop();
   poller_->Stop();
+  if (periodic_) periodic_->Stop();
   janitor_->Stop();
   deadline_watch_->Stop();
   fetcher_->Stop();

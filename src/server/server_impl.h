@@ -25,6 +25,7 @@
 #include "server/limit_gate.h"
 #include "server/metrics_endpoint.h"
 #include "server/outcomes.h"
+#include "server/periodic_scheduler.h"
 #include "server/poller.h"
 #include "server/processor_pool.h"
 #include "server/queue_health.h"
@@ -128,6 +129,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<HandBack> hand_back_;
   std::unique_ptr<Poller> poller_;
+  std::unique_ptr<PeriodicScheduler> periodic_;  // null without periodic jobs
   std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<DeadlineWatch> deadline_watch_;
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel

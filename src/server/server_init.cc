@@ -138,6 +138,10 @@ Status ServerImpl::Init() {
                                           });
   poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
                                      dead_limits, keys_.WakeQueue(""), clock, log);
+  if (!options_.periodic_jobs.empty()) {
+    periodic_ = std::make_unique<PeriodicScheduler>(loop_ref, *command_, keys_, identity_,
+                                                    options_.periodic_jobs, clock, log);
+  }
   janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
                                        identity_, options_.max_interruptions, dead_limits,
                                        options_.janitor_interval, clock, log);
@@ -158,6 +162,7 @@ Status ServerImpl::Init() {
     outcomes_->set_metrics(metrics_.get());
     janitor_->set_metrics(metrics_.get());
     deadline_watch_->set_metrics(metrics_.get());
+    if (periodic_) periodic_->set_metrics(metrics_.get());
     auto endpoint =
         MetricsEndpoint::Start(options_.http_address, loop_ref, metrics_,
                                {*pool_, *command_, [this] { return outcomes_->Unconfirmed(); }},

@@ -1,0 +1,284 @@
+#include "server/periodic_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "job_codec.h"
+#include "script_calls.h"
+#include "text_escape.h"
+
+namespace reliableq {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// The longest sleep: a wall-clock step is noticed within it.
+constexpr int64_t kMaxSleepMillis = 60000;
+// After a failed call (Redis down, a refused script): try again this soon.
+constexpr milliseconds kRetryDelay{1000};
+
+std::string ReplyString(const redisReply* r) {
+  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return "";
+  return std::string(r->str, r->len);
+}
+
+}  // namespace
+
+struct PeriodicScheduler::Entry {
+  PeriodicJob job;
+  CronSchedule cron;
+  PeriodicDefinition definition;
+  int64_t cursor = 0;              // every tick up to here is handled
+  bool declared = false;           // periodic_declare.lua answered this run
+  bool catch_up_owed = false;      // the catch-up tick is still to submit
+  bool busy = false;               // a batch is on its way
+  bool retry_soon = false;         // the last batch failed
+  std::string conflict_with = {};  // the declarer last logged as winning ("": none)
+};
+
+// The ticks of one turn for one job, sent back to back.
+struct PeriodicScheduler::Batch {
+  uint64_t run = 0;
+  std::vector<int64_t> ticks;
+  std::vector<bool> handled;  // Redis answered for the tick (not an error)
+  size_t remaining = 0;
+  bool catch_up_first = false;  // ticks[0] is the catch-up tick
+};
+
+PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command,
+                                     const Keys& keys, std::string identity,
+                                     const std::vector<PeriodicJob>& jobs, const Clock& clock,
+                                     const Logger& log)
+    : command_(command),
+      keys_(keys),
+      identity_(std::move(identity)),
+      clock_(clock),
+      log_(log),
+      timer_(loop, [this] { Turn(); }) {
+  for (const PeriodicJob& job : jobs) {
+    Result<CronSchedule> cron = CronSchedule::Parse(job.cron, job.time_zone);
+    Status checked = cron.ok() ? CheckPeriodicJob(job) : cron.status();
+    if (!checked.ok()) {
+      log_.Log(LogLevel::kError, LogEvent("periodic_invalid").WithError(checked.message()),
+               "%s: left out", checked.message().c_str());
+      continue;
+    }
+    entries_.push_back(std::unique_ptr<Entry>(new Entry{job, *cron, DefinitionOf(job)}));
+  }
+}
+
+PeriodicScheduler::~PeriodicScheduler() = default;
+
+void PeriodicScheduler::Start() {
+  if (running_ || entries_.empty()) return;
+  running_ = true;
+  ++run_;
+  auto now = static_cast<int64_t>(std::floor(clock_.Now()));
+  for (auto& entry : entries_) {
+    entry->cursor = now;
+    entry->declared = false;
+    entry->busy = false;
+    entry->retry_soon = false;
+    entry->catch_up_owed = entry->job.catch_up;
+  }
+  Turn();
+}
+
+void PeriodicScheduler::Stop() {
+  if (!running_) return;
+  running_ = false;
+  ++run_;
+  timer_.Stop();
+}
+
+void PeriodicScheduler::Turn() {
+  if (!running_) return;
+  timer_.Stop();
+  auto now = static_cast<int64_t>(std::floor(clock_.Now()));
+  for (auto& entry : entries_) {
+    if (entry->busy) continue;
+    entry->retry_soon = false;
+    if (!command_.ready()) {
+      entry->retry_soon = true;
+      continue;
+    }
+    // Sent before the ticks on the same connection, so Redis runs it first.
+    if (!entry->declared) Declare(*entry);
+    SubmitOwed(*entry, now);
+  }
+  Arm();
+}
+
+void PeriodicScheduler::Declare(Entry& entry) {
+  const PeriodicDefinition& d = entry.definition;
+  ScriptCall call = PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
+                                        {{"cron", d.cron},
+                                         {"timezone", d.time_zone},
+                                         {"class", d.job_class},
+                                         {"queue", d.queue},
+                                         {"args", d.args},
+                                         {"retry", d.retry},
+                                         {"catch_up", entry.job.catch_up ? "true" : "false"}});
+  entry.declared = true;  // a failure below sets it back
+  uint64_t run = run_;
+  Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redisReply* r) {
+    if (run != run_) return;
+    if (!s.ok() || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+      entry.declared = false;
+      std::string why = s.ok() ? "unexpected reply" : s.ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("periodic_declare_failed").WithError(why),
+               "periodic job %s: declaring failed: %s; trying again", entry.job.name.c_str(),
+               why.c_str());
+      return;
+    }
+    std::string previous = ReplyString(r->element[0]);
+    std::string declarer = ReplyString(r->element[1]);
+    if (!previous.empty() && previous != entry.definition.digest) {
+      log_.Log(LogLevel::kWarn, "periodic_conflict",
+               "periodic job %s: this worker's declaration (digest %s, cron \"%s\") replaces "
+               "the different one of %s (digest %s): the newest declaration wins",
+               entry.job.name.c_str(), entry.definition.digest.c_str(),
+               Escaped(entry.job.cron).c_str(), Escaped(declarer).c_str(),
+               Escaped(previous).c_str());
+    }
+    entry.conflict_with.clear();
+  });
+  if (!sent.ok()) entry.declared = false;
+}
+
+void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
+  auto batch = std::make_shared<Batch>();
+  batch->run = run_;
+  if (entry.catch_up_owed) {
+    if (std::optional<int64_t> before = entry.cron.Previous(entry.cursor)) {
+      batch->ticks.push_back(*before);
+      batch->catch_up_first = true;
+    } else {
+      entry.catch_up_owed = false;
+    }
+  }
+  OwedTicks owed = TicksOwed(entry.cron, entry.cursor, now, kMaxTicksPerTurn);
+  if (owed.skipped > 0) {
+    log_.Log(LogLevel::kWarn, "periodic_skipped",
+             "periodic job %s: %lld ticks from %lld to %lld skipped (more than %zu owed at "
+             "once); pushing the latest",
+             entry.job.name.c_str(), static_cast<long long>(owed.skipped),
+             static_cast<long long>(owed.first_skipped), static_cast<long long>(owed.last_skipped),
+             kMaxTicksPerTurn);
+    entry.cursor = owed.last_skipped;
+  }
+  batch->ticks.insert(batch->ticks.end(), owed.ticks.begin(), owed.ticks.end());
+  if (batch->ticks.empty()) return;
+  batch->handled.assign(batch->ticks.size(), false);
+  batch->remaining = batch->ticks.size();
+  entry.busy = true;
+  double at = clock_.Now();
+  for (size_t i = 0; i < batch->ticks.size(); ++i) {
+    int64_t tick = batch->ticks[i];
+    std::string jid;
+    Result<std::string> payload = TickPayload(entry.job, tick, at);
+    Status sent;
+    if (!payload.ok()) {
+      sent = payload.status();
+    } else {
+      // The jid is the payload's: read back rather than made twice.
+      Result<DecodedJob> decoded = DecodeJob(*payload);
+      if (decoded.ok() && decoded->document["jid"].IsString()) {
+        jid = decoded->document["jid"].GetString();
+      }
+      PeriodicTick call{
+          entry.job.name,  entry.definition.digest, tick, batch->catch_up_first && i == 0,
+          entry.job.queue, std::move(*payload),     jid,  at};
+      sent = command_.Eval(PeriodicTickCall(keys_, std::move(call)),
+                           [this, &entry, batch, i](const Status& s, redisReply* r) {
+                             OnTickReply(entry, batch, i, s, r);
+                           });
+    }
+    if (!sent.ok()) OnTickReply(entry, batch, i, sent, nullptr);
+  }
+}
+
+void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
+                                    const Status& status, redisReply* reply) {
+  if (batch->run != run_) return;
+  const std::string& name = entry.job.name;
+  const int64_t tick = batch->ticks[index];
+  std::string outcome;
+  if (status.ok() && reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1) {
+    outcome = ReplyString(reply->element[0]);
+  }
+  if (outcome == "pushed") {
+    batch->handled[index] = true;
+    entry.conflict_with.clear();
+    log_.Log(LogLevel::kDebug, "periodic_pushed", "periodic job %s: tick %lld pushed%s",
+             name.c_str(), static_cast<long long>(tick),
+             batch->catch_up_first && index == 0 ? " (catch-up)" : "");
+    if (metrics_) metrics_->PeriodicPushed(name);
+  } else if (outcome == "duplicate" || outcome == "superseded") {
+    batch->handled[index] = true;
+  } else if (outcome == "too_late") {
+    batch->handled[index] = true;
+    log_.Log(LogLevel::kWarn, "periodic_skipped",
+             "periodic job %s: tick %lld skipped: older than every tick Redis keeps a record of",
+             name.c_str(), static_cast<long long>(tick));
+  } else if (outcome == "conflict") {
+    batch->handled[index] = true;
+    std::string declarer = reply->elements >= 2 ? ReplyString(reply->element[1]) : "";
+    if (declarer != entry.conflict_with) {
+      entry.conflict_with = declarer;
+      log_.Log(LogLevel::kWarn, "periodic_conflict",
+               "periodic job %s: the declaration of %s replaced this worker's (%s, digest %s), "
+               "which differs: this worker pushes none of its ticks",
+               name.c_str(), Escaped(declarer).c_str(), identity_.c_str(),
+               entry.definition.digest.c_str());
+    }
+  } else if (outcome == "undeclared") {
+    // The record is gone (a FLUSHDB): declare again, then the tick.
+    entry.declared = false;
+  } else {
+    std::string why = status.ok() ? "unexpected reply" : status.ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("periodic_failed").WithError(why),
+             "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
+             static_cast<long long>(tick), why.c_str());
+  }
+  if (--batch->remaining == 0) Finish(entry, *batch);
+}
+
+void PeriodicScheduler::Finish(Entry& entry, const Batch& batch) {
+  entry.busy = false;
+  size_t first = 0;
+  if (batch.catch_up_first) {
+    first = 1;
+    if (batch.handled[0]) entry.catch_up_owed = false;
+  }
+  // The cursor passes the ticks Redis answered for, up to the first that
+  // failed: that one and the later ones are submitted again.
+  for (size_t i = first; i < batch.ticks.size(); ++i) {
+    if (!batch.handled[i]) {
+      entry.retry_soon = true;
+      break;
+    }
+    entry.cursor = std::max(entry.cursor, batch.ticks[i]);
+  }
+  if (entry.catch_up_owed || !entry.declared) entry.retry_soon = true;
+  Arm();
+}
+
+void PeriodicScheduler::Arm() {
+  if (!running_) return;
+  double now = clock_.Now();
+  int64_t wait = kMaxSleepMillis;
+  for (const auto& entry : entries_) {
+    if (entry->busy) continue;  // its reply arms the timer again
+    if (entry->retry_soon) wait = std::min<int64_t>(wait, kRetryDelay.count());
+    std::optional<int64_t> next = entry->cron.Next(entry->cursor);
+    if (!next) continue;
+    // A hair after the tick, so that the turn's clock reads it as due.
+    auto until = static_cast<int64_t>(std::ceil((static_cast<double>(*next) - now) * 1000.0)) + 1;
+    wait = std::min(wait, std::max<int64_t>(until, 0));
+  }
+  timer_.Start(milliseconds(wait));
+}
+
+}  // namespace reliableq
