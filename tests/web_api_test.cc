@@ -405,7 +405,7 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
   // Every action left an audit entry, newest first, with who (the client
   // address, as there is no authentication) and a log line.
   rapidjson::Document audit = GetJson("/api/audit");
-  REQUIRE(audit["entries"].Size() == 5);
+  REQUIRE(audit["entries"].Size() == 8);
   std::vector<std::string> actions;
   for (const auto& entry : audit["entries"].GetArray()) {
     actions.push_back(entry["action"].GetString());
@@ -414,7 +414,8 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
     CHECK(entry["target"].IsString());
     CHECK(entry["result"].IsString());
   }
-  CHECK(actions == std::vector<std::string>{"recover", "clear", "stop", "stop", "quiet"});
+  CHECK(actions == std::vector<std::string>{"recover", "resume", "pause", "pause", "clear", "stop",
+                                            "stop", "quiet"});
   CHECK(Contains(Log(), R"("action":"clear","target":"critical")"));
 }
 
