@@ -302,3 +302,18 @@ TEST_CASE_FIXTURE(UniqueFixture, "client: given key, start lifetime, ttl and exp
   bad.extra = R"({"expires_at":1})";
   CHECK((*client)->Push(bad).status().code() == Status::Code::kInvalidArgument);
 }
+
+// Review of issue 20: lib/unique.lua deletes whatever key the payload's
+// unique_key names, so a job pushed with a hand-made unique_key (a plain
+// push's --extra, another client) deletes any STRING key of the database
+// whose value equals its jid, outside the unique: keys (fails today).
+TEST_CASE_FIXTURE(UniqueFixture, "a success ack never deletes a key outside the unique keys") {
+  const std::string foreign = "app:session:alice";
+  Run({"SET", foreign, "j1"});
+  std::string payload = R"({"class":"Charge","args":[],"queue":"default","jid":"j1",)"
+                        R"("unique_key":")" +
+                        foreign + R"("})";
+  Fetched(payload);
+  CHECK(Eval(AckUniqueCall(kWork, payload))->integer == 1);
+  CHECK(Get(foreign) == "j1");
+}
