@@ -11,7 +11,9 @@
 -- ARGV[1]  the payload, byte for byte as fetched
 -- ARGV[2]  the holder: "<n>@<identity>", n unique within the process, so
 --          that limit_reap.lua finds the holders of dead processes
--- ARGV[3]  now, epoch seconds
+-- ARGV[3]  now, epoch seconds; empty: Redis's own clock (TIME), which the
+--          worker asks for, so that workers whose clocks disagree still
+--          keep one rate window between them
 -- ARGV[4]  concurrency N (0: none)
 -- ARGV[5]  rate R (0: none)
 -- ARGV[6]  the rate's period, seconds
@@ -41,7 +43,12 @@ if #KEYS ~= 5 or #ARGV ~= 8 then
   return redis.error_reply('RQ_INVALID limit_acquire: want 5 keys and 8 arguments')
 end
 local payload, holder = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
+local now, now_text = tonumber(ARGV[3]), ARGV[3]
+if ARGV[3] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) + tonumber(time[2]) / 1e6
+  now_text = string.format('%.6f', now)
+end
 local concurrency = parse_int(ARGV[4], 0)
 local rate = parse_int(ARGV[5], 0)
 local period = tonumber(ARGV[6])
@@ -79,9 +86,9 @@ if rate > 0 then
     end
     return {'scheduled', at}
   end
-  redis.call('ZADD', KEYS[3], ARGV[3], holder)
+  redis.call('ZADD', KEYS[3], now_text, holder)
   -- An idle limiter's window empties itself.
   redis.call('PEXPIRE', KEYS[3], int_string(math.ceil(period * 1000) + 1000))
 end
-redis.call('HSET', KEYS[2], holder, ARGV[3])
+redis.call('HSET', KEYS[2], holder, now_text)
 return {'start'}

@@ -366,11 +366,16 @@ class ClientImpl : public Client {
       std::string key;
       Result<Job> copy = JobWithFlowFields(keys_, job, now, &key);
       if (!copy.ok()) return copy.status();
-      Result<Encoded> out = Encode(*copy, now, enqueued_at);
+      Result<Encoded> out = EncodeAsIs(*copy, now, enqueued_at);
       if (out.ok() && job.unique) out->unique_key = std::move(key);
       if (out.ok() && job.unique) out->unique_ttl_millis = job.unique->ttl.count();
       return out;
     }
+    if (Status s = CheckNoUniqueFields(job.extra); !s.ok()) return s;
+    return EncodeAsIs(job, now, enqueued_at);
+  }
+
+  Result<Encoded> EncodeAsIs(const Job& job, double now, std::optional<double> enqueued_at) {
     Encoded out;
     Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
     if (!json.ok()) return json.status();

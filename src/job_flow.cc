@@ -61,6 +61,29 @@ Result<std::string> UniqueRedisKey(const Keys& keys, const Job& job) {
   return keys.Unique(key);
 }
 
+namespace {
+
+Status CheckNoUniqueFields(const rapidjson::Document& extra) {
+  for (const char* name : {"unique_key", "unique_until"}) {
+    if (extra.HasMember(name)) {
+      return Status::InvalidArgument(std::string("extra names ") + name +
+                                     ", which only a unique push sets (Job::unique)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckNoUniqueFields(std::string_view extra_json) {
+  if (extra_json.find("\"unique_") == std::string_view::npos) return Status::OK();
+  rapidjson::Document extra;
+  extra.Parse(extra_json.data(), extra_json.size());
+  // Not an object: EncodeJob reports it.
+  if (extra.HasParseError() || !extra.IsObject()) return Status::OK();
+  return CheckNoUniqueFields(extra);
+}
+
 Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
                                         const std::string& unique_key) {
   rapidjson::Document extra;
@@ -80,6 +103,7 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
   if (job.expires_at && job.expires_in) {
     return Status::InvalidArgument("give expires_at or expires_in, not both");
   }
+  if (Status s = CheckNoUniqueFields(extra); !s.ok()) return s;
   if (job.expires_at || job.expires_in) {
     double value = job.expires_at ? *job.expires_at : *job.expires_in;
     if (!std::isfinite(value) || value <= 0) {

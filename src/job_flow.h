@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "keys.h"
 #include "reliableq/job.h"
@@ -22,6 +23,12 @@ namespace reliableq {
 // True when the job asks for expiry or uniqueness: only then does a push
 // pay for the functions below.
 inline bool HasFlowFields(const Job& job) { return job.expires_at || job.expires_in || job.unique; }
+
+// kInvalidArgument when job extra `extra_json` names unique_key or
+// unique_until: only a unique push (Job::unique) writes them, since the
+// worker releases the key a job names. Parses only an extra that mentions
+// them.
+Status CheckNoUniqueFields(std::string_view extra_json);
 
 // The Redis key of job.unique: keys.Unique(key), key being job.unique->key
 // or, when that is empty, "<class>:<hex SHA-256 of the compact args>".

@@ -211,12 +211,13 @@ ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::st
 
 ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
                             std::string_view working_key, std::string payload,
-                            std::string_view holder, double now, double jitter_seconds) {
+                            std::string_view holder, std::optional<double> now,
+                            double jitter_seconds) {
   return ScriptCall{ScriptId::kLimitAcquire,
                     {std::string(working_key), keys.Limit(limit.name),
                      keys.LimitStarts(limit.name), keys.LimitWaiting(limit.name),
                      std::string(Keys::kSchedule)},
-                    {std::move(payload), std::string(holder), FormatEpoch(now),
+                    {std::move(payload), std::string(holder), now ? FormatEpoch(*now) : "",
                      std::to_string(limit.concurrency), std::to_string(limit.rate),
                      FormatEpoch(limit.period_seconds), FormatEpoch(jitter_seconds),
                      keys.WakeScheduled()}};

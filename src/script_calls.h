@@ -158,9 +158,12 @@ struct LimitTerms {
   int rate = 0;
   double period_seconds = 0;
 };
+// `now` nullopt: the script reads Redis's clock (TIME), so that workers
+// whose clocks disagree still share one rate window (the worker's call).
 ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
                             std::string_view working_key, std::string payload,
-                            std::string_view holder, double now, double jitter_seconds);
+                            std::string_view holder, std::optional<double> now,
+                            double jitter_seconds);
 
 // limit_release.lua: `holders` of limiter `limit` given back; parked jobs
 // move back to their queues while it has room.

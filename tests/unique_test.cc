@@ -25,6 +25,7 @@ namespace {
 constexpr const char* kNow = "1700000100.250000";
 const std::string kKey = "reliableq:unique:Charge:o-17";
 const std::string kWork = "reliableq:working:h:1:abc:default";
+const std::string kUnique = Keys().Unique("");
 
 // A job holding kKey, with a nested "unique_key" and "jid" in its args that
 // the scripts must not take for the top-level ones.
@@ -163,19 +164,23 @@ TEST_CASE_FIXTURE(UniqueFixture, "discard removes, counts and releases") {
 }
 
 TEST_CASE("UniqueUntilStart finds the key and jid of a job unique until it starts, only") {
-  auto found = UniqueUntilStart(UniqueJob("j1", "start"));
+  auto found = UniqueUntilStart(UniqueJob("j1", "start"), kUnique);
   REQUIRE(found.has_value());
   CHECK(found->first == kKey);
   CHECK(found->second == "j1");
-  CHECK_FALSE(UniqueUntilStart(UniqueJob("j1")).has_value());
+  CHECK_FALSE(UniqueUntilStart(UniqueJob("j1"), kUnique).has_value());
   // The marker inside args is not the top-level field.
   CHECK_FALSE(UniqueUntilStart(
-                  R"({"class":"A","args":[{"unique_until":"start"}],"jid":"j","unique_key":"k"})")
+                  R"({"class":"A","args":[{"unique_until":"start"}],"jid":"j","unique_key":"k"})", kUnique)
                   .has_value());
-  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","jid":"j"})").has_value());
-  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","unique_key":"k","jid":""})").has_value());
-  CHECK_FALSE(UniqueUntilStart(R"(not json "unique_until":"start")").has_value());
-  CHECK_FALSE(UniqueUntilStart(R"({"class":"A","args":[],"jid":"j"})").has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","jid":"j"})", kUnique).has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","unique_key":"k","jid":""})", kUnique).has_value());
+  CHECK_FALSE(UniqueUntilStart(R"(not json "unique_until":"start")", kUnique).has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"class":"A","args":[],"jid":"j"})", kUnique).has_value());
+  // A key outside the unique keys is never taken for one.
+  CHECK_FALSE(UniqueUntilStart(
+                  R"({"unique_until":"start","unique_key":"app:session:alice","jid":"j"})", kUnique)
+                  .has_value());
 }
 
 TEST_CASE_FIXTURE(UniqueFixture, "fetch leaves keys alone; release_unique is compare-and-delete") {
@@ -289,6 +294,15 @@ TEST_CASE_FIXTURE(UniqueFixture, "client: given key, start lifetime, ttl and exp
   double created_at = std::stod(payload.substr(created + 13));
   CHECK(expires == doctest::Approx(created_at + 60).epsilon(1e-9));
 
+  // Only a unique push writes the fields the worker releases a key by.
+  Job plain;
+  plain.job_class = "SendOtp";
+  plain.extra = R"({"unique_key":"app:session:alice"})";
+  CHECK((*client)->Push(plain).status().code() == Status::Code::kInvalidArgument);
+  plain.extra = R"({"x":1,"unique_until":"start"})";
+  CHECK((*client)->Push(plain).status().code() == Status::Code::kInvalidArgument);
+  plain.extra = R"({"note":"unique_key in a value is fine"})";
+  CHECK((*client)->Push(plain).ok());
   Job bad = job;
   bad.unique->key = "a\"b";
   CHECK((*client)->Push(bad).status().code() == Status::Code::kInvalidArgument);

@@ -11,7 +11,7 @@
 -- and the payload itself is never written back). Fields of the same names
 -- inside args are not taken for the top-level ones.
 -- The key is not among the script's KEYS: its name is only known from the
--- payload. In the cluster layout it carries the hash tag of the job's queue
+-- payload, and a name without "unique:" is ignored. In the cluster layout it carries the hash tag of the job's queue
 -- group, so it lives in the same slot as the keys the script names.
 
 -- The job's top-level fields when its payload mentions `marker`, else nil.
@@ -22,6 +22,10 @@ local function unique_fields(payload, marker)
   if type(job.unique_key) ~= 'string' or job.unique_key == '' or type(job.jid) ~= 'string' then
     return nil
   end
+  -- Only a unique key (Keys::Unique: the prefix, then "unique:") is ever
+  -- released: a payload naming any other key (an application's own, whose
+  -- value a crafted jid could match) is not taken for a lock.
+  if not string.find(job.unique_key, 'unique:', 1, true) then return nil end
   return job
 end
 

@@ -100,7 +100,7 @@ void LimitGate::Acquire(size_t limit, FetchedJob job) {
   std::string holder = LimitHolder(slot, identity_);
   LimitTerms terms = Terms(limit);
   ScriptCall call = LimitAcquireCall(keys_, terms, queues_[job.queue].working_key, job.payload,
-                                     holder, clock_.Now(), JitterSeconds(terms.period_seconds));
+                                     holder, std::nullopt, JitterSeconds(terms.period_seconds));
   waiting_reply_.emplace(slot, std::move(job));
   ++pending_;
   Status sent = command_.Eval(call, [this, limit, slot](const Status& s, redisReply* reply) {

@@ -233,6 +233,7 @@ void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& 
                name.c_str(), Escaped(declarer).c_str(), identity_.c_str(),
                entry.definition.digest.c_str());
     }
+    TakeOverIfGone(entry, declarer);
   } else if (outcome == "undeclared") {
     // The record is gone (a FLUSHDB): declare again, then the tick.
     entry.declared = false;
@@ -243,6 +244,29 @@ void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& 
              static_cast<long long>(tick), why.c_str());
   }
   if (--batch->remaining == 0) Finish(entry, *batch);
+}
+
+// The newest declaration among live workers wins: when the worker whose
+// declaration is recorded is gone (its heartbeat key expired or was deleted
+// at its stop), this one declares again, and its ticks are pushed from the
+// next turn on. Without it, one worker started once with another schedule
+// would silence the job until every worker restarted.
+void PeriodicScheduler::TakeOverIfGone(Entry& entry, const std::string& declarer) {
+  if (declarer.empty() || declarer == identity_) return;
+  Entry* target = &entry;
+  command_.Command({"EXISTS", keys_.Heartbeat(declarer)},
+                   [this, target, declarer](const Status& s, redisReply* reply) {
+                     if (!s.ok() || !running_ || reply->type != REDIS_REPLY_INTEGER ||
+                         reply->integer != 0 || target->conflict_with != declarer) {
+                       return;
+                     }
+                     log_.Log(LogLevel::kWarn, "periodic_takeover",
+                              "periodic job %s: %s, whose declaration won, is gone: this "
+                              "worker declares its own again",
+                              target->job.name.c_str(), Escaped(declarer).c_str());
+                     target->declared = false;
+                     target->conflict_with.clear();
+                   });
 }
 
 void PeriodicScheduler::Finish(Entry& entry, const Batch& batch) {

@@ -70,6 +70,7 @@ class PeriodicScheduler {
   void OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
                    const Status& status, redisReply* reply);
   void Finish(Entry& entry, const Batch& batch);
+  void TakeOverIfGone(Entry& entry, const std::string& declarer);
   void Arm();
 
   redis::AsyncConnection& command_;

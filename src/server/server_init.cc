@@ -118,7 +118,7 @@ Status ServerImpl::Init() {
     fetcher_->set_extra_held([this] { return limit_gate_->pending(); });
   }
   outcomes_->set_expired_key(keys_.StatExpired());
-  unique_starts_ = std::make_unique<UniqueStarts>(*command_, log);
+  unique_starts_ = std::make_unique<UniqueStarts>(*command_, keys_.Unique(""), log);
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,
                         options_.max_interruptions, dead_limits,

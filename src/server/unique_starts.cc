@@ -25,7 +25,8 @@ std::optional<std::string> TopLevelString(const rapidjson::Document& job, const 
 
 }  // namespace
 
-std::optional<std::pair<std::string, std::string>> UniqueUntilStart(std::string_view payload) {
+std::optional<std::pair<std::string, std::string>> UniqueUntilStart(
+    std::string_view payload, std::string_view unique_prefix) {
   if (payload.find(kStartMarker) == std::string_view::npos) return std::nullopt;
   rapidjson::Document job;
   job.Parse(payload.data(), payload.size());
@@ -34,13 +35,13 @@ std::optional<std::pair<std::string, std::string>> UniqueUntilStart(std::string_
   if (TopLevelString(job, "unique_until") != "start") return std::nullopt;
   std::optional<std::string> key = TopLevelString(job, "unique_key");
   std::optional<std::string> jid = TopLevelString(job, "jid");
-  if (!key || !jid) return std::nullopt;
+  if (!key || !jid || !key->starts_with(unique_prefix)) return std::nullopt;
   return std::make_pair(std::move(*key), std::move(*jid));
 }
 
 void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
   for (const FetchedJob& fetched : jobs) {
-    std::optional<std::pair<std::string, std::string>> unique = UniqueUntilStart(fetched.payload);
+    std::optional<std::pair<std::string, std::string>> unique = UniqueUntilStart(fetched.payload, unique_prefix_);
     if (!unique) continue;
     Status sent = command_.Eval(
         ReleaseUniqueCall(unique->first, unique->second),

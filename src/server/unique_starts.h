@@ -31,19 +31,24 @@ namespace reliableq {
 
 // The unique key and jid of a job unique until it starts; nullopt for any
 // other payload (no such field, not JSON, a key or jid that is not a
-// non-empty string). Pure.
-std::optional<std::pair<std::string, std::string>> UniqueUntilStart(std::string_view payload);
+// non-empty string, a key that does not start with `unique_prefix`,
+// Keys::Unique("")). Pure.
+std::optional<std::pair<std::string, std::string>> UniqueUntilStart(std::string_view payload,
+                                                                    std::string_view unique_prefix);
 
 class UniqueStarts {
  public:
-  UniqueStarts(redis::AsyncConnection& command, const Logger& log)
-      : command_(command), log_(log) {}
+  // Only keys that start with `unique_prefix` (Keys::Unique("")) are
+  // released.
+  UniqueStarts(redis::AsyncConnection& command, std::string unique_prefix, const Logger& log)
+      : command_(command), unique_prefix_(std::move(unique_prefix)), log_(log) {}
 
   // Sends a release for each job of `jobs` that is unique until it starts.
   void OnFetched(const std::vector<FetchedJob>& jobs);
 
  private:
   redis::AsyncConnection& command_;
+  const std::string unique_prefix_;
   const Logger& log_;
 };
 
