@@ -117,6 +117,9 @@ class WorkerMetrics {
 
   // A job of `job_class` was still running at its timeout. Any thread.
   void JobTimedOut(std::string_view job_class);
+  // A job was parked by limit `limit` (a worker's own --limit names, so
+  // the label is bounded) for `reason`: "concurrency" or "rate".
+  void JobParked(std::string_view limit, std::string_view reason);
 
   // Values read at scrape time (metrics_endpoint.cc).
   void SetBusy(double threads);
@@ -145,6 +148,7 @@ class WorkerMetrics {
   // By class index; made up front (a handful of series).
   std::vector<prometheus::Histogram*> duration_;
   std::vector<prometheus::Counter*> timed_out_;
+  prometheus::Family<prometheus::Counter>* parked_;
   prometheus::Histogram* fetch_round_trip_;
   prometheus::Histogram* ack_round_trip_;
   prometheus::Gauge* busy_;
