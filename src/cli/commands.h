@@ -52,6 +52,7 @@ const Command& DeadCommand();
 const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
+const Command& LimitsCommand();
 const Command& SpoolCommand();
 const Command& WebCommand();
 

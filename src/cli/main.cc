@@ -20,7 +20,7 @@ const std::vector<const Command*>& Commands() {
   static const std::vector<const Command*> commands = {
       &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
       &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
-      &QueueCommand(),   &SpoolCommand(),     &WebCommand()};
+      &QueueCommand(),   &LimitsCommand(),    &SpoolCommand(),   &WebCommand()};
   return commands;
 }
 

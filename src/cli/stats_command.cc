@@ -25,13 +25,15 @@ constexpr std::string_view kHelp =
     "Prints the counters Sidekiq's dashboard shows (processed, failed, enqueued,\n"
     "scheduled, retries, dead, processes, busy), the jobs held in reliableq's\n"
     "working lists (in progress), and every queue with its size and latency\n"
-    "(the seconds since its oldest job was enqueued), marking the paused ones.\n"
+    "(the seconds since its oldest job was enqueued), marking the paused ones;\n"
+    "parked counts the jobs waiting for a slot of a concurrency limit.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
     "                       {\"processed\":..,\"failed\":..,\"enqueued\":..,\n"
     "                        \"in_progress\":..,\"scheduled\":..,\"retries\":..,\n"
     "                        \"dead\":..,\"processes\":..,\"busy\":..,\n"
+    "                        \"parked\":..,\n"
     "                        \"queues\":[{\"name\":..,\"size\":..,\"latency\":..,\n"
     "                                    \"paused\":..}]}\n";
 
@@ -52,6 +54,7 @@ std::string AsJson(const Stats& stats) {
   field("dead", stats.dead);
   field("processes", stats.processes);
   field("busy", stats.busy);
+  field("parked", stats.parked);
   WriteQueuesJson(writer, stats.queues);
   writer.EndObject();
   return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
@@ -73,6 +76,7 @@ std::string AsText(const Stats& stats) {
   line("dead:", stats.dead);
   line("processes:", stats.processes);
   line("busy:", stats.busy);
+  line("parked:", stats.parked);
   out += "\n";
   out += QueueTableText(stats.queues);
   return out;
