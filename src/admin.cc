@@ -254,6 +254,9 @@ Result<Stats> AdminImpl::GetStats() {
     stats.in_progress += (*second)[next++]->integer;
   }
   if (Status s = MarkPaused(&stats.queues); !s.ok()) return s;
+  Result<int64_t> parked = CountParked();
+  if (!parked.ok()) return parked.status();
+  stats.parked = *parked;
   return stats;
 }
 

@@ -74,6 +74,11 @@ class AdminImpl final : public Admin {
   // even while the queues set does not name it.
   Status MarkPaused(std::vector<QueueStats>* queues);
 
+  // admin_limits.cc
+  Result<std::vector<LimitInfo>> ListLimits() override;
+  // The jobs in the waiting lists of every limiter (Stats::parked).
+  Result<int64_t> CountParked();
+
   // admin_pages.cc
   Result<SetListing> ListPage(JobSet set, int64_t offset, int64_t limit) override;
   Result<SetEntry> FindAt(JobSet set, const EntryRef& ref) override;

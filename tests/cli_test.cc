@@ -361,6 +361,58 @@ TEST_CASE_FIXTURE(RedisFixture, "stats --json counts what was pushed") {
   CHECK(text.out.find("\nlow         2 ") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "limits lists each limiter with its counts; stats sums parked") {
+  Outcome none = RunCli(With({"limits"}, server().Url()));
+  REQUIRE(none.exit_code == 0);
+  CHECK(none.out == "no limits declared\n");
+  Run({"HSET", "reliableq:limits", "mail",
+       R"({"name":"mail","classes":["Mailer","Digest"],"concurrency":2,"rate":10,"period":1.0})",
+       "broken", "not json"});
+  Run({"HSET", "reliableq:limit:mail", "1@host:1:abc", "100", "2@host:1:abc", "100"});
+  Run({"RPUSH", "reliableq:limit:mail:waiting", "{}", "{}", "{}"});
+  // One start in the window, one long out of it.
+  Run({"ZADD", "reliableq:limit:mail:starts", "1", "old@x", "99999999999", "new@x"});
+  Run({"RPUSH", "reliableq:limit:broken:waiting", "{}"});
+
+  Outcome json = RunCli(With({"limits", "--json"}, server().Url()));
+  REQUIRE(json.exit_code == 0);
+  rapidjson::Document doc = ParseJson(json.out);
+  const rapidjson::Value& limits = doc["limits"];
+  REQUIRE(limits.Size() == 2);
+  CHECK(std::string(limits[0]["name"].GetString()) == "broken");
+  CHECK(limits[0]["classes"].Size() == 0);
+  CHECK(limits[0]["concurrency"].GetInt64() == 0);
+  CHECK(limits[0]["parked"].GetInt64() == 1);
+  const rapidjson::Value& mail = limits[1];
+  CHECK(std::string(mail["name"].GetString()) == "mail");
+  REQUIRE(mail["classes"].Size() == 2);
+  CHECK(std::string(mail["classes"][1].GetString()) == "Digest");
+  CHECK(mail["concurrency"].GetInt64() == 2);
+  CHECK(mail["rate"].GetInt64() == 10);
+  CHECK(mail["period"].GetDouble() == 1.0);
+  CHECK(mail["running"].GetInt64() == 2);
+  CHECK(mail["parked"].GetInt64() == 3);
+  CHECK(mail["window_starts"].GetInt64() == 1);
+
+  Outcome text = RunCli(With({"limits"}, server().Url()));
+  REQUIRE(text.exit_code == 0);
+  CHECK_MESSAGE(text.out.find("\nbroken                             -              -        0 "
+                              "       1        0\n") != std::string::npos,
+                text.out);
+  CHECK_MESSAGE(text.out.find("\nmail ") != std::string::npos, text.out);
+  CHECK_MESSAGE(text.out.find(" 2          10/1s        2        3        1  Mailer,Digest\n") !=
+                    std::string::npos,
+                text.out);
+  CheckUsageError(RunCli(With({"limits", "extra"}, server().Url())), "limits",
+                  "unexpected argument 'extra'");
+
+  Outcome stats = RunCli(With({"stats", "--json"}, server().Url()));
+  REQUIRE(stats.exit_code == 0);
+  CHECK(ParseJson(stats.out)["parked"].GetInt64() == 4);
+  Outcome stats_text = RunCli(With({"stats"}, server().Url()));
+  CHECK(stats_text.out.find("parked:       4\n") != std::string::npos);
+}
+
 TEST_CASE("an unreachable Redis is a runtime error naming it, quickly") {
   const std::string url = "unix:///nonexistent.sock";
   for (const std::vector<std::string>& args :
@@ -436,6 +488,33 @@ TEST_CASE("worker refuses bad options before it loads anything") {
   CheckUsageError(RunCli({"worker", "-r", "x.so", "--max-interruptions", "1.5"}), "worker",
                   "--max-interruptions");
   CheckUsageError(RunCli({"worker", "-r", "x.so", "leftover"}), "worker", "unexpected argument");
+}
+
+TEST_CASE("worker refuses each bad --limit with a one-line reason") {
+  auto limit = [](std::vector<std::string> specs) {
+    std::vector<std::string> args = {"worker", "-r", "x.so"};
+    for (std::string& spec : specs) {
+      args.push_back("--limit");
+      args.push_back(std::move(spec));
+    }
+    return RunCli(args);
+  };
+  CheckUsageError(limit({"mail"}), "worker", "--limit: limit 'mail': want NAME=SPEC");
+  CheckUsageError(limit({"m a=concurrency=1"}), "worker", "the name must be 1 to 100");
+  CheckUsageError(limit({"mail="}), "worker", "empty SPEC");
+  CheckUsageError(limit({"mail=concurrency=1,"}), "worker", "trailing comma");
+  CheckUsageError(limit({"mail=five"}), "worker", "'five' is not KEY=VALUE");
+  CheckUsageError(limit({"mail=speed=3"}), "worker", "unknown key 'speed'");
+  CheckUsageError(limit({"mail=concurrency=0"}), "worker", "concurrency must be an integer");
+  CheckUsageError(limit({"mail=concurrency=1,concurrency=2"}), "worker", "concurrency given twice");
+  CheckUsageError(limit({"mail=rate=10"}), "worker", "rate must be R/PERIOD");
+  CheckUsageError(limit({"mail=rate=10/1d"}), "worker", "rate must be R/PERIOD");
+  CheckUsageError(limit({"mail=rate=10/200h"}), "worker", "at most a week");
+  CheckUsageError(limit({"mail=classes=Mailer"}), "worker", "set concurrency=N, rate=R/PERIOD");
+  CheckUsageError(limit({"mail=concurrency=1,classes=A,B\"c"}), "worker", "bad class name");
+  CheckUsageError(limit({"mail=concurrency=1", "mail=rate=1/1s"}), "worker", "declared twice");
+  CheckUsageError(limit({"a=concurrency=1,classes=Mailer", "b=rate=1/1s,classes=Mailer"}), "worker",
+                  "class Mailer already belongs to another limit");
 }
 
 TEST_CASE("worker refuses bad handler and timeout options, and programs it cannot run") {

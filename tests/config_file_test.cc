@@ -195,3 +195,15 @@ TEST_CASE("periodic: a mapping of name to fields or to a JSON object") {
   CHECK(Error("periodic:\n  r:\n    args: [1]\n").find("field args must be a single value") !=
         std::string::npos);
 }
+
+TEST_CASE("limits: a mapping of name to spec, or a list of NAME=SPEC") {
+  auto mapped = Parse(
+      "limits:\n"
+      "  mail: \"rate=10/1s,classes=Mailer,Digest\"\n"
+      "  ReportJob: concurrency=2\n");
+  CHECK(mapped["limit"] == std::vector<std::string>{"mail=rate=10/1s,classes=Mailer,Digest",
+                                                    "ReportJob=concurrency=2"});
+  auto listed = Parse("limits: [\"mail=rate=10/1s\", ReportJob=concurrency=2]\n");
+  CHECK(listed["limit"] == std::vector<std::string>{"mail=rate=10/1s", "ReportJob=concurrency=2"});
+  CHECK(Error("limits:\n  mail:\n") == "w.yml:1: key 'limits': entry at line 2: has no value");
+}

@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "keys.h"
@@ -182,4 +183,32 @@ TEST_CASE_FIXTURE(LimitWorkerFixture, "a SIGKILLed worker's slot is freed by the
       20s));
   CHECK(WaitUntil([&] { return Integer({"HLEN", keys_.Limit("RecordJob")}) == 0; }, 5s));
   CHECK(LRange(keys_.LimitWaiting("RecordJob")).empty());
+}
+
+TEST_CASE_FIXTURE(LimitWorkerFixture, "a refused acquire is tried again, not left in the list") {
+  // A waiting list of the wrong type: limit_acquire.lua refuses (WRONGTYPE)
+  // and writes nothing.
+  Run({"SET", keys_.LimitWaiting("RecordJob"), "not a list"});
+  StartWorker({"-c", "2", "--limit", "RecordJob=concurrency=1"});
+  Job job;
+  job.job_class = "RecordJob";
+  job.args = "[\"x\", 0]";
+  std::string jid = AcceptedJid(client_->Push(job));
+  auto ran = [&] {
+    std::ifstream in(dir_ + "/runs");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line == jid) return true;
+    }
+    return false;
+  };
+  // Fetched, refused: it waits in the worker's working list, not run.
+  REQUIRE(WaitUntil([&] { return LRange("queue:default").empty(); }, 10s));
+  std::this_thread::sleep_for(1s);
+  CHECK_FALSE(ran());
+  CHECK(Integer({"HLEN", keys_.Limit("RecordJob")}) == 0);
+  // Repaired: a later try takes the slot and the job runs, once.
+  Run({"DEL", keys_.LimitWaiting("RecordJob")});
+  REQUIRE(WaitUntil(ran, 10s));
+  CHECK(WaitUntil([&] { return Integer({"HLEN", keys_.Limit("RecordJob")}) == 0; }, 5s));
 }

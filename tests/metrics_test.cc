@@ -136,6 +136,17 @@ TEST_CASE("WorkerMetrics text has the decided names, labels and types") {
   CHECK(Sample(text, "process_start_time_seconds") > 1.5e9);
 }
 
+TEST_CASE("WorkerMetrics counts parked jobs by limit and reason") {
+  WorkerMetrics metrics({"Mailer"}, 1);
+  metrics.JobParked("mail", "rate");
+  metrics.JobParked("mail", "rate");
+  metrics.JobParked("mail", "concurrency");
+  std::string text = metrics.Serialize();
+  CHECK(text.find("# TYPE reliableq_jobs_parked_total counter") != std::string::npos);
+  CHECK(Sample(text, "reliableq_jobs_parked_total{limit=\"mail\",reason=\"rate\"}") == 2);
+  CHECK(Sample(text, "reliableq_jobs_parked_total{limit=\"mail\",reason=\"concurrency\"}") == 1);
+}
+
 TEST_CASE("WorkerMetrics counts a queue index past its slots under other") {
   WorkerMetrics metrics({"HardJob"}, 1);
   metrics.JobFinished("HardJob", WorkerMetrics::kQueueSlots + 5, "q1005", JobResult::kSucceeded,

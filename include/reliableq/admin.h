@@ -46,6 +46,22 @@ struct QueueStats {
   bool paused = false;
 };
 
+// One limiter of the `limits` hash, as the workers declared it (ListLimits;
+// reliableq(1), LIMITS), with what it holds now.
+struct LimitInfo {
+  std::string name;
+  // The classes it applies to. Empty, with the counts below 0, when its
+  // definition in the hash is not the JSON a worker writes.
+  std::vector<std::string> classes;
+  int64_t concurrency = 0;  // at most this many running at once (0: none)
+  int64_t rate = 0;         // at most this many starts per period (0: none)
+  double period = 0;        // seconds
+  int64_t running = 0;      // slots held now (HLEN limit:<name>)
+  int64_t parked = 0;       // jobs waiting for a slot (LLEN limit:<name>:waiting)
+  // Starts in the current rate window (the last `period` seconds).
+  int64_t window_starts = 0;
+};
+
 struct Stats {
   int64_t processed = 0;
   int64_t failed = 0;
@@ -62,6 +78,9 @@ struct Stats {
   int64_t busy = 0;       // sum of the processes' busy fields
   // Jobs held in reliableq working lists (fetched, not yet acknowledged).
   int64_t in_progress = 0;
+  // Jobs parked on full concurrency limits (the limits' waiting lists; a
+  // job parked on a rate limit counts in `scheduled`).
+  int64_t parked = 0;
 };
 
 struct RecoverOptions {
@@ -388,6 +407,13 @@ class Admin {
   // that idle workers look at it at once; they fetch from it as soon as
   // their next heartbeat has read the change. True when it was paused.
   virtual Result<bool> ResumeQueue(std::string_view name) = 0;
+
+  // --- Limits ---
+
+  // Every limiter declared in the `limits` hash, sorted by name: its terms
+  // and its running, parked and window counts (one HGETALL, then three
+  // commands per limiter in a pipeline).
+  virtual Result<std::vector<LimitInfo>> ListLimits() = 0;
 
   // --- Pages and score-addressed entries (the dashboard, scripts) ---
 

@@ -54,6 +54,7 @@ const Command& DeadCommand();
 const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
+const Command& LimitsCommand();
 const Command& SpoolCommand();
 const Command& WebCommand();
 const Command& PeriodicCommand();

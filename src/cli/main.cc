@@ -20,7 +20,8 @@ const std::vector<const Command*>& Commands() {
   static const std::vector<const Command*> commands = {
       &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
       &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
-      &QueueCommand(),   &SpoolCommand(),     &WebCommand(),     &PeriodicCommand()};
+      &QueueCommand(),   &LimitsCommand(),    &SpoolCommand(),   &WebCommand(),
+      &PeriodicCommand()};
   return commands;
 }
 

@@ -26,7 +26,8 @@ constexpr std::string_view kHelp =
     "scheduled, retries, dead, processes, busy), the jobs held in reliableq's\n"
     "working lists (in progress), the jobs discarded unrun as expired (expired),\n"
     "and every queue with its size and latency (the seconds since its oldest\n"
-    "job was enqueued), marking the paused ones.\n"
+    "job was enqueued), marking the paused ones; parked counts the jobs waiting\n"
+    "for a slot of a concurrency limit.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
@@ -34,6 +35,7 @@ constexpr std::string_view kHelp =
     "                        \"enqueued\":..,\n"
     "                        \"in_progress\":..,\"scheduled\":..,\"retries\":..,\n"
     "                        \"dead\":..,\"processes\":..,\"busy\":..,\n"
+    "                        \"parked\":..,\n"
     "                        \"queues\":[{\"name\":..,\"size\":..,\"latency\":..,\n"
     "                                    \"paused\":..}]}\n";
 
@@ -55,6 +57,7 @@ std::string AsJson(const Stats& stats) {
   field("dead", stats.dead);
   field("processes", stats.processes);
   field("busy", stats.busy);
+  field("parked", stats.parked);
   WriteQueuesJson(writer, stats.queues);
   writer.EndObject();
   return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
@@ -77,6 +80,7 @@ std::string AsText(const Stats& stats) {
   line("dead:", stats.dead);
   line("processes:", stats.processes);
   line("busy:", stats.busy);
+  line("parked:", stats.parked);
   out += "\n";
   out += QueueTableText(stats.queues);
   return out;

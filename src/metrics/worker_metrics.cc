@@ -98,6 +98,9 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, int concurrency)
   for (size_t i = 0; i < classes_.size(); ++i) {
     expired_.push_back(&expired.Add({{"class", std::string(classes_.Name(i))}}));
   }
+  parked_ = counter("reliableq_jobs_parked_total",
+                    "Jobs that could not start for a full limit and were parked in Redis "
+                    "(reliableq(1), LIMITS).");
   fetch_round_trip_ = &prometheus::BuildHistogram()
                            .Name("reliableq_fetch_round_trip_seconds")
                            .Help("Time from sending a fetch to its reply.")
@@ -267,6 +270,12 @@ void WorkerMetrics::JobTimedOut(std::string_view job_class) {
 
 void WorkerMetrics::JobExpired(std::string_view job_class) {
   expired_[classes_.Index(job_class)]->Increment();
+}
+
+void WorkerMetrics::JobParked(std::string_view limit, std::string_view reason) {
+  // Family::Add finds the series made by an earlier call (under its lock):
+  // parking is not on the path of a job that runs.
+  parked_->Add({{"limit", std::string(limit)}, {"reason", std::string(reason)}}).Increment();
 }
 
 void WorkerMetrics::SetBusy(double threads) { busy_->Set(threads); }

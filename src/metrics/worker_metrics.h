@@ -124,6 +124,10 @@ class WorkerMetrics {
   // thread; names are bounded by the worker's declarations.
   void PeriodicPushed(std::string_view name);
 
+  // A job was parked by limit `limit` (a worker's own --limit names, so
+  // the label is bounded) for `reason`: "concurrency" or "rate".
+  void JobParked(std::string_view limit, std::string_view reason);
+
   // Values read at scrape time (metrics_endpoint.cc).
   void SetBusy(double threads);
   void SetOutcomesPending(double outcomes);
@@ -153,6 +157,7 @@ class WorkerMetrics {
   std::vector<prometheus::Histogram*> duration_;
   std::vector<prometheus::Counter*> timed_out_;
   std::vector<prometheus::Counter*> expired_;
+  prometheus::Family<prometheus::Counter>* parked_;
   prometheus::Histogram* fetch_round_trip_;
   prometheus::Histogram* ack_round_trip_;
   prometheus::Gauge* busy_;

@@ -123,12 +123,32 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
                            redisReply* reply) {
   const Limit& l = limits_[limit];
   std::string holder = LimitHolder(slot, identity_);
-  if (!s.ok() || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
-      reply->element[0]->type != REDIS_REPLY_STRING) {
+  bool lost = !s.ok() && (s.IsIoError() || s.IsTimeout() || s.IsShutdown());
+  if (!lost && (!s.ok() || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+                reply->element[0]->type != REDIS_REPLY_STRING)) {
+    // Refused (a key of the wrong type, OOM, READONLY): the script wrote
+    // nothing and the job is still in our working list. Held, and tried
+    // again on the next beat; the release of a slot never taken is a no-op
+    // HDEL, sent in case an unexpected reply hid one.
+    if (!acquire_refused_logged_) {
+      acquire_refused_logged_ = true;
+      std::string error = s.ok() ? "unexpected reply" : s.ToString();
+      log_.Log(LogLevel::kWarn, LogEvent("limit_acquire_failed").WithError(error),
+               "limit %s: acquire refused (%s); the job waits in this process and is tried "
+               "again on each beat (logged once until an acquire succeeds)",
+               l.name.c_str(), error.c_str());
+    }
+    owed_[limit].push_back(std::move(holder));
+    Flush();
+    refused_.emplace_back(limit, std::move(job));
+    ++pending_;
+    return;
+  }
+  if (lost) {
     // Redis may have given the slot without our hearing it: give it back
     // (a no-op if it did not). The job is in our working list or parked;
     // the reconcile that follows a lost connection returns it.
-    std::string error = s.ok() ? "unexpected reply" : s.ToString();
+    std::string error = s.ToString();
     log_.Log(LogLevel::kWarn, LogEvent("limit_acquire_failed").WithError(error),
              "limit %s: acquire failed (%s); the job goes back to its queue", l.name.c_str(),
              error.c_str());
@@ -136,6 +156,7 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     Flush();
     return;
   }
+  acquire_refused_logged_ = false;
   std::string_view answer(reply->element[0]->str, reply->element[0]->len);
   if (answer == "start") {
     job.limit_slot = slot;
@@ -147,6 +168,7 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
   }
   if (answer == "gone") return;  // recovered by a janitor: not ours any more
   const char* reason = answer == "waiting" ? "concurrency" : "rate";
+  if (metrics_ != nullptr) metrics_->JobParked(l.name, reason);
   if (log_.Enabled(LogLevel::kDebug)) {
     std::string detail = reply->elements > 1 && reply->element[1]->type == REDIS_REPLY_STRING
                              ? std::string(reply->element[1]->str, reply->element[1]->len)
@@ -164,6 +186,19 @@ void LimitGate::Release(uint64_t slot) {
   owed_[it->second.limit].push_back(std::move(it->second.holder));
   held_.erase(it);
   Flush();
+}
+
+void LimitGate::RetryRefused() {
+  if (refused_.empty() || !command_.ready()) return;
+  std::vector<std::pair<size_t, FetchedJob>> again;
+  again.swap(refused_);
+  pending_ -= again.size();
+  for (auto& [limit, job] : again) Acquire(limit, std::move(job));
+}
+
+void LimitGate::DropRefused() {
+  pending_ -= refused_.size();
+  refused_.clear();
 }
 
 void LimitGate::ReleaseAll() {
@@ -225,6 +260,7 @@ void LimitGate::Declare() {
 
 void LimitGate::AddPending(PayloadsByQueue* per_queue) const {
   for (const auto& [slot, job] : waiting_reply_) (*per_queue)[job.queue].push_back(job.payload);
+  for (const auto& [limit, job] : refused_) (*per_queue)[job.queue].push_back(job.payload);
 }
 
 }  // namespace reliableq

@@ -12,7 +12,10 @@
 //   and counted as held (AddPending), so that a reconcile keeps it;
 // - a slot whose acquire reply was lost is given back (the release is
 //   idempotent), so no slot of a live process leaks; the slots of a dead
-//   one are the janitor's (limit_reap.lua, ReapLimits).
+//   one are the janitor's (limit_reap.lua, ReapLimits);
+// - a job whose acquire Redis refused (an error reply: nothing written)
+//   stays held and is tried again on the next beat, rather than lying in
+//   the working list unheld until some reconcile.
 //
 // Thread safety: loop thread only.
 
@@ -31,6 +34,7 @@
 
 #include "keys.h"
 #include "log.h"
+#include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "reliableq/clock.h"
@@ -78,6 +82,14 @@ class LimitGate {
   void ReleaseAll();
   // Sends the releases still owed (a lost connection, a refused release).
   void Flush();
+  // Sends again the acquires Redis refused with an error reply (nothing
+  // written: the job is still in the working list). Called on each beat
+  // while running, so a broken limiter key costs one try per beat, not a
+  // loop of fetches.
+  void RetryRefused();
+  // Stops holding the jobs whose acquire was refused (quiet, stop, a lost
+  // heartbeat): the reconcile that follows returns them to their queues.
+  void DropRefused();
   // Writes the definitions to the `limits` hash (at start; the janitor
   // reads the concurrency there, `reliableq limits` all of it).
   void Declare();
@@ -85,6 +97,8 @@ class LimitGate {
   // Per queue, the payloads waiting for an acquire reply.
   void AddPending(PayloadsByQueue* per_queue) const;
   size_t pending() const { return pending_; }
+  // Counts the parked jobs there (null: none).
+  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   struct Held {
@@ -105,16 +119,21 @@ class LimitGate {
   const Clock& clock_;
   const Logger& log_;
   Admit admit_;
+  WorkerMetrics* metrics_ = nullptr;
 
   uint64_t next_slot_ = 1;
   std::unordered_map<uint64_t, Held> held_;
   // Jobs whose acquire is on its way, by slot number.
   std::map<uint64_t, FetchedJob> waiting_reply_;
+  // Jobs whose acquire Redis refused, by limiter, to try again.
+  std::vector<std::pair<size_t, FetchedJob>> refused_;
+  // waiting_reply_ and refused_: in the working list, held by the gate.
   size_t pending_ = 0;
   // Releases not confirmed, by limiter.
   std::vector<std::vector<std::string>> owed_;
   bool mismatch_logged_ = false;
   bool release_error_logged_ = false;
+  bool acquire_refused_logged_ = false;
 };
 
 // The janitor's pass over limits: frees the slots of dead processes and

@@ -158,6 +158,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   outcomes_->FlushCounts();
   pauses_->Refresh();
   if (limit_gate_) limit_gate_->Flush();
+  if (limit_gate_ && phase_ == Phase::kRunning) limit_gate_->RetryRefused();
   if (!signal.empty()) control_->Handle(signal);
   // A broken queue is left out of the idle poll: while the worker is idle,
   // a fetch per beat finds out when it works again.
@@ -265,6 +266,7 @@ void ServerImpl::Reconcile(bool drop_ready) {
     std::vector<FetchedJob> dropped = pool_->TakeNotStarted();
     if (limit_gate_) {
       for (const FetchedJob& job : dropped) limit_gate_->Release(job.limit_slot);
+      limit_gate_->DropRefused();
     }
     if (!dropped.empty()) {
       log_->Log(LogLevel::kInfo, "fetched_returned",

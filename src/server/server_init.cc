@@ -163,6 +163,7 @@ Status ServerImpl::Init() {
     janitor_->set_metrics(metrics_.get());
     deadline_watch_->set_metrics(metrics_.get());
     if (periodic_) periodic_->set_metrics(metrics_.get());
+    if (limit_gate_) limit_gate_->set_metrics(metrics_.get());
     auto endpoint =
         MetricsEndpoint::Start(options_.http_address, loop_ref, metrics_,
                                {*pool_, *command_, [this] { return outcomes_->Unconfirmed(); }},
