@@ -83,22 +83,34 @@ TEST_CASE("a limit's definition is JSON with its classes and terms") {
         R"({"name":"mail","classes":["M"],"concurrency":3,"rate":10,"period":0.5})");
 }
 
+constexpr double kNow = 1700000100.25;
+
 TEST_CASE("the plan limits a job by its class, from the queue its payload names") {
   LimitPlan plan(
       {*ParseLimit("mail=concurrency=3,classes=Mailer,Digest"), *ParseLimit("HardJob=rate=1/1s")});
   bool mismatch = true;
-  CHECK(plan.Find(R"({"class":"Digest","queue":"q","args":[]})", "q", &mismatch) == 0u);
+  CHECK(plan.Find(R"({"class":"Digest","queue":"q","args":[]})", "q", kNow, &mismatch) == 0u);
   CHECK_FALSE(mismatch);
-  CHECK(plan.Find(R"({"class":"HardJob","queue":"q"})", "q", &mismatch) == 1u);
-  CHECK(plan.Find(R"({"class":"Other","queue":"q"})", "q", &mismatch) == std::nullopt);
-  CHECK(plan.Find("not json", "q", &mismatch) == std::nullopt);
-  CHECK(plan.Find(R"({"class":1})", "q", &mismatch) == std::nullopt);
+  CHECK(plan.Find(R"({"class":"HardJob","queue":"q"})", "q", kNow, &mismatch) == 1u);
+  CHECK(plan.Find(R"({"class":"Other","queue":"q"})", "q", kNow, &mismatch) == std::nullopt);
+  CHECK(plan.Find("not json", "q", kNow, &mismatch) == std::nullopt);
+  CHECK(plan.Find(R"({"class":1})", "q", kNow, &mismatch) == std::nullopt);
   CHECK_FALSE(mismatch);
   // Parked, it would go back to the queue its payload names.
-  CHECK(plan.Find(R"({"class":"Mailer","queue":"other"})", "q", &mismatch) == std::nullopt);
+  CHECK(plan.Find(R"({"class":"Mailer","queue":"other"})", "q", kNow, &mismatch) == std::nullopt);
   CHECK(mismatch);
-  CHECK(plan.Find(R"({"class":"Mailer"})", "q", &mismatch) == std::nullopt);
+  CHECK(plan.Find(R"({"class":"Mailer"})", "q", kNow, &mismatch) == std::nullopt);
   CHECK(mismatch);
+  // The scripts read the queue as written: an escaped name is not taken.
+  CHECK(plan.Find(R"({"class":"Mailer","queue":"\u0071"})", "q", kNow, &mismatch) ==
+        std::nullopt);
+  CHECK(mismatch);
+  // An expired job takes no slot: it is discarded unrun.
+  CHECK(plan.Find(R"({"class":"Mailer","queue":"q","expires_at":1700000000.5})", "q", kNow,
+                  &mismatch) == std::nullopt);
+  CHECK_FALSE(mismatch);
+  CHECK(plan.Find(R"({"class":"Mailer","queue":"q","expires_at":1700009999.5})", "q", kNow,
+                  &mismatch) == 0u);
 }
 
 TEST_CASE("a holder names its process after the first @") {

@@ -1,11 +1,14 @@
 #include "server/limit_gate.h"
 
+#include "server/job_expiry.h"
+
 #include <rapidjson/document.h>
 
 #include <algorithm>
 #include <random>
 
 #include "job_codec.h"  // FormatEpoch
+#include "server/job_expiry.h"
 #include "text_escape.h"
 
 namespace reliableq {
@@ -37,7 +40,7 @@ LimitPlan::LimitPlan(const std::vector<Limit>& limits) {
 }
 
 std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view queue,
-                                      bool* mismatch) const {
+                                      double now, bool* mismatch) const {
   *mismatch = false;
   rapidjson::Document doc;
   doc.Parse(payload.data(), payload.size());
@@ -46,10 +49,12 @@ std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view
   if (!job_class) return std::nullopt;
   auto it = by_class_.find(*job_class);
   if (it == by_class_.end()) return std::nullopt;
-  if (StringField(doc, "queue") != queue) {
+  if (StringField(doc, "queue") != queue ||
+      payload.find("\"queue\":\"" + std::string(queue) + "\"") == std::string_view::npos) {
     *mismatch = true;
     return std::nullopt;
   }
+  if (Expired(ReadJobFlow(doc), now)) return std::nullopt;
   return it->second;
 }
 
@@ -78,7 +83,7 @@ void LimitGate::Filter(std::vector<FetchedJob>* jobs) {
   for (FetchedJob& job : *jobs) {
     const std::string& queue = queues_[job.queue].name;
     bool mismatch = false;
-    std::optional<size_t> limit = plan_.Find(job.payload, queue, &mismatch);
+    std::optional<size_t> limit = plan_.Find(job.payload, queue, clock_.Now(), &mismatch);
     if (mismatch && !mismatch_logged_) {
       mismatch_logged_ = true;
       log_.Log(LogLevel::kWarn, LogEvent("limit_queue_mismatch").WithQueue(queue),

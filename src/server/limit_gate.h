@@ -53,9 +53,12 @@ class LimitPlan {
   // The index in `limits` of the limiter of the job in `payload`, fetched
   // from queue `queue`; nullopt when its class is not limited. A payload
   // whose class is limited but whose top-level "queue" is not exactly
-  // `queue` is not limited either (*mismatch set): a parked job goes back
-  // to the queue its payload names.
-  std::optional<size_t> Find(std::string_view payload, std::string_view queue,
+  // `queue`, written plainly ("queue":"<queue>", as the scripts that park
+  // and unpark it read it), is not limited either (*mismatch set): a parked
+  // job goes back to the queue its payload names. Nor is a job that has
+  // expired at `now` (epoch seconds): the processor discards it unrun, so
+  // it must not take a slot or a start of the rate window.
+  std::optional<size_t> Find(std::string_view payload, std::string_view queue, double now,
                              bool* mismatch) const;
 
  private:

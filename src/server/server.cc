@@ -181,8 +181,6 @@ void ServerImpl::FetchMore() {
 }
 
 void ServerImpl::OnFetched(std::vector<FetchedJob> jobs, bool drained) {
-  // Taken from their queues: the same jobs may be pushed again now.
-  unique_starts_->OnFetched(jobs);
   if (!Accept(&jobs)) return;
   idle_fetch_->OnFetched(drained);
   if (!drained) FetchMore();
@@ -197,6 +195,9 @@ bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
   }
   // Jobs of limited classes wait for a slot (AdmitLimited).
   if (limit_gate_) limit_gate_->Filter(jobs);
+  // About to start: the same jobs may be pushed again now (a job a limit
+  // parks keeps its key until it gets a slot).
+  unique_starts_->OnFetched(*jobs);
   pool_->Submit(jobs);
   if (reconciler_->blocks_fetching()) {
     // Submitted first, so the owed reconcile keeps them.
@@ -212,6 +213,7 @@ bool ServerImpl::AdmitLimited(std::vector<FetchedJob>* jobs) {
     Reconcile(false);
     return false;
   }
+  unique_starts_->OnFetched(*jobs);
   pool_->Submit(jobs);
   return true;
 }
