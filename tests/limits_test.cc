@@ -102,8 +102,7 @@ TEST_CASE("the plan limits a job by its class, from the queue its payload names"
   CHECK(plan.Find(R"({"class":"Mailer"})", "q", kNow, &mismatch) == std::nullopt);
   CHECK(mismatch);
   // The scripts read the queue as written: an escaped name is not taken.
-  CHECK(plan.Find(R"({"class":"Mailer","queue":"\u0071"})", "q", kNow, &mismatch) ==
-        std::nullopt);
+  CHECK(plan.Find(R"({"class":"Mailer","queue":"\u0071"})", "q", kNow, &mismatch) == std::nullopt);
   CHECK(mismatch);
   // An expired job takes no slot: it is discarded unrun.
   CHECK(plan.Find(R"({"class":"Mailer","queue":"q","expires_at":1700000000.5})", "q", kNow,

@@ -170,11 +170,13 @@ TEST_CASE("UniqueUntilStart finds the key and jid of a job unique until it start
   CHECK(found->second == "j1");
   CHECK_FALSE(UniqueUntilStart(UniqueJob("j1"), kUnique).has_value());
   // The marker inside args is not the top-level field.
-  CHECK_FALSE(UniqueUntilStart(
-                  R"({"class":"A","args":[{"unique_until":"start"}],"jid":"j","unique_key":"k"})", kUnique)
-                  .has_value());
+  CHECK_FALSE(
+      UniqueUntilStart(
+          R"({"class":"A","args":[{"unique_until":"start"}],"jid":"j","unique_key":"k"})", kUnique)
+          .has_value());
   CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","jid":"j"})", kUnique).has_value());
-  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","unique_key":"k","jid":""})", kUnique).has_value());
+  CHECK_FALSE(UniqueUntilStart(R"({"unique_until":"start","unique_key":"k","jid":""})", kUnique)
+                  .has_value());
   CHECK_FALSE(UniqueUntilStart(R"(not json "unique_until":"start")", kUnique).has_value());
   CHECK_FALSE(UniqueUntilStart(R"({"class":"A","args":[],"jid":"j"})", kUnique).has_value());
   // A key outside the unique keys is never taken for one.

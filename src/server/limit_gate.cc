@@ -1,7 +1,5 @@
 #include "server/limit_gate.h"
 
-#include "server/job_expiry.h"
-
 #include <rapidjson/document.h>
 
 #include <algorithm>
@@ -39,8 +37,8 @@ LimitPlan::LimitPlan(const std::vector<Limit>& limits) {
   }
 }
 
-std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view queue,
-                                      double now, bool* mismatch) const {
+std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view queue, double now,
+                                      bool* mismatch) const {
   *mismatch = false;
   rapidjson::Document doc;
   doc.Parse(payload.data(), payload.size());

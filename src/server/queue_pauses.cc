@@ -76,8 +76,8 @@ void QueuePauses::Apply(const std::vector<std::string>& names) {
       log_.Log(LogLevel::kInfo, LogEvent("queue_paused").WithQueue(name),
                "queue %s is paused: no new jobs from it", Escaped(name).c_str());
     } else {
-      log_.Log(LogLevel::kInfo, LogEvent("queue_resumed").WithQueue(name),
-               "queue %s is resumed", Escaped(name).c_str());
+      log_.Log(LogLevel::kInfo, LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
+               Escaped(name).c_str());
       resumed.push_back(q);
     }
   }

@@ -16,8 +16,7 @@ constexpr std::string_view kStartMarker = R"(_until":"start")";
 
 std::optional<std::string> TopLevelString(const rapidjson::Document& job, const char* name) {
   auto field = job.FindMember(name);
-  if (field == job.MemberEnd() || !field->value.IsString() ||
-      field->value.GetStringLength() == 0) {
+  if (field == job.MemberEnd() || !field->value.IsString() || field->value.GetStringLength() == 0) {
     return std::nullopt;
   }
   return std::string(field->value.GetString(), field->value.GetStringLength());
@@ -41,7 +40,8 @@ std::optional<std::pair<std::string, std::string>> UniqueUntilStart(
 
 void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
   for (const FetchedJob& fetched : jobs) {
-    std::optional<std::pair<std::string, std::string>> unique = UniqueUntilStart(fetched.payload, unique_prefix_);
+    std::optional<std::pair<std::string, std::string>> unique =
+        UniqueUntilStart(fetched.payload, unique_prefix_);
     if (!unique) continue;
     Status sent = command_.Eval(
         ReleaseUniqueCall(unique->first, unique->second),
