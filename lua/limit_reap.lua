@@ -29,15 +29,8 @@
 if #KEYS < 4 or #ARGV ~= 5 then
   return redis.error_reply('RQ_INVALID limit_reap: want at least 4 keys and 5 arguments')
 end
-local concurrency = parse_int(ARGV[1], 0)
-local now = tonumber(ARGV[3])
-if concurrency == nil or now == nil or now ~= now then
-  return redis.error_reply('RQ_INVALID limit_reap: bad arguments')
-end
-local bad = check_types('limit_reap', 'hash', 1, 1) or
-    check_types('limit_reap', 'list', 2, 2) or check_types('limit_reap', 'set', 3, 3) or
-    check_types('limit_reap', 'zset', 4, 4)
-if bad then return bad end
+local concurrency, failure = limit_common_args('limit_reap')
+if concurrency == nil then return failure end
 
 local dead = {}
 for i = 5, #KEYS do

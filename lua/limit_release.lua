@@ -25,15 +25,8 @@
 if #KEYS ~= 4 or #ARGV < 5 then
   return redis.error_reply('RQ_INVALID limit_release: want 4 keys and at least 5 arguments')
 end
-local concurrency = parse_int(ARGV[1], 0)
-local now = tonumber(ARGV[3])
-if concurrency == nil or now == nil or now ~= now then
-  return redis.error_reply('RQ_INVALID limit_release: bad arguments')
-end
-local bad = check_types('limit_release', 'hash', 1, 1) or
-    check_types('limit_release', 'list', 2, 2) or check_types('limit_release', 'set', 3, 3) or
-    check_types('limit_release', 'zset', 4, 4)
-if bad then return bad end
+local concurrency, failure = limit_common_args('limit_release')
+if concurrency == nil then return failure end
 
 local removed = redis.call('HDEL', KEYS[1], unpack(ARGV, 5, #ARGV))
 local moved = 0

@@ -57,4 +57,20 @@ local function limit_unpark(waiting_key, room, queues_key, dead_key, queue_prefi
   return moved
 end
 
+-- The common arguments of limit_release.lua and limit_reap.lua (named
+-- `script` in errors): ARGV[1] the concurrency N, ARGV[3] now; KEYS[1..4]
+-- the holders HASH, the waiting LIST, queues SET and dead ZSET. Returns
+-- N, or nil and the error reply.
+local function limit_common_args(script)
+  local concurrency = parse_int(ARGV[1], 0)
+  local now = tonumber(ARGV[3])
+  if concurrency == nil or now == nil or now ~= now then
+    return nil, redis.error_reply('RQ_INVALID ' .. script .. ': bad arguments')
+  end
+  local bad = check_types(script, 'hash', 1, 1) or check_types(script, 'list', 2, 2) or
+      check_types(script, 'set', 3, 3) or check_types(script, 'zset', 4, 4)
+  if bad then return nil, bad end
+  return concurrency
+end
+
 -- lib/limit.lua: end

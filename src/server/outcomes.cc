@@ -22,12 +22,14 @@ constexpr std::string_view kStatsTtlSeconds = "157680000";
 
 Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
                    ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
-                   const Clock& clock, const Logger& log, std::function<void()> on_round_over)
+                   std::string expired_key, const Clock& clock, const Logger& log,
+                   std::function<void()> on_round_over)
     : command_(command),
       queues_(queues),
       pool_(pool),
       dead_limits_(dead_limits),
       wake_channel_(std::move(wake_channel)),
+      expired_key_(std::move(expired_key)),
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),

@@ -45,10 +45,12 @@ class Outcomes {
   // on its way, or when the pause after a refusal is over: the caller then
   // collects again (Collect). A retry that becomes the earliest of `retry`
   // is announced on `wake_channel` (Keys::WakeScheduled), so that the
-  // pollers wake at its time.
+  // pollers wake at its time. Expired jobs are counted in `expired_key`
+  // (Keys::StatExpired), which discard.lua increments.
   Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
            ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
-           const Clock& clock, const Logger& log, std::function<void()> on_round_over);
+           std::string expired_key, const Clock& clock, const Logger& log,
+           std::function<void()> on_round_over);
 
   // Takes what the processors finished and sends it, unless a round is on
   // its way; arms the processors' wake-up when nothing is left to take.
@@ -70,8 +72,6 @@ class Outcomes {
   // Called with the limiter slot (FinishedJob::limit_slot) of each job
   // whose outcome is sent for the first time, after it is sent.
   void set_on_slot_freed(std::function<void(uint64_t)> f) { on_slot_freed_ = std::move(f); }
-  // stat:expired (Keys::StatExpired), which discard.lua counts.
-  void set_expired_key(std::string key) { expired_key_ = std::move(key); }
 
   // Observes each ack round's round trip there (null: none).
   void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
@@ -97,6 +97,7 @@ class Outcomes {
   ProcessorPool& pool_;
   const DeadSetLimits dead_limits_;
   const std::string wake_channel_;
+  const std::string expired_key_;
   const Clock& clock_;
   const Logger& log_;
   std::function<void()> on_round_over_;
@@ -116,7 +117,6 @@ class Outcomes {
   std::chrono::milliseconds retry_pause_{200};
   WorkerMetrics* metrics_ = nullptr;
   std::function<void(uint64_t)> on_slot_freed_;
-  std::string expired_key_ = "reliableq:stat:expired";
 };
 
 }  // namespace reliableq

@@ -109,7 +109,8 @@ Status ServerImpl::Init() {
                        [this] { heartbeat_->Beat(); }});
   outcomes_ =
       std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
-                                 keys_.WakeScheduled(), clock, log, [this] { OnFinished(); });
+                                 keys_.WakeScheduled(), keys_.StatExpired(), clock, log,
+                                 [this] { OnFinished(); });
   if (!options_.limits.empty()) {
     limit_gate_ = std::make_unique<LimitGate>(
         *command_, queues_, keys_, identity_, options_.limits, clock, log,
@@ -117,7 +118,6 @@ Status ServerImpl::Init() {
     outcomes_->set_on_slot_freed([this](uint64_t slot) { limit_gate_->Release(slot); });
     fetcher_->set_extra_held([this] { return limit_gate_->pending(); });
   }
-  outcomes_->set_expired_key(keys_.StatExpired());
   unique_starts_ = std::make_unique<UniqueStarts>(*command_, keys_.Unique(""), log);
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,

@@ -43,21 +43,18 @@ void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
     std::optional<std::pair<std::string, std::string>> unique =
         UniqueUntilStart(fetched.payload, unique_prefix_);
     if (!unique) continue;
-    Status sent = command_.Eval(
-        ReleaseUniqueCall(unique->first, unique->second),
-        [this, key = unique->first](const Status& s, redisReply*) {
-          if (s.ok() || s.IsShutdown()) return;
-          log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(s.ToString()),
-                   "could not release unique key %s as its job started: %s; its success "
-                   "releases it",
-                   Escaped(key).c_str(), s.ToString().c_str());
-        });
-    if (!sent.ok()) {
-      log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(sent.ToString()),
-               "could not release unique key %s as its job started: %s; its success releases it",
-               Escaped(unique->first).c_str(), sent.ToString().c_str());
-    }
+    Status sent = command_.Eval(ReleaseUniqueCall(unique->first, unique->second),
+                                [this, key = unique->first](const Status& s, redisReply*) {
+                                  if (!s.ok() && !s.IsShutdown()) LogFailure(key, s);
+                                });
+    if (!sent.ok()) LogFailure(unique->first, sent);
   }
+}
+
+void UniqueStarts::LogFailure(const std::string& key, const Status& why) const {
+  log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(why.ToString()),
+           "could not release unique key %s as its job started: %s; its success releases it",
+           Escaped(key).c_str(), why.ToString().c_str());
 }
 
 }  // namespace reliableq

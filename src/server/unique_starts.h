@@ -47,6 +47,8 @@ class UniqueStarts {
   void OnFetched(const std::vector<FetchedJob>& jobs);
 
  private:
+  void LogFailure(const std::string& key, const Status& why) const;
+
   redis::AsyncConnection& command_;
   const std::string unique_prefix_;
   const Logger& log_;
