@@ -77,6 +77,24 @@ struct RedisSentinelOptions {
   int role_checks = 3;
 };
 
+// Redis Cluster: where to ask for the slot map. Off while seeds is empty.
+// A connection serves one hash slot, the slot of its group (below): it goes
+// to the primary that owns that slot, asks the seeds (and the nodes they
+// named) for the slot map with CLUSTER SLOTS, and follows the slot when it
+// moves (MOVED, a failover). Every key a process touches through one
+// connection is in that slot (the layout-2 key names guarantee it).
+struct RedisClusterOptions {
+  struct Address {
+    std::string host;
+    int port = 6379;
+  };
+  // Any nodes of the cluster; asked in turn for the slot map.
+  std::vector<Address> seeds;
+  // The key whose slot the connection serves instead of its group's (the
+  // directory of groups, say); empty: the slot of "{group}".
+  std::string route_key;
+};
+
 struct RedisOptions {
   // TCP host; ignored when unix_path is set.
   std::string host = "127.0.0.1";
@@ -101,6 +119,15 @@ struct RedisOptions {
   // are not used: every connection asks the sentinels where the master is,
   // checks ROLE after connecting, and follows the master when it moves.
   RedisSentinelOptions sentinel;
+  // Redis Cluster; on when cluster.seeds is not empty. Needs a group and db
+  // 0, and excludes Sentinel and a unix socket.
+  RedisClusterOptions cluster;
+  // The queue group: empty for layout 1 (Sidekiq's key names, one Redis).
+  // When set, the data follows layout 2 (reliableq-schema(7), "Key layout
+  // for Redis Cluster"): every key, Sidekiq's included, lives under
+  // "<prefix>{<group>}:", so that all of a group's keys share one hash
+  // slot. Letters, digits, '_', '-' and '.', at most 64.
+  std::string group;
 
   // Parses a URL of one of the forms above. An unknown scheme, a missing
   // host, a bad port or db, or trailing garbage is kInvalidArgument with the
