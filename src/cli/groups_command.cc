@@ -67,7 +67,6 @@ std::vector<std::string> Strings(const redisReply* reply) {
 // The directory, read on a connection routed to its own slot.
 Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const Keys& keys) {
   RedisOptions routed = redis;
-  routed.group.clear();
   routed.cluster.route_key = keys.Groups();
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(routed);
   if (!connection.ok()) return connection.status();
