@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "migrate/key_map.h"
+#include "migrate/mover.h"
 #include "process.h"
 #include "redis/connection.h"
 #include "testutil.h"
@@ -482,6 +483,74 @@ TEST_CASE_FIXTURE(MigrateFixture, "big lists and zsets move in batches and survi
       CHECK(Integer(target(), {"EXISTS", "reliableq:{g}:migrate"}) == 0);
     }
   }
+}
+
+// A client that still pushes while its key moves: whole keys are deleted
+// from the source only if unchanged since their copy (WATCH); lists in
+// batches lose only what was copied from their right end.
+TEST_CASE_FIXTURE(MigrateFixture, "a push while a key moves is never lost") {
+  auto pusher = redis::Connection::Open(Source().Options());
+  REQUIRE(pusher.ok());
+  migrate::MigrationSettings settings;
+  settings.group = "g";
+  settings.batch = 2;
+  migrate::PlannedKey key;
+  key.source = "queue:default";
+  key.target = "reliableq:{g}:queue:default";
+  key.type = "list";
+  key.kind = migrate::KeyKind::kQueue;
+  int pushes = 0;
+  auto push_once = [&] {
+    if (pushes++ == 0) {
+      REQUIRE((*pusher)->Command({"LPUSH", "queue:default", Job("late", "default")}).ok());
+    }
+  };
+  Run(source(),
+      {"LPUSH", "queue:default", Job("d1", "default"), Job("d2", "default"), Job("d3", "default")});
+
+  SUBCASE("copied whole") {
+    key.action = migrate::Action::kRestore;
+    migrate::Mover mover(source(), target(), settings, push_once);
+    Result<int64_t> moved = mover.Move(key);
+    REQUIRE_FALSE(moved.ok());
+    CHECK(moved.status().IsRefused());
+    CHECK(moved.status().message().find("changed on the source while it moved") !=
+          std::string::npos);
+    CHECK(Array(source(), {"LRANGE", "queue:default", "0", "-1"}) ==
+          std::vector<std::string>{Job("late", "default"), Job("d3", "default"),
+                                   Job("d2", "default"), Job("d1", "default")});
+    CHECK(
+        Array(target(), {"LRANGE", key.target, "0", "-1"}) ==
+        std::vector<std::string>{Job("d3", "default"), Job("d2", "default"), Job("d1", "default")});
+  }
+  SUBCASE("in batches") {
+    key.action = migrate::Action::kBatches;
+    migrate::Mover mover(source(), target(), settings, push_once);
+    Result<int64_t> moved = mover.Move(key);
+    REQUIRE(moved.ok());
+    CHECK(*moved == 4);
+    CHECK(Integer(source(), {"EXISTS", "queue:default"}) == 0);
+    CHECK(Array(target(), {"LRANGE", key.target, "0", "-1"}) ==
+          std::vector<std::string>{Job("late", "default"), Job("d3", "default"),
+                                   Job("d2", "default"), Job("d1", "default")});
+  }
+}
+
+// Layout 2's names differ from layout 1's: a deployment may move into a
+// group on its own Redis.
+TEST_CASE_FIXTURE(MigrateFixture, "migrate into a group on the source's own Redis") {
+  Populate();
+  std::map<std::string, std::string> before = SourceContents();
+  CommandResult run = RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", Source().Url(), "migrate",
+                                  "--to", Source().Url(), "--group", "g"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  for (const auto& [from, to] : MovedNames()) {
+    CHECK_MESSAGE(Contents(source(), to) == before.at(from), to);
+    CHECK_MESSAGE(Integer(source(), {"EXISTS", from}) == 0, from);
+  }
+  CHECK(Get(source(), "reliableq:schema") == "1");
+  CHECK(Get(source(), "reliableq:{g}:schema") == "2");
 }
 
 TEST_CASE_FIXTURE(MigrateFixture, "migrate refuses bad arguments with exit 2") {

@@ -229,7 +229,7 @@ int Run(const ParsedArgs& args) {
 const Command& MigrateCommand() {
   static const Command command = {
       .name = kVerb,
-      .summary = "move a single-Redis deployment's data into a queue group (layout 2)",
+      .summary = "move a single-Redis deployment into a queue group (layout 2)",
       .help = kHelp,
       .options =
           {

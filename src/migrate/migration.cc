@@ -1,5 +1,6 @@
 #include "migrate/migration.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -79,7 +80,11 @@ Result<MigrationReport> Migrate(const RedisOptions& source_options,
 
   MigrationReport report;
   report.dry_run = options.dry_run;
-  Mover mover(**source, **target, settings, options.TEST_stop_after_writes);
+  int64_t writes = 0;
+  auto stop = [&writes, limit = options.TEST_stop_after_writes] {
+    if (limit >= 0 && ++writes >= limit) std::_Exit(kTestStopExitCode);
+  };
+  Mover mover(**source, **target, settings, stop);
   size_t done = 0;
   for (PlannedKey& key : *plan) {
     int64_t moved = key.size;

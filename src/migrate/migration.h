@@ -28,9 +28,14 @@ struct MigrateOptions {
   MigrationSettings settings;
   // Plan and report; write nothing on either side.
   bool dry_run = false;
-  // Tests only: see Mover. -1: off.
+  // Tests only: >= 0 ends the process (std::_Exit with
+  // kTestStopExitCode) right after that many writes to the target, before
+  // the source's matching removal: a command killed at its worst moment.
+  // -1: off.
   int64_t TEST_stop_after_writes = -1;
 };
+
+inline constexpr int kTestStopExitCode = 75;
 
 struct MovedKey {
   PlannedKey key;

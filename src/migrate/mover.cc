@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,13 +67,6 @@ Result<int64_t> MarkerValue(redis::Connection& redis, const std::string& key,
 void Unwatch(redis::Connection& redis) { (void)redis.Command({"UNWATCH"}); }
 
 }  // namespace
-
-void Mover::AfterTargetWrite() {
-  ++target_writes_;
-  if (stop_after_writes_ >= 0 && target_writes_ >= stop_after_writes_) {
-    std::_Exit(kTestStopExitCode);
-  }
-}
 
 Result<int64_t> Mover::Move(const PlannedKey& key) {
   Result<int64_t> moved = 0;

@@ -10,6 +10,8 @@
 #define RELIABLEQ_MIGRATE_MOVER_H_
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "migrate/plan.h"
 #include "redis/connection.h"
@@ -19,18 +21,15 @@ namespace reliableq::migrate {
 
 class Mover {
  public:
-  // `TEST_stop_after_writes` >= 0 ends the process (std::_Exit with
-  // kTestStopExitCode) right after that many writes to the target (a
-  // RESTORE or a batch), before the source's matching DEL or removal: the
-  // tests' stand-in for a command killed at its worst moment. -1: off.
+  // `TEST_after_target_write`, when set, runs right after each write to
+  // the target (a RESTORE or a batch), before the source's matching DEL or
+  // removal: where the tests stop the command or change the source.
   Mover(redis::Connection& source, redis::Connection& target, const MigrationSettings& settings,
-        int64_t TEST_stop_after_writes = -1)
+        std::function<void()> TEST_after_target_write = nullptr)
       : source_(source),
         target_(target),
         settings_(settings),
-        stop_after_writes_(TEST_stop_after_writes) {}
-
-  static constexpr int kTestStopExitCode = 75;
+        after_target_write_(std::move(TEST_after_target_write)) {}
 
   // Moves one key as planned; returns how many of its elements this call
   // moved (a string counts 1; 0 when the key was gone by then). An error
@@ -48,14 +47,14 @@ class Mover {
   // DEL of the source key in MULTI after the WATCH the caller sent;
   // kRefused when EXEC found the key changed.
   Status DeleteWatched(const PlannedKey& key);
-  // The test stop, counted after each write to the target.
-  void AfterTargetWrite();
+  void AfterTargetWrite() {
+    if (after_target_write_) after_target_write_();
+  }
 
   redis::Connection& source_;
   redis::Connection& target_;
   const MigrationSettings& settings_;
-  int64_t stop_after_writes_;
-  int64_t target_writes_ = 0;
+  std::function<void()> after_target_write_;
 };
 
 }  // namespace reliableq::migrate
