@@ -334,10 +334,11 @@ TEST_CASE_FIXTURE(MigrateFixture, "migrate --dry-run prints the plan and writes 
 
 // Each refusal: exit 1, one line naming the reason, nothing written on
 // either side.
-void CheckRefused(MigrateFixture& f, const std::string& expected) {
+void CheckRefused(MigrateFixture& f, const std::string& expected,
+                  std::vector<std::string> extra = {}) {
   Snapshot source_before = MigrateFixture::Dump(f.source());
   Snapshot target_before = MigrateFixture::Dump(f.target());
-  CommandResult run = f.Migrate({});
+  CommandResult run = f.Migrate(extra);
   INFO(run.err);
   CHECK(run.exit_code == 1);
   CHECK(run.err.find(expected) != std::string::npos);
@@ -379,6 +380,13 @@ TEST_CASE_FIXTURE(MigrateFixture,
     CheckRefused(*this,
                  "the target already holds reliableq:{g}:queue:critical with another "
                  "value than the source's");
+  }
+  SUBCASE("a target key that differs, for a key that would move in batches") {
+    Run(target(), {"LPUSH", "reliableq:{g}:queue:critical", Job("other", "critical")});
+    CheckRefused(*this,
+                 "the target already holds reliableq:{g}:queue:critical with another "
+                 "value than the source's",
+                 {"--batch", "1"});
   }
 }
 

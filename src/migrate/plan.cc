@@ -193,25 +193,27 @@ Result<std::vector<PlannedKey>> PlanKeys(redis::Connection& source, redis::Conne
     key.size = *size;
     Result<std::optional<std::string>> begun = GetField(target, marker, key.source);
     if (!begun.ok()) return begun.status();
+    // A key part-way through its batches goes on from its markers; any
+    // other key already on the target is either a whole copy whose DEL was
+    // left to do, or a conflict, whatever its size.
     bool batchable = key.type == "list" || key.type == "zset";
-    if (batchable && (begun->has_value() || key.size > settings.batch)) {
+    if (batchable && begun->has_value()) {
       key.action = Action::kBatches;
-    } else {
-      Result<int64_t> exists = [&]() -> Result<int64_t> {
-        Result<redis::ReplyPtr> reply = target.Command({"EXISTS", key.target});
-        if (!reply.ok()) return reply.status();
-        return redis::ToInteger(reply->get());
-      }();
-      if (!exists.ok()) return exists.status();
-      if (*exists > 0) {
-        Result<bool> same = SameValue(source, key.source, target, key.target);
-        if (!same.ok()) return same.status();
-        if (!*same) {
-          conflicts.push_back(key.target);
-          continue;
-        }
-        key.action = Action::kDeleteOnly;
+      plan.push_back(std::move(key));
+      continue;
+    }
+    Result<redis::ReplyPtr> exists = target.Command({"EXISTS", key.target});
+    if (!exists.ok()) return exists.status();
+    if ((*exists)->type == REDIS_REPLY_INTEGER && (*exists)->integer > 0) {
+      Result<bool> same = SameValue(source, key.source, target, key.target);
+      if (!same.ok()) return same.status();
+      if (!*same) {
+        conflicts.push_back(key.target);
+        continue;
       }
+      key.action = Action::kDeleteOnly;
+    } else if (batchable && key.size > settings.batch) {
+      key.action = Action::kBatches;
     }
     plan.push_back(std::move(key));
   }
