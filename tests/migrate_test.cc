@@ -365,7 +365,7 @@ TEST_CASE_FIXTURE(MigrateFixture,
     Run(source(), {"LPUSH", "reliableq:working:host:1:aaaaaaaaaaaa:default", Job("w1", "default")});
     CheckRefused(*this,
                  "working list reliableq:working:host:1:aaaaaaaaaaaa:default holds 1 "
-                 "jobs of a stopped worker: run `reliableq recover` first");
+                 "job of a stopped worker: run `reliableq recover` first");
   }
   SUBCASE("a source of another layout") {
     Run(source(), {"SET", "reliableq:schema", "2"});

@@ -161,7 +161,8 @@ std::string AsText(const MigrationReport& report, const std::string& group,
   std::string out;
   for (const MovedKey& moved : report.keys) {
     out += "  " + Escaped(moved.key.source) + " -> " + Escaped(moved.key.target) + ": " +
-           moved.key.type + " of " + std::to_string(moved.key.size) + ", " +
+           moved.key.type +
+           (moved.key.type == "string" ? "" : " of " + std::to_string(moved.key.size)) + ", " +
            std::string(ActionText(moved.key.action, report.dry_run)) + "\n";
   }
   const migrate::JobCounts& jobs = report.jobs;

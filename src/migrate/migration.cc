@@ -51,7 +51,8 @@ Result<std::unique_ptr<redis::Connection>> OpenNamed(const RedisOptions& options
                                                      const char* side) {
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) {
-    return connection.status().WithContext(std::string(side) + " " + options.Describe());
+    // The connection's message already names the address.
+    return connection.status().WithContext(side);
   }
   return connection;
 }

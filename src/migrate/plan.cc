@@ -154,7 +154,8 @@ Status CheckSource(redis::Connection& source, const MigrationSettings& settings)
     if (!jobs.ok()) return jobs.status();
     return Status::Refused(
         "working list " + working[0] + " holds " + std::to_string(*jobs) +
-        " jobs of a stopped worker: run `reliableq recover` first (or " + "wait for a janitor)" +
+        (*jobs == 1 ? " job" : " jobs") +
+        " of a stopped worker: run `reliableq recover` first (or wait for a janitor)" +
         (working.size() > 1 ? " (" + std::to_string(working.size() - 1) + " more lists)"
                             : std::string()));
   }
