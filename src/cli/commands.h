@@ -59,6 +59,7 @@ const Command& SpoolCommand();
 const Command& WebCommand();
 const Command& PeriodicCommand();
 const Command& GroupsCommand();
+const Command& MigrateCommand();
 
 // --redis URL, --redis-password-file FILE, the TLS options
 // (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,

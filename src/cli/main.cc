@@ -21,7 +21,7 @@ const std::vector<const Command*>& Commands() {
       &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
       &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
       &QueueCommand(),   &LimitsCommand(),    &SpoolCommand(),   &WebCommand(),
-      &PeriodicCommand(), &GroupsCommand()};
+      &PeriodicCommand(), &GroupsCommand(),   &MigrateCommand()};
   return commands;
 }
 
