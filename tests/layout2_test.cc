@@ -236,6 +236,25 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   CHECK(groups.out.find(R"({"name":"eu-1",)") != std::string::npos);
   CHECK(groups.out.find(R"("processes":1,"layout":"2")") != std::string::npos);
 
+  // The dashboard reads the group too: its API, and the cluster's gauges.
+  const int web_port = FreeLoopbackPort();
+  ChildProcess web({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "--group", kGroup, "web",
+                    "--http", "127.0.0.1:" + std::to_string(web_port)},
+                   {}, dir_ + "/web.log");
+  std::string overview;
+  REQUIRE_MESSAGE(WaitUntil(
+                      [&] {
+                        overview = HttpBody(web_port, "/api/overview");
+                        return !overview.empty();
+                      },
+                      10s),
+                  web.Log());
+  CHECK(overview.find("\"retries\":1") != std::string::npos);
+  CHECK(overview.find("\"dead\":1") != std::string::npos);
+  CHECK(HttpBody(web_port, "/api/session").find("\"group\":\"eu-1\"") != std::string::npos);
+  web.Signal(SIGTERM);
+  CHECK(web.Wait(10s).has_value());
+
   // The metrics endpoint counts what the group's worker ran.
   std::string metrics = HttpBody(port, "/metrics");
   CHECK(metrics.find("reliableq_jobs_processed_total") != std::string::npos);
