@@ -304,3 +304,26 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: a bad group, or a prefix with braces besid
   }
   CHECK(Snapshot().empty());
 }
+
+TEST_CASE_FIXTURE(Layout2, "layout 2: a spooled push drains into the group's queue") {
+  RedisOptions away;
+  away.host = "127.0.0.1";
+  away.port = FreeLoopbackPort();  // nobody listens: the push is spooled
+  away.connect_timeout = 300ms;
+  away.group = kGroup;
+  ClientOptions options;
+  options.spool_dir = dir_ + "/spool";
+  {
+    auto client = Client::Open(away, options);
+    REQUIRE(client.ok());
+    auto pushed = (*client)->Push(MakeJob("NoopJob", "default"));
+    REQUIRE(pushed.ok());
+    CHECK(pushed->outcome == PushOutcome::kSpooled);
+  }
+  CommandResult drained = Cli({"spool", "drain", dir_ + "/spool"});
+  CAPTURE(drained.err);
+  CHECK(drained.exit_code == 0);
+  CHECK(Integer({"LLEN", std::string(kTag) + "queue:default"}) == 1);
+  CHECK(SMembers(std::string(kTag) + "queues") == std::vector<std::string>{"default"});
+  CHECK_FALSE(Exists("queue:default"));
+}
