@@ -147,7 +147,7 @@ Status ServerImpl::Init() {
                                        options_.janitor_interval, clock, log);
   deadline_watch_ =
       std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log);
-  if (auto discovery = redis::Discovery::For(options_.redis)) {
+  if (auto discovery = redis::Discovery::For(options_.redis); discovery && discovery->sentinel()) {
     // Every connection drops within a watchdog tick (the epoch moved) and
     // reconnects at once, not after the backoff the dead master built up.
     sentinel_watch_ = std::make_unique<SentinelWatch>(loop_ref, std::move(discovery), log, [this] {
