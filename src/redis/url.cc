@@ -189,6 +189,8 @@ void SplitQuery(std::string_view* rest, std::string_view* query) {
 Status TakeGroup(std::string_view url, std::string_view value, RedisOptions* options) {
   std::string group;
   if (!PercentDecode(value, &group)) return Bad(url, "malformed group");
+  // Validate cannot tell "group=" from no group at all.
+  if (group.empty()) return Bad(url, "the group must be 1 to 64 letters, digits, '_', '-' or '.'");
   if (!options->group.empty() && options->group != group) {
     return Bad(url, "two different groups ('" + options->group + "' and '" + group + "')");
   }
