@@ -38,10 +38,10 @@ Result<ReplyPtr> RedirectFollower::Follow(const std::vector<std::string_view>& a
                                      " (" + std::string(text) + ")");
     }
     if (Clock::now() >= deadline) break;
-    Result<ReplyPtr> next = Status::OK();
+    Result<ReplyPtr> next = Status::IoError("not sent");
     if (again) {
-      std::this_thread::sleep_for(std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                     deadline - Clock::now())));
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      std::this_thread::sleep_for(std::min(wait, left));
       wait = std::min(wait * 2, kLongestWait);
       next = owner_->Exchange(argv);
       where = owner_->at_.Describe();
