@@ -178,6 +178,19 @@ TEST_CASE("a cluster Connection goes to the primary of its group's slot, on each
       CHECK(NodeOf(*connection) == cluster.NodeId(port));
     }
   }
+  // The slot just below each primary's first one belongs to another
+  // primary: a connection for it must not land on its neighbour's.
+  for (int port : primaries) {
+    int below = cluster.LowestSlotOf(port) - 1;
+    if (below < 0) continue;
+    std::string group = RedisCluster::GroupInSlot(below);
+    CAPTURE(group);
+    int owner = cluster.OwnerOf(below);
+    REQUIRE(owner != port);
+    auto connection = OpenGroup(cluster, group);
+    CHECK(redis::Discovery::For(cluster.Options(group))->slot() == below);
+    CHECK(NodeOf(*connection) == cluster.NodeId(owner));
+  }
   // Connections of one slot share one Discovery; of two slots, two.
   std::string group = cluster.GroupOn(primaries[0]);
   CHECK(redis::Discovery::For(cluster.Options(group)) ==
@@ -440,8 +453,12 @@ TEST_CASE("unreachable seeds fail within the bound, naming every seed and what i
   std::string message = connection.status().ToString();
   CAPTURE(message);
   CHECK(connection.status().IsRetryable());
-  for (int port : ports) CHECK(message.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
-  CHECK(message.find("127.0.0.1:" + std::to_string(plain)) != std::string::npos);
+  // Each seed with what it said ("HOST:PORT: why"), not only in the list
+  // of seeds the description gives.
+  for (int port : ports) {
+    CHECK(message.find("127.0.0.1:" + std::to_string(port) + ": ") != std::string::npos);
+  }
+  CHECK(message.find("127.0.0.1:" + std::to_string(plain) + ": ") != std::string::npos);
   CHECK(message.find("slot " + std::to_string(redis::KeySlot("orders"))) != std::string::npos);
   CHECK(message.find("s3cret") == std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
