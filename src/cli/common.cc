@@ -145,7 +145,8 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
       url ? RedisOptions::FromUrl(*url) : RedisOptions::FromEnvironment();
   if (!options.ok()) return options;
   if (std::vector<std::string> sentinels = args.Values("sentinel"); !sentinels.empty()) {
-    if (!options->sentinel.master_name.empty() || !options->unix_path.empty()) {
+    if (!options->sentinel.master_name.empty() || !options->unix_path.empty() ||
+        !options->cluster.seeds.empty()) {
       return Status::InvalidArgument(
           "--sentinel needs a redis:// or rediss:// URL whose host is the master's name "
           "(redis://mymaster/0)");
