@@ -1,12 +1,11 @@
 #include "cluster_servers.h"
 
+#include <doctest/doctest.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <thread>
-
-#include <doctest/doctest.h>
 
 #include "redis/connection.h"
 #include "redis/key_slot.h"
@@ -110,17 +109,16 @@ void RedisCluster::Start(Node* node) {
   std::string port = std::to_string(node->port);
   std::string dir = dir_ + "/" + port;
   std::filesystem::create_directories(dir);
-  std::vector<std::string> argv = {
-      Program("redis-server"), "--port", port, "--bind", "127.0.0.1", "--dir", dir,
-      "--cluster-enabled", "yes", "--cluster-port", std::to_string(node->bus_port),
-      "--cluster-config-file", dir + "/nodes.conf", "--cluster-node-timeout", "1000",
-      "--save", "", "--appendonly", "no", "--daemonize", "no",
-      // A full sync starts at once, not after 5 s.
-      "--repl-diskless-sync-delay", "0"};
+  std::vector<std::string> argv = {Program("redis-server"), "--port", port, "--bind", "127.0.0.1",
+                                   "--dir", dir, "--cluster-enabled", "yes", "--cluster-port",
+                                   std::to_string(node->bus_port), "--cluster-config-file",
+                                   dir + "/nodes.conf", "--cluster-node-timeout", "1000", "--save",
+                                   "", "--appendonly", "no", "--daemonize", "no",
+                                   // A full sync starts at once, not after 5 s.
+                                   "--repl-diskless-sync-delay", "0"};
   node->process = std::make_unique<ChildProcess>(argv, std::vector<std::string>{},
                                                  dir_ + "/redis-" + port + ".log");
-  bool up = WaitFor([&] { return Ask(node->port, {"PING"}) != nullptr; },
-                    std::chrono::seconds(10));
+  bool up = WaitFor([&] { return Ask(node->port, {"PING"}) != nullptr; }, std::chrono::seconds(10));
   REQUIRE_MESSAGE(up, "redis-server on port " << port << " did not start; see " << dir_);
 }
 
@@ -300,8 +298,8 @@ void RedisCluster::BeginMigration(int slot, int to_port) {
 
 size_t RedisCluster::MigrateKeys(int slot, int to_port, size_t max_keys) {
   int from = OwnerOf(slot);
-  redis::ReplyPtr keys = Ask(from, {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot),
-                                    std::to_string(max_keys)});
+  redis::ReplyPtr keys =
+      Ask(from, {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), std::to_string(max_keys)});
   REQUIRE(keys != nullptr);
   REQUIRE(keys->type == REDIS_REPLY_ARRAY);
   if (keys->elements == 0) return 0;
@@ -338,11 +336,11 @@ void RedisCluster::MoveSlot(int slot, int to_port, size_t batch,
 }
 
 void RedisCluster::Reshard(int from_port, int to_port, int slots) {
-  CommandResult resharded = RunCommand(
-      {Program("redis-cli"), "--cluster", "reshard", Address(LivePorts().front()),
-       "--cluster-from", NodeId(from_port), "--cluster-to", NodeId(to_port), "--cluster-slots",
-       std::to_string(slots), "--cluster-yes"},
-      std::chrono::seconds(60));
+  CommandResult resharded =
+      RunCommand({Program("redis-cli"), "--cluster", "reshard", Address(LivePorts().front()),
+                  "--cluster-from", NodeId(from_port), "--cluster-to", NodeId(to_port),
+                  "--cluster-slots", std::to_string(slots), "--cluster-yes"},
+                 std::chrono::seconds(60));
   REQUIRE_MESSAGE(resharded.exit_code == 0,
                   "redis-cli --cluster reshard failed: " << resharded.out << resharded.err);
   WaitAgreed();

@@ -5,12 +5,11 @@
 // look up themselves.
 
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
-
-#include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
@@ -36,7 +35,8 @@ std::string Text(const redis::ReplyPtr& reply) {
   return reply->str == nullptr ? "" : std::string(reply->str, reply->len);
 }
 
-std::unique_ptr<redis::Connection> OpenGroup(const RedisCluster& cluster, const std::string& group) {
+std::unique_ptr<redis::Connection> OpenGroup(const RedisCluster& cluster,
+                                             const std::string& group) {
   auto connection = redis::Connection::Open(cluster.Options(group));
   REQUIRE_MESSAGE(connection.ok(), connection.status().ToString());
   return std::move(*connection);
@@ -82,16 +82,16 @@ class AsyncOnLoop {
   std::pair<Status, std::string> Run(const std::vector<std::string_view>& argv) {
     std::optional<std::pair<Status, std::string>> got;
     Status sent = connection_->Command(argv, [&](const Status& s, redisReply* reply) {
-      got.emplace(s, reply != nullptr && reply->str != nullptr
-                         ? std::string(reply->str, reply->len)
-                         : "");
+      got.emplace(
+          s, reply != nullptr && reply->str != nullptr ? std::string(reply->str, reply->len) : "");
     });
     if (!sent.ok()) return {sent, ""};
     RunUntil([&] { return got.has_value(); });
     REQUIRE(got.has_value());
     return *got;
   }
-  void RunUntil(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(10)) {
+  void RunUntil(const std::function<bool()>& done,
+                std::chrono::seconds limit = std::chrono::seconds(10)) {
     WaitUntil(
         [&] {
           uv_run(&loop_, UV_RUN_NOWAIT);
@@ -124,8 +124,9 @@ class AsyncOnLoop {
 
 TEST_CASE("KeySlot agrees with CLUSTER KEYSLOT") {
   RedisCluster& cluster = RedisCluster::Shared();
-  std::vector<std::string> keys = {"",      "{}",   "{a",   "a}",      "a}{b}", "{{a}}",  "{a}{b}",
-                                   "}{a}",  "{}{a}", "{ }", "x{y}z{w}", "{a}}", "foo{}{bar}"};
+  std::vector<std::string> keys = {"",         "{}",     "{a",        "a}",    "a}{b}",
+                                   "{{a}}",    "{a}{b}", "}{a}",      "{}{a}", "{ }",
+                                   "x{y}z{w}", "{a}}",   "foo{}{bar}"};
   std::mt19937 random(2121);
   // Bytes heavy with braces, and every byte value.
   const std::string alphabet = std::string("{{{}}}ab:") + std::string("\0\xff\x80", 3);
@@ -219,6 +220,9 @@ TEST_CASE("a slot moved under a Connection: every command answered, MOVED follow
   REQUIRE(pipelined.ok());
   AsyncOnLoop async(OwnDiscovery(cluster, group, 702));
   REQUIRE(async.Connect().ok());
+  // Shares `connection`'s Discovery, and stays idle.
+  AsyncOnLoop idle(cluster.Options(group));
+  REQUIRE(idle.Connect().ok());
   std::string prefix = "reliableq:{" + group + "}:";
   for (int i = 0; i < 60; ++i) {
     REQUIRE(connection->Command({"SET", prefix + "k" + std::to_string(i), std::to_string(i)}).ok());
@@ -252,6 +256,12 @@ TEST_CASE("a slot moved under a Connection: every command answered, MOVED follow
   CHECK(answered == issued);
   CHECK(NodeOf(*connection) == cluster.NodeId(to));
   CHECK(GetOn(to, prefix + "k59") == "59");
+  // The idle AsyncConnection of the same slot drops within a watchdog
+  // tick once `connection` moved the epoch, and reconnects to `to`.
+  idle.RunUntil([&] { return !idle.connection().ready(); }, std::chrono::seconds(2));
+  CHECK_FALSE(idle.connection().ready());
+  idle.Reconnect(std::chrono::seconds(10));
+  CHECK(idle.Run({"CLUSTER", "MYID"}).second == cluster.NodeId(to));
 
   // Pipeline: the MOVED stays in place as an error reply, and the next
   // call reconnects to the owner.

@@ -2,6 +2,8 @@
 // values; cluster_test.cc compares it with a real CLUSTER KEYSLOT), the
 // MOVED/ASK parser and the CLUSTER SLOTS parser.
 
+#include "redis/key_slot.h"
+
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
 
@@ -10,7 +12,6 @@
 
 #include "redis/cluster_lookup.h"
 #include "redis/errors.h"
-#include "redis/key_slot.h"
 #include "redis/reply.h"
 
 namespace reliableq::redis {
@@ -92,16 +93,18 @@ ReplyPtr Parse(const std::string& resp) {
 }
 
 std::string Node(const std::string& host, int port) {
-  return "*3\r\n$" + std::to_string(host.size()) + "\r\n" + host + "\r\n:" +
-         std::to_string(port) + "\r\n$2\r\nid\r\n";
+  return "*3\r\n$" + std::to_string(host.size()) + "\r\n" + host + "\r\n:" + std::to_string(port) +
+         "\r\n$2\r\nid\r\n";
 }
 
 }  // namespace
 
 TEST_CASE("ParseClusterSlots finds the primary of a slot and learns every node") {
-  std::string resp = "*2\r\n"
-                     "*4\r\n:0\r\n:8191\r\n" + Node("127.0.0.1", 7000) + Node("127.0.0.1", 7003) +
-                     "*3\r\n:8192\r\n:16383\r\n" + Node("", 7001);
+  std::string resp =
+      "*2\r\n"
+      "*4\r\n:0\r\n:8191\r\n" +
+      Node("127.0.0.1", 7000) + Node("127.0.0.1", 7003) + "*3\r\n:8192\r\n:16383\r\n" +
+      Node("", 7001);
   ReplyPtr reply = Parse(resp);
   Endpoint asked{"10.0.0.9", 7005, {}};
   std::vector<Endpoint> nodes;

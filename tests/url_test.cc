@@ -246,7 +246,8 @@ TEST_CASE("bad redis+sentinel:// URLs are rejected with a reason, passwords mask
 }
 
 TEST_CASE("redis+cluster:// URLs name seed nodes and the group") {
-  auto o = RedisOptions::FromUrl("redis+cluster://al:p%40w@127.0.0.1:7000,node-b,[::1]:7002/orders");
+  auto o =
+      RedisOptions::FromUrl("redis+cluster://al:p%40w@127.0.0.1:7000,node-b,[::1]:7002/orders");
   REQUIRE(o.ok());
   REQUIRE(o->cluster.seeds.size() == 3);
   CHECK(o->cluster.seeds[0].host == "127.0.0.1");

@@ -59,11 +59,9 @@ Result<Endpoint> ParseClusterSlots(const redisReply* reply, int slot, const Endp
 }
 
 ClusterLookup::ClusterLookup(const RedisOptions& options)
-    : options_(options),
-      slot_(ClusterSlot(options)),
-      description_([&] {
-        std::string text = "primary of slot " + std::to_string(ClusterSlot(options)) +
-                           " (key '" + ClusterRouteKey(options) + "') of cluster ";
+    : options_(options), slot_(ClusterSlot(options)), description_([&] {
+        std::string text = "primary of slot " + std::to_string(ClusterSlot(options)) + " (key '" +
+                           ClusterRouteKey(options) + "') of cluster ";
         for (size_t i = 0; i < options.cluster.seeds.size(); ++i) {
           const RedisClusterOptions::Address& seed = options.cluster.seeds[i];
           text += (i > 0 ? ", " : "") + Endpoint{seed.host, seed.port, {}}.Describe();

@@ -305,7 +305,9 @@ Result<ReplyPtr> Connection::Exchange(const Argv& argv) {
 Result<ReplyPtr> Connection::Command(const Argv& argv) {
   Result<ReplyPtr> reply = Exchange(argv);
   if (!reply.ok() || (*reply)->type != REDIS_REPLY_ERROR) return reply;
-  if (discovery_ != nullptr && discovery_->slot() >= 0) return cluster_.Follow(argv, std::move(*reply));
+  if (discovery_ != nullptr && discovery_->slot() >= 0) {
+    return cluster_.Follow(argv, std::move(*reply));
+  }
   return FromErrorReply(View(reply->get()));
 }
 

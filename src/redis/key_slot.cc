@@ -45,8 +45,7 @@ uint16_t KeySlot(std::string_view key) {
 }
 
 std::string ClusterRouteKey(const RedisOptions& options) {
-  return options.cluster.route_key.empty() ? "{" + options.group + "}"
-                                           : options.cluster.route_key;
+  return options.cluster.route_key.empty() ? "{" + options.group + "}" : options.cluster.route_key;
 }
 
 int ClusterSlot(const RedisOptions& options) { return KeySlot(ClusterRouteKey(options)); }

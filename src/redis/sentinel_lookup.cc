@@ -78,8 +78,8 @@ Result<Endpoint> SentinelLookup::Ask() {
     Result<std::unique_ptr<Connection>> sentinel =
         Connection::Open(SentinelConnectionOptions(options_, tls_, i));
     if (sentinel.ok()) {
-      Result<ReplyPtr> reply = (*sentinel)->Command(
-          {"SENTINEL", "get-master-addr-by-name", options_.master_name});
+      Result<ReplyPtr> reply =
+          (*sentinel)->Command({"SENTINEL", "get-master-addr-by-name", options_.master_name});
       if (reply.ok()) {
         Result<Endpoint> found = ParseMasterAddress(reply->get(), options_.master_name);
         if (found.ok()) {

@@ -236,7 +236,8 @@ Result<RedisOptions> ParseCluster(std::string_view url, std::string_view rest) {
   }
   // Redis Cluster has database 0 only: a second path part is a mistake.
   if (path.find('/') != std::string_view::npos) {
-    return Bad(url, "a cluster URL names a group, not a database (redis+cluster://HOST:PORT/GROUP)");
+    return Bad(url,
+               "a cluster URL names a group, not a database (redis+cluster://HOST:PORT/GROUP)");
   }
   if (!path.empty()) {
     s = TakeGroup(url, path, &options);
