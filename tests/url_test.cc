@@ -305,8 +305,6 @@ TEST_CASE("group= is accepted on every URL form and shown by Describe") {
 TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
   std::string long_group(65, 'g');
   const std::pair<std::string, const char*> cases[] = {
-      {"redis+cluster://h:7000", "needs a queue group"},
-      {"redis+cluster://h:7000/", "needs a queue group"},
       {"redis+cluster://h:7000/orders/1", "names a group, not a database"},
       {"redis+cluster://h:7000,/g", "no host"},
       {"redis+cluster://h:x/g", "port must be"},
@@ -332,6 +330,13 @@ TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
     CHECK_MESSAGE(message.find("s3cret") == std::string::npos, message);
     CHECK(message.find('\n') == std::string::npos);
   }
+  // A cluster URL may leave the group to the program (migrate --group);
+  // a connection without one is refused (Validate).
+  auto groupless = RedisOptions::FromUrl("redis+cluster://h:7000/");
+  REQUIRE(groupless.ok());
+  CHECK(groupless->group.empty());
+  CHECK(groupless->Describe() == "cluster h:7000");
+  CHECK(groupless->Validate().message().find("needs a queue group") != std::string::npos);
   // A group of exactly 64 is fine.
   CHECK(RedisOptions::FromUrl("redis+cluster://h/" + std::string(64, 'g')).ok());
   CHECK(reliableq::RedactUrls("x redis+cluster://u:s3cret@h:1,h:2/g y") ==

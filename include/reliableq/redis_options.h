@@ -146,7 +146,9 @@ struct RedisOptions {
   // Parses a URL of one of the forms above. An unknown scheme, a missing
   // host, a bad port or db, trailing garbage, or options Validate refuses
   // are kInvalidArgument with the reason; the message shows the URL with
-  // its password masked as "***".
+  // its password masked as "***". A cluster URL without a group is
+  // accepted (a program may take the group from elsewhere, as `migrate
+  // --group` does); Validate, which every connection runs, refuses it.
   static Result<RedisOptions> FromUrl(std::string_view url);
 
   // kInvalidArgument with a one-line reason when these options cannot

@@ -336,6 +336,44 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
   return options;
 }
 
+bool IsGroupCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+// The checks of Validate; with `need_group` false a cluster may go without
+// a group (a URL whose program names the group otherwise).
+Status Check(const RedisOptions& options, bool need_group) {
+  const std::string& group = options.group;
+  const RedisClusterOptions& cluster = options.cluster;
+  if (!group.empty() || !cluster.seeds.empty()) {
+    // The group goes inside key names and a hash tag: no '{', '}', ':' or
+    // spaces, and short enough to read in a key listing.
+    if (group.size() > RedisOptions::kMaxGroupLength ||
+        !std::all_of(group.begin(), group.end(), IsGroupCharacter)) {
+      return Status::InvalidArgument("the group must be 1 to 64 letters, digits, '_', '-' or '.'");
+    }
+  }
+  if (cluster.seeds.empty()) return Status::OK();
+  if (group.empty() && need_group) {
+    return Status::InvalidArgument(
+        "Redis Cluster needs a queue group (redis+cluster://HOST:PORT/GROUP or ?group=G)");
+  }
+  if (!options.sentinel.master_name.empty()) {
+    return Status::InvalidArgument("Redis Cluster and Sentinel exclude each other");
+  }
+  if (!options.unix_path.empty()) {
+    return Status::InvalidArgument("Redis Cluster is reached over TCP, not a unix socket");
+  }
+  if (options.db != 0) return Status::InvalidArgument("Redis Cluster has database 0 only");
+  for (const RedisClusterOptions::Address& seed : cluster.seeds) {
+    if (seed.host.empty() || seed.port <= 0 || seed.port > 65535) {
+      return Status::InvalidArgument("a cluster seed needs a host and a port from 1 to 65535");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
@@ -355,8 +393,10 @@ Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
     Result<RedisOptions> options = form.parse(url, url.substr(form.scheme.size()));
     if (!options.ok()) return options;
     options->tls.enabled = form.tls;
-    // The checks a RedisOptions built in code gets too, with the URL shown.
-    Status valid = options->Validate();
+    // The checks a RedisOptions built in code gets too, with the URL shown;
+    // but a cluster URL may leave the group to the program (migrate's
+    // --group): Validate refuses a connection still without one.
+    Status valid = Check(*options, /*need_group=*/false);
     if (!valid.ok()) return Bad(url, valid.message());
     return options;
   }
@@ -366,43 +406,7 @@ Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
              "redis+cluster://host:port,host:port/group");
 }
 
-namespace {
-
-bool IsGroupCharacter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-' || c == '.';
-}
-
-}  // namespace
-
-Status RedisOptions::Validate() const {
-  if (!group.empty() || !cluster.seeds.empty()) {
-    // The group goes inside key names and a hash tag: no '{', '}', ':' or
-    // spaces, and short enough to read in a key listing.
-    if (group.size() > kMaxGroupLength ||
-        !std::all_of(group.begin(), group.end(), IsGroupCharacter)) {
-      return Status::InvalidArgument("the group must be 1 to 64 letters, digits, '_', '-' or '.'");
-    }
-  }
-  if (cluster.seeds.empty()) return Status::OK();
-  if (group.empty()) {
-    return Status::InvalidArgument(
-        "Redis Cluster needs a queue group (redis+cluster://HOST:PORT/GROUP or ?group=G)");
-  }
-  if (!sentinel.master_name.empty()) {
-    return Status::InvalidArgument("Redis Cluster and Sentinel exclude each other");
-  }
-  if (!unix_path.empty()) {
-    return Status::InvalidArgument("Redis Cluster is reached over TCP, not a unix socket");
-  }
-  if (db != 0) return Status::InvalidArgument("Redis Cluster has database 0 only");
-  for (const RedisClusterOptions::Address& seed : cluster.seeds) {
-    if (seed.host.empty() || seed.port <= 0 || seed.port > 65535) {
-      return Status::InvalidArgument("a cluster seed needs a host and a port from 1 to 65535");
-    }
-  }
-  return Status::OK();
-}
+Status RedisOptions::Validate() const { return Check(*this, /*need_group=*/true); }
 
 Result<RedisOptions> RedisOptions::FromEnvironment() {
   const char* url = std::getenv("REDIS_URL");
