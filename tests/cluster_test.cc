@@ -326,6 +326,28 @@ TEST_CASE("during a migration: ASK for a new key, TRYAGAIN for a split script, r
   REQUIRE(moved_one.ok());
   CHECK(Text(*moved_one) == (got_a.first.ok() ? "B" : "A"));
 
+  // A TRYAGAIN that lasts past the command timeout ends the call then,
+  // naming the slot and the node; another error reply is the command's
+  // answer, as it is without a cluster.
+  RedisOptions short_timeout = cluster.Options(group);
+  short_timeout.command_timeout = std::chrono::milliseconds(300);
+  auto impatient = redis::Connection::Open(short_timeout);
+  REQUIRE(impatient.ok());
+  Clock::time_point asked_at = Clock::now();
+  auto gave_up = (*impatient)->Command({"MGET", a, b});
+  auto waited = Clock::now() - asked_at;
+  CHECK(gave_up.status().IsIoError());
+  CHECK_MESSAGE(gave_up.status().message().find("slot " + std::to_string(slot) + " at 127.0.0.1:" +
+                                                std::to_string(from)) != std::string::npos,
+                gave_up.status().ToString());
+  CHECK(gave_up.status().message().find("TRYAGAIN") != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(300));
+  CHECK(waited < std::chrono::milliseconds(1500));
+  auto script_error =
+      (*impatient)->Command({"EVAL", "return redis.error_reply('RQ_NOTFOUND x')", "0"});
+  CHECK(script_error.status().IsNotFound());
+  CHECK(script_error.status().message() == "x");
+
   // A script over both keys waits out the TRYAGAINs while the migration
   // completes, then runs once.
   std::optional<Result<redis::ReplyPtr>> script;

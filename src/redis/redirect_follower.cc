@@ -58,8 +58,14 @@ Result<ReplyPtr> RedirectFollower::Follow(const std::vector<std::string_view>& a
     reply = std::move(*next);
   }
   if (reply->type != REDIS_REPLY_ERROR) return reply;
-  return FromErrorReply(View(reply.get()))
-      .WithContext("slot " + std::to_string(slot) + " at " + where);
+  std::string_view text = View(reply.get());
+  Status error = FromErrorReply(text);
+  // Any other error reply (a script's, say) is the command's answer, as
+  // without a cluster; a redirection still there after the command
+  // timeout says where it was met.
+  if (!ParseRedirect(text) && !IsTryAgainReply(text)) return error;
+  return error.WithContext("slot " + std::to_string(slot) + " at " + where + ", for " +
+                           std::to_string(owner_->options_.command_timeout.count()) + " ms");
 }
 
 Result<ReplyPtr> RedirectFollower::AskAt(const Redirect& ask,
