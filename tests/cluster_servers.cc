@@ -57,16 +57,18 @@ RedisCluster& RedisCluster::Shared() {
   return cluster;
 }
 
-RedisCluster::RedisCluster() {
+RedisCluster::RedisCluster(bool tls) {
+  if (tls) certs_ = std::make_unique<TestCertificates>();
   char pattern[] = "/tmp/reliableq-cluster-XXXXXX";
   REQUIRE(mkdtemp(pattern) != nullptr);
   dir_ = pattern;
   nodes_.resize(6);
   std::set<int> taken;
   for (Node& node : nodes_) {
-    // Two ports each: the clients' and the cluster bus's (cluster-port),
-    // all distinct.
-    for (int* port : {&node.port, &node.bus_port}) {
+    // The clients', the cluster bus's (cluster-port) and with TLS the TLS
+    // clients' ports, all distinct.
+    for (int* port : {&node.port, &node.bus_port, &node.tls_port}) {
+      if (port == &node.tls_port && !tls) continue;
       do *port = FreeLoopbackPort();
       while (!taken.insert(*port).second);
     }
@@ -116,6 +118,15 @@ void RedisCluster::Start(Node* node) {
                                    "", "--appendonly", "no", "--daemonize", "no",
                                    // A full sync starts at once, not after 5 s.
                                    "--repl-diskless-sync-delay", "0"};
+  if (certs_ != nullptr) {
+    argv.insert(argv.end(),
+                {"--tls-port", std::to_string(node->tls_port), "--tls-cert-file",
+                 certs_->server_cert(), "--tls-key-file", certs_->server_key(),
+                 "--tls-ca-cert-file", certs_->ca(), "--tls-auth-clients", "optional",
+                 // The bus and the replication connect as clients too.
+                 "--tls-client-cert-file", certs_->client_cert(), "--tls-client-key-file",
+                 certs_->client_key(), "--tls-cluster", "yes", "--tls-replication", "yes"});
+  }
   node->process = std::make_unique<ChildProcess>(argv, std::vector<std::string>{},
                                                  dir_ + "/redis-" + port + ".log");
   bool up = WaitFor([&] { return Ask(node->port, {"PING"}) != nullptr; }, std::chrono::seconds(10));
@@ -132,10 +143,13 @@ RedisOptions RedisCluster::Direct(int port) {
 }
 
 std::string RedisCluster::Url(const std::string& group) const {
-  std::string url = "redis+cluster://";
+  std::string url = certs_ != nullptr ? "rediss+cluster://" : "redis+cluster://";
   std::vector<int> seeds = LivePorts();
   for (int port : killed_) seeds.push_back(port);
-  for (size_t i = 0; i < seeds.size(); ++i) url += (i > 0 ? "," : "") + Address(seeds[i]);
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    int port = certs_ != nullptr ? FindNode(seeds[i])->tls_port : seeds[i];
+    url += (i > 0 ? "," : "") + Address(port);
+  }
   return url + "/" + group;
 }
 
@@ -143,6 +157,7 @@ RedisOptions RedisCluster::Options(const std::string& group) const {
   Result<RedisOptions> options = RedisOptions::FromUrl(Url(group));
   REQUIRE(options.ok());
   options->connect_timeout = std::chrono::milliseconds(500);
+  if (certs_ != nullptr) options->tls.ca_file = certs_->ca();
   return *options;
 }
 
@@ -303,7 +318,8 @@ size_t RedisCluster::MigrateKeys(int slot, int to_port, size_t max_keys) {
   REQUIRE(keys != nullptr);
   REQUIRE(keys->type == REDIS_REPLY_ARRAY);
   if (keys->elements == 0) return 0;
-  std::string port = std::to_string(to_port);
+  // With tls-cluster, MIGRATE speaks TLS: the target's TLS port.
+  std::string port = std::to_string(certs_ != nullptr ? FindNode(to_port)->tls_port : to_port);
   redis::Argv migrate = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
   for (size_t i = 0; i < keys->elements; ++i) {
     migrate.emplace_back(keys->element[i]->str, keys->element[i]->len);

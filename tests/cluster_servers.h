@@ -23,14 +23,18 @@
 
 #include "process.h"
 #include "reliableq/redis_options.h"
+#include "testutil.h"
 
 namespace reliableq::testing {
 
 class RedisCluster {
  public:
   // Starts the six servers, creates the cluster, and waits (bounded) until
-  // WaitAgreed().
-  RedisCluster();
+  // WaitAgreed(). With `tls`, every node also takes TLS on a port of its
+  // own (TestCertificates: signed for 127.0.0.1), the cluster bus and the
+  // replication go over TLS, and Url/Options name the TLS ports; the plain
+  // ports stay for the fixture's own commands.
+  explicit RedisCluster(bool tls = false);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
@@ -39,7 +43,9 @@ class RedisCluster {
   static RedisCluster& Shared();
 
   // "redis+cluster://127.0.0.1:P1,...,127.0.0.1:P6/GROUP": every node as
-  // a seed (the live ones first, so a killed node costs a lookup nothing).
+  // a seed (the live ones first, so a killed node costs a lookup nothing);
+  // with TLS "rediss+cluster://" and the TLS ports (Options trusts the
+  // test CA).
   std::string Url(const std::string& group) const;
   RedisOptions Options(const std::string& group) const;
   // A plain connection to one node.
@@ -97,6 +103,7 @@ class RedisCluster {
   struct Node {
     int port = 0;
     int bus_port = 0;
+    int tls_port = 0;  // with TLS only
     std::unique_ptr<ChildProcess> process;
   };
   void Start(Node* node);
@@ -105,6 +112,7 @@ class RedisCluster {
   // it does not answer.
   std::map<std::pair<int, int>, int> SlotMap(int port) const;
 
+  std::unique_ptr<TestCertificates> certs_;  // with TLS only
   std::string dir_;
   std::vector<Node> nodes_;
   std::set<int> killed_;

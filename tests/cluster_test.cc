@@ -520,6 +520,31 @@ TEST_CASE("unreachable seeds fail within the bound, naming every seed and what i
   close(silent);
 }
 
+TEST_CASE("rediss+cluster:// goes over TLS to the slot's primary and follows a MOVED there") {
+  RedisCluster cluster(/*tls=*/true);
+  std::vector<int> primaries = cluster.PrimaryPorts();
+  REQUIRE(primaries.size() == 3);
+  std::string group = cluster.GroupOn(primaries[1]);
+  std::string key = "reliableq:{" + group + "}:queue:tls";
+  RedisOptions options = cluster.Options(group);
+  REQUIRE(options.tls.enabled);
+  auto connection = OpenGroup(cluster, group);
+  REQUIRE(connection->Command({"SET", key, "over-tls"}).ok());
+  CHECK(NodeOf(*connection) == cluster.NodeId(primaries[1]));
+  CHECK(GetOn(primaries[1], key) == "over-tls");
+  // The map and the MOVED a TLS client gets name TLS ports.
+  cluster.MoveSlot(redis::KeySlot(group), primaries[2]);
+  auto value = connection->Command({"GET", key});
+  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
+  CHECK(Text(*value) == "over-tls");
+  CHECK(NodeOf(*connection) == cluster.NodeId(primaries[2]));
+  // Without the test CA the certificates are refused: it is TLS.
+  options.tls.ca_file.clear();
+  options.connect_timeout = std::chrono::milliseconds(501);  // a Discovery of its own
+  auto untrusted = redis::Connection::Open(options);
+  CHECK_FALSE(untrusted.ok());
+}
+
 // Last: it kills a primary, and the cluster stays with one replica less.
 TEST_CASE("a primary SIGKILLed: a Connection and an AsyncConnection follow the promoted replica") {
   RedisCluster& cluster = RedisCluster::Shared();
