@@ -288,7 +288,7 @@ Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
   return Status::OK();
 }
 
-Result<ReplyPtr> Connection::Exchange(const Argv& argv) {
+Status Connection::Exchange(const Argv& argv, ReplyPtr* reply) {
   Status s = EnsureConnected();
   if (!s.ok()) {
     last_progress_ = Progress::kNotSent;
@@ -299,16 +299,21 @@ Result<ReplyPtr> Connection::Exchange(const Argv& argv) {
   std::vector<ReplyPtr> replies;
   s = RoundTrip(1, &replies);
   if (!s.ok()) return s;
-  return std::move(replies.front());
+  *reply = std::move(replies.front());
+  return Status::OK();
 }
 
 Result<ReplyPtr> Connection::Command(const Argv& argv) {
-  Result<ReplyPtr> reply = Exchange(argv);
-  if (!reply.ok() || (*reply)->type != REDIS_REPLY_ERROR) return reply;
+  // A Status and a ReplyPtr rather than a Result in between: this is the
+  // path of every blocking command, with or without a cluster.
+  ReplyPtr reply;
+  Status s = Exchange(argv, &reply);
+  if (!s.ok()) return s;
+  if (reply->type != REDIS_REPLY_ERROR) return reply;
   if (discovery_ != nullptr && discovery_->slot() >= 0) {
-    return cluster_.Follow(argv, std::move(*reply));
+    return cluster_.Follow(argv, std::move(reply));
   }
-  return FromErrorReply(View(reply->get()));
+  return FromErrorReply(View(reply.get()));
 }
 
 Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& commands) {

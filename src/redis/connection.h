@@ -115,8 +115,9 @@ class Connection {
  private:
   friend class RedirectFollower;
   explicit Connection(const RedisOptions& options);
-  // Sends one command and reads its reply as it came, error reply or not.
-  Result<ReplyPtr> Exchange(const Argv& argv);
+  // Sends one command and reads its reply into *reply as it came, error
+  // reply or not.
+  Status Exchange(const Argv& argv, ReplyPtr* reply);
   Status Connect();
   // Connects to `endpoint`, authenticates and selects the database.
   Status ConnectTo(const Endpoint& endpoint);

@@ -38,24 +38,25 @@ Result<ReplyPtr> RedirectFollower::Follow(const std::vector<std::string_view>& a
                                      " (" + std::string(text) + ")");
     }
     if (Clock::now() >= deadline) break;
-    Result<ReplyPtr> next = Status::IoError("not sent");
+    ReplyPtr next;
+    Status sent;
     if (again) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       std::this_thread::sleep_for(std::min(wait, left));
       wait = std::min(wait * 2, kLongestWait);
-      next = owner_->Exchange(argv);
+      sent = owner_->Exchange(argv, &next);
       where = owner_->at_.Describe();
     } else if (redirect->ask) {
-      next = AskAt(*redirect, argv);
+      sent = AskAt(*redirect, argv, &next);
       where = ask_at_.Describe();
     } else {
       // The owner's Discovery took the new owner from the reply (it saw it
       // in RoundTrip) and dropped the connection: this reconnects there.
-      next = owner_->Exchange(argv);
+      sent = owner_->Exchange(argv, &next);
       where = owner_->at_.Describe();
     }
-    if (!next.ok()) return next.status();
-    reply = std::move(*next);
+    if (!sent.ok()) return sent;
+    reply = std::move(next);
   }
   if (reply->type != REDIS_REPLY_ERROR) return reply;
   std::string_view text = View(reply.get());
@@ -68,8 +69,8 @@ Result<ReplyPtr> RedirectFollower::Follow(const std::vector<std::string_view>& a
                            std::to_string(owner_->options_.command_timeout.count()) + " ms");
 }
 
-Result<ReplyPtr> RedirectFollower::AskAt(const Redirect& ask,
-                                         const std::vector<std::string_view>& argv) {
+Status RedirectFollower::AskAt(const Redirect& ask, const std::vector<std::string_view>& argv,
+                               ReplyPtr* reply) {
   Endpoint to{ask.host.empty() ? owner_->at_.host : ask.host, ask.port, {}};
   if (ask_ == nullptr || ask_at_.host != to.host || ask_at_.port != to.port) {
     // A plain connection to the target: this one command is sent there
@@ -90,7 +91,8 @@ Result<ReplyPtr> RedirectFollower::AskAt(const Redirect& ask,
     return replies.status().WithContext("ASK to " + to.Describe() + " for slot " +
                                         std::to_string(ask.slot));
   }
-  return std::move((*replies)[1]);
+  *reply = std::move((*replies)[1]);
+  return Status::OK();
 }
 
 }  // namespace reliableq::redis

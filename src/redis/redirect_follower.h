@@ -44,8 +44,8 @@ class RedirectFollower {
   Result<ReplyPtr> Follow(const std::vector<std::string_view>& argv, ReplyPtr reply);
 
  private:
-  // ASKING + argv on the node `ask` names: the command's reply.
-  Result<ReplyPtr> AskAt(const Redirect& ask, const std::vector<std::string_view>& argv);
+  // ASKING + argv on the node `ask` names: the command's reply in *reply.
+  Status AskAt(const Redirect& ask, const std::vector<std::string_view>& argv, ReplyPtr* reply);
 
   Connection* owner_;
   std::unique_ptr<Connection> ask_;  // to the target of the last ASK
