@@ -347,6 +347,11 @@ TEST_CASE("Validate refuses options a cluster connection cannot use") {
   RedisOptions o;
   o.cluster.seeds.push_back({"127.0.0.1", 7000});
   CHECK(o.Validate().message().find("needs a queue group") != std::string::npos);
+  // A connection routed by a key of its own (the directory of groups)
+  // needs no group.
+  RedisOptions routed = o;
+  routed.cluster.route_key = "reliableq:groups";
+  CHECK(routed.Validate().ok());
   o.group = "orders";
   CHECK(o.Validate().ok());
   RedisOptions with_db = o;

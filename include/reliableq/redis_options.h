@@ -131,9 +131,10 @@ struct RedisOptions {
   // are not used: every connection asks the sentinels where the master is,
   // checks ROLE after connecting, and follows the master when it moves.
   RedisSentinelOptions sentinel;
-  // Redis Cluster; on when cluster.seeds is not empty. Needs a group and db
-  // 0, and excludes Sentinel and a unix socket (Validate); the user and
-  // password are every node's, TLS goes to every node.
+  // Redis Cluster; on when cluster.seeds is not empty. Needs db 0 and a
+  // group (or a cluster.route_key), and excludes Sentinel and a unix
+  // socket (Validate); the user and password are every node's, TLS goes
+  // to every node.
   RedisClusterOptions cluster;
   // The queue group: empty for layout 1 (Sidekiq's key names, one Redis).
   // When set, the data follows layout 2 (reliableq-schema(7), "Key layout
@@ -153,7 +154,8 @@ struct RedisOptions {
 
   // kInvalidArgument with a one-line reason when these options cannot
   // work: a group with other characters than letters, digits, '_', '-',
-  // '.' or longer than kMaxGroupLength; a cluster without a group, with
+  // '.' or longer than kMaxGroupLength; a cluster without a group (unless
+  // cluster.route_key names the slot: the directory of groups), with
   // Sentinel, a unix socket or a database other than 0; a seed without a
   // host or port. Every connection checks it before connecting.
   Status Validate() const;

@@ -355,7 +355,9 @@ Status Check(const RedisOptions& options, bool need_group) {
     }
   }
   if (cluster.seeds.empty()) return Status::OK();
-  if (group.empty() && need_group) {
+  // The group picks the connection's slot; a connection routed by a key
+  // of its own (the directory of groups) needs none.
+  if (group.empty() && need_group && cluster.route_key.empty()) {
     return Status::InvalidArgument(
         "Redis Cluster needs a queue group (redis+cluster://HOST:PORT/GROUP or ?group=G)");
   }
