@@ -20,7 +20,9 @@ reshardings: `redis-cli --cluster reshard` moves the lowest slot of a
 primary, the slot of a group, keys and all, to another primary, under load.
 Before each cluster fault the cluster must be whole again.
 
-Producers push with replica acknowledgement (ClientOptions::wait_replicas
+With --backlog B each group's producers keep B jobs queued in it (the
+saturated profile's load: full fetch batches at every fault) and stop at the
+end of --duration. Producers push with replica acknowledgement (ClientOptions::wait_replicas
 --ack-replicas, WAIT within --wait-timeout): a push is confirmed when a
 replica has it. The run fails on any confirmed push that never ran and is
 not in the dead set (a loss), any run of a job nobody pushed, any duplicate
@@ -139,6 +141,9 @@ class ClusterChaos(base.Chaos):
                 if a.ack_replicas > 0:
                     argv += ['--wait-replicas', str(a.ack_replicas),
                              '--wait-timeout', str(a.wait_timeout)]
+                if a.backlog:
+                    # The producer reads its own group's queues.
+                    argv += ['--backlog', str(max(1, a.backlog // a.producers))]
                 self.producers.append((base.spawn(argv, path + '.log'), path))
                 self.producer_group[path] = group
 
@@ -332,6 +337,11 @@ class ClusterChaos(base.Chaos):
         for w in self.workers:
             if w.state == 'stopped':
                 w.resume_at = 0
+        if a.backlog:
+            # A standing backlog ends with the chaos (see the default mode).
+            for p, _ in self.producers:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
         self.log('chaos over; waiting for the producers and the queues to drain')
         drain_deadline = time.monotonic() + a.drain_timeout
         drained, quiet, last = False, 0, None
