@@ -286,7 +286,12 @@ class ClusterChaos(base.Chaos):
         for i in range(a.groups):
             primary = masters[i % len(masters)]
             slot = self.cluster.lowest_slot(primary) + i // len(masters)
-            self.groups.append(group_in_slot(slot, 'chaos%d' % i))
+            group = group_in_slot(slot, 'chaos%d' % i)
+            theirs = self.cluster.node_at(primary).call('CLUSTER', 'KEYSLOT', '{%s}' % group)
+            if theirs != slot:
+                raise RuntimeError('CRC16 of {%s}: slot %d here, %s in Redis' % (group, slot,
+                                                                                 theirs))
+            self.groups.append(group)
         self.known_masters = set(masters)
         self.log('cluster: primaries %s with a replica each (node timeout %d ms); groups %s' % (
             masters, a.node_timeout_ms,
