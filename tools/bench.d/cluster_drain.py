@@ -1,17 +1,21 @@
 """tools/bench's cluster_drain scenario: the drain of queue groups on a
 3-primary Redis Cluster against the same groups on one Redis, in one run.
 
-Both topologies are started for the scenario, on loopback TCP: a cluster of
+The topologies are started for the scenario, on loopback TCP: a cluster of
 three primaries (redis-server --cluster-enabled yes, `redis-cli --cluster
 create`, no replicas: a replica's copy of every write would cost CPU that
 the one Redis does not spend, on the same two cores, and the comparison is of
-the topology alone) and one plain redis-server. The jobs go into three queue
+the topology alone), one plain redis-server, and between them a cluster of
+one node that owns every slot (cluster_drain_one_node_cluster): what cluster
+mode costs on one server (the slot of every key, the workers' cluster
+connections), apart from what spreading the groups over three costs. The jobs go into three queue
 groups (layout 2), one in a slot of each primary, on both: only where the
 groups live differs. Each run pushes N NoopJob spread over the groups
 (`reliableq-bench push` with the group's URL), then starts one `reliableq
 worker` per group (the same -c in both), and polls every group's queue and
-working lists until they are empty. The runs alternate cluster / one Redis,
---repeat times; the median run of each is reported.
+working lists until they are empty. The runs alternate (three primaries,
+one node, one Redis, then back), --repeat times; the median run of each is
+reported.
 
 Figures: jobs/s; Redis CPU per job (INFO cpu, user + sys, summed over the
 primaries), from the first poll that sees a queue shorter than before to
@@ -170,13 +174,22 @@ class Topology:
     """The servers of one side and, for each group, its URL and the port of
     the server that holds it."""
 
-    def __init__(self, workdir, cluster):
-        self.cluster = cluster
+    def __init__(self, workdir, primaries):
+        """`primaries`: 3 (a cluster of three), 1 (a cluster of one node
+        that owns every slot) or 0 (a plain redis-server)."""
+        self.cluster = primaries > 0
+        self.name = {3: "cluster", 1: "one_node_cluster", 0: "one_redis"}[primaries]
         self.servers = []
         try:
-            if cluster:
+            if primaries == 3:
                 self.servers = [Server(workdir, "cluster-%d" % i, True) for i in range(3)]
                 self._create()
+            elif primaries == 1:
+                self.servers = [Server(workdir, "one-node-cluster", True)]
+                conn = Conn(self.servers[0].port)
+                conn.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+                conn.close()
+                self._wait_ok()
             else:
                 self.servers = [Server(workdir, "one-redis", False)]
         except BaseException:
@@ -191,6 +204,9 @@ class Topology:
                               stderr=subprocess.STDOUT, text=True, timeout=60)
         if done.returncode != 0:
             raise BenchError("redis-cli --cluster create failed: %s" % done.stdout[-1000:])
+        self._wait_ok()
+
+    def _wait_ok(self):
         deadline = time.monotonic() + 30
         while True:
             states = []
@@ -224,7 +240,7 @@ class Topology:
                     raise BenchError("CRC16 of %s: %d here, %d in Redis" % (g, key_slot(g), slot))
                 groups[g] = next(int(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
             conn.close()
-            if len(set(groups.values())) != GROUPS:
+            if len(set(groups.values())) != len(self.servers):
                 raise BenchError("the groups %s are not on three primaries" % groups)
         else:
             for g in groups:
@@ -266,7 +282,7 @@ def drain_once(bench, topo, jobs_per_group, concurrency):
         for g in topo.groups:
             runner.logs += 1
             path = os.path.join(runner.workdir, "worker-%d-%s-%s.log" % (
-                runner.logs, "cluster" if topo.cluster else "one", g))
+                runner.logs, topo.name, g))
             log_file = open(path, "ab")
             command = runner.reliableq_worker(concurrency, ((QUEUE, 0),),
                                               ["--redis", topo.url(g)])
@@ -360,14 +376,16 @@ def run(bench):
     concurrency = 8
     sides = {}
     try:
-        bench.step("cluster_drain: starting a 3-primary cluster and one Redis on loopback TCP")
-        sides["cluster"] = Topology(bench.runner.workdir, True)
-        sides["one_redis"] = Topology(bench.runner.workdir, False)
+        bench.step("cluster_drain: starting a 3-primary cluster, a one-node cluster and one "
+                   "Redis on loopback TCP")
+        for primaries in (3, 1, 0):
+            topo = Topology(bench.runner.workdir, primaries)
+            sides[topo.name] = topo
         log("bench: groups %s" % ", ".join("%s (slot %d, port %d)" % (g, key_slot(g), p)
                                           for g, p in sides["cluster"].groups.items()))
-        runs = {"cluster": [], "one_redis": []}
+        runs = {name: [] for name in sides}
         for i in range(bench.args.repeat):
-            order = ["cluster", "one_redis"] if i % 2 == 0 else ["one_redis", "cluster"]
+            order = list(sides) if i % 2 == 0 else list(reversed(sides))
             for side in order:
                 bench.step("cluster_drain (%s, run %d of %d): %d NoopJob in each of %d groups, "
                            "a `reliableq worker -c %d` per group" % (
@@ -378,15 +396,18 @@ def run(bench):
         for topo in sides.values():
             topo.stop()
     one = median_run(runs["one_redis"])
-    clu = median_run(runs["cluster"])
     common = {"groups": GROUPS, "workers": GROUPS, "concurrency": concurrency}
     bench.emit(dict(scenario="cluster_drain_one_redis", system=bench.system,
                     topology="one Redis, layout 2", **common, **one))
-    ratios = {}
-    for field, name in (("jobs_per_sec", "ratio_vs_one_redis"),
-                        ("redis_cpu_us_per_job", "redis_cpu_ratio_vs_one_redis"),
-                        ("worker_cpu_us_per_job", "worker_cpu_ratio_vs_one_redis")):
-        # None when the reference measured no CPU at all (a run too short).
-        ratios[name] = round(clu[field] / one[field], 3) if one[field] else None
-    bench.emit(dict(scenario="cluster_drain", system=bench.system,
-                    topology="3 primaries, no replicas", **common, **clu, **ratios))
+    for name, topology in (("one_node_cluster", "a one-node cluster (every slot)"),
+                           ("cluster", "3 primaries, no replicas")):
+        run = median_run(runs[name])
+        ratios = {}
+        for field, ratio in (("jobs_per_sec", "ratio_vs_one_redis"),
+                             ("redis_cpu_us_per_job", "redis_cpu_ratio_vs_one_redis"),
+                             ("worker_cpu_us_per_job", "worker_cpu_ratio_vs_one_redis")):
+            # None when the reference measured no CPU at all (a run too short).
+            ratios[ratio] = round(run[field] / one[field], 3) if one[field] else None
+        scenario = "cluster_drain" if name == "cluster" else "cluster_drain_" + name
+        bench.emit(dict(scenario=scenario, system=bench.system, topology=topology, **common,
+                        **run, **ratios))
