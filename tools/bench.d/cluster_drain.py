@@ -28,7 +28,6 @@ slot.
 """
 
 import os
-import statistics
 import socket
 import subprocess
 import time
