@@ -32,7 +32,9 @@ happen. A duplicate is explained by the default mode's causes (kill, crash,
 zombie, TERM, a process declared dead, a retry), or by a failover whose
 window (from a second before the kill until --failover-slack seconds after
 the promotion) the earlier run overlaps: its fetch or its ack, written to
-the old primary, was not yet on the replica that took over. A reshard
+the old primary, was not yet on the replica that took over. Every worker
+of a group that lived through a failover or reshard of its slot must run a
+job after it (it followed the slot by itself), or the run fails. A reshard
 explains nothing by itself (a command that meets a moving slot is refused
 or redirected, and did not run); a process declared dead during one is
 reported as such.
@@ -527,6 +529,7 @@ class ClusterChaos(base.Chaos):
                 log = next((w.log_path for w in self.workers if w.pid == e['pid']), '?')
                 self.problems.append('worker %d exited by itself with status %s (see %s)'
                                      % (e['pid'], e['detail'], log))
+        self.check_following(attempts)
         kinds = [e['kind'] for e in self.events]
         failovers = [f for f in self.faults if f['kind'] == 'failover']
         reshards = [f for f in self.faults if f['kind'] == 'reshard']
@@ -545,10 +548,12 @@ class ClusterChaos(base.Chaos):
             'primaries': a.primaries,
             'failovers': [{'group': f['group'], 'unplanned': f['unplanned'],
                            'promotion_s': round(f['promoted_at'] - f['kill_at'], 2)
-                           if 'promoted_at' in f else None} for f in failovers],
+                           if 'promoted_at' in f else None,
+                           'workers_back_s': f.get('workers_back_s')} for f in failovers],
             'reshards': [{'group': f['group'], 'slot': f['slot'], 'keys': f['keys'],
                           'seconds': round(f['end_at'] - f['start_at'], 2)
-                          if 'end_at' in f else None} for f in reshards],
+                          if 'end_at' in f else None,
+                          'workers_back_s': f.get('workers_back_s')} for f in reshards],
             'confirmed': len(confirmed),
             'confirmed_as': confirmed_as,
             'lost': len(lost),
@@ -590,6 +595,40 @@ class ClusterChaos(base.Chaos):
         return report
 
 
+    def check_following(self, attempts):
+        """Every worker of a group that lived through a planned failover or a
+        reshard of its slot must run a job after it (it found the slot's new
+        primary by itself); sets workers_back_s, the slowest one's first
+        start after the fault began."""
+        started = {e['pid']: e['at'] for e in self.events if e['kind'] == 'start'}
+        ended = {e['pid']: e['at'] for e in self.events
+                 if e['kind'] in ('kill', 'exit', 'term_exit', 'term')}
+        starts = {}
+        for at in attempts:
+            starts.setdefault(at['pid'], []).append(at['start'])
+        for f in self.faults:
+            if f['group'] is None or f.get('unplanned'):
+                continue
+            began = f['kill_at'] if f['kind'] == 'failover' else f['start_at']
+            over = f.get('promoted_at', f.get('end_at'))
+            if over is None:
+                continue
+            backs = []
+            for w in self.workers:
+                if self.worker_group.get(w.pid) != f['group'] or \
+                        started.get(w.pid, float('inf')) > began or \
+                        ended.get(w.pid, float('inf')) < over + self.args.failover_slack:
+                    continue  # not in the group, or did not live through it
+                after = [t for t in starts.get(w.pid, []) if t > over]
+                if after:
+                    backs.append(min(after) - began)
+                else:
+                    self.problems.append('worker %d of group %s ran no job after the %s of '
+                                         'its slot (see %s)' % (w.pid, f['group'], f['kind'],
+                                                                w.log_path))
+            f['workers_back_s'] = round(max(backs), 2) if backs else None
+
+
 def print_report(report, details, work):
     r = report
     print()
@@ -597,11 +636,14 @@ def print_report(report, details, work):
     print('groups:                   %s' % ', '.join('%s (slot %d)' % kv
                                                      for kv in r['groups'].items()))
     for f in r['failovers']:
-        print('failover:                 group %s, replica promoted after %s s%s' % (
-            f['group'], f['promotion_s'], ' (by the cluster itself)' if f['unplanned'] else ''))
+        print('failover:                 group %s, replica promoted after %s s%s; its workers '
+              'ran jobs again %s s after the kill' % (
+                  f['group'], f['promotion_s'],
+                  ' (by the cluster itself)' if f['unplanned'] else '', f['workers_back_s']))
     for f in r['reshards']:
-        print('reshard:                  group %s, slot %d, %d keys, %s s' % (
-            f['group'], f['slot'], f['keys'], f['seconds']))
+        print('reshard:                  group %s, slot %d, %d keys, %s s; its workers ran '
+              'jobs again %s s after it began' % (f['group'], f['slot'], f['keys'],
+                                                   f['seconds'], f['workers_back_s']))
     print('worker faults:            %d kills, %d crashes, %d zombies, %d terms' % (
         r['worker_kills'], r['worker_crashes'], r['zombies'], r['terms']))
     print('confirmed (%s):  %d; lost among them: %d %s' % (
