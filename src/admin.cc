@@ -166,13 +166,13 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
 Result<Stats> AdminImpl::GetStats() {
   const std::string registry = keys_.Registry();
   Result<std::vector<redis::ReplyPtr>> first = redis_->Pipeline({
-      {"GET", Keys::kProcessed},
-      {"GET", Keys::kFailed},
-      {"SMEMBERS", Keys::kQueues},
-      {"ZCARD", Keys::kSchedule},
-      {"ZCARD", Keys::kRetry},
-      {"ZCARD", Keys::kDead},
-      {"SMEMBERS", Keys::kProcesses},
+      {"GET", keys_.Processed()},
+      {"GET", keys_.Failed()},
+      {"SMEMBERS", keys_.Queues()},
+      {"ZCARD", keys_.Schedule()},
+      {"ZCARD", keys_.Retry()},
+      {"ZCARD", keys_.Dead()},
+      {"SMEMBERS", keys_.Processes()},
       {"HGETALL", registry},
       {"GET", keys_.StatExpired()},
   });
@@ -216,12 +216,12 @@ Result<Stats> AdminImpl::GetStats() {
   std::deque<std::string> names;
   std::vector<redis::Argv> commands;
   for (const std::string& queue : queues) {
-    const std::string& key = names.emplace_back(Keys::Queue(queue));
+    const std::string& key = names.emplace_back(keys_.Queue(queue));
     commands.push_back({"LLEN", key});
     commands.push_back({"LRANGE", key, "-1", "-1"});
   }
   for (const std::string& identity : processes) {
-    commands.push_back({"HGET", names.emplace_back(Keys::Process(identity)), "busy"});
+    commands.push_back({"HGET", names.emplace_back(keys_.Process(identity)), "busy"});
   }
   for (const std::string& key : working) commands.push_back({"LLEN", key});
   Result<std::vector<redis::ReplyPtr>> second = redis_->Pipeline(commands);
@@ -276,15 +276,15 @@ Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64
   // The dead set is shown latest death first, the others next due first.
   std::string_view command = set == JobSet::kDead ? "ZREVRANGE" : "ZRANGE";
   Result<redis::ReplyPtr> reply =
-      redis_->Command({command, JobSetKey(set), start, stop, "WITHSCORES"});
-  if (!reply.ok()) return reply.status().WithContext("reading " + std::string(JobSetKey(set)));
+      redis_->Command({command, SetKey(set), start, stop, "WITHSCORES"});
+  if (!reply.ok()) return reply.status().WithContext("reading " + std::string(SetKey(set)));
   return EntriesOf(reply->get());
 }
 
 Result<SetListing> AdminImpl::List(JobSet set, int64_t limit) {
   if (limit < 0) return Status::InvalidArgument("the limit must be 0 (all) or more");
-  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", JobSetKey(set)});
-  if (!size.ok()) return size.status().WithContext("reading " + std::string(JobSetKey(set)));
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", SetKey(set)});
+  if (!size.ok()) return size.status().WithContext("reading " + std::string(SetKey(set)));
   Result<std::vector<SetEntry>> entries = Range(set, 0, limit);
   if (!entries.ok()) return entries.status();
   SetListing listing;
@@ -305,11 +305,11 @@ Result<SetEntry> AdminImpl::Find(JobSet set, std::string_view jid) {
   std::vector<SetEntry> found;
   for (int round = 0;; ++round) {
     if (round == kMaxScanRounds) {
-      return Status::Timeout("searching " + std::string(JobSetKey(set)) + " did not finish");
+      return Status::Timeout("searching " + std::string(SetKey(set)) + " did not finish");
     }
     Result<redis::ReplyPtr> reply =
-        redis_->Command({"ZSCAN", JobSetKey(set), cursor, "MATCH", pattern, "COUNT", kScanCount});
-    if (!reply.ok()) return reply.status().WithContext("searching " + std::string(JobSetKey(set)));
+        redis_->Command({"ZSCAN", SetKey(set), cursor, "MATCH", pattern, "COUNT", kScanCount});
+    if (!reply.ok()) return reply.status().WithContext("searching " + std::string(SetKey(set)));
     const redisReply* r = reply->get();
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
@@ -325,7 +325,7 @@ Result<SetEntry> AdminImpl::Find(JobSet set, std::string_view jid) {
   }
   if (found.empty()) {
     return Status::NotFound("no job with jid " + std::string(jid) + " in " +
-                            std::string(JobSetKey(set)));
+                            std::string(SetKey(set)));
   }
   auto first = std::min_element(found.begin(), found.end(), [](const auto& a, const auto& b) {
     return std::tie(a.score, a.payload) < std::tie(b.score, b.payload);
@@ -338,7 +338,7 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::PushNow(JobSet set,
   std::vector<QueuedMember> moves;
   moves.reserve(entries.size());
   for (const SetEntry& entry : entries) moves.push_back({TargetQueue(entry), entry.payload});
-  ScriptCall call = RetryNowCall(JobSetKey(set), clock_->Now(), set != JobSet::kScheduled,
+  ScriptCall call = RetryNowCall(keys_, SetKey(set), clock_->Now(), set != JobSet::kScheduled,
                                  std::move(moves));
   Result<redis::ReplyPtr> reply = redis_->Eval(call);
   if (!reply.ok()) return reply.status().WithContext("retry_now.lua");
@@ -350,7 +350,7 @@ Result<SetEntry> AdminImpl::RetryNow(JobSet set, std::string_view jid) {
   if (!entry.ok()) return entry.status();
   if (!entry->valid) {
     return Status::Corruption("the entry with jid " + std::string(jid) + " in " +
-                              std::string(JobSetKey(set)) +
+                              std::string(SetKey(set)) +
                               " is not a job (it needs a string class and an array args); "
                               "it stays where it is");
   }
@@ -361,8 +361,8 @@ Result<SetEntry> AdminImpl::RetryNow(JobSet set, std::string_view jid) {
 }
 
 Result<BulkResult> AdminImpl::RetryAll(JobSet set) {
-  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", JobSetKey(set)});
-  if (!size.ok()) return size.status().WithContext("reading " + std::string(JobSetKey(set)));
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", SetKey(set)});
+  if (!size.ok()) return size.status().WithContext("reading " + std::string(SetKey(set)));
   BulkResult result;
   // Entries that are not jobs stay in the set, in front of the ones not yet
   // read: the next page starts after them. Each page is one more step
@@ -394,8 +394,8 @@ Result<BulkResult> AdminImpl::RetryAll(JobSet set) {
 Result<SetEntry> AdminImpl::Delete(JobSet set, std::string_view jid) {
   Result<SetEntry> entry = Find(set, jid);
   if (!entry.ok()) return entry.status();
-  Result<redis::ReplyPtr> removed = redis_->Command({"ZREM", JobSetKey(set), entry->payload});
-  if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(JobSetKey(set)));
+  Result<redis::ReplyPtr> removed = redis_->Command({"ZREM", SetKey(set), entry->payload});
+  if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(SetKey(set)));
   if ((*removed)->integer != 1) return Status::NotFound(GoneMessage(set, jid));
   return entry;
 }
@@ -403,14 +403,14 @@ Result<SetEntry> AdminImpl::Delete(JobSet set, std::string_view jid) {
 Result<int64_t> AdminImpl::DeleteAll(JobSet set) {
   // UNLINK, as Sidekiq's SortedSet#clear: a large set is freed off Redis's
   // main thread.
-  Result<std::pair<int64_t, int64_t>> cleared = Clear(JobSetKey(set), "");
+  Result<std::pair<int64_t, int64_t>> cleared = Clear(SetKey(set), "");
   if (!cleared.ok()) return cleared.status();
   return cleared->first;
 }
 
 Result<std::pair<int64_t, int64_t>> AdminImpl::Clear(std::string_view key,
                                                      std::string_view queue) {
-  Result<redis::ReplyPtr> reply = redis_->Eval(ClearCall(key, queue));
+  Result<redis::ReplyPtr> reply = redis_->Eval(ClearCall(keys_, key, queue));
   if (!reply.ok()) return reply.status().WithContext("clearing " + std::string(key));
   return MoveCounts(reply->get(), "clear.lua");
 }
@@ -422,7 +422,7 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(JobSet from,
   payloads.reserve(entries.size());
   for (const SetEntry& entry : entries) payloads.push_back(entry.payload);
   Result<redis::ReplyPtr> reply = redis_->Eval(
-      KillCall(clock_->Now(), limits, std::move(payloads), JobSetKey(from)));
+      KillCall(keys_, clock_->Now(), limits, std::move(payloads), SetKey(from)));
   if (!reply.ok()) return reply.status().WithContext("kill.lua");
   return MoveCounts(reply->get(), "kill.lua");
 }
@@ -447,7 +447,7 @@ Result<SetEntry> AdminImpl::Kill(std::string_view jid, const DeadSetLimits& limi
 
 Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
   if (Status s = CheckLimits(limits); !s.ok()) return s;
-  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", Keys::kRetry});
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", keys_.Retry()});
   if (!size.ok()) return size.status().WithContext("reading retry");
   BulkResult result;
   for (int64_t read = 0; read < (*size)->integer;) {
@@ -463,14 +463,14 @@ Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
 }
 
 Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
-  Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", Keys::kQueues});
+  Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", keys_.Queues()});
   if (!members.ok()) return members.status().WithContext("reading queues");
   std::vector<std::string> names = StringArray(members->get());
   std::sort(names.begin(), names.end());
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
   for (const std::string& name : names) {
-    const std::string& key = keys.emplace_back(Keys::Queue(name));
+    const std::string& key = keys.emplace_back(keys_.Queue(name));
     commands.push_back({"LLEN", key});
     commands.push_back({"LRANGE", key, "-1", "-1"});
   }
@@ -499,7 +499,7 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
 
 Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
   if (name.empty()) return Status::InvalidArgument("the queue name is empty");
-  std::string key = Keys::Queue(name);
+  std::string key = keys_.Queue(name);
   // Sidekiq's Queue#clear, with the size read in the same step.
   Result<std::pair<int64_t, int64_t>> cleared = Clear(key, name);
   if (!cleared.ok()) return cleared.status();
@@ -514,23 +514,26 @@ Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
 std::string_view JobSetKey(JobSet set) {
   switch (set) {
     case JobSet::kScheduled:
-      return Keys::kSchedule;
+      return "schedule";
     case JobSet::kRetry:
-      return Keys::kRetry;
+      return "retry";
     case JobSet::kDead:
-      return Keys::kDead;
+      return "dead";
   }
-  return Keys::kRetry;
+  return "retry";
 }
 
 Admin::~Admin() = default;
 
 Result<std::unique_ptr<Admin>> Admin::Open(const RedisOptions& options, AdminOptions admin_options) {
+  if (Status s = CheckKeyLayout(admin_options.prefix, options.group); !s.ok()) return s;
   Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(options);
   if (!redis.ok()) return redis.status();
   Status s = (*redis)->LoadScripts();
   if (!s.ok()) return s;
-  return std::unique_ptr<Admin>(new admin_internal::AdminImpl(std::move(redis.value()), std::move(admin_options)));
+  Keys keys = Keys::For(admin_options.prefix, options);
+  return std::unique_ptr<Admin>(new admin_internal::AdminImpl(
+      std::move(redis.value()), std::move(keys), std::move(admin_options)));
 }
 
 }  // namespace reliableq

@@ -48,9 +48,11 @@ Status CheckLimits(const DeadSetLimits& limits);
 
 class AdminImpl final : public Admin {
  public:
-  AdminImpl(std::unique_ptr<redis::Connection> redis, AdminOptions options)
+  // `keys`: the prefix of `options` and the group of the Redis options.
+  AdminImpl(std::unique_ptr<redis::Connection> redis, Keys keys, AdminOptions options)
       : redis_(std::move(redis)),
-        keys_(std::move(options.prefix)),
+        keys_(std::move(keys)),
+        set_keys_{keys_.Schedule(), keys_.Retry(), keys_.Dead()},
         clock_(options.clock ? std::move(options.clock) : SystemClock()) {}
 
   Result<Stats> GetStats() override;
@@ -111,8 +113,15 @@ class AdminImpl final : public Admin {
   Status Apply(JobSet set, SetAction action, std::vector<SetEntry> entries,
                const DeadSetLimits& limits, ActionResult* result);
 
+  // The key of `set` (JobSetKey is its name; the key carries the group's
+  // prefix in layout 2).
+  const std::string& SetKey(JobSet set) const {
+    return set_keys_[set == JobSet::kScheduled ? 0 : set == JobSet::kRetry ? 1 : 2];
+  }
+
   std::unique_ptr<redis::Connection> redis_;
   Keys keys_;
+  const std::string set_keys_[3];  // schedule, retry, dead
   std::shared_ptr<const Clock> clock_;
 };
 

@@ -125,7 +125,7 @@ Result<SetListing> AdminImpl::ListPage(JobSet set, int64_t offset, int64_t limit
   if (offset < 0 || limit < 0) {
     return Status::InvalidArgument("the offset and the limit must not be negative");
   }
-  std::string key(JobSetKey(set));
+  std::string key(SetKey(set));
   std::string start = std::to_string(offset);
   std::string stop = limit > 0 ? std::to_string(offset + limit - 1) : "-1";
   std::string_view range = set == JobSet::kDead ? "ZREVRANGE" : "ZRANGE";
@@ -142,15 +142,15 @@ Result<SetListing> AdminImpl::ListPage(JobSet set, int64_t offset, int64_t limit
 Result<SetEntry> AdminImpl::FindAt(JobSet set, const EntryRef& ref) {
   std::string score = ScoreText(ref.score);
   Result<redis::ReplyPtr> reply =
-      redis_->Command({"ZRANGEBYSCORE", JobSetKey(set), score, score, "WITHSCORES"});
-  if (!reply.ok()) return reply.status().WithContext("reading " + std::string(JobSetKey(set)));
+      redis_->Command({"ZRANGEBYSCORE", SetKey(set), score, score, "WITHSCORES"});
+  if (!reply.ok()) return reply.status().WithContext("reading " + std::string(SetKey(set)));
   std::optional<SetEntry> best;
   for (SetEntry& entry : EntriesOf(reply->get())) {
     if (entry.jid != ref.jid) continue;
     if (!best || entry.payload < best->payload) best = std::move(entry);
   }
   if (!best) {
-    return Status::NotFound("no entry " + ref.ToString() + " in " + std::string(JobSetKey(set)));
+    return Status::NotFound("no entry " + ref.ToString() + " in " + std::string(SetKey(set)));
   }
   return std::move(*best);
 }
@@ -169,10 +169,10 @@ Status AdminImpl::Apply(JobSet set, SetAction action, std::vector<SetEntry> entr
         entries.begin() + static_cast<std::ptrdiff_t>(std::min(entries.size(), at + kBulkBatch)));
     std::pair<int64_t, int64_t> counts;
     if (action == SetAction::kDelete) {
-      redis::Argv zrem = {"ZREM", JobSetKey(set)};
+      redis::Argv zrem = {"ZREM", SetKey(set)};
       for (const SetEntry& e : batch) zrem.push_back(e.payload);
       Result<redis::ReplyPtr> removed = redis_->Command(zrem);
-      if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(JobSetKey(set)));
+      if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(SetKey(set)));
       counts = {(*removed)->integer, static_cast<int64_t>(batch.size()) - (*removed)->integer};
     } else {
       Result<std::pair<int64_t, int64_t>> moved = action == SetAction::kRetry
@@ -202,10 +202,10 @@ Result<ActionResult> AdminImpl::ActOn(JobSet set, SetAction action,
   std::vector<redis::Argv> commands;
   for (const EntryRef& ref : refs) {
     const std::string& score = scores.emplace_back(ScoreText(ref.score));
-    commands.push_back({"ZRANGEBYSCORE", JobSetKey(set), score, score, "WITHSCORES"});
+    commands.push_back({"ZRANGEBYSCORE", SetKey(set), score, score, "WITHSCORES"});
   }
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (Status s = Failed(replies, commands, "reading " + std::string(JobSetKey(set))); !s.ok()) {
+  if (Status s = Failed(replies, commands, "reading " + std::string(SetKey(set))); !s.ok()) {
     return s;
   }
   std::vector<SetEntry> found;
@@ -249,8 +249,8 @@ Result<ActionResult> AdminImpl::ActOnAll(JobSet set, SetAction action,
   }
   if (set == JobSet::kDead) return Status::InvalidArgument("dead entries cannot be killed");
   if (Status s = CheckLimits(limits); !s.ok()) return s;
-  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", JobSetKey(set)});
-  if (!size.ok()) return size.status().WithContext("reading " + std::string(JobSetKey(set)));
+  Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", SetKey(set)});
+  if (!size.ok()) return size.status().WithContext("reading " + std::string(SetKey(set)));
   // As KillAll: every page starts at the front, which the last one emptied;
   // bounded by the size the set had at the start.
   for (int64_t read = 0; read < (*size)->integer;) {
@@ -270,7 +270,7 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
     return Status::InvalidArgument("the offset and the limit must not be negative");
   }
   if (name.empty()) return Status::InvalidArgument("the queue name is empty");
-  std::string key = Keys::Queue(name);
+  std::string key = keys_.Queue(name);
   std::string start = std::to_string(offset);
   std::string stop = limit > 0 ? std::to_string(offset + limit - 1) : "-1";
   std::string paused_key = keys_.Paused();
@@ -296,7 +296,7 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
 }
 
 Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
-  Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", Keys::kProcesses});
+  Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", keys_.Processes()});
   if (!members.ok()) return members.status().WithContext("reading processes");
   std::vector<std::string> identities = StringArray(members->get());
   std::sort(identities.begin(), identities.end());
@@ -304,7 +304,7 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
   std::vector<redis::Argv> commands;
   for (const std::string& identity : identities) {
     commands.push_back({"HMGET", identity, "info", "busy", "beat", "quiet", "rss"});
-    commands.push_back({"HGETALL", keys.emplace_back(Keys::Work(identity))});
+    commands.push_back({"HGETALL", keys.emplace_back(keys_.Work(identity))});
     commands.push_back({"PTTL", keys.emplace_back(keys_.Heartbeat(identity))});
   }
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
@@ -349,12 +349,12 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
 }
 
 Status AdminImpl::SignalProcess(std::string_view identity, ProcessSignal signal) {
-  Result<redis::ReplyPtr> member = redis_->Command({"SISMEMBER", Keys::kProcesses, identity});
+  Result<redis::ReplyPtr> member = redis_->Command({"SISMEMBER", keys_.Processes(), identity});
   if (!member.ok()) return member.status().WithContext("reading processes");
   if ((*member)->integer != 1) {
     return Status::NotFound("no process " + std::string(identity) + " in processes");
   }
-  std::string key = Keys::Signals(identity);
+  std::string key = keys_.Signals(identity);
   std::string_view name = signal == ProcessSignal::kQuiet ? "TSTP" : "TERM";
   // As Sidekiq::Process#signal: the list outlives no process by more than
   // a minute.

@@ -16,6 +16,7 @@
 
 #include "job_codec.h"
 #include "job_flow.h"
+#include "client_options.h"
 #include "keys.h"
 #include "redis/connection.h"
 #include "redis/errors.h"
@@ -183,7 +184,7 @@ class ClientImpl : public Client {
       : connection_(std::move(connection)),
         spool_(std::move(spool)),
         options_(std::move(options)),
-        keys_(options_.prefix),
+        keys_(Keys::For(options_.prefix, connection_->options())),
         clock_(options_.clock ? options_.clock : SystemClock()),
         wait_wire_(WaitWire(options_)) {}
 
@@ -205,7 +206,7 @@ class ClientImpl : public Client {
     Attempt attempt = Run(&pending);
     return Spooling(
         FromAttempt(
-            attempt, [&] { return "push to " + Keys::Queue(encoded->queue); },
+            attempt, [&] { return "push to " + keys_.Queue(encoded->queue); },
             std::move(encoded->jid)),
         std::move(spooled));
   }
@@ -601,33 +602,13 @@ class ClientImpl : public Client {
   std::vector<redis::ReplyPtr> replies_;
 };
 
-// Checks wait_replicas and wait_timeout, and returns `options` with the
-// command timeout lengthened by wait_timeout when the client waits for
-// replicas: a round trip's last reply, WAIT's, may come that much later
-// than the replies before it, and the connection takes a reply that is
-// later than its command timeout for a broken Redis.
-Result<RedisOptions> WaitOptions(const RedisOptions& options, const ClientOptions& client) {
-  if (client.wait_replicas < 0) {
-    return Status::InvalidArgument("wait_replicas is " + std::to_string(client.wait_replicas) +
-                                   ": it must be 0 (off) or the number of replicas to wait for");
-  }
-  if (client.wait_timeout.count() <= 0) {
-    return Status::InvalidArgument("wait_timeout is " +
-                                   std::to_string(client.wait_timeout.count()) +
-                                   " ms: it must be more than 0 (WAIT 0 would wait forever)");
-  }
-  RedisOptions out = options;
-  if (client.wait_replicas > 0) out.command_timeout += client.wait_timeout;
-  return out;
-}
-
 }  // namespace
 
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
                                              ClientOptions client_options) {
-  Result<RedisOptions> connection_options = WaitOptions(options, client_options);
+  Result<RedisOptions> connection_options = ClientConnectionOptions(options, client_options);
   if (!connection_options.ok()) return connection_options.status();
   std::unique_ptr<spool::ClientSpool> spool;
   if (!client_options.spool_dir.empty()) {

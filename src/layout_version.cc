@@ -13,8 +13,9 @@ constexpr size_t kShownChars = 40;
 
 }  // namespace
 
-Status CheckLayout(const std::optional<std::string>& recorded, std::string_view key) {
-  const std::string ours = std::to_string(kLayoutVersion);
+Status CheckLayout(const std::optional<std::string>& recorded, std::string_view key,
+                   int layout) {
+  const std::string ours = std::to_string(layout);
   std::string held = recorded.value_or("1");
   if (held == ours) return Status::OK();
   bool cut = held.size() > kShownChars;
@@ -26,8 +27,13 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
     message = std::string(key) + " is missing (layout 1); this reliableq runs layout " + ours;
   } else if (!held.empty() && held.size() <= 18 &&
              held.find_first_not_of("0123456789") == std::string::npos &&
-             std::stoll(held) > kLayoutVersion) {
+             std::stoll(held) > kNewestLayout) {
     message += ": the data was migrated for a newer release; upgrade this process";
+  } else if (held == std::to_string(kLayoutSidekiq) || held == std::to_string(kLayoutGroups)) {
+    // Both layouts are this build's: the keys of one deployment were met by
+    // the prefix and group of another (a layout-1 prefix with braces).
+    message += ": these keys belong to a layout-" + held +
+               " deployment; check the prefix and the queue group";
   } else {
     message += ": no release of reliableq wrote that; restore the key or ask who changed it";
   }
@@ -36,7 +42,7 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
 
 Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
   const std::string key = keys.Schema();
-  const std::string ours = std::to_string(kLayoutVersion);
+  const std::string ours = std::to_string(keys.layout());
   std::vector<redis::Argv> commands;
   if (record) commands.push_back({"SET", key, ours, "NX"});
   commands.push_back({"GET", key});
@@ -48,7 +54,7 @@ Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
   }
   std::optional<std::string> recorded;
   if (got->type == REDIS_REPLY_STRING) recorded = std::string(redis::View(got));
-  return CheckLayout(recorded, key);
+  return CheckLayout(recorded, key, keys.layout());
 }
 
 }  // namespace reliableq

@@ -11,11 +11,12 @@ namespace {
 // Appends, for each member, the index in KEYS of its queue (adding the
 // queue's key the first time; 0 for a member that is not a job), the queue's
 // name and the member: the shape promote.lua and retry_now.lua share.
-void AddQueuedMembers(size_t fixed_keys, std::vector<QueuedMember> members, ScriptCall* call) {
+void AddQueuedMembers(const Keys& keys, size_t fixed_keys, std::vector<QueuedMember> members,
+                      ScriptCall* call) {
   for (QueuedMember& m : members) {
     size_t index = 0;
     if (!m.queue.empty()) {
-      std::string key = Keys::Queue(m.queue);
+      std::string key = keys.Queue(m.queue);
       auto begin = call->keys.begin() + static_cast<std::ptrdiff_t>(fixed_keys);
       auto found = std::find(begin, call->keys.end(), key);
       index = static_cast<size_t>(found - call->keys.begin()) + 1;
@@ -32,13 +33,13 @@ std::string Count(int64_t n) { return std::to_string(n); }
 }  // namespace
 
 ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
-  ScriptCall call{ScriptId::kPush, {std::string(Keys::kQueues)}, {keys.WakeQueue("")}};
+  ScriptCall call{ScriptId::kPush, {keys.Queues()}, {keys.WakeQueue("")}};
   size_t args = 1;
   for (const QueuePush& push : pushes) args += 2 + push.payloads.size();
   call.keys.reserve(1 + pushes.size());
   call.args.reserve(args);
   for (QueuePush& push : pushes) {
-    call.keys.push_back(Keys::Queue(push.queue));
+    call.keys.push_back(keys.Queue(push.queue));
     call.args.emplace_back(push.queue);
     call.args.push_back(std::to_string(push.payloads.size()));
     // LPUSH puts its last argument leftmost; the first given must be taken
@@ -50,7 +51,7 @@ ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
 
 ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
   return ScriptCall{ScriptId::kSchedule,
-                    {std::string(Keys::kSchedule)},
+                    {keys.Schedule()},
                     {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
@@ -59,14 +60,14 @@ ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::st
                           std::string payload) {
   if (at) {
     return ScriptCall{ScriptId::kPushUnique,
-                      {std::string(unique_key), std::string(Keys::kQueues),
-                       std::string(Keys::kSchedule)},
+                      {std::string(unique_key), keys.Queues(),
+                       keys.Schedule()},
                       {"at", std::string(jid), Count(ttl_millis), std::move(payload),
                        FormatEpoch(*at), keys.WakeScheduled()}};
   }
   return ScriptCall{
       ScriptId::kPushUnique,
-      {std::string(unique_key), std::string(Keys::kQueues), Keys::Queue(queue)},
+      {std::string(unique_key), keys.Queues(), keys.Queue(queue)},
       {"now", std::string(jid), Count(ttl_millis), std::move(payload), std::string(queue),
        keys.WakeQueue(queue)}};
 }
@@ -99,9 +100,9 @@ ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_v
 
 ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields) {
   ScriptCall call{ScriptId::kHeartbeat,
-                  {keys.Heartbeat(identity), keys.Registry(), std::string(Keys::kProcesses),
-                   Keys::Process(identity), Keys::Work(identity), Keys::Workers(identity),
-                   Keys::Signals(identity)},
+                  {keys.Heartbeat(identity), keys.Registry(), keys.Processes(),
+                   keys.Process(identity), keys.Work(identity), keys.Workers(identity),
+                   keys.Signals(identity)},
                   {std::string(identity), Count(fields.ttl_millis),
                    std::move(fields.registry_entry), std::move(fields.info),
                    std::to_string(fields.busy), FormatEpoch(fields.now),
@@ -116,8 +117,8 @@ ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields
 ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                       const std::vector<std::string>& queues, bool force) {
   ScriptCall call{ScriptId::kForget,
-                  {keys.Heartbeat(identity), keys.Registry(), std::string(Keys::kProcesses),
-                   Keys::Process(identity), Keys::Work(identity), Keys::Workers(identity)},
+                  {keys.Heartbeat(identity), keys.Registry(), keys.Processes(),
+                   keys.Process(identity), keys.Work(identity), keys.Workers(identity)},
                   {std::string(identity), force ? "1" : "0"}};
   for (const std::string& queue : queues) call.keys.push_back(keys.Working(identity, queue));
   return call;
@@ -131,31 +132,30 @@ ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_
                      std::string(run_id)}};
 }
 
-ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,
+ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const DeadSetLimits& limits,
                     std::string_view wake_channel) {
   std::string date = UtcDate(now);
-  std::string_view target = job.mode == FailMode::kRetry ? Keys::kRetry : Keys::kDead;
+  std::string target = job.mode == FailMode::kRetry ? keys.Retry() : keys.Dead();
   const char* mode = job.mode == FailMode::kRetry  ? "retry"
                      : job.mode == FailMode::kDead ? "dead"
                                                    : "drop";
   std::string now_text = FormatEpoch(now);
   return ScriptCall{
       ScriptId::kFail,
-      {std::string(job.working_key), std::string(target), std::string(Keys::kProcessed),
-       std::string(Keys::kProcessed) + ":" + date, std::string(Keys::kFailed),
-       std::string(Keys::kFailed) + ":" + date},
+      {std::string(job.working_key), std::move(target), keys.Processed(), keys.Processed(date),
+       keys.Failed(), keys.Failed(date)},
       {std::string(job.original), std::string(job.updated),
        job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
        Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1",
        std::string(wake_channel)}};
 }
 
-ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,
+ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,
                        std::vector<std::string> listed) {
   ScriptCall call{ScriptId::kRequeue,
-                  {std::string(working_key), Keys::Queue(queue), std::string(Keys::kDead),
-                   std::string(Keys::kQueues)},
+                  {std::string(working_key), keys.Queue(queue), keys.Dead(),
+                   keys.Queues()},
                   {mode == RequeueMode::kKeep ? "keep" : "interrupt",
                    std::to_string(max_interruptions), FormatEpoch(now), Count(limits.max_jobs),
                    Count(limits.timeout.count()), std::string(queue)}};
@@ -167,43 +167,43 @@ ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, Req
 ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
                        const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
   return ScriptCall{ScriptId::kRecover,
-                    {keys.Heartbeat(identity), keys.Working(identity, queue), Keys::Queue(queue),
-                     std::string(Keys::kDead), std::string(Keys::kQueues)},
+                    {keys.Heartbeat(identity), keys.Working(identity, queue), keys.Queue(queue),
+                     keys.Dead(), keys.Queues()},
                     {std::to_string(batch.max_interruptions), FormatEpoch(now), Count(batch.limit),
                      batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
                      Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
 }
 
-ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
+ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
                        std::string_view wake_prefix, std::vector<QueuedMember> members) {
   ScriptCall call{ScriptId::kPromote,
-                  {std::string(set), std::string(Keys::kQueues), std::string(Keys::kDead)},
+                  {std::string(set), keys.Queues(), keys.Dead()},
                   {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
                    std::string(wake_prefix)}};
-  AddQueuedMembers(3, std::move(members), &call);
+  AddQueuedMembers(keys, 3, std::move(members), &call);
   return call;
 }
 
-ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
+ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
                         std::vector<QueuedMember> entries) {
   ScriptCall call{ScriptId::kRetryNow,
-                  {std::string(set), std::string(Keys::kQueues)},
+                  {std::string(set), keys.Queues()},
                   {FormatEpoch(now), decrement_retry ? "1" : "0"}};
-  AddQueuedMembers(2, std::move(entries), &call);
+  AddQueuedMembers(keys, 2, std::move(entries), &call);
   return call;
 }
 
-ScriptCall ClearCall(std::string_view key, std::string_view queue) {
+ScriptCall ClearCall(const Keys& keys, std::string_view key, std::string_view queue) {
   if (queue.empty()) return ScriptCall{ScriptId::kClear, {std::string(key)}, {"zset"}};
   return ScriptCall{ScriptId::kClear,
-                    {std::string(key), std::string(Keys::kQueues)},
+                    {std::string(key), keys.Queues()},
                     {"list", std::string(queue)}};
 }
 
-ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries,
-                    std::string_view from) {
+ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, std::vector<std::string> entries,
+                    std::optional<std::string_view> from) {
   ScriptCall call{ScriptId::kKill,
-                  {std::string(from), std::string(Keys::kDead)},
+                  {from ? std::string(*from) : keys.Retry(), keys.Dead()},
                   {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
   for (std::string& entry : entries) call.args.push_back(std::move(entry));
   return call;
@@ -216,7 +216,7 @@ ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
   return ScriptCall{ScriptId::kLimitAcquire,
                     {std::string(working_key), keys.Limit(limit.name),
                      keys.LimitStarts(limit.name), keys.LimitWaiting(limit.name),
-                     std::string(Keys::kSchedule)},
+                     keys.Schedule()},
                     {std::move(payload), std::string(holder), now ? FormatEpoch(*now) : "",
                      std::to_string(limit.concurrency), std::to_string(limit.rate),
                      FormatEpoch(limit.period_seconds), FormatEpoch(jitter_seconds),
@@ -227,9 +227,9 @@ ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
                             std::vector<std::string> holders, double now) {
   ScriptCall call{ScriptId::kLimitRelease,
                   {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
-                   std::string(Keys::kQueues), std::string(Keys::kDead)},
+                   keys.Queues(), keys.Dead()},
                   {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
-                   Keys::Queue("")}};
+                   keys.Queue("")}};
   for (std::string& holder : holders) call.args.push_back(std::move(holder));
   return call;
 }
@@ -238,9 +238,9 @@ ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
                          const std::vector<std::string>& identities, double now) {
   ScriptCall call{ScriptId::kLimitReap,
                   {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
-                   std::string(Keys::kQueues), std::string(Keys::kDead)},
+                   keys.Queues(), keys.Dead()},
                   {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
-                   keys.Heartbeat(""), Keys::Queue("")}};
+                   keys.Heartbeat(""), keys.Queue("")}};
   for (const std::string& identity : identities) call.keys.push_back(keys.Heartbeat(identity));
   return call;
 }
@@ -252,7 +252,7 @@ std::string LimitHolder(uint64_t n, std::string_view identity) {
 ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
   return ScriptCall{ScriptId::kPeriodic,
                     {keys.PeriodicJob(tick.name), keys.PeriodicTicks(tick.name),
-                     std::string(Keys::kQueues), Keys::Queue(tick.queue)},
+                     keys.Queues(), keys.Queue(tick.queue)},
                     {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
                      tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue),
                      std::string(tick.queue), std::move(tick.payload), std::string(tick.jid),

@@ -104,12 +104,12 @@ struct FailedJob {
 // time there when the job becomes the earliest member of retry, so that
 // sleeping pollers wake at its time. Empty: no message (the pollers' fallback
 // reads still find it).
-ScriptCall FailCall(const FailedJob& job, double now, const DeadSetLimits& limits,
+ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const DeadSetLimits& limits,
                     std::string_view wake_channel = {});
 
 // requeue.lua: a live process gives back one working list.
 enum class RequeueMode { kKeep, kInterrupt };
-ScriptCall RequeueCall(std::string_view working_key, std::string_view queue, RequeueMode mode,
+ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,
                        std::vector<std::string> listed);
 
@@ -133,22 +133,23 @@ struct QueuedMember {
 
 // promote.lua: due members of `set` (schedule or retry) to their queues; a
 // queue found empty is announced on `wake_prefix` + its name (empty: not).
-ScriptCall PromoteCall(std::string_view set, double now, const DeadSetLimits& limits,
+ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
                        std::string_view wake_prefix, std::vector<QueuedMember> members);
 
 // retry_now.lua: entries of `set` to their queues now; `decrement_retry`
 // for Sidekiq's "Retry now" (retry_count - 1).
-ScriptCall RetryNowCall(std::string_view set, double now, bool decrement_retry,
+ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
                         std::vector<QueuedMember> entries);
 
 // clear.lua: deletes a whole job set (`queue` empty: `key` is a ZSET), or
 // the queue `queue` (`key` is its LIST) and its name in `queues`.
-ScriptCall ClearCall(std::string_view key, std::string_view queue);
+ScriptCall ClearCall(const Keys& keys, std::string_view key, std::string_view queue);
 
-// kill.lua: entries of `from` (retry, or schedule for the dashboard's kill of
+// kill.lua: entries of `from` (keys.Retry() when not given, or schedule for the dashboard's kill of
 // a scheduled job) to dead.
-ScriptCall KillCall(double now, const DeadSetLimits& limits, std::vector<std::string> entries,
-                    std::string_view from = Keys::kRetry);
+ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits,
+                    std::vector<std::string> entries,
+                    std::optional<std::string_view> from = std::nullopt);
 
 // limit_acquire.lua: the job `payload`, fetched into `working_key`, takes
 // a slot of limiter `limit` as `holder` ("<n>@<identity>"), or is parked.

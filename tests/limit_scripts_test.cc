@@ -52,11 +52,11 @@ struct LimitFixture : RedisFixture {
   // Where each of jobs 1..n is: exactly one place each.
   void CheckEachOnce(int n) {
     std::vector<std::string> all;
-    for (const std::string& key : {kWorking, Keys::Queue("default"), keys.LimitWaiting("mail")}) {
+    for (const std::string& key : {kWorking, Keys().Queue("default"), keys.LimitWaiting("mail")}) {
       for (std::string& p : LRange(key)) all.push_back(std::move(p));
     }
-    for (std::string& p : ZRange(std::string(Keys::kSchedule))) all.push_back(std::move(p));
-    for (std::string& p : ZRange(std::string(Keys::kDead))) all.push_back(std::move(p));
+    for (std::string& p : ZRange(std::string(Keys().Schedule()))) all.push_back(std::move(p));
+    for (std::string& p : ZRange(std::string(Keys().Dead()))) all.push_back(std::move(p));
     for (int i = 1; i <= n; ++i) {
       CAPTURE(i);
       CHECK(std::count(all.begin(), all.end(), Job(i)) == 1);
@@ -83,20 +83,20 @@ TEST_CASE_FIXTURE(LimitFixture, "release frees slots and moves waiting jobs to t
   Acquire(2, "2@me");
   Acquire(3, "3@me");
   Acquire(4, "4@me");
-  Run({"LPUSH", Keys::Queue("default"), Job(5)});
+  Run({"LPUSH", Keys().Queue("default"), Job(5)});
   Run({"LREM", kWorking, "0", Job(1)});  // job 1 acked
   CHECK(Answer(LimitReleaseCall(keys, terms, {"1@me"}, kNow)) ==
         std::vector<std::string>{"1", "1"});
   // Job 3 (parked first) is taken next: at the RIGHT end, before job 5.
-  CHECK(LRange(Keys::Queue("default")) == std::vector<std::string>{Job(5), Job(3)});
+  CHECK(LRange(Keys().Queue("default")) == std::vector<std::string>{Job(5), Job(3)});
   CHECK(LRange(keys.LimitWaiting("mail")) == std::vector<std::string>{Job(4)});
-  CHECK(SMembers(std::string(Keys::kQueues)) == std::vector<std::string>{"default"});
+  CHECK(SMembers(std::string(Keys().Queues())) == std::vector<std::string>{"default"});
   // Given back twice: frees nothing and moves nothing more.
   CHECK(Answer(LimitReleaseCall(keys, terms, {"1@me"}, kNow)) ==
         std::vector<std::string>{"0", "0"});
   CHECK(Integer({"HLEN", keys.Limit("mail")}) == 1);
-  Run({"LPUSH", Keys::Queue("default"), Job(1)});  // keeps the count of places exact
-  Run({"LPOP", Keys::Queue("default")});
+  Run({"LPUSH", Keys().Queue("default"), Job(1)});  // keeps the count of places exact
+  Run({"LPOP", Keys().Queue("default")});
   CHECK(LRange(keys.LimitWaiting("mail")).size() == 1);
 }
 
@@ -121,7 +121,7 @@ TEST_CASE_FIXTURE(LimitFixture, "a full rate window schedules the job when the w
   REQUIRE(parked.size() == 2);
   CHECK(parked[0] == "scheduled");
   CHECK(parked[1] == "1700000110.250000");  // the oldest start + the period
-  CHECK(ZRangeWithScores(std::string(Keys::kSchedule)) ==
+  CHECK(ZRangeWithScores(std::string(Keys().Schedule())) ==
         std::vector<std::pair<std::string, double>>{{Job(3), kNow + 10}});
   CHECK(Integer({"ZCARD", keys.LimitStarts("mail")}) == 2);
   CHECK(Integer({"PTTL", keys.LimitStarts("mail")}) > 0);
@@ -146,7 +146,7 @@ TEST_CASE_FIXTURE(LimitFixture, "reap frees the slots of processes without a hea
         std::vector<std::string>{"2", "1"});
   CHECK(Integer({"HLEN", keys.Limit("mail")}) == 1);
   CHECK(HGet(keys.Limit("mail"), "1@alive") == "1");
-  CHECK(LRange(Keys::Queue("default")) == std::vector<std::string>{Job(1)});
+  CHECK(LRange(Keys().Queue("default")) == std::vector<std::string>{Job(1)});
   // A holder of a process not listed is left alone.
   Run({"HSET", keys.Limit("mail"), "4@unlisted", "1"});
   CHECK(Answer(LimitReapCall(keys, terms, {"alive"}, kNow)) == std::vector<std::string>{"0", "0"});
@@ -159,9 +159,9 @@ TEST_CASE_FIXTURE(LimitFixture, "a parked payload without a plain queue goes dea
   Run({"RPUSH", keys.LimitWaiting("mail"), Job(1, "broken")});
   Run({"RPUSH", keys.LimitWaiting("mail"), Job(2)});
   CHECK(Answer(LimitReapCall(keys, terms, {}, kNow)) == std::vector<std::string>{"0", "1"});
-  CHECK(ZRange(std::string(Keys::kDead)) ==
+  CHECK(ZRange(std::string(Keys().Dead())) ==
         std::vector<std::string>{Job(1, "broken"), R"({"class":"Mailer"})"});
-  CHECK(LRange(Keys::Queue("default")) == std::vector<std::string>{Job(2)});
+  CHECK(LRange(Keys().Queue("default")) == std::vector<std::string>{Job(2)});
   CHECK(Get("queue:broken") == "x");
 }
 
@@ -169,7 +169,7 @@ TEST_CASE_FIXTURE(LimitFixture, "a key of the wrong type makes each limit script
   Run({"LPUSH", kWorking, Job(1)});
   Run({"RPUSH", keys.LimitWaiting("mail"), Job(2)});
   for (const std::string& key : {keys.Limit("mail"), keys.LimitStarts("mail"),
-                                 keys.LimitWaiting("mail"), std::string(Keys::kSchedule)}) {
+                                 keys.LimitWaiting("mail"), std::string(Keys().Schedule())}) {
     CAPTURE(key);
     std::string saved = key + ":saved";
     redis().Command({"RENAME", key, saved});  // fails when absent

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -211,4 +212,23 @@ TEST_CASE_FIXTURE(LimitWorkerFixture, "a refused acquire is tried again, not lef
   Run({"DEL", keys_.LimitWaiting("RecordJob")});
   REQUIRE(WaitUntil(ran, 10s));
   CHECK(WaitUntil([&] { return Integer({"HLEN", keys_.Limit("RecordJob")}) == 0; }, 5s));
+}
+
+TEST_CASE_FIXTURE(LimitWorkerFixture, "jobs of classes no limit names run untouched beside a limit") {
+  // A worker with a limit fetches unlimited jobs in the same batches as
+  // limited ones; each must reach its handler with its payload whole (an
+  // empty payload would send it to dead as "not a job").
+  constexpr int kJobs = 20;
+  StartWorker({"-c", "4", "--limit", "slow=concurrency=1,classes=SlowJob"});
+  Push("RecordJob", "[\"x\"]", kJobs);
+  REQUIRE_MESSAGE(WaitUntil(
+                      [&] {
+                        std::ifstream in(dir_ + "/runs");
+                        return std::count(std::istreambuf_iterator<char>(in),
+                                          std::istreambuf_iterator<char>(), '\n') == kJobs;
+                      },
+                      20s),
+                  "dead: " << Integer({"ZCARD", keys_.Dead()}));
+  CHECK(Integer({"ZCARD", keys_.Dead()}) == 0);
+  CHECK(Integer({"ZCARD", keys_.Retry()}) == 0);
 }

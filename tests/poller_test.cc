@@ -94,7 +94,7 @@ class PollerFixture : public RedisFixture {
     redis::AsyncConnection& connection = Connect();
     pollers_.push_back(std::make_unique<Poller>(
         *loop_, connection, interval, DeadSetLimits{10000, std::chrono::seconds(3600)},
-        Keys().WakeQueue(""), clock, log_));
+        Keys(), clock, log_));
     return *pollers_.back();
   }
   Poller& MakePoller(milliseconds interval) { return MakePoller(interval, *system_clock_); }
@@ -187,10 +187,10 @@ TEST_CASE_FIXTURE(PollerFixture, "a member due in 200 ms moves at its time, not 
 TEST_CASE_FIXTURE(PollerFixture, "a member added before the head and nudged moves at its own time") {
   Poller& poller = MakePoller(kLongFallback);
   double late = NowSeconds() + 2.5;
-  ZAdd(Keys::kSchedule, late, Member("late"));
+  ZAdd(Keys().Schedule(), late, Member("late"));
   StartAndSettle(poller);  // it read the head and sleeps until `late`
   double early = NowSeconds() + 0.3;
-  ZAdd(Keys::kRetry, early, Member("early"));
+  ZAdd(Keys().Retry(), early, Member("early"));
 
   SUBCASE("Nudge: it reads the heads again") { poller.Nudge(); }
   SUBCASE("NudgeAt: it wakes at the score given") { poller.NudgeAt(early); }
@@ -210,7 +210,7 @@ TEST_CASE_FIXTURE(PollerFixture, "a member added before the head and nudged move
 TEST_CASE_FIXTURE(PollerFixture, "a NudgeAt later than the planned wake-up changes nothing") {
   Poller& poller = MakePoller(kLongFallback);
   double first = NowSeconds() + 0.3;
-  ZAdd(Keys::kSchedule, first, Member("first"));
+  ZAdd(Keys().Schedule(), first, Member("first"));
   StartAndSettle(poller);
   poller.NudgeAt(first + 100);
   std::optional<double> at = WaitPromoted("first", milliseconds(2000));
@@ -221,10 +221,10 @@ TEST_CASE_FIXTURE(PollerFixture, "a NudgeAt later than the planned wake-up chang
 TEST_CASE_FIXTURE(PollerFixture, "without a signal the fallback read finds a member before the head") {
   // A Ruby client's ZADD without keyspace notifications: nobody nudges.
   Poller& poller = MakePoller(kShortFallback);
-  ZAdd(Keys::kSchedule, NowSeconds() + 60, Member("far"));
+  ZAdd(Keys().Schedule(), NowSeconds() + 60, Member("far"));
   StartAndSettle(poller);
   double due = NowSeconds() + 0.05;
-  ZAdd(Keys::kSchedule, due, Member("unannounced"));
+  ZAdd(Keys().Schedule(), due, Member("unannounced"));
   // Sleeping until the head would take a minute; the fallback wait is at
   // most 300 ms.
   std::optional<double> at = WaitPromoted("unannounced", milliseconds(3000));
@@ -238,7 +238,7 @@ TEST_CASE_FIXTURE(PollerFixture, "a wall-clock step never makes it sleep past th
   Poller& poller = MakePoller(kShortFallback, clock);
 
   SUBCASE("forward: a member an hour away becomes due at once") {
-    ZAdd(Keys::kSchedule, clock.Now() + 3600, Member("hour"));
+    ZAdd(Keys().Schedule(), clock.Now() + 3600, Member("hour"));
     poller.Start();
     RunFor(milliseconds(100));
     CHECK(LRange("queue:q").empty());
@@ -247,7 +247,7 @@ TEST_CASE_FIXTURE(PollerFixture, "a wall-clock step never makes it sleep past th
   }
   SUBCASE("back: once the clock is right again, the member moves") {
     double due = clock.Now() + 0.5;
-    ZAdd(Keys::kSchedule, due, Member("soon"));
+    ZAdd(Keys().Schedule(), due, Member("soon"));
     poller.Start();
     RunFor(milliseconds(50));
     clock.Advance(-std::chrono::seconds(3600));
@@ -275,7 +275,7 @@ TEST_CASE_FIXTURE(PollerFixture, "a burst of nudges costs one head read and one 
 
 TEST_CASE_FIXTURE(PollerFixture, "a failing promote backs off to the fallback instead of retrying") {
   Run({"SET", "queue:q", "not a list"});  // promote.lua refuses: WRONGTYPE
-  ZAdd(Keys::kSchedule, NowSeconds() - 1, Member("stuck"));
+  ZAdd(Keys().Schedule(), NowSeconds() - 1, Member("stuck"));
   Poller& poller = MakePoller(kLongFallback);
   Run({"CONFIG", "RESETSTAT"});
   poller.Start();
@@ -298,16 +298,16 @@ TEST_CASE_FIXTURE(PollerFixture, "a backlog moves batch after batch, each member
   Strings jids;
   for (int i = 0; i < 250; ++i) {
     jids.push_back("r" + std::to_string(i));
-    ZAdd(Keys::kRetry, now - 1 + i * 1e-3, Member(jids.back()));
+    ZAdd(Keys().Retry(), now - 1 + i * 1e-3, Member(jids.back()));
   }
   for (int i = 0; i < 120; ++i) {
     jids.push_back("s" + std::to_string(i));
-    ZAdd(Keys::kSchedule, now - 1 + i * 1e-3, Member(jids.back()));
+    ZAdd(Keys().Schedule(), now - 1 + i * 1e-3, Member(jids.back()));
   }
   // And a herd: both wake at the time of one more, due shortly.
   double due = NowSeconds() + 0.3;
   jids.push_back("herd");
-  ZAdd(Keys::kSchedule, due, Member("herd"));
+  ZAdd(Keys().Schedule(), due, Member("herd"));
   Poller& a = MakePoller(kLongFallback);
   Poller& b = MakePoller(kLongFallback);
   a.Start();

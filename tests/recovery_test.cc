@@ -205,11 +205,11 @@ TEST_CASE_FIXTURE(RecoveryFixture, "a process whose key has the wrong type does 
 TEST_CASE_FIXTURE(RecoveryFixture, "a pass moves nothing when Redis records another key layout") {
   Cluster();
   auto admin = OpenAdmin();
-  Run({"SET", keys.Schema(), "2"});
+  Run({"SET", keys.Schema(), "3"});
   auto report = admin->Recover({});
   REQUIRE_FALSE(report.ok());
   CHECK(report.status().code() == Status::Code::kInvalidArgument);
-  CHECK(report.status().message().find("layout '2' at reliableq:schema") != std::string::npos);
+  CHECK(report.status().message().find("layout '3' at reliableq:schema") != std::string::npos);
   CHECK(report.status().message().find("upgrade this process") != std::string::npos);
   CHECK(LRange(keys.Working(kDead1, "critical")) == Strings{Job("c2"), Job("c1")});
   CHECK(HGet(keys.Registry(), kDead1) == Entry(kDead1, {"critical", "default"}));

@@ -56,11 +56,11 @@ TEST_CASE("the probe records this build's key layout, and refuses another one") 
   REQUIRE(redis.ok());
   auto recorded = (*redis)->Command({"GET", "rq:schema"});
   REQUIRE(recorded.ok());
-  CHECK(redis::View(recorded->get()) == std::to_string(kLayoutVersion));
+  CHECK(redis::View(recorded->get()) == "1");
   // Idempotent: the next process finds its own layout.
   CHECK(ProbeRedis(server.Options(), keys, log).ok());
 
-  for (const char* other : {"2", "0", "banana\nFAKE", ""}) {
+  for (const char* other : {"2", "3", "0", "banana\nFAKE", ""}) {
     CAPTURE(other);
     REQUIRE((*redis)->Command({"SET", "rq:schema", other}).ok());
     auto refused = ProbeRedis(server.Options(), keys, log);
@@ -70,14 +70,42 @@ TEST_CASE("the probe records this build's key layout, and refuses another one") 
     CHECK(message.find("at rq:schema; this reliableq runs layout 1") != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
     CHECK((message.find("upgrade this process") != std::string::npos) ==
+          (std::string(other) == "3"));
+    CHECK((message.find("layout-2 deployment") != std::string::npos) ==
           (std::string(other) == "2"));
   }
   // Another prefix is another deployment, with its own record.
   CHECK(ProbeRedis(server.Options(), Keys("other:"), log).ok());
 }
 
+TEST_CASE("a group records layout 2 in its own keyspace, beside layout 1's record") {
+  RedisServer server;
+  Logger log(LogLevel::kError, [](LogLevel, std::string_view) {});
+  auto redis = redis::Connection::Open(server.Options());
+  REQUIRE(redis.ok());
+  REQUIRE(ProbeRedis(server.Options(), Keys("rq:"), log).ok());
+  REQUIRE(ProbeRedis(server.Options(), Keys("rq:", "eu"), log).ok());
+  CHECK(redis::View((*redis)->Command({"GET", "rq:schema"})->get()) == "1");
+  CHECK(redis::View((*redis)->Command({"GET", "rq:{eu}:schema"})->get()) == "2");
+  // A layout-1 prefix that spells the group's keyspace meets a layout-2
+  // record, and the other way round: both refused, naming the record.
+  auto clash = ProbeRedis(server.Options(), Keys("rq:{eu}:"), log);
+  REQUIRE_FALSE(clash.ok());
+  CHECK(clash.status().message().find("at rq:{eu}:schema; this reliableq runs layout 1: these "
+                                      "keys belong to a layout-2 deployment") != std::string::npos);
+  REQUIRE((*redis)->Command({"SET", "rq:{us}:schema", "1"}).ok());
+  auto other = ProbeRedis(server.Options(), Keys("rq:", "us"), log);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.status().message().find("this reliableq runs layout 2") != std::string::npos);
+}
+
 TEST_CASE("CheckLayout names what Redis holds, escaped and cut short") {
   CHECK(CheckLayout(std::string("1"), "k").ok());
+  CHECK(CheckLayout(std::string("2"), "k", kLayoutGroups).ok());
+  CHECK_FALSE(CheckLayout(std::string("1"), "k", kLayoutGroups).ok());
+  // A group's record is written before anything else of the group: none is
+  // layout 1 (or keys of a layout-1 prefix), not this group's.
+  CHECK_FALSE(CheckLayout(std::nullopt, "k", kLayoutGroups).ok());
   // No record: the data of releases before the record, layout 1.
   CHECK(CheckLayout(std::nullopt, "k").ok());
   Status long_one = CheckLayout(std::string(100, '9'), "k");

@@ -404,12 +404,12 @@ struct BeatKeyNames {
   Keys keys;
   std::string heartbeat = keys.Heartbeat(kId);
   std::string registry = keys.Registry();
-  std::string process = Keys::Process(kId);
-  std::string work = Keys::Work(kId);
-  std::string workers = Keys::Workers(kId);
-  std::string signals = Keys::Signals(kId);
+  std::string process = Keys().Process(kId);
+  std::string work = Keys().Work(kId);
+  std::string workers = Keys().Workers(kId);
+  std::string signals = Keys().Signals(kId);
   redis::Argv Argv() const {
-    return {heartbeat, registry, Keys::kProcesses, process, work, workers, signals};
+    return {heartbeat, registry, Keys().Processes(), process, work, workers, signals};
   }
 };
 const BeatKeyNames kBeat;
@@ -421,7 +421,7 @@ TEST_CASE_FIXTURE(ScriptFixture, "heartbeat writes every key and field with its 
   const std::string info = R"({"hostname":"host","pid":123})";
   const std::string w1 = R"({"queue":"a","payload":"{\"class\":\"A\"}","run_at":1700000000})";
   const std::string w2 = R"({"queue":"b","payload":"{}","run_at":1700000001})";
-  Run({"HSET", Keys::Work(kId), "stale", "x"});
+  Run({"HSET", Keys().Work(kId), "stale", "x"});
 
   Strings got = Eval(ScriptId::kHeartbeat, kBeat.Argv(),
                      {kId, "30000", entry, info, "2", "1700000100.5", "false", "1024", "250",
@@ -442,7 +442,7 @@ TEST_CASE_FIXTURE(ScriptFixture, "heartbeat writes every key and field with its 
   CHECK(Integer({"HLEN", kId}) == 6);
   CHECK(Ttl(kId) >= 59);
   CHECK(Ttl(kId) <= 60);
-  for (const std::string& key : {Keys::Work(kId), Keys::Workers(kId)}) {
+  for (const std::string& key : {Keys().Work(kId), Keys().Workers(kId)}) {
     CAPTURE(key);
     CHECK(Integer({"HLEN", key}) == 2);  // "stale" is gone
     CHECK(HGet(key, "t1") == w1);
@@ -455,15 +455,15 @@ TEST_CASE_FIXTURE(ScriptFixture, "heartbeat writes every key and field with its 
 TEST_CASE_FIXTURE(ScriptFixture, "heartbeat reports an existing key and pops one signal") {
   redis::Argv args = {kId, "30000", "{}", "{}", "0", "1700000100.5", "true", "0", "1"};
   Eval(ScriptId::kHeartbeat, kBeat.Argv(), args);
-  Run({"LPUSH", Keys::Signals(kId), "TSTP"});
-  Run({"LPUSH", Keys::Signals(kId), "TERM"});
-  Run({"HSET", Keys::Workers(kId), "old", "x"});
+  Run({"LPUSH", Keys().Signals(kId), "TSTP"});
+  Run({"LPUSH", Keys().Signals(kId), "TERM"});
+  Run({"HSET", Keys().Workers(kId), "old", "x"});
   CHECK(Eval(ScriptId::kHeartbeat, kBeat.Argv(), args) == Strings{"1", "TSTP"});
-  CHECK(LRange(Keys::Signals(kId)) == Strings{"TERM"});
+  CHECK(LRange(Keys().Signals(kId)) == Strings{"TERM"});
   CHECK(HGet(kId, "quiet") == "true");
   // No running jobs: both work hashes are gone.
-  CHECK_FALSE(Exists(Keys::Work(kId)));
-  CHECK_FALSE(Exists(Keys::Workers(kId)));
+  CHECK_FALSE(Exists(Keys().Work(kId)));
+  CHECK_FALSE(Exists(Keys().Workers(kId)));
   CHECK(Eval(ScriptId::kHeartbeat, kBeat.Argv(), args) == Strings{"1", "TERM"});
   // A janitor removed the heartbeat and the registry entry: the beat says
   // so and registers again.
@@ -873,13 +873,13 @@ struct ForgetSetup {
   Keys keys;
   std::string heartbeat = keys.Heartbeat(kId);
   std::string registry = keys.Registry();
-  std::string process = Keys::Process(kId);
-  std::string work = Keys::Work(kId);
-  std::string workers = Keys::Workers(kId);
+  std::string process = Keys().Process(kId);
+  std::string work = Keys().Work(kId);
+  std::string workers = Keys().Workers(kId);
   std::string working_a = keys.Working(kId, "a");
   std::string working_b = keys.Working(kId, "b");
   redis::Argv Keys8() const {
-    return {heartbeat, registry, Keys::kProcesses, process, work, workers, working_a, working_b};
+    return {heartbeat, registry, Keys().Processes(), process, work, workers, working_a, working_b};
   }
 };
 

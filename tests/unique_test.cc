@@ -133,7 +133,7 @@ TEST_CASE_FIXTURE(UniqueFixture, "fail releases on dead and drop, keeps on retry
     job.mode = mode;
     job.retry_at = 1700000200.0;
     Fetched(payload);
-    Eval(FailCall(job, 1700000100.25, limits));
+    Eval(FailCall(Keys(), job, 1700000100.25, limits));
   };
   Run({"SET", kKey, "j1"});
   fail(FailMode::kRetry);
@@ -207,7 +207,7 @@ TEST_CASE_FIXTURE(UniqueFixture, "fetch leaves keys alone; release_unique is com
 TEST_CASE_FIXTURE(UniqueFixture, "kill releases; recover keeps on requeue and releases on dead") {
   Run({"SET", kKey, "j1"});
   Run({"ZADD", "retry", "1", UniqueJob("j1")});
-  Eval(KillCall(1700000100.25, limits, {UniqueJob("j1")}));
+  Eval(KillCall(Keys(), 1700000100.25, limits, {UniqueJob("j1")}));
   CHECK_FALSE(Exists(kKey));
 
   const std::string work = keys.Working("h:1:abc", "default");
@@ -227,7 +227,7 @@ TEST_CASE_FIXTURE(UniqueFixture, "kill releases; recover keeps on requeue and re
 
   Run({"SET", kKey, "j1"});
   Run({"LPUSH", work, UniqueJob("j1")});
-  Eval(RequeueCall(work, "default", RequeueMode::kInterrupt, 0, 1700000100.25, limits,
+  Eval(RequeueCall(Keys(), work, "default", RequeueMode::kInterrupt, 0, 1700000100.25, limits,
                    {UniqueJob("j1")}));
   CHECK_FALSE(Exists(kKey));
 }

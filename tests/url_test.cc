@@ -244,3 +244,125 @@ TEST_CASE("bad redis+sentinel:// URLs are rejected with a reason, passwords mask
   CHECK(reliableq::RedactUrls("x redis+sentinel://h/m?sentinel_password=s3cret&db=1") ==
         "x redis+sentinel://h/m?sentinel_password=***&db=1");
 }
+
+TEST_CASE("redis+cluster:// URLs name seed nodes and the group") {
+  auto o =
+      RedisOptions::FromUrl("redis+cluster://al:p%40w@127.0.0.1:7000,node-b,[::1]:7002/orders");
+  REQUIRE(o.ok());
+  REQUIRE(o->cluster.seeds.size() == 3);
+  CHECK(o->cluster.seeds[0].host == "127.0.0.1");
+  CHECK(o->cluster.seeds[0].port == 7000);
+  CHECK(o->cluster.seeds[1].host == "node-b");
+  CHECK(o->cluster.seeds[1].port == 6379);  // Redis's default port
+  CHECK(o->cluster.seeds[2].host == "::1");
+  CHECK(o->cluster.seeds[2].port == 7002);
+  CHECK(o->cluster.route_key.empty());
+  CHECK(o->group == "orders");
+  CHECK(o->db == 0);
+  CHECK(o->username == "al");  // every node's credentials
+  CHECK(o->password == "p@w");
+  CHECK_FALSE(o->tls.enabled);
+  CHECK(o->sentinel.master_name.empty());
+  CHECK(o->Describe() == "cluster 127.0.0.1:7000, node-b:6379, [::1]:7002 group 'orders'");
+
+  auto query = RedisOptions::FromUrl("redis+cluster://127.0.0.1:7000,127.0.0.1:7001?group=a_b-c.9");
+  REQUIRE(query.ok());
+  CHECK(query->group == "a_b-c.9");
+  CHECK(query->Describe() == "cluster 127.0.0.1:7000, 127.0.0.1:7001 group 'a_b-c.9'");
+  // The path and the parameter may both say it, if they agree.
+  auto both = RedisOptions::FromUrl("redis+cluster://h/g?group=g");
+  REQUIRE(both.ok());
+  CHECK(both->group == "g");
+
+  auto tls = RedisOptions::FromUrl("rediss+cluster://h:7000/orders");
+  REQUIRE(tls.ok());
+  CHECK(tls->tls.enabled);
+  CHECK(tls->Describe() == "cluster h:7000 (TLS) group 'orders'");
+}
+
+TEST_CASE("group= is accepted on every URL form and shown by Describe") {
+  auto tcp = RedisOptions::FromUrl("redis://h:7000/2?group=orders");
+  REQUIRE(tcp.ok());
+  CHECK(tcp->group == "orders");
+  CHECK(tcp->db == 2);
+  CHECK(tcp->Describe() == "h:7000 db 2 group 'orders'");
+  auto tls = RedisOptions::FromUrl("rediss://h?group=g1");
+  REQUIRE(tls.ok());
+  CHECK(tls->Describe() == "rediss://h:6379 db 0 group 'g1'");
+  auto unix_socket = RedisOptions::FromUrl("unix:///tmp/r.sock?db=1&group=g2");
+  REQUIRE(unix_socket.ok());
+  CHECK(unix_socket->Describe() == "unix:/tmp/r.sock db 1 group 'g2'");
+  auto sentinel = RedisOptions::FromUrl("redis+sentinel://h/m/1?group=g3");
+  REQUIRE(sentinel.ok());
+  CHECK(sentinel->Describe() == "master 'm' of sentinels h:26379 db 1 group 'g3'");
+  // Without one, layout 1: nothing shown.
+  auto plain = RedisOptions::FromUrl("redis://h");
+  REQUIRE(plain.ok());
+  CHECK(plain->group.empty());
+  CHECK(plain->Describe() == "h:6379 db 0");
+}
+
+TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
+  std::string long_group(65, 'g');
+  const std::pair<std::string, const char*> cases[] = {
+      {"redis+cluster://h:7000/orders/1", "names a group, not a database"},
+      {"redis+cluster://h:7000,/g", "no host"},
+      {"redis+cluster://h:x/g", "port must be"},
+      {"redis+cluster://h/g?bogus=1", "unknown parameter 'bogus'"},
+      {"redis+cluster://h/a?group=b", "two different groups"},
+      {"redis+cluster://h/a{b}", "the group must be"},
+      {"redis+cluster://h/a:b", "the group must be"},
+      {"redis+cluster://h/" + long_group, "the group must be 1 to 64"},
+      {"redis://h?group=a%20b", "the group must be"},
+      {"redis://h?group=", "the group must be"},
+      {"redis://h?db=1", "unknown parameter 'db'"},
+      {"unix:///s?group=a}", "the group must be"},
+      {"redis+cluster://:s3cret@h:x/g", "redis+cluster://:***@h:x/g"},
+      {"rediss+cluster://u:s3cret@h/a?group=b", "rediss+cluster://u:***@h/a?group=b"},
+  };
+  for (const auto& [url, expected] : cases) {
+    CAPTURE(url);
+    auto o = RedisOptions::FromUrl(url);
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.status().IsInvalidArgument());
+    const std::string message = o.status().ToString();
+    CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
+    CHECK_MESSAGE(message.find("s3cret") == std::string::npos, message);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  // A cluster URL may leave the group to the program (migrate --group);
+  // a connection without one is refused (Validate).
+  auto groupless = RedisOptions::FromUrl("redis+cluster://h:7000/");
+  REQUIRE(groupless.ok());
+  CHECK(groupless->group.empty());
+  CHECK(groupless->Describe() == "cluster h:7000");
+  CHECK(groupless->Validate().message().find("needs a queue group") != std::string::npos);
+  // A group of exactly 64 is fine.
+  CHECK(RedisOptions::FromUrl("redis+cluster://h/" + std::string(64, 'g')).ok());
+  CHECK(reliableq::RedactUrls("x redis+cluster://u:s3cret@h:1,h:2/g y") ==
+        "x redis+cluster://u:***@h:1,h:2/g y");
+}
+
+TEST_CASE("Validate refuses options a cluster connection cannot use") {
+  RedisOptions o;
+  o.cluster.seeds.push_back({"127.0.0.1", 7000});
+  CHECK(o.Validate().message().find("needs a queue group") != std::string::npos);
+  o.group = "orders";
+  CHECK(o.Validate().ok());
+  RedisOptions with_db = o;
+  with_db.db = 3;
+  CHECK(with_db.Validate().message().find("database 0 only") != std::string::npos);
+  RedisOptions with_unix = o;
+  with_unix.unix_path = "/tmp/r.sock";
+  CHECK(with_unix.Validate().message().find("not a unix socket") != std::string::npos);
+  RedisOptions with_sentinel = o;
+  with_sentinel.sentinel.master_name = "m";
+  CHECK(with_sentinel.Validate().message().find("exclude each other") != std::string::npos);
+  RedisOptions bad_seed = o;
+  bad_seed.cluster.seeds.push_back({"", 7001});
+  CHECK(bad_seed.Validate().IsInvalidArgument());
+  RedisOptions bad_group;
+  bad_group.group = "a b";
+  CHECK(bad_group.Validate().IsInvalidArgument());
+  CHECK(RedisOptions().Validate().ok());
+}

@@ -135,7 +135,7 @@ class WebFixture : public RedisFixture {
     w.Key("run_at");
     w.Int64(1700000050);
     w.EndObject();
-    Run({"HSET", Keys::Work(kLive), "p0", work.GetString()});
+    Run({"HSET", Keys().Work(kLive), "p0", work.GetString()});
     Keys keys;
     Run({"SET", keys.Heartbeat(kLive), "1", "PX", "30000"});
     Run({"HSET", keys.Registry(), kLive,
@@ -370,10 +370,10 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
   Start();
   CHECK(Act("/api/processes/quiet", std::string(R"({"identity":")") + kLive + "\"}")["signalled"]
             .GetInt64() == 1);
-  CHECK(LRange(Keys::Signals(kLive)) == std::vector<std::string>{"TSTP"});
-  CHECK(Integer({"TTL", Keys::Signals(kLive)}) > 0);
+  CHECK(LRange(Keys().Signals(kLive)) == std::vector<std::string>{"TSTP"});
+  CHECK(Integer({"TTL", Keys().Signals(kLive)}) > 0);
   CHECK(Act("/api/processes/stop", R"({"all":true})")["signalled"].GetInt64() == 1);
-  CHECK(LRange(Keys::Signals(kLive)) == std::vector<std::string>{"TERM", "TSTP"});
+  CHECK(LRange(Keys().Signals(kLive)) == std::vector<std::string>{"TERM", "TSTP"});
   Act("/api/processes/stop", R"({"identity":"nobody"})", 404);
 
   CHECK(Act("/api/queue/clear", R"({"name":"critical"})")["cleared"].GetInt64() == 1);
@@ -568,7 +568,7 @@ TEST_CASE_FIXTURE(WebFixture, "requests it must refuse without harm") {
   CHECK(named->status == 200);
   // Unknown actions and an empty identity change nothing.
   Act("/api/processes/bogus", R"({"all":true})", 404);
-  CHECK(!Exists(Keys::Signals(kLive)));
+  CHECK(!Exists(Keys().Signals(kLive)));
   Act("/api/recovery/recover", R"({"identity":""})", 400);
   CHECK(Integer({"LLEN", Keys().Working(kDeadProcess, "default")}) == 2);
   // A process record with a beat that is not a finite number.

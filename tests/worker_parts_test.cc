@@ -563,7 +563,7 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
   SUBCASE("retry: ZADD retry at retry_at") {
     job.mode = FailMode::kRetry;
     job.retry_at = kNow + 16;
-    ScriptCall call = FailCall(job, kNow, kLimits, Keys("rq:").WakeScheduled());
+    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits, Keys("rq:").WakeScheduled());
     CHECK(call.script == ScriptId::kFail);
     Strings keys = {"rq:working:h:1:x:default", "retry"};
     keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
@@ -573,13 +573,13 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
                                "1700006415.750000", "retry", kNowText, "500", "3600", "1",
                                "rq:wake:scheduled"});
     // No channel: ARGV[9] is "", and fail.lua publishes nothing.
-    call = FailCall(job, kNow, kLimits);
+    call = FailCall(Keys("rq:"), job, kNow, kLimits);
     REQUIRE(call.args.size() == 9);
     CHECK(call.args[8] == "");
   }
   SUBCASE("dead: the dead set, scored now") {
     job.mode = FailMode::kDead;
-    ScriptCall call = FailCall(job, kNow, kLimits);
+    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits);
     Strings keys = {"rq:working:h:1:x:default", "dead"};
     keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
     CHECK(call.keys == keys);
@@ -591,7 +591,7 @@ TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat k
   SUBCASE("drop, uncounted: a payload that is not a job") {
     job.mode = FailMode::kDrop;
     job.counted = false;
-    ScriptCall call = FailCall(job, kNow, kLimits);
+    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits);
     REQUIRE(call.keys.size() == 6);
     CHECK(call.keys[0] == "rq:working:h:1:x:default");
     CHECK(Strings(call.keys.begin() + 2, call.keys.end()) == stat_keys);
@@ -607,8 +607,8 @@ TEST_CASE("FailCall dates the stat keys by UTC day, across midnight") {
   job.working_key = "w";
   job.original = "o";
   job.updated = "u";
-  ScriptCall before = FailCall(job, 1700006399.999, kLimits);  // 23:59:59.999
-  ScriptCall after = FailCall(job, 1700006400.0, kLimits);     // 00:00:00
+  ScriptCall before = FailCall(Keys("rq:"), job, 1700006399.999, kLimits);  // 23:59:59.999
+  ScriptCall after = FailCall(Keys("rq:"), job, 1700006400.0, kLimits);     // 00:00:00
   CHECK(before.keys[3] == "stat:processed:2023-11-14");
   CHECK(before.keys[5] == "stat:failed:2023-11-14");
   CHECK(after.keys[3] == "stat:processed:2023-11-15");
@@ -618,13 +618,13 @@ TEST_CASE("FailCall dates the stat keys by UTC day, across midnight") {
 TEST_CASE("RequeueCall follows requeue.lua in keep and interrupt modes") {
   Strings keys = {"rq:working:h:1:x:mail", "queue:mail", "dead", "queues"};
   // The listed payloads are a multiset: a duplicate stays.
-  ScriptCall keep = RequeueCall("rq:working:h:1:x:mail", "mail", RequeueMode::kKeep, 3, kNow,
+  ScriptCall keep = RequeueCall(Keys("rq:"), "rq:working:h:1:x:mail", "mail", RequeueMode::kKeep, 3, kNow,
                                 kLimits, {"p1", "p2", "p1"});
   CHECK(keep.script == ScriptId::kRequeue);
   CHECK(keep.keys == keys);
   CHECK(keep.args == Strings{"keep", "3", kNowText, "500", "3600", "mail", "p1", "p2", "p1"});
 
-  ScriptCall interrupt = RequeueCall("rq:working:h:1:x:mail", "mail", RequeueMode::kInterrupt,
+  ScriptCall interrupt = RequeueCall(Keys("rq:"), "rq:working:h:1:x:mail", "mail", RequeueMode::kInterrupt,
                                      -1, kNow, kLimits, {});
   CHECK(interrupt.keys == keys);
   CHECK(interrupt.args == Strings{"interrupt", "-1", kNowText, "500", "3600", "mail"});
@@ -650,7 +650,7 @@ TEST_CASE("RecoverCall follows recover.lua") {
 }
 
 TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-job") {
-  ScriptCall call = PromoteCall("retry", kNow, kLimits, "rq:wake:queue:",
+  ScriptCall call = PromoteCall(Keys("rq:"), "retry", kNow, kLimits, "rq:wake:queue:",
                                 {{"a", "m1"}, {"b", "m2"}, {"a", "m3"}, {"", "not a job"}});
   CHECK(call.script == ScriptId::kPromote);
   // KEYS[4..]: the queues, each once, in first-use order.
@@ -662,7 +662,7 @@ TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-
                              "4", "a", "m3",           //
                              "0", "", "not a job"});
 
-  call = PromoteCall("schedule", kNow, kLimits, "", {});
+  call = PromoteCall(Keys("rq:"), "schedule", kNow, kLimits, "", {});
   CHECK(call.keys == Strings{"schedule", "queues", "dead"});
   CHECK(call.args == Strings{kNowText, "500", "3600", ""});
 }
@@ -684,7 +684,7 @@ TEST_CASE("a due member goes to the queue Sidekiq reads in it, or to dead when i
 }
 
 TEST_CASE("RetryNowCall gives each distinct queue one KEYS index, and 0 to a non-job") {
-  ScriptCall call = RetryNowCall("dead", kNow, true,
+  ScriptCall call = RetryNowCall(Keys("rq:"), "dead", kNow, true,
                                  {{"a", "e1"}, {"b", "e2"}, {"", "junk"}, {"b", "e3"}});
   CHECK(call.script == ScriptId::kRetryNow);
   // KEYS[3..]: the queues, each once, in first-use order.
@@ -695,13 +695,13 @@ TEST_CASE("RetryNowCall gives each distinct queue one KEYS index, and 0 to a non
                              "0", "", "junk",  //
                              "4", "b", "e3"});
 
-  call = RetryNowCall("schedule", kNow, false, {{"q", "e"}});
+  call = RetryNowCall(Keys("rq:"), "schedule", kNow, false, {{"q", "e"}});
   CHECK(call.keys == Strings{"schedule", "queues", "queue:q"});
   CHECK(call.args == Strings{kNowText, "0", "3", "q", "e"});
 }
 
 TEST_CASE("KillCall follows kill.lua") {
-  ScriptCall call = KillCall(kNow, kLimits, {"e1", "e2"});
+  ScriptCall call = KillCall(Keys("rq:"), kNow, kLimits, {"e1", "e2"});
   CHECK(call.script == ScriptId::kKill);
   CHECK(call.keys == Strings{"retry", "dead"});
   CHECK(call.args == Strings{kNowText, "500", "3600", "e1", "e2"});

@@ -134,7 +134,8 @@ enum class JobSet {
   kDead,       // `dead`: jobs that will not run again; score = time of death
 };
 
-// The Redis key of `set`: "schedule", "retry" or "dead".
+// The name of `set`: "schedule", "retry" or "dead", its Redis key in layout 1
+// (in layout 2 the key is "<prefix>{<group>}:" + the name).
 std::string_view JobSetKey(JobSet set);
 
 // One member of a job set, and what it says about its job.

@@ -11,9 +11,18 @@
 //                                                   password are the master's
 //   rediss+sentinel://...                           the same over TLS (to the
 //                                                   sentinels and the master)
+//   redis+cluster://[[user]:password@]host[:port][,host[:port]...][/GROUP]
+//                                                   Redis Cluster: any nodes of
+//                                                   it (port defaults to 6379),
+//                                                   and the queue group; user
+//                                                   and password are every
+//                                                   node's; database 0 only
+//   rediss+cluster://...                            the same over TLS (to every
+//                                                   node)
 // A sentinel URL takes the query parameters sentinel_username=U and
 // sentinel_password=P, for sentinels that require them (requirepass in
-// sentinel.conf), and sentinel_timeout=MS.
+// sentinel.conf), and sentinel_timeout=MS. Every form takes group=G, the
+// queue group (the cluster form also as its path; both must agree).
 // IPv6 hosts go in brackets: redis://[::1]:6380/2. Percent-escapes in the
 // user and password are decoded.
 //
@@ -78,11 +87,14 @@ struct RedisSentinelOptions {
 };
 
 // Redis Cluster: where to ask for the slot map. Off while seeds is empty.
-// A connection serves one hash slot, the slot of its group (below): it goes
-// to the primary that owns that slot, asks the seeds (and the nodes they
-// named) for the slot map with CLUSTER SLOTS, and follows the slot when it
-// moves (MOVED, a failover). Every key a process touches through one
-// connection is in that slot (the layout-2 key names guarantee it).
+// A connection serves one hash slot, the slot of its group (below) or of
+// route_key: it goes to the primary that owns that slot, asks the seeds
+// (and the nodes they named) for the slot map with CLUSTER SLOTS, and
+// follows the slot when it moves (MOVED, a failover, a resharding). Every
+// key a process touches through one connection is in that slot (the
+// layout-2 key names guarantee it); a key of another slot is refused by
+// the node (MOVED to another slot), never followed. Each node gets
+// connect_timeout to connect and as much to answer the lookup.
 struct RedisClusterOptions {
   struct Address {
     std::string host;
@@ -120,19 +132,31 @@ struct RedisOptions {
   // checks ROLE after connecting, and follows the master when it moves.
   RedisSentinelOptions sentinel;
   // Redis Cluster; on when cluster.seeds is not empty. Needs a group and db
-  // 0, and excludes Sentinel and a unix socket.
+  // 0, and excludes Sentinel and a unix socket (Validate); the user and
+  // password are every node's, TLS goes to every node.
   RedisClusterOptions cluster;
   // The queue group: empty for layout 1 (Sidekiq's key names, one Redis).
   // When set, the data follows layout 2 (reliableq-schema(7), "Key layout
   // for Redis Cluster"): every key, Sidekiq's included, lives under
   // "<prefix>{<group>}:", so that all of a group's keys share one hash
-  // slot. Letters, digits, '_', '-' and '.', at most 64.
+  // slot. Letters, digits, '_', '-' and '.', at most kMaxGroupLength.
   std::string group;
+  static constexpr size_t kMaxGroupLength = 64;
 
   // Parses a URL of one of the forms above. An unknown scheme, a missing
-  // host, a bad port or db, or trailing garbage is kInvalidArgument with the
-  // reason; the message shows the URL with its password masked as "***".
+  // host, a bad port or db, trailing garbage, or options Validate refuses
+  // are kInvalidArgument with the reason; the message shows the URL with
+  // its password masked as "***". A cluster URL without a group is
+  // accepted (a program may take the group from elsewhere, as `migrate
+  // --group` does); Validate, which every connection runs, refuses it.
   static Result<RedisOptions> FromUrl(std::string_view url);
+
+  // kInvalidArgument with a one-line reason when these options cannot
+  // work: a group with other characters than letters, digits, '_', '-',
+  // '.' or longer than kMaxGroupLength; a cluster without a group, with
+  // Sentinel, a unix socket or a database other than 0; a seed without a
+  // host or port. Every connection checks it before connecting.
+  Status Validate() const;
 
   // FromUrl($REDIS_URL) when REDIS_URL is set and non-empty, otherwise the
   // defaults above (127.0.0.1:6379, db 0).
@@ -140,8 +164,10 @@ struct RedisOptions {
 
   // Where this points, for messages: "127.0.0.1:6379 db 0",
   // "rediss://127.0.0.1:6380 db 0" with TLS, "unix:/tmp/redis.sock db 0", or
-  // "master 'mymaster' of sentinels 10.0.0.1:26379, 10.0.0.2:26379 db 0".
-  // Never includes the password or any TLS file.
+  // "master 'mymaster' of sentinels 10.0.0.1:26379, 10.0.0.2:26379 db 0",
+  // "cluster 127.0.0.1:7000, 127.0.0.1:7001 group 'orders'"; the others end
+  // with " group 'G'" when a group is set. Never includes the password or
+  // any TLS file.
   std::string Describe() const;
 };
 

@@ -72,12 +72,14 @@ constexpr const char kUsage[] =
     "                                [--producer client|ruby]\n"
     "                                --record FILE [--log FILE] -- WORKER COMMAND...\n"
     "       reliableq-bench http-sink\n"
-    "Common options: --prefix P (reliableq's key prefix, default reliableq:).\n";
+    "Common options: --prefix P (reliableq's key prefix, default reliableq:), --group G\n"
+    "(the queue group of the workers: layout 2).\n";
 
 // The average size of the payloads at the head of `queue` (up to 1,000),
 // so that a reference benchmark can push values of the same size.
-Result<double> AveragePayloadBytes(redis::Connection* redis, const std::string& queue) {
-  Result<redis::ReplyPtr> items = redis->Command({"LRANGE", Keys::Queue(queue), "0", "999"});
+Result<double> AveragePayloadBytes(redis::Connection* redis, const Keys& keys,
+                                   const std::string& queue) {
+  Result<redis::ReplyPtr> items = redis->Command({"LRANGE", keys.Queue(queue), "0", "999"});
   if (!items.ok()) return items.status();
   const redisReply* reply = items->get();
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0) {
@@ -232,7 +234,8 @@ int RunPush(const Flags& flags) {
   // What the jobs weigh in Redis, read back once the clock has stopped.
   Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(*options);
   if (!redis.ok()) return Fail(redis.status(), "connect");
-  Result<double> payload = AveragePayloadBytes(redis->get(), queues.front());
+  Result<double> payload =
+      AveragePayloadBytes(redis->get(), KeysFrom(flags, *options), queues.front());
   if (!payload.ok()) return Fail(payload.status(), "payload size");
   JsonLine()
       .Add("mode", std::string(single ? "single" : "bulk"))
@@ -266,15 +269,15 @@ int RunDrain(const Flags& flags) {
   }
   Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(*options);
   if (!redis.ok()) return Fail(redis.status(), "connect");
-  Keys keys(flags.Get("prefix", "reliableq:"));
+  Keys keys = KeysFrom(flags, *options);
   if (!done_key.empty()) {
     Result<redis::ReplyPtr> deleted = (*redis)->Command({"DEL", done_key});
     if (!deleted.ok()) return Fail(deleted.status(), "DEL");
   }
   QueueWatch watch(redis->get(), queues, keys);
 
-  Result<int64_t> processed_before = ReadCounter(redis->get(), Keys::kProcessed);
-  Result<int64_t> failed_before = ReadCounter(redis->get(), Keys::kFailed);
+  Result<int64_t> processed_before = ReadCounter(redis->get(), ProcessedKey(keys));
+  Result<int64_t> failed_before = ReadCounter(redis->get(), FailedKey(keys));
   if (!processed_before.ok()) return Fail(processed_before.status(), "GET stat:processed");
   if (!failed_before.ok()) return Fail(failed_before.status(), "GET stat:failed");
   Result<QueueSnapshot> initial = watch.Poll();
@@ -356,8 +359,8 @@ int RunDrain(const Flags& flags) {
   std::optional<int> exit_status = worker.Stop(milliseconds(30000));
   // Sidekiq counts processed jobs in memory and writes them at exit, so the
   // counters are read after the worker has stopped.
-  Result<int64_t> processed_after = ReadCounter(redis->get(), Keys::kProcessed);
-  Result<int64_t> failed_after = ReadCounter(redis->get(), Keys::kFailed);
+  Result<int64_t> processed_after = ReadCounter(redis->get(), ProcessedKey(keys));
+  Result<int64_t> failed_after = ReadCounter(redis->get(), FailedKey(keys));
   if (!processed_after.ok()) return Fail(processed_after.status(), "GET stat:processed");
   if (!failed_after.ok()) return Fail(failed_after.status(), "GET stat:failed");
 

@@ -168,12 +168,43 @@ Status PushFailure(const Result<std::vector<PushResult>>& pushed) {
   return Status::OK();
 }
 
+namespace {
+
+// The load generator also builds against revisions without queue groups
+// (tools/bench --baseline), hence the templates.
+template <typename Options>
+bool SetGroup(Options* options, const std::string& group) {
+  if constexpr (requires { options->group; }) {
+    options->group = group;
+    return true;
+  } else {
+    return false;
+  }
+}
+template <typename K, typename Options>
+K KeysOf(std::string prefix, const Options& options) {
+  if constexpr (requires { K::For(prefix, options); }) {
+    return K::For(prefix, options);
+  } else {
+    return K(std::move(prefix));
+  }
+}
+
+}  // namespace
+
 Result<RedisOptions> OptionsFrom(const Flags& flags) {
   Result<RedisOptions> options = RedisOptions::FromUrl(flags.Get("redis", ""));
   if (!options.ok()) return options;
+  if (std::string group = flags.Get("group", ""); !group.empty() && !SetGroup(&*options, group)) {
+    return Status::InvalidArgument("--group: this revision has no queue groups");
+  }
   // A 1,000-job bulk push on a loaded two-core machine can take a while.
   options->command_timeout = milliseconds(30000);
   return options;
+}
+
+Keys KeysFrom(const Flags& flags, const RedisOptions& options) {
+  return KeysOf<Keys>(flags.Get("prefix", "reliableq:"), options);
 }
 
 double RedisCpuSeconds(redis::Connection* redis) {
@@ -264,7 +295,7 @@ Status WaitReady(redis::Connection* redis, WorkerProcess& worker, const std::str
       return Status::IoError("the worker exited during start-up (see its log)");
     if (Clock::now() > deadline) return Status::Timeout("the worker never became idle");
     if (mode == "registered") {
-      Result<redis::ReplyPtr> members = redis->Command({"SCARD", Keys::kProcesses});
+      Result<redis::ReplyPtr> members = redis->Command({"SCARD", ProcessesKey(keys)});
       if (!members.ok()) return members.status();
       if ((*members)->type == REDIS_REPLY_INTEGER && (*members)->integer >= 1) break;
     } else if (mode == "blocked") {

@@ -100,9 +100,57 @@ Status PushFailure(const Result<PushResult>& pushed);
 // The same for a bulk push: the first job that was not stored.
 Status PushFailure(const Result<std::vector<PushResult>>& pushed);
 
-// --redis, with a command timeout long enough for a big bulk push on a
-// loaded machine.
+// --redis (and --group, the queue group: layout 2), with a command timeout
+// long enough for a big bulk push on a loaded machine.
 Result<RedisOptions> OptionsFrom(const Flags& flags);
+
+// The key names the workers under test use: --prefix (default reliableq:)
+// and the group of `options`.
+Keys KeysFrom(const Flags& flags, const RedisOptions& options);
+
+// Sidekiq's keys through `keys`. The load generator also builds against
+// revisions whose Keys spelled them as static constants, without groups
+// (tools/bench --baseline), hence the templates.
+template <typename K>
+std::string QueuesKey(const K& keys) {
+  if constexpr (requires { keys.Queues(); }) {
+    return keys.Queues();
+  } else {
+    return std::string(K::kQueues);
+  }
+}
+template <typename K>
+std::string ScheduleKey(const K& keys) {
+  if constexpr (requires { keys.Schedule(); }) {
+    return keys.Schedule();
+  } else {
+    return std::string(K::kSchedule);
+  }
+}
+template <typename K>
+std::string ProcessesKey(const K& keys) {
+  if constexpr (requires { keys.Processes(); }) {
+    return keys.Processes();
+  } else {
+    return std::string(K::kProcesses);
+  }
+}
+template <typename K>
+std::string ProcessedKey(const K& keys) {
+  if constexpr (requires { keys.Processed(); }) {
+    return keys.Processed();
+  } else {
+    return std::string(K::kProcessed);
+  }
+}
+template <typename K>
+std::string FailedKey(const K& keys) {
+  if constexpr (requires { keys.Failed(); }) {
+    return keys.Failed();
+  } else {
+    return std::string(K::kFailed);
+  }
+}
 
 // Redis's own CPU time so far (INFO cpu, user + system), 0 when unreadable.
 double RedisCpuSeconds(redis::Connection* redis);

@@ -47,7 +47,7 @@ Status PushLikeSidekiq(redis::Connection* redis, const std::string& job_class,
                      queue + "\",\"jid\":\"" + RandomJid() + "\",\"created_at\":" + now +
                      ",\"enqueued_at\":" + now + "}";
   Result<std::vector<redis::ReplyPtr>> replies = redis->Pipeline(
-      {{"MULTI"}, {"SADD", Keys::kQueues, queue}, {"LPUSH", Keys::Queue(queue), json}, {"EXEC"}});
+      {{"MULTI"}, {"SADD", QueuesKey(Keys()), queue}, {"LPUSH", Keys().Queue(queue), json}, {"EXEC"}});
   if (!replies.ok()) return replies.status();
   const redisReply* exec = replies->back().get();
   if (exec->type != REDIS_REPLY_ARRAY) {
@@ -78,7 +78,7 @@ int RunLatency(const Flags& flags) {
   std::string ready = flags.Get("ready", "blocked");
   int64_t idle_seconds = flags.Int("idle-seconds", 0, 0);
   auto timeout = std::chrono::seconds(flags.Int("timeout", 120, 1));
-  Keys keys(flags.Get("prefix", "reliableq:"));
+  Keys keys = KeysFrom(flags, *options);
   if (record.empty() || flags.command().empty()) {
     std::fputs("reliableq-bench latency: needs --record FILE and -- WORKER COMMAND\n", stderr);
     return 2;

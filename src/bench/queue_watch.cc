@@ -9,7 +9,7 @@ namespace reliableq::bench {
 
 QueueWatch::QueueWatch(redis::Connection* redis, std::vector<std::string> queues, Keys keys)
     : redis_(redis), queues_(std::move(queues)), keys_(std::move(keys)) {
-  for (const std::string& q : queues_) queue_keys_.push_back(Keys::Queue(q));
+  for (const std::string& q : queues_) queue_keys_.push_back(keys_.Queue(q));
 }
 
 Result<QueueSnapshot> QueueWatch::Poll() {

@@ -68,7 +68,7 @@ int RunRecovery(const Flags& flags) {
   auto poll = milliseconds(flags.Int("poll-ms", 10, 1));
   int64_t min_uptime = flags.Int("min-redis-uptime", 0, 0);
   std::string log = flags.Get("log", "");
-  Keys keys(flags.Get("prefix", "reliableq:"));
+  Keys keys = KeysFrom(flags, *options);
   const std::vector<std::string>& all = flags.command();
   auto split = std::find(all.begin(), all.end(), "--");
   std::vector<std::string> killed_command(all.begin(), split);
@@ -120,7 +120,7 @@ int RunRecovery(const Flags& flags) {
     if (identity.ok()) {
       working_key = keys.Working(*identity, queue);
       heartbeat_key = keys.Heartbeat(*identity);
-      Result<Lengths> lengths = ReadLengths(redis->get(), Keys::Queue(queue), working_key);
+      Result<Lengths> lengths = ReadLengths(redis->get(), keys.Queue(queue), working_key);
       if (!lengths.ok()) return Fail(lengths.status(), "LLEN");
       if (lengths->queued == 0 && lengths->working == jobs) break;
     }
@@ -149,7 +149,7 @@ int RunRecovery(const Flags& flags) {
   Lengths last;
   while (Clock::now() - killed_at <= cap) {
     if (g_interrupted) return 130;
-    Result<Lengths> lengths = ReadLengths(redis->get(), Keys::Queue(queue), working_key);
+    Result<Lengths> lengths = ReadLengths(redis->get(), keys.Queue(queue), working_key);
     auto now = Clock::now();
     if (!lengths.ok()) return Fail(lengths.status(), "LLEN");
     last = *lengths;

@@ -62,7 +62,7 @@ int RunSchedule(const Flags& flags) {
   std::string producer = flags.Get("producer", "client");
   std::string record = flags.Get("record", "");
   auto timeout = std::chrono::seconds(flags.Int("timeout", 120, 1));
-  Keys keys(flags.Get("prefix", "reliableq:"));
+  Keys keys = KeysFrom(flags, *options);
   if (record.empty() || flags.command().empty()) {
     std::fputs("reliableq-bench schedule: needs --record FILE and -- WORKER COMMAND\n", stderr);
     return 2;
@@ -129,7 +129,7 @@ int RunSchedule(const Flags& flags) {
       pushed = PushFailure((*client)->PushAt(job, std::stod(due)));
     } else {
       Result<redis::ReplyPtr> added =
-          (*redis)->Command({"ZADD", Keys::kSchedule, due, RubyScheduledJson(queue, due)});
+          (*redis)->Command({"ZADD", ScheduleKey(keys), due, RubyScheduledJson(queue, due)});
       pushed = added.status();
     }
     if (!pushed.ok()) return Fail(pushed, producer == "client" ? "PushAt" : "ZADD");

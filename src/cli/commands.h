@@ -58,12 +58,13 @@ const Command& LimitsCommand();
 const Command& SpoolCommand();
 const Command& WebCommand();
 const Command& PeriodicCommand();
+const Command& GroupsCommand();
 const Command& MigrateCommand();
 
 // --redis URL, --redis-password-file FILE, the TLS options
 // (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,
-// --redis-tls-server-name, --redis-tls-insecure), --prefix P and
-// -h/--help: accepted before or after any verb.
+// --redis-tls-server-name, --redis-tls-insecure), --prefix P, --group G
+// and -h/--help: accepted before or after any verb.
 const std::vector<OptionSpec>& GlobalOptions();
 
 // The help of the global options, as printed below every verb's help.

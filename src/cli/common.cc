@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "keys.h"
 #include "log.h"  // LogFormatNamed
 #include "server/options_check.h"  // kMaxDuration
 #include "text_escape.h"
@@ -24,6 +25,7 @@ const std::vector<OptionSpec>& GlobalOptions() {
       {.name = "redis-tls-insecure"},
       {.name = "sentinel", .takes_value = true, .repeats = true},
       {.name = "prefix", .takes_value = true},
+      {.name = "group", .takes_value = true},
       {.name = "help", .short_name = 'h'},
   };
   return options;
@@ -55,6 +57,9 @@ std::string_view GlobalOptionsHelp() {
          "      --redis-tls-insecure\n"
          "                       with rediss://: do not verify the server's certificate\n"
          "      --prefix P       prefix of reliableq's own keys (default: reliableq:)\n"
+         "      --group G        the queue group: every key under P{G}: (layout 2, for\n"
+         "                       Redis Cluster; Sidekiq cannot read it) (default: none,\n"
+         "                       Sidekiq's keys)\n"
          "  -h, --help           show this help\n";
 }
 
@@ -140,7 +145,8 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
       url ? RedisOptions::FromUrl(*url) : RedisOptions::FromEnvironment();
   if (!options.ok()) return options;
   if (std::vector<std::string> sentinels = args.Values("sentinel"); !sentinels.empty()) {
-    if (!options->sentinel.master_name.empty() || !options->unix_path.empty()) {
+    if (!options->sentinel.master_name.empty() || !options->unix_path.empty() ||
+        !options->cluster.seeds.empty()) {
       return Status::InvalidArgument(
           "--sentinel needs a redis:// or rediss:// URL whose host is the master's name "
           "(redis://mymaster/0)");
@@ -183,6 +189,15 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
   options->tls.key_file = args.Value("redis-tls-key").value_or("");
   options->tls.server_name = args.Value("redis-tls-server-name").value_or("");
   options->tls.verify_peer = !args.Has("redis-tls-insecure");
+  if (std::optional<std::string> group = args.Value("group")) {
+    if (Status s = CheckGroup(*group); !s.ok()) return Status::InvalidArgument("--group: " + s.message());
+    if (!options->group.empty() && options->group != *group) {
+      return Status::InvalidArgument("--group '" + *group + "' and the Redis URL's group '" +
+                                     options->group + "' differ");
+    }
+    options->group = *group;
+  }
+  if (Status s = CheckKeyLayout(PrefixFromArgs(args), options->group); !s.ok()) return s;
   return options;
 }
 

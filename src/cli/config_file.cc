@@ -51,6 +51,7 @@ constexpr Key kKeys[] = {
     {"redis_tls_insecure", "redis-tls-insecure", Kind::kFlag},
     {"sentinels", "sentinel", Kind::kList},
     {"prefix", "prefix", Kind::kString},
+    {"group", "group", Kind::kString},
     {"heartbeat_ttl", "heartbeat-ttl", Kind::kSeconds},
     {"heartbeat_interval", "heartbeat-interval", Kind::kSeconds},
     {"janitor_interval", "janitor-interval", Kind::kSeconds},

@@ -21,7 +21,7 @@ const std::vector<const Command*>& Commands() {
       &PushCommand(),    &StatsCommand(),     &RecoverCommand(), &WorkerCommand(),
       &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),    &QueuesCommand(),
       &QueueCommand(),   &LimitsCommand(),    &SpoolCommand(),   &WebCommand(),
-      &PeriodicCommand(), &MigrateCommand()};
+      &PeriodicCommand(), &GroupsCommand(),   &MigrateCommand()};
   return commands;
 }
 
@@ -34,7 +34,7 @@ const Command* FindCommand(std::string_view name) {
 
 std::string GeneralHelp() {
   std::string text =
-      "usage: reliableq [--redis URL] [--redis-password-file FILE] [--prefix P]\n"
+      "usage: reliableq [--redis URL] [--redis-password-file FILE] [--prefix P] [--group G]\n"
       "                 COMMAND [ARGS]\n"
       "\n"
       "Sidekiq-compatible jobs on Redis with reliable fetch: a job a worker has\n"

@@ -211,6 +211,9 @@ int Run(const ParsedArgs& args) {
 
   Result<RedisOptions> source = RedisFromArgs(args);
   if (!source.ok()) return UsageError(kVerb, source.status().message());
+  // --group is also the global option (the group a verb works on); here it
+  // names the target's group, and the source is layout 1.
+  source->group.clear();
   Result<RedisOptions> target = RedisOptions::FromUrl(*to);
   if (!target.ok()) return UsageError(kVerb, "--to: " + target.status().message());
 

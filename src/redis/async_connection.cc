@@ -69,6 +69,10 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     }
     tls_ = std::move(*tls);
   }
+  if (Status valid = options_.Validate(); !valid.ok()) {
+    FinishConnect(valid.WithContext(options_.Describe()));
+    return;
+  }
   Endpoint endpoint = Endpoint::Of(options_);
   if (discovery_ != nullptr) {
     Result<Discovery::Master> master = discovery_->Find();
@@ -80,6 +84,7 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     epoch_ = master->epoch;
   }
   server_ = endpoint.Describe();
+  at_ = endpoint;
   Result<std::unique_ptr<Transport>> started =
       Transport::StartConnect(endpoint, options_.tls.enabled ? tls_ : nullptr);
   if (!started.ok()) {
@@ -404,11 +409,25 @@ bool AsyncConnection::DeliverReplies() {
   }
 }
 
+bool AsyncConnection::NoteMoved(const redisReply& reply) {
+  if (discovery_ == nullptr || discovery_->slot() < 0) return false;
+  std::optional<Redirect> moved = ParseRedirect(View(&reply));
+  if (!moved || moved->ask || moved->slot != discovery_->slot()) return false;
+  // The reply names the slot's owner now: taken as found, so the epoch
+  // moves and every connection of the slot follows, this one first.
+  discovery_->Moved(Endpoint{moved->host.empty() ? at_.host : moved->host, moved->port, {}});
+  return true;
+}
+
 void AsyncConnection::OnReply(ReplyPtr reply) {
   Request& front = pending_.front();
   Status status = reply->type == REDIS_REPLY_ERROR ? FromErrorReply(View(reply.get()))
                                                    : Status::OK();
   if (!status.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  // ASK and TRYAGAIN stay plain error replies (the command did not run;
+  // the caller tries again); MOVED also drops the connection, like
+  // READONLY, once the request had its answer.
+  if (!status.ok() && NoteMoved(*reply)) front.moved = true;
   if (front.done) {
     front.integers.push_back(reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0);
     front.statuses.push_back(std::move(status));
@@ -420,7 +439,11 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
                                  [](const Status& s) { return IsReadOnlyReply(s); });
     uint64_t generation = generation_;
     request.done(std::move(request.statuses), std::move(request.integers));
-    if (read_only && generation == generation_) FailOnReplica();
+    if (request.moved && generation == generation_) {
+      FailOnMoved();
+    } else if (read_only && generation == generation_) {
+      FailOnReplica();
+    }
     return;
   }
   if (IsNoScript(status)) {
@@ -435,9 +458,16 @@ void AsyncConnection::OnReply(ReplyPtr reply) {
   pending_.pop_front();
   uint64_t generation = generation_;
   if (request.callback) request.callback(status, status.ok() ? reply.get() : nullptr);
-  if (discovery_ != nullptr && generation == generation_ && IsReadOnlyReply(status)) {
+  if (request.moved && generation == generation_) {
+    FailOnMoved();
+  } else if (discovery_ != nullptr && generation == generation_ && IsReadOnlyReply(status)) {
     FailOnReplica();
   }
+}
+
+void AsyncConnection::FailOnMoved() {
+  Fail(Status::IoError("slot " + std::to_string(discovery_->slot()) + " moved away from " +
+                       transport_->where() + " (MOVED); reconnecting to its owner"));
 }
 
 void AsyncConnection::FailOnReplica() {

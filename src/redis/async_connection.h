@@ -33,6 +33,15 @@
 // sentinels announced it), breaks the connection within one watchdog tick,
 // so that its owner reconnects to the new master.
 //
+// With Redis Cluster (options.cluster) the same holds for the primary
+// owning the connection's slot ("{group}" or cluster.route_key), and a
+// MOVED reply for that slot counts as READONLY does: the Discovery takes
+// the owner it names and the connection drops (its callback gets the
+// error first). ASK and TRYAGAIN come back as error replies: the command
+// did not run, and a caller treats them as any refused command. Pub/sub
+// needs nothing more: a cluster broadcasts PUBLISH to every node, so a
+// SUBSCRIBE on the slot's primary hears the whole cluster's messages.
+//
 // A connection is made once; when it breaks (EOF, I/O error, a command
 // unanswered past its deadline) every pending callback fails, the
 // on_disconnect callback runs, and the object can Connect() again.
@@ -178,6 +187,7 @@ class AsyncConnection {
     std::vector<int64_t> integers;
     size_t replies = 1;
     Clock::time_point deadline;
+    bool moved = false;  // a reply was MOVED for this connection's slot
   };
 
   static void OnPollThunk(uv_poll_t* handle, int status, int events);
@@ -205,11 +215,17 @@ class AsyncConnection {
   void Fail(const Status& why);
   // A READONLY reply: the server was demoted; Fail, and find the master anew.
   void FailOnReplica();
+  // With a cluster, an error reply that is MOVED for this slot: tells the
+  // Discovery the new owner; true when it was one.
+  bool NoteMoved(const redisReply& reply);
+  // After a MOVED: Fail; the owner reconnects to the slot's owner now.
+  void FailOnMoved();
   void ArmTimer();
 
   uv_loop_t* loop_;
   RedisOptions options_;
-  std::shared_ptr<Discovery> discovery_;  // null without Sentinel
+  std::shared_ptr<Discovery> discovery_;  // null without Sentinel or a cluster
+  Endpoint at_;                           // where the connect went
   uint64_t epoch_ = 0;                    // the Discovery's epoch at the connect
   std::string server_;                    // where the connect went
   std::string client_name_;

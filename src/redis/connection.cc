@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "redis/errors.h"
+#include "redis/key_slot.h"
 
 namespace reliableq::redis {
 
@@ -47,6 +48,8 @@ void IgnoreSigpipe() {
 
 Result<std::unique_ptr<Connection>> Connection::Create(const RedisOptions& options) {
   IgnoreSigpipe();
+  Status valid = options.Validate();
+  if (!valid.ok()) return valid.WithContext(options.Describe());
   std::unique_ptr<Connection> connection(new Connection(options));
   connection->discovery_ = Discovery::For(options);
   if (options.tls.enabled) {
@@ -66,6 +69,8 @@ Result<std::unique_ptr<Connection>> Connection::Open(const RedisOptions& options
   return connection;
 }
 
+Connection::Connection(const RedisOptions& options) : options_(options), cluster_(this) {}
+
 Connection::~Connection() = default;
 
 Status Connection::TransportError(Status why) {
@@ -77,9 +82,18 @@ Status Connection::TransportError(Status why) {
   return why;
 }
 
-void Connection::NoteErrorReply(const Status& status) {
-  if (discovery_ == nullptr || !IsReadOnlyReply(status)) return;
-  discovery_->NotMaster(epoch_);
+void Connection::NoteErrorReply(std::string_view text) {
+  if (discovery_ == nullptr) return;
+  if (discovery_->slot() >= 0) {
+    // MOVED for this connection's slot: the slot map is stale and the
+    // reply names the owner now; every connection of the slot follows.
+    std::optional<Redirect> moved = ParseRedirect(text);
+    if (!moved || moved->ask || moved->slot != discovery_->slot()) return;
+    discovery_->Moved(Endpoint{moved->host.empty() ? at_.host : moved->host, moved->port, {}});
+  } else {
+    if (!IsReadOnlyReply(FromErrorReply(text))) return;
+    discovery_->NotMaster(epoch_);
+  }
   transport_.reset();
   reader_.reset();
 }
@@ -119,7 +133,7 @@ Status Connection::ConnectToMaster() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
     }
   }
-  return Status::IoError("the " + discovery_->Describe() + " is not a master: the sentinels named " +
+  return Status::IoError("the " + discovery_->Describe() + " is not a master: it was found at " +
                          replica + " " + std::to_string(attempts) + " times");
 }
 
@@ -134,6 +148,7 @@ Status Connection::ConnectTo(const Endpoint& endpoint) {
   reader_ = NewReader();
   if (reader_ == nullptr) return Status::IoError("out of memory for a Redis reply reader");
   transport_ = std::move(*transport);
+  at_ = endpoint;
   std::string db = std::to_string(options_.db);
   if (!options_.password.empty()) {
     Argv auth = options_.username.empty()
@@ -155,7 +170,7 @@ Status Connection::ConnectTo(const Endpoint& endpoint) {
 void Connection::NoteErrorReplies(const std::vector<ReplyPtr>& replies) {
   if (discovery_ == nullptr) return;
   for (const ReplyPtr& reply : replies) {
-    if (reply->type == REDIS_REPLY_ERROR) NoteErrorReply(FromErrorReply(View(reply.get())));
+    if (reply->type == REDIS_REPLY_ERROR) NoteErrorReply(View(reply.get()));
   }
 }
 
@@ -273,7 +288,7 @@ Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
   return Status::OK();
 }
 
-Result<ReplyPtr> Connection::Command(const Argv& argv) {
+Status Connection::Exchange(const Argv& argv, ReplyPtr* reply) {
   Status s = EnsureConnected();
   if (!s.ok()) {
     last_progress_ = Progress::kNotSent;
@@ -284,13 +299,21 @@ Result<ReplyPtr> Connection::Command(const Argv& argv) {
   std::vector<ReplyPtr> replies;
   s = RoundTrip(1, &replies);
   if (!s.ok()) return s;
-  ReplyPtr reply = std::move(replies.front());
-  if (reply->type == REDIS_REPLY_ERROR) {
-    Status error = FromErrorReply(View(reply.get()));
-    NoteErrorReply(error);
-    return error;
+  *reply = std::move(replies.front());
+  return Status::OK();
+}
+
+Result<ReplyPtr> Connection::Command(const Argv& argv) {
+  // A Status and a ReplyPtr rather than a Result in between: this is the
+  // path of every blocking command, with or without a cluster.
+  ReplyPtr reply;
+  Status s = Exchange(argv, &reply);
+  if (!s.ok()) return s;
+  if (reply->type != REDIS_REPLY_ERROR) return reply;
+  if (discovery_ != nullptr && discovery_->slot() >= 0) {
+    return cluster_.Follow(argv, std::move(reply));
   }
-  return reply;
+  return FromErrorReply(View(reply.get()));
 }
 
 Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& commands) {

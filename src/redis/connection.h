@@ -12,6 +12,14 @@
 // call once the master moved (the Discovery's epoch), and after a READONLY
 // reply (see discovery.h).
 //
+// With Redis Cluster (options.cluster), the connection serves one hash
+// slot (of "{group}" or cluster.route_key) and goes to the primary its
+// Discovery says owns it, checking ROLE the same way. Command and Eval
+// follow MOVED, ASK and TRYAGAIN within command_timeout
+// (redirect_follower.h). Pipeline and Send leave those error replies in
+// place (the caller decides), but a MOVED for the slot still moves the
+// Discovery, so the next call reconnects to the new owner.
+//
 // Every call returns a Status on failure and never throws. A transport error
 // closes the connection; the next call reconnects once before it sends
 // anything, so a restarted Redis is picked up without a new object. A command
@@ -30,6 +38,7 @@
 
 #include "lua_scripts.h"
 #include "redis/discovery.h"
+#include "redis/redirect_follower.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
 #include "redis/tls.h"
@@ -48,7 +57,8 @@ class Connection {
   static Result<std::unique_ptr<Connection>> Open(const RedisOptions& options);
   // The same without connecting: the first call connects. For a caller that
   // must exist while Redis is down (a client with a spool). Fails only when
-  // the TLS settings are unusable.
+  // the options fail RedisOptions::Validate or the TLS settings are
+  // unusable.
   static Result<std::unique_ptr<Connection>> Create(const RedisOptions& options);
   ~Connection();
 
@@ -103,16 +113,21 @@ class Connection {
   Progress last_progress() const { return last_progress_; }
 
  private:
-  explicit Connection(const RedisOptions& options) : options_(options) {}
+  friend class RedirectFollower;
+  explicit Connection(const RedisOptions& options);
+  // Sends one command and reads its reply into *reply as it came, error
+  // reply or not.
+  Status Exchange(const Argv& argv, ReplyPtr* reply);
   Status Connect();
   // Connects to `endpoint`, authenticates and selects the database.
   Status ConnectTo(const Endpoint& endpoint);
   // With Sentinel: the master the sentinels name, checked with ROLE.
   Status ConnectToMaster();
   Status EnsureConnected();
-  // An error reply `status` that says the server is a replica drops the
-  // connection and sends the next connect to the sentinels.
-  void NoteErrorReply(const Status& status);
+  // An error reply (its text) that says the server is a replica
+  // (READONLY), or with a cluster that the slot moved (MOVED for this
+  // slot), drops the connection and moves the Discovery on.
+  void NoteErrorReply(std::string_view text);
   void NoteErrorReplies(const std::vector<ReplyPtr>& replies);
   // Drops the transport after a transport failure and returns `why`.
   Status TransportError(Status why);
@@ -124,7 +139,7 @@ class Connection {
   Result<ReplyPtr> ReadReply();
 
   RedisOptions options_;
-  std::shared_ptr<Discovery> discovery_;   // null without Sentinel
+  std::shared_ptr<Discovery> discovery_;   // null without Sentinel or a cluster
   uint64_t epoch_ = 0;                     // the Discovery's epoch at the connect
   bool connecting_ = false;                // inside Connect: no epoch check
   std::shared_ptr<const TlsContext> tls_;  // null without TLS
@@ -133,6 +148,8 @@ class Connection {
   std::string wire_;                       // the commands of one call, reused
   std::unique_ptr<char[]> buffer_;         // what a read brings, reused
   Progress last_progress_ = Progress::kNotSent;
+  Endpoint at_;                            // where the last connect went
+  RedirectFollower cluster_;               // used with a cluster only
 };
 
 // Sets SIGPIPE to ignored if it still has its default action. Plain

@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -47,8 +48,9 @@ Status FromErrorReply(std::string_view text) {
     std::string rest(text.substr(std::min(text.size(), word.size() + 1)));
     return word == "RQ_NOTFOUND" ? Status::NotFound(rest) : Status::InvalidArgument(rest);
   }
-  static constexpr std::array<std::string_view, 6> kUnavailable = {
-      "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"};
+  static constexpr std::array<std::string_view, 8> kUnavailable = {
+      "LOADING",     "READONLY",   "MASTERDOWN", "TRYAGAIN",
+      "CLUSTERDOWN", "NOREPLICAS", "MOVED",      "ASK"};
   for (std::string_view w : kUnavailable) {
     if (word == w) return Status::IoError("Redis cannot serve now: " + message);
   }
@@ -64,5 +66,43 @@ Status FromErrorReply(std::string_view text) {
 bool IsNoScript(const Status& status) {
   return status.IsScript() && StartsWith(status.message(), "NOSCRIPT");
 }
+
+std::optional<Redirect> ParseRedirect(std::string_view text) {
+  Redirect redirect;
+  std::string_view word = FirstWord(text);
+  if (word == "ASK") {
+    redirect.ask = true;
+  } else if (word != "MOVED") {
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(std::min(text.size(), word.size() + 1));
+  size_t space = rest.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::string_view slot = rest.substr(0, space), address = rest.substr(space + 1);
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto number = [](std::string_view digits, int max, int* out) {
+    if (digits.empty() || digits.size() > 5) return false;
+    int value = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    *out = value;
+    return value <= max;
+  };
+  if (!number(slot, 16383, &redirect.slot) || !number(port, 65535, &redirect.port) ||
+      redirect.port == 0) {
+    return std::nullopt;
+  }
+  redirect.host = std::string(host);
+  return redirect;
+}
+
+bool IsTryAgainReply(std::string_view text) { return FirstWord(text) == "TRYAGAIN"; }
 
 }  // namespace reliableq::redis

@@ -10,6 +10,7 @@
 #ifndef RELIABLEQ_REDIS_ERRORS_H_
 #define RELIABLEQ_REDIS_ERRORS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,9 +28,11 @@ Status FromTransportError(int err, std::string_view errstr, const std::string& w
 //   NOSCRIPT            kScript (see IsNoScript)
 //   RQ_NOTFOUND         kNotFound      (our scripts' own prefixes)
 //   RQ_INVALID          kInvalidArgument
-//   LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOREPLICAS
-//                       kIoError (the server cannot serve now; retry later;
-//                       NOREPLICAS: min-replicas-to-write is not met)
+//   LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOREPLICAS,
+//   MOVED, ASK          kIoError (the server cannot serve now; retry later;
+//                       NOREPLICAS: min-replicas-to-write is not met; MOVED,
+//                       ASK: the key's slot is served elsewhere, and the
+//                       command did not run)
 //   BUSY                kTimeout (a script is running too long)
 //   NOAUTH, WRONGPASS, NOPERM
 //                       kInvalidArgument (fix the credentials)
@@ -40,6 +43,25 @@ Status FromErrorReply(std::string_view text);
 // True when `status` came from a NOSCRIPT reply: the script cache was
 // flushed and the script must be sent again.
 bool IsNoScript(const Status& status);
+
+// A cluster redirection, from the text of an error reply: "MOVED 3999
+// 127.0.0.1:6381" (the slot is served there now) or "ASK 3999
+// 127.0.0.1:6381" (the slot is migrating there: send this one command
+// there, after ASKING). The address may be "[::1]:6381" or, from a node
+// that does not know its own address, ":6381" (empty host).
+struct Redirect {
+  bool ask = false;
+  int slot = 0;
+  std::string host;
+  int port = 0;
+};
+// The redirection `text` names; nullopt when it is not a well-formed MOVED
+// or ASK reply.
+std::optional<Redirect> ParseRedirect(std::string_view text);
+
+// True when the error reply `text` is TRYAGAIN: a multi-key command met a
+// slot whose keys are split by a migration; it did not run.
+bool IsTryAgainReply(std::string_view text);
 
 }  // namespace reliableq::redis
 

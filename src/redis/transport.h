@@ -33,9 +33,11 @@
 // - Discovery (discovery.h). A connection takes its Endpoint from
 //   Endpoint::Of(options), a fixed address, or with Sentinel from the
 //   process-wide Discovery, which answers "where is the master" and keeps
-//   a topology epoch; Redis Cluster will add "where is slot S" the same
-//   way. A connection that meets READONLY, a failed connect, a replica
-//   (ROLE) or +switch-master makes Discovery look again; a new answer
+//   a topology epoch; with Redis Cluster, from the Discovery of the
+//   connection's hash slot, which answers "which primary owns slot S"
+//   (CLUSTER SLOTS, MOVED) the same way. A connection that meets
+//   READONLY, a failed connect, a replica (ROLE) or +switch-master makes
+//   Discovery look again; a MOVED names the new owner; a new answer
 //   raises the epoch. The blocking Connection compares the epoch before
 //   each call and reconnects when it moved; an AsyncConnection drops
 //   within a watchdog tick (its owner reconnects and reconciles, as after

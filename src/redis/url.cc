@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reliableq/redis_options.h"
 
@@ -176,10 +177,32 @@ Status ForEachParameter(std::string_view url, std::string_view query, const Take
   return Status::OK();
 }
 
+// Splits "...?query" into *rest and *query.
+void SplitQuery(std::string_view* rest, std::string_view* query) {
+  size_t question = rest->find('?');
+  if (question == std::string_view::npos) return;
+  *query = rest->substr(question + 1);
+  *rest = rest->substr(0, question);
+}
+
+// The queue group of a group=G parameter, or of a cluster URL's path.
+Status TakeGroup(std::string_view url, std::string_view value, RedisOptions* options) {
+  std::string group;
+  if (!PercentDecode(value, &group)) return Bad(url, "malformed group");
+  // Validate cannot tell "group=" from no group at all.
+  if (group.empty()) return Bad(url, "the group must be 1 to 64 letters, digits, '_', '-' or '.'");
+  if (!options->group.empty() && options->group != group) {
+    return Bad(url, "two different groups ('" + options->group + "' and '" + group + "')");
+  }
+  options->group = std::move(group);
+  return Status::OK();
+}
+
+// rest = [userinfo@]host[:port][/db][?group=G]
 Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   RedisOptions options;
-  // rest = [userinfo@]host[:port][/db]
-  std::string_view authority, path;
+  std::string_view authority, path, query;
+  SplitQuery(&rest, &query);
   Status s = SplitAuthority(url, rest, &authority, &path, &options);
   if (!s.ok()) return s;
   s = ParseHostPort(url, authority, &options.host, &options.port);
@@ -187,6 +210,46 @@ Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   if (!path.empty() && !ParseInt(path, 0, 1 << 20, &options.db)) {
     return Bad(url, "database must be a non-negative number");
   }
+  s = ForEachParameter(url, query, [&](std::string_view key, std::string_view value) {
+    if (key == "group") return TakeGroup(url, value, &options);
+    return Bad(url, "unknown parameter '" + std::string(key) + "'");
+  });
+  if (!s.ok()) return s;
+  return options;
+}
+
+// rest = [userinfo@]host[:port][,host[:port]...][/GROUP][?group=G]
+Result<RedisOptions> ParseCluster(std::string_view url, std::string_view rest) {
+  RedisOptions options;
+  std::string_view authority, path, query;
+  SplitQuery(&rest, &query);
+  Status s = SplitAuthority(url, rest, &authority, &path, &options);
+  if (!s.ok()) return s;
+  while (true) {
+    size_t comma = authority.find(',');
+    RedisClusterOptions::Address seed;
+    s = ParseHostPort(url, authority.substr(0, comma), &seed.host, &seed.port);
+    if (!s.ok()) return s;
+    options.cluster.seeds.push_back(std::move(seed));
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
+  }
+  // Redis Cluster has database 0 only: a second path part is a mistake.
+  if (path.find('/') != std::string_view::npos) {
+    return Bad(url,
+               "a cluster URL names a group, not a database (redis+cluster://HOST:PORT/GROUP)");
+  }
+  if (!path.empty()) {
+    s = TakeGroup(url, path, &options);
+    if (!s.ok()) return s;
+  }
+  s = ForEachParameter(url, query, [&](std::string_view key, std::string_view value) {
+    if (key == "group") return TakeGroup(url, value, &options);
+    return Bad(url, "unknown parameter '" + std::string(key) + "'");
+  });
+  if (!s.ok()) return s;
+  // The host and port fields stay at their defaults: a cluster connection
+  // goes where the slot map says.
   return options;
 }
 
@@ -226,6 +289,8 @@ Result<RedisOptions> ParseSentinel(std::string_view url, std::string_view rest) 
       if (!PercentDecode(value, &sentinel.password)) return Bad(url, "malformed password");
     } else if (key == "sentinel_username") {
       if (!PercentDecode(value, &sentinel.username)) return Bad(url, "malformed username");
+    } else if (key == "group") {
+      return TakeGroup(url, value, &options);
     } else if (key == "sentinel_timeout") {
       int ms = 0;
       if (!ParseInt(value, 1, 600000, &ms)) {
@@ -258,6 +323,8 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
           }
         } else if (key == "password") {
           if (!PercentDecode(value, &options.password)) return Bad(url, "malformed password");
+        } else if (key == "group") {
+          return TakeGroup(url, value, &options);
         } else if (key == "username" || key == "user") {
           if (!PercentDecode(value, &options.username)) return Bad(url, "malformed username");
         } else {
@@ -269,30 +336,77 @@ Result<RedisOptions> ParseUnix(std::string_view url, std::string_view rest) {
   return options;
 }
 
+bool IsGroupCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+// The checks of Validate; with `need_group` false a cluster may go without
+// a group (a URL whose program names the group otherwise).
+Status Check(const RedisOptions& options, bool need_group) {
+  const std::string& group = options.group;
+  const RedisClusterOptions& cluster = options.cluster;
+  if (!group.empty() || !cluster.seeds.empty()) {
+    // The group goes inside key names and a hash tag: no '{', '}', ':' or
+    // spaces, and short enough to read in a key listing.
+    if (group.size() > RedisOptions::kMaxGroupLength ||
+        !std::all_of(group.begin(), group.end(), IsGroupCharacter)) {
+      return Status::InvalidArgument("the group must be 1 to 64 letters, digits, '_', '-' or '.'");
+    }
+  }
+  if (cluster.seeds.empty()) return Status::OK();
+  if (group.empty() && need_group) {
+    return Status::InvalidArgument(
+        "Redis Cluster needs a queue group (redis+cluster://HOST:PORT/GROUP or ?group=G)");
+  }
+  if (!options.sentinel.master_name.empty()) {
+    return Status::InvalidArgument("Redis Cluster and Sentinel exclude each other");
+  }
+  if (!options.unix_path.empty()) {
+    return Status::InvalidArgument("Redis Cluster is reached over TCP, not a unix socket");
+  }
+  if (options.db != 0) return Status::InvalidArgument("Redis Cluster has database 0 only");
+  for (const RedisClusterOptions::Address& seed : cluster.seeds) {
+    if (seed.host.empty() || seed.port <= 0 || seed.port > 65535) {
+      return Status::InvalidArgument("a cluster seed needs a host and a port from 1 to 65535");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<RedisOptions> RedisOptions::FromUrl(std::string_view url) {
-  constexpr std::string_view kRedis = "redis://", kRediss = "rediss://", kUnix = "unix://";
-  constexpr std::string_view kSentinel = "redis+sentinel://", kSentinelTls = "rediss+sentinel://";
-  if (url.substr(0, kSentinel.size()) == kSentinel) {
-    return ParseSentinel(url, url.substr(kSentinel.size()));
-  }
-  if (url.substr(0, kSentinelTls.size()) == kSentinelTls) {
-    Result<RedisOptions> options = ParseSentinel(url, url.substr(kSentinelTls.size()));
-    if (options.ok()) options->tls.enabled = true;
+  struct Form {
+    std::string_view scheme;
+    Result<RedisOptions> (*parse)(std::string_view, std::string_view);
+    bool tls;
+  };
+  static constexpr Form kForms[] = {
+      {"redis://", ParseTcp, false},           {"rediss://", ParseTcp, true},
+      {"unix://", ParseUnix, false},           {"redis+sentinel://", ParseSentinel, false},
+      {"rediss+sentinel://", ParseSentinel, true}, {"redis+cluster://", ParseCluster, false},
+      {"rediss+cluster://", ParseCluster, true},
+  };
+  for (const Form& form : kForms) {
+    if (url.substr(0, form.scheme.size()) != form.scheme) continue;
+    Result<RedisOptions> options = form.parse(url, url.substr(form.scheme.size()));
+    if (!options.ok()) return options;
+    options->tls.enabled = form.tls;
+    // The checks a RedisOptions built in code gets too, with the URL shown;
+    // but a cluster URL may leave the group to the program (migrate's
+    // --group): Validate refuses a connection still without one.
+    Status valid = Check(*options, /*need_group=*/false);
+    if (!valid.ok()) return Bad(url, valid.message());
     return options;
   }
-  if (url.substr(0, kRedis.size()) == kRedis) return ParseTcp(url, url.substr(kRedis.size()));
-  if (url.substr(0, kRediss.size()) == kRediss) {
-    Result<RedisOptions> options = ParseTcp(url, url.substr(kRediss.size()));
-    if (options.ok()) options->tls.enabled = true;
-    return options;
-  }
-  if (url.substr(0, kUnix.size()) == kUnix) return ParseUnix(url, url.substr(kUnix.size()));
   return Bad(url,
-             "expected redis://host:port/db, rediss://host:port/db, unix:///path.sock or "
-             "redis+sentinel://host:port,host:port/master/db");
+             "expected redis://host:port/db, rediss://host:port/db, unix:///path.sock, "
+             "redis+sentinel://host:port,host:port/master/db or "
+             "redis+cluster://host:port,host:port/group");
 }
+
+Status RedisOptions::Validate() const { return Check(*this, /*need_group=*/true); }
 
 Result<RedisOptions> RedisOptions::FromEnvironment() {
   const char* url = std::getenv("REDIS_URL");
@@ -324,23 +438,36 @@ std::string RedactUrls(std::string_view text) {
   return out;
 }
 
-std::string RedisOptions::Describe() const {
-  if (!sentinel.master_name.empty()) {
-    std::string where = "master '" + sentinel.master_name + "' of sentinels ";
-    for (size_t i = 0; i < sentinel.sentinels.size(); ++i) {
-      const RedisSentinelOptions::Address& s = sentinel.sentinels[i];
-      bool v6 = s.host.find(':') != std::string::npos;
-      where += (i > 0 ? ", " : "") + (v6 ? "[" + s.host + "]" : s.host) + ":" +
-               std::to_string(s.port);
-    }
-    return where + (tls.enabled ? " (TLS)" : "") + " db " + std::to_string(db);
+namespace {
+
+std::string HostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+template <typename Address>
+std::string HostList(const std::vector<Address>& addresses) {
+  std::string list;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    list += (i > 0 ? ", " : "") + HostPort(addresses[i].host, addresses[i].port);
   }
-  std::string where = unix_path.empty()
-                          ? (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-                                ":" + std::to_string(port)
-                          : "unix:" + unix_path;
+  return list;
+}
+
+}  // namespace
+
+std::string RedisOptions::Describe() const {
+  std::string in_group = group.empty() ? "" : " group '" + group + "'";
+  if (!cluster.seeds.empty()) {
+    return "cluster " + HostList(cluster.seeds) + (tls.enabled ? " (TLS)" : "") + in_group;
+  }
+  if (!sentinel.master_name.empty()) {
+    return "master '" + sentinel.master_name + "' of sentinels " + HostList(sentinel.sentinels) +
+           (tls.enabled ? " (TLS)" : "") + " db " + std::to_string(db) + in_group;
+  }
+  std::string where = unix_path.empty() ? HostPort(host, port) : "unix:" + unix_path;
   if (tls.enabled && unix_path.empty()) where = "rediss://" + where;
-  return where + " db " + std::to_string(db);
+  return where + " db " + std::to_string(db) + in_group;
 }
 
 }  // namespace reliableq

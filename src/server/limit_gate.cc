@@ -90,7 +90,10 @@ void LimitGate::Filter(std::vector<FetchedJob>* jobs) {
                Escaped(queue).c_str());
     }
     if (!limit) {
-      (*jobs)[kept++] = std::move(job);
+      // Not onto itself: a self-move empties the payload (libstdc++), and
+      // the job would go to the dead set as "not a job".
+      if (&(*jobs)[kept] != &job) (*jobs)[kept] = std::move(job);
+      ++kept;
       continue;
     }
     Acquire(*limit, std::move(job));

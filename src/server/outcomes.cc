@@ -21,15 +21,15 @@ constexpr std::string_view kStatsTtlSeconds = "157680000";
 }  // namespace
 
 Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-                   ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
-                   std::string expired_key, const Clock& clock, const Logger& log,
-                   std::function<void()> on_round_over)
+                   ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys,
+                   const Clock& clock, const Logger& log, std::function<void()> on_round_over)
     : command_(command),
       queues_(queues),
       pool_(pool),
       dead_limits_(dead_limits),
-      wake_channel_(std::move(wake_channel)),
-      expired_key_(std::move(expired_key)),
+      keys_(keys),
+      wake_channel_(keys.WakeScheduled()),
+      expired_key_(keys.StatExpired()),
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),
@@ -178,8 +178,8 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   int64_t earlier = uncounted_processed_;
   int64_t count = earlier + new_jobs;
   std::string count_text = std::to_string(count);
-  std::string processed_day = std::string(Keys::kProcessed) + ":" + UtcDate(now);
-  ack.Add({"INCRBY", Keys::kProcessed, count_text});
+  std::string processed_day = keys_.Processed(UtcDate(now));
+  ack.Add({"INCRBY", keys_.Processed(), count_text});
   ack.Add({"INCRBY", processed_day, count_text});
   ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
   uncounted_processed_ = 0;
@@ -242,7 +242,7 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
   failed.retry_at = job.score;
   failed.counted = !invalid;
   failed.resent_unconfirmed = job.maybe_applied;
-  ScriptCall call = FailCall(failed, now, dead_limits_, wake_channel_);
+  ScriptCall call = FailCall(keys_, failed, now, dead_limits_, wake_channel_);
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {

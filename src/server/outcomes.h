@@ -44,13 +44,12 @@ class Outcomes {
   // `on_round_over` runs when a round was confirmed whole and no other is
   // on its way, or when the pause after a refusal is over: the caller then
   // collects again (Collect). A retry that becomes the earliest of `retry`
-  // is announced on `wake_channel` (Keys::WakeScheduled), so that the
-  // pollers wake at its time. Expired jobs are counted in `expired_key`
-  // (Keys::StatExpired), which discard.lua increments.
+  // is announced on keys.WakeScheduled(), so that the pollers wake at its
+  // time. Expired jobs are counted in keys.StatExpired(), which discard.lua
+  // increments. `keys` name every key an outcome touches.
   Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-           ProcessorPool& pool, DeadSetLimits dead_limits, std::string wake_channel,
-           std::string expired_key, const Clock& clock, const Logger& log,
-           std::function<void()> on_round_over);
+           ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys, const Clock& clock,
+           const Logger& log, std::function<void()> on_round_over);
 
   // Takes what the processors finished and sends it, unless a round is on
   // its way; arms the processors' wake-up when nothing is left to take.
@@ -96,6 +95,7 @@ class Outcomes {
   const QueueSet& queues_;
   ProcessorPool& pool_;
   const DeadSetLimits dead_limits_;
+  const Keys keys_;
   const std::string wake_channel_;
   const std::string expired_key_;
   const Clock& clock_;

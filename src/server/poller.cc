@@ -17,7 +17,6 @@ namespace {
 // Due members promoted per script call.
 constexpr size_t kPromoteBatch = 100;
 
-constexpr std::string_view kSets[2] = {Keys::kSchedule, Keys::kRetry};
 constexpr unsigned kBothSets = 3;
 
 // The score of a ZRANGE ... WITHSCORES reply of at most one member, or
@@ -46,11 +45,13 @@ std::string DueJobQueue(std::string_view member) {
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
                std::chrono::milliseconds interval, DeadSetLimits dead_limits,
-               std::string wake_prefix, const Clock& clock, const Logger& log)
+               const Keys& keys, const Clock& clock, const Logger& log)
     : command_(command),
       interval_(interval),
       dead_limits_(dead_limits),
-      wake_prefix_(std::move(wake_prefix)),
+      keys_(keys),
+      wake_prefix_(keys.WakeQueue("")),
+      sets_{keys.Schedule(), keys.Retry()},
       clock_(clock),
       log_(log),
       timer_(loop, [this] { OnTimer(); }),
@@ -169,7 +170,7 @@ void Poller::ReadHeads(bool count_processes) {
   // trip (async_connection.h).
   for (int set : {kScheduleSet, kRetrySet}) {
     Status sent = command_.Command(
-        {"ZRANGE", kSets[set], "0", "0", "WITHSCORES"},
+        {"ZRANGE", sets_[set], "0", "0", "WITHSCORES"},
         [read, set, finished](const Status& s, redisReply* r) {
           if (!s.ok() || !HeadScore(r, &read->heads[set])) read->failed = true;
           finished();
@@ -180,7 +181,7 @@ void Poller::ReadHeads(bool count_processes) {
     }
   }
   if (count_processes) {
-    Status sent = command_.Command({"SCARD", Keys::kProcesses},
+    Status sent = command_.Command({"SCARD", keys_.Processes()},
                                    [this, finished](const Status& s, redisReply* r) {
                                      if (s.ok() && r->type == REDIS_REPLY_INTEGER) {
                                        process_count_ = r->integer;
@@ -224,7 +225,7 @@ void Poller::Pass(unsigned mask) {
   // Schedule first: its batch is promoted first.
   for (int set : {kScheduleSet, kRetrySet}) {
     if ((mask & (1u << set)) == 0) continue;
-    std::string_view key = kSets[set];
+    std::string_view key = sets_[set];
     Status sent = command_.Command(
         {"ZRANGEBYSCORE", key, "-inf", now, "LIMIT", "0", limit},
         [this, key, finished](const Status& s, redisReply* r) {
@@ -258,7 +259,7 @@ void Poller::Promote(std::string_view set, redisReply* members,
     due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
-      PromoteCall(set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
+      PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
       [this, set, full, done](const Status& s, redisReply* r) {
         if (!s.ok()) {
           std::string error = s.ToString();

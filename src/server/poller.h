@@ -20,6 +20,7 @@
 #ifndef RELIABLEQ_SERVER_POLLER_H_
 #define RELIABLEQ_SERVER_POLLER_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "keys.h"
 #include "log.h"
 #include "redis/async_connection.h"
 #include "reliableq/admin.h"
@@ -48,10 +50,10 @@ class Poller {
   // (ServerOptions::scheduled_poll_interval). `command` must outlive the
   // poller, and must be closed before the poller is destroyed when a
   // command may still be on its way (its callbacks call the poller). A
-  // promotion into an empty queue is announced on `wake_prefix` + the
-  // queue's name (Keys::WakeQueue), so that idle workers start it at once.
+  // promotion into an empty queue is announced on keys.WakeQueue(its name),
+  // so that idle workers start it at once; `keys` name the sets.
   Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
-         std::chrono::milliseconds interval, DeadSetLimits dead_limits, std::string wake_prefix,
+         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Keys& keys,
          const Clock& clock, const Logger& log);
 
   // Reads the heads at once, then keeps promoting on time until Stop().
@@ -104,7 +106,9 @@ class Poller {
   redis::AsyncConnection& command_;
   const std::chrono::milliseconds interval_;
   const DeadSetLimits dead_limits_;
+  const Keys keys_;
   const std::string wake_prefix_;
+  const std::array<std::string, 2> sets_;  // by Set: schedule, retry
   const Clock& clock_;
   const Logger& log_;
   uv::Timer timer_;

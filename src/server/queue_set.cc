@@ -19,7 +19,7 @@ QueueSet::QueueSet(const std::vector<QueueSpec>& specs, const Keys& keys,
     }
     slots_.push_back({false, static_cast<uint32_t>(queues_.size())});
     queues_.push_back(
-        {spec.name, spec.weight, Keys::Queue(spec.name), keys.Working(identity, spec.name)});
+        {spec.name, spec.weight, keys.Queue(spec.name), keys.Working(identity, spec.name)});
     names_.push_back(spec.name);
     by_name_.emplace(spec.name, static_cast<uint32_t>(by_name_.size()));
   }
@@ -52,7 +52,7 @@ uint32_t QueueSet::Add(std::string_view name) {
   }
   auto index = static_cast<uint32_t>(queues_.size());
   std::string text(name);
-  queues_.push_back({text, namespaces_[owner].weight, Keys::Queue(text),
+  queues_.push_back({text, namespaces_[owner].weight, keys_.Queue(text),
                      keys_.Working(identity_, text), paused_names_.contains(text)});
   names_.push_back(text);
   by_name_.emplace(text, index);

@@ -69,6 +69,8 @@ class QueueSet {
   // The names of queues [0, size()), in index order.
   const std::vector<std::string>& names() const { return names_; }
   bool weighted() const { return weighted_; }
+  // The key names every queue's keys were built with.
+  const Keys& keys() const { return keys_; }
   const std::vector<QueueNamespace>& namespaces() const { return namespaces_; }
 
   // A namespace matches `name` and it is not known yet.

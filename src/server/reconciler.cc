@@ -64,7 +64,7 @@ void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
   double now = parts_.clock.Now();
   for (uint32_t i = 0; i < n; ++i) {
     const ServedQueue& q = parts_.queues[i];
-    ScriptCall call = RequeueCall(q.working_key, q.name, mode, parts_.max_interruptions, now,
+    ScriptCall call = RequeueCall(parts_.queues.keys(), q.working_key, q.name, mode, parts_.max_interruptions, now,
                                   parts_.dead_limits, std::move(listed[i]));
     Status sent = parts_.command.Eval(call, [this, i, finish_one](const Status& s, redisReply* r) {
       if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&

@@ -26,6 +26,24 @@ std::optional<std::string> ConfigValue(redis::Connection& connection, const char
 
 }  // namespace
 
+Status AddToGroups(const RedisOptions& options, const Keys& keys) {
+  if (keys.layout() != 2) return Status::OK();
+  // The directory hashes to its own slot: in a cluster the group's
+  // connection cannot reach it, so it gets a connection routed to it (on a
+  // single Redis the route key changes nothing).
+  RedisOptions routed = options;
+  routed.cluster.route_key = keys.Groups();
+  Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(routed);
+  if (!connection.ok()) return connection.status().WithContext("listing the group");
+  const std::string directory = keys.Groups();
+  Result<redis::ReplyPtr> added = (*connection)->Command({"SADD", directory, keys.group()});
+  if (!added.ok()) return added.status().WithContext("SADD " + directory);
+  if ((*added)->type == REDIS_REPLY_ERROR) {
+    return Status::Script("SADD " + directory + ": " + std::string(redis::View(added->get())));
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
                                                       const Keys& keys, const Logger& log) {
   Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options);
@@ -48,6 +66,7 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   }
   Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;
+  if (Status listed = AddToGroups(options, keys); !listed.ok()) return listed;
   Status loaded = (*probe)->LoadScripts();
   if (!loaded.ok()) return loaded;
   if (options.tls.enabled && !options.tls.verify_peer) {

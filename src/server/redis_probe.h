@@ -23,9 +23,17 @@ namespace reliableq {
 // Redis older than 6.2, or one whose data follows another key layout than
 // this build's (VerifyLayout, which records ours when there is none);
 // kProtocol when INFO cannot be read; the error of a script Redis refused
-// to load.
+// to load. In layout 2 it also lists the group in the directory of groups
+// (AddToGroups).
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
                                                       const Keys& keys, const Logger& log);
+
+// SADD keys.group() to keys.Groups(), the one key outside every group, on a
+// connection of its own that serves that key's slot (cluster.route_key), so
+// that `reliableq groups` finds the group; nothing in layout 1. The entry
+// outlives the group's data, harmlessly: a directory entry without data
+// reads as an empty group. Errors as the connection reports them.
+Status AddToGroups(const RedisOptions& options, const Keys& keys);
 
 }  // namespace reliableq
 

@@ -220,7 +220,7 @@ bool ServerImpl::AdmitLimited(std::vector<FetchedJob>* jobs) {
 
 void ServerImpl::DiscoverQueues() {
   if (queues_.namespaces().empty() || !command_->ready()) return;
-  command_->Command({"SMEMBERS", Keys::kQueues}, [this](const Status& s, redisReply* reply) {
+  command_->Command({"SMEMBERS", keys_.Queues()}, [this](const Status& s, redisReply* reply) {
     if (!s.ok() || reply->type != REDIS_REPLY_ARRAY) return;
     for (size_t i = 0; i < reply->elements; ++i) {
       const redisReply* name = reply->element[i];

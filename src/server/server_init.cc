@@ -17,7 +17,7 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
       log_(std::make_shared<Logger>(options.log_level, options.log_sink, options.log_format)),
-      keys_(options.prefix),
+      keys_(Keys::For(options.prefix, options.redis)),
       hostname_(ProcessHostname()),
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_) {
@@ -109,7 +109,7 @@ Status ServerImpl::Init() {
                        [this] { heartbeat_->Beat(); }});
   outcomes_ =
       std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
-                                 keys_.WakeScheduled(), keys_.StatExpired(), clock, log,
+                                 keys_, clock, log,
                                  [this] { OnFinished(); });
   if (!options_.limits.empty()) {
     limit_gate_ = std::make_unique<LimitGate>(
@@ -137,7 +137,7 @@ Status ServerImpl::Init() {
                                             RequestClose();
                                           });
   poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
-                                     dead_limits, keys_.WakeQueue(""), clock, log);
+                                     dead_limits, keys_, clock, log);
   if (!options_.periodic_jobs.empty()) {
     periodic_ = std::make_unique<PeriodicScheduler>(loop_ref, *command_, keys_, identity_,
                                                     options_.periodic_jobs, clock, log);
@@ -147,7 +147,7 @@ Status ServerImpl::Init() {
                                        options_.janitor_interval, clock, log);
   deadline_watch_ =
       std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log);
-  if (auto discovery = redis::Discovery::For(options_.redis)) {
+  if (auto discovery = redis::Discovery::For(options_.redis); discovery && discovery->sentinel()) {
     // Every connection drops within a watchdog tick (the epoch moved) and
     // reconnects at once, not after the backoff the dead master built up.
     sentinel_watch_ = std::make_unique<SentinelWatch>(loop_ref, std::move(discovery), log, [this] {

@@ -44,7 +44,7 @@ ClientSpool::ClientSpool(ClientSpoolOptions options, std::unique_ptr<redis::Conn
       clock_(options_.clock ? options_.clock : SystemClock()),
       log_(options_.log_level),
       redis_(std::move(redis)) {
-  drain_config_.keys = Keys(options_.prefix);
+  drain_config_.keys = Keys::For(options_.prefix, redis_->options());
   drain_config_.wait_replicas = options_.wait_replicas;
   drain_config_.wait_timeout = options_.wait_timeout;
   drain_config_.keep_waiting = true;

@@ -97,6 +97,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
     return Status::InvalidArgument(
         "wait_replicas must be 0 or more, and wait_timeout more than 0 ms (WAIT 0 waits forever)");
   }
+  if (Status s = CheckKeyLayout(options.prefix, redis.group); !s.ok()) return s;
   Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
   if (!entries.ok()) return entries.status();
   RedisOptions connection_options = redis;
@@ -108,7 +109,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   spool::RemoveStaleTemporaries(dir);
 
   spool::DrainConfig config;
-  config.keys = Keys(options.prefix);
+  config.keys = Keys::For(options.prefix, redis);
   config.wait_replicas = options.wait_replicas;
   config.wait_timeout = options.wait_timeout;
   // Held jobs of earlier drains get one more try now, not after a wait.

@@ -82,6 +82,9 @@ void Session(Call& call) {
   w.Int(call.context.options.refresh_ms);
   w.Key("prefix");
   WriteString(w, call.context.options.prefix);
+  // The queue group (layout 2), "" in layout 1: every key read is the group's.
+  w.Key("group");
+  WriteString(w, call.context.options.redis.group);
   w.EndObject();
   SendJson(call.response, Done(buffer));
 }

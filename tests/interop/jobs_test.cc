@@ -311,7 +311,7 @@ void RubyPushesReliableqRuns(RedisFixture& fixture, const std::string& mode) {
   const Keys keys(options.prefix);
   auto acked = [&] {
     return recorder.size() >= count &&
-           Counter(fixture, Keys::kProcessed) >= static_cast<long long>(count);
+           Counter(fixture, Keys().Processed()) >= static_cast<long long>(count);
   };
   bool all_ran = WaitUntil(acked, 20s);
   INFO("ran " << recorder.size() << " of " << count << " jobs; schedule holds "
@@ -319,15 +319,15 @@ void RubyPushesReliableqRuns(RedisFixture& fixture, const std::string& mode) {
   REQUIRE(all_ran);
   // Acknowledged: nothing left where a job can wait or be held.
   for (const char* queue : {"interop", "interop_low"}) {
-    CHECK(fixture.Integer({"LLEN", Keys::Queue(queue)}) == 0);
+    CHECK(fixture.Integer({"LLEN", Keys().Queue(queue)}) == 0);
     CHECK(fixture.Integer({"LLEN", keys.Working(server.identity(), queue)}) == 0);
   }
   CHECK(server.Stop().ok());
   CHECK(fixture.Integer({"ZCARD", "schedule"}) == 0);
   CHECK(fixture.Integer({"ZCARD", "retry"}) == 0);
   CHECK(fixture.Integer({"ZCARD", "dead"}) == 0);
-  CHECK(Counter(fixture, Keys::kProcessed) == static_cast<long long>(count));
-  CHECK(Counter(fixture, Keys::kFailed) == 0);
+  CHECK(Counter(fixture, Keys().Processed()) == static_cast<long long>(count));
+  CHECK(Counter(fixture, Keys().Failed()) == 0);
   CHECK(recorder.size() == count);
   CHECK(misrouted.size() == 0);
 
@@ -431,7 +431,7 @@ std::map<std::string, PushedJob> PushFromReliableq(RedisFixture& fixture,
 
   // Stored as Sidekiq itself would write them (reliableq-schema(7)).
   CommandResult redump = RunRuby(
-      {InteropFile("jobs_redump.rb"), fixture.server().Url(), Keys::Queue(queue), "schedule"});
+      {InteropFile("jobs_redump.rb"), fixture.server().Url(), Keys().Queue(queue), "schedule"});
   MESSAGE(redump.out);
   return pushed;
 }
@@ -489,8 +489,8 @@ void SidekiqRuns(RedisFixture& fixture, const std::string& fetch,
   CHECK(fixture.Integer({"ZCARD", "dead"}) == 0);
   std::vector<std::string> held = NonEmptyWorkingLists(fixture);
   CHECK_MESSAGE(held.empty(), "jobs still held in " << Join(held));
-  CHECK(Counter(fixture, Keys::kProcessed) == static_cast<long long>(pushed.size()));
-  CHECK(Counter(fixture, Keys::kFailed) == 0);
+  CHECK(Counter(fixture, Keys().Processed()) == static_cast<long long>(pushed.size()));
+  CHECK(Counter(fixture, Keys().Failed()) == 0);
 }
 
 }  // namespace
@@ -698,7 +698,7 @@ void MixedFleet(RedisFixture& fixture, const std::string& fetch) {
   CHECK(fixture.Integer({"ZCARD", "retry"}) == 0);
   CHECK(fixture.Integer({"ZCARD", "dead"}) == 0);
   CHECK(fixture.SMembers("processes").empty());
-  CHECK(Counter(fixture, Keys::kFailed) == 0);
+  CHECK(Counter(fixture, Keys().Failed()) == 0);
 }
 
 }  // namespace
@@ -755,7 +755,7 @@ TEST_CASE_FIXTURE(RedisFixture,
   registry.Register(kActiveJobWrapper8, recorder.handler());
   RunningServer server(InteropServerOptions(options(), {{"interop", 0}}, kConcurrency),
                        std::move(registry));
-  REQUIRE(WaitUntil([&] { return recorder.size() >= 2 && Counter(*this, Keys::kProcessed) >= 2; },
+  REQUIRE(WaitUntil([&] { return recorder.size() >= 2 && Counter(*this, Keys().Processed()) >= 2; },
                     10s));
   CHECK(server.Stop().ok());
   std::map<std::string, SeenJob> seen;
@@ -777,7 +777,7 @@ TEST_CASE_FIXTURE(RedisFixture,
   CHECK(doc["enqueued_at"].GetDouble() < 1e11);
   CHECK(Integer({"LLEN", "queue:interop"}) == 0);
   CHECK(Integer({"ZCARD", "schedule"}) == 0);
-  CHECK(Counter(*this, Keys::kFailed) == 0);
+  CHECK(Counter(*this, Keys().Failed()) == 0);
 }
 
 TEST_CASE_FIXTURE(RedisFixture,

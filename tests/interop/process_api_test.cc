@@ -268,7 +268,7 @@ void WriteProcess(JsonWriter& w, const ProcessSpec& p) {
 // The jids of the jobs in queue:<name>.
 std::set<std::string> QueuedJids(RedisFixture& fixture, const std::string& name) {
   std::set<std::string> jids;
-  for (const std::string& payload : fixture.LRange(Keys::Queue(name))) {
+  for (const std::string& payload : fixture.LRange(Keys().Queue(name))) {
     size_t at = payload.find("\"jid\":\"");
     if (at != std::string::npos) jids.insert(payload.substr(at + 7, 24));
   }
@@ -346,7 +346,7 @@ TEST_CASE_FIXTURE(RedisFixture,
   // Both work hashes and busy come from one beat.
   REQUIRE_MESSAGE(WaitUntil([&] {
                     return HGet(process.identity, "busy") == "3" &&
-                           Integer({"HLEN", Keys::Work(process.identity)}) == 3;
+                           Integer({"HLEN", Keys().Work(process.identity)}) == 3;
                   }, 10s),
                   "the worker did not report 3 busy threads");
   // The oldest job of `default` waits at least a second: its latency is
@@ -408,7 +408,7 @@ TEST_CASE_FIXTURE(RedisFixture,
   }
   // What Sidekiq's actions did to our queues.
   CHECK(QueuedJids(*this, "default") == std::set<std::string>{queued[0].jid});
-  CHECK_FALSE(Exists(Keys::Queue("trash")));
+  CHECK_FALSE(Exists(Keys().Queue("trash")));
   CHECK(Integer({"SISMEMBER", "queues", "trash"}) == 0);
   CHECK(Integer({"SISMEMBER", "queues", "default"}) == 1);
 
@@ -416,8 +416,8 @@ TEST_CASE_FIXTURE(RedisFixture,
   REQUIRE_MESSAGE(WaitUntil([&] {
                     return Get("stat:processed") == "7" &&
                            HGet(process.identity, "busy") == "0" &&
-                           !Exists(Keys::Work(process.identity)) &&
-                           !Exists(Keys::Workers(process.identity));
+                           !Exists(Keys().Work(process.identity)) &&
+                           !Exists(Keys().Workers(process.identity));
                   }, 10s),
                   "the blocked jobs did not finish");
   // The two OkJobs and the three blocked jobs ran, once each.
@@ -482,7 +482,7 @@ TEST_CASE_FIXTURE(RedisFixture,
                                  pusher.Push("SleepJob", "[20000]", "stopq")};
   REQUIRE_MESSAGE(WaitUntil([&] {
                     return HGet(process.identity, "busy") == "2" &&
-                           Integer({"HLEN", Keys::Workers(process.identity)}) == 2;
+                           Integer({"HLEN", Keys().Workers(process.identity)}) == 2;
                   }, 10s),
                   "the worker did not start both jobs");
 

@@ -1,0 +1,199 @@
+// reliableq groups: the queue groups of a prefix (layout 2), read from the
+// directory of groups, with each group's queued jobs, live processes and
+// layout record.
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "keys.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
+#include "text_escape.h"
+
+namespace reliableq::cli {
+
+namespace {
+
+constexpr std::string_view kVerb = "groups";
+
+constexpr std::string_view kHelp =
+    "usage: reliableq groups [--json]\n"
+    "\n"
+    "Lists the queue groups of the prefix (layout 2: every key of group G under\n"
+    "P{G}:), as the workers recorded them at start in P groups, with each group's\n"
+    "queued jobs (the sizes of its queues added up), its live processes (those\n"
+    "whose heartbeat key exists) and the layout its record holds (P{G}:schema;\n"
+    "none: no worker of the group has run). Each group is read on a connection of\n"
+    "its own, on Redis Cluster the one of its slot. A group a worker listed stays\n"
+    "listed after its data is gone.\n"
+    "\n"
+    "Options:\n"
+    "      --json           one JSON object instead of text:\n"
+    "                       {\"groups\":[{\"name\":..,\"queued\":..,\"processes\":..,\n"
+    "                                   \"layout\":..}]} (layout: a string or null)\n";
+
+struct GroupInfo {
+  std::string name;
+  int64_t queued = 0;
+  int64_t processes = 0;
+  std::optional<std::string> layout;
+};
+
+Status CheckReplies(const std::vector<redis::ReplyPtr>& replies, const std::string& what) {
+  for (const redis::ReplyPtr& reply : replies) {
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return Status::Script(what + ": " + std::string(redis::View(reply.get())));
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> Strings(const redisReply* reply) {
+  std::vector<std::string> out;
+  if (reply->type != REDIS_REPLY_ARRAY) return out;
+  for (size_t i = 0; i < reply->elements; ++i) {
+    out.emplace_back(redis::View(reply->element[i]));
+  }
+  return out;
+}
+
+// The directory, read on a connection routed to its own slot.
+Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const Keys& keys) {
+  RedisOptions routed = redis;
+  routed.cluster.route_key = keys.Groups();
+  Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(routed);
+  if (!connection.ok()) return connection.status();
+  Result<redis::ReplyPtr> members = (*connection)->Command({"SMEMBERS", keys.Groups()});
+  if (!members.ok()) return members.status().WithContext("SMEMBERS " + keys.Groups());
+  if ((*members)->type != REDIS_REPLY_ARRAY) {
+    return Status::Protocol("SMEMBERS " + keys.Groups() + " answered " +
+                            redis::TypeName(members->get()));
+  }
+  std::vector<std::string> names = Strings(members->get());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// One group, read with its own options (group = `name`): its slot's
+// connection in a cluster.
+Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix,
+                            const std::string& name) {
+  GroupInfo info{.name = name};
+  if (!CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
+  RedisOptions options = redis;
+  options.group = name;
+  options.cluster.route_key.clear();
+  const Keys keys = Keys::For(prefix, options);
+  Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
+  if (!connection.ok()) return connection.status();
+  const std::string what = "reading group " + name;
+  Result<std::vector<redis::ReplyPtr>> first =
+      (*connection)
+          ->Pipeline(
+              {{"GET", keys.Schema()}, {"SMEMBERS", keys.Queues()}, {"HKEYS", keys.Registry()}});
+  if (!first.ok()) return first.status().WithContext(what);
+  if (Status s = CheckReplies(*first, what); !s.ok()) return s;
+  if ((*first)[0]->type == REDIS_REPLY_STRING) info.layout = redis::View((*first)[0].get());
+  std::vector<std::string> key_names;
+  for (const std::string& queue : Strings((*first)[1].get()))
+    key_names.push_back(keys.Queue(queue));
+  const size_t queues = key_names.size();
+  for (const std::string& identity : Strings((*first)[2].get())) {
+    key_names.push_back(keys.Heartbeat(identity));
+  }
+  std::vector<redis::Argv> commands;
+  for (size_t i = 0; i < key_names.size(); ++i) {
+    commands.push_back({i < queues ? "LLEN" : "EXISTS", key_names[i]});
+  }
+  if (commands.empty()) return info;
+  Result<std::vector<redis::ReplyPtr>> second = (*connection)->Pipeline(commands);
+  if (!second.ok()) return second.status().WithContext(what);
+  if (Status s = CheckReplies(*second, what); !s.ok()) return s;
+  for (size_t i = 0; i < second->size(); ++i) {
+    int64_t n = (*second)[i]->type == REDIS_REPLY_INTEGER ? (*second)[i]->integer : 0;
+    (i < queues ? info.queued : info.processes) += n;
+  }
+  return info;
+}
+
+std::string AsJson(const std::vector<GroupInfo>& groups) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.StartObject();
+  writer.Key("groups");
+  writer.StartArray();
+  for (const GroupInfo& g : groups) {
+    writer.StartObject();
+    writer.Key("name");
+    writer.String(g.name.data(), static_cast<rapidjson::SizeType>(g.name.size()));
+    writer.Key("queued");
+    writer.Int64(g.queued);
+    writer.Key("processes");
+    writer.Int64(g.processes);
+    writer.Key("layout");
+    if (g.layout) {
+      writer.String(g.layout->data(), static_cast<rapidjson::SizeType>(g.layout->size()));
+    } else {
+      writer.Null();
+    }
+    writer.EndObject();
+  }
+  writer.EndArray();
+  writer.EndObject();
+  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+}
+
+std::string AsText(const std::vector<GroupInfo>& groups) {
+  if (groups.empty()) return "no queue group\n";
+  std::string out = "group                             queued  processes  layout\n";
+  for (const GroupInfo& g : groups) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-32s %7lld %10lld  %s\n", Escaped(g.name).c_str(),
+                  static_cast<long long>(g.queued), static_cast<long long>(g.processes),
+                  g.layout ? Escaped(*g.layout).c_str() : "none");
+    out += buf;
+  }
+  return out;
+}
+
+int Run(const ParsedArgs& args) {
+  if (!args.positionals().empty()) {
+    return UsageError(kVerb, "unexpected argument '" + args.positionals()[0] + "'");
+  }
+  Result<RedisOptions> redis = RedisFromArgs(args);
+  if (!redis.ok()) return UsageError(kVerb, redis.status().message());
+  const std::string prefix = PrefixFromArgs(args);
+  Result<std::vector<std::string>> names = ReadDirectory(*redis, Keys(prefix));
+  if (!names.ok()) return RuntimeError(names.status());
+  std::vector<GroupInfo> groups;
+  for (const std::string& name : *names) {
+    Result<GroupInfo> info = ReadGroup(*redis, prefix, name);
+    if (!info.ok()) return RuntimeError(info.status());
+    groups.push_back(std::move(*info));
+  }
+  std::string text = args.Has("json") ? AsJson(groups) : AsText(groups);
+  if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& GroupsCommand() {
+  static const Command command = {
+      .name = kVerb,
+      .summary = "list the queue groups (layout 2) and their sizes",
+      .help = kHelp,
+      .options = {{.name = "json"}},
+      .run = Run,
+  };
+  return command;
+}
+
+}  // namespace reliableq::cli

@@ -1,0 +1,27 @@
+#include "client_options.h"
+
+#include <string>
+
+#include "keys.h"
+
+namespace reliableq {
+
+Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
+                                             const ClientOptions& client) {
+  if (client.wait_replicas < 0) {
+    return Status::InvalidArgument("wait_replicas is " + std::to_string(client.wait_replicas) +
+                                   ": it must be 0 (off) or the number of replicas to wait for");
+  }
+  if (client.wait_timeout.count() <= 0) {
+    return Status::InvalidArgument("wait_timeout is " +
+                                   std::to_string(client.wait_timeout.count()) +
+                                   " ms: it must be more than 0 (WAIT 0 would wait forever)");
+  }
+  // The spool and the client build their keys from these two.
+  if (Status s = CheckKeyLayout(client.prefix, options.group); !s.ok()) return s;
+  RedisOptions out = options;
+  if (client.wait_replicas > 0) out.command_timeout += client.wait_timeout;
+  return out;
+}
+
+}  // namespace reliableq

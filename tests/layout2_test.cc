@@ -1,0 +1,329 @@
+// Layout 2 on a single Redis: real worker processes (RELIABLEQ_BIN) serving
+// a queue group run every feature through the same code paths as on Redis
+// Cluster, and every key they, the client and the admin verbs write is
+// under "<prefix>{<group>}:" (or is the directory "<prefix>groups"), so no
+// script can ever touch two slots.
+
+#include <doctest/doctest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keys.h"
+#include "process.h"
+#include "reliableq/admin.h"
+#include "reliableq/client.h"
+#include "testutil.h"
+
+using namespace reliableq;
+using namespace reliableq::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kGroup = "eu-1";
+constexpr const char* kTag = "reliableq:{eu-1}:";
+
+struct Layout2 : RedisFixture {
+  Layout2() {
+    char templ[] = "/tmp/rq_layout2_XXXXXX";
+    dir_ = mkdtemp(templ);
+  }
+  ~Layout2() {
+    workers_.clear();  // SIGKILLs what still runs
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    int ignored = std::system(cmd.c_str());
+    (void)ignored;
+  }
+
+  RedisOptions GroupOptions() const {
+    RedisOptions options = RedisServer::Shared().Options();
+    options.group = kGroup;
+    return options;
+  }
+
+  // `reliableq --redis URL --group eu-1 ARGS...`, to completion.
+  CommandResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(),
+                                     "--group", kGroup};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  ChildProcess& StartWorker(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
+                                     "worker",
+                                     "--redis",
+                                     server().Url(),
+                                     "--group",
+                                     kGroup,
+                                     "-r",
+                                     BuildPath("RELIABLEQ_DEMO_PLUGIN"),
+                                     "--heartbeat-ttl",
+                                     "2",
+                                     "--heartbeat-interval",
+                                     "0.25",
+                                     "--janitor-interval",
+                                     "0.3",
+                                     "--poll-interval",
+                                     "0.2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string log = dir_ + "/worker" + std::to_string(workers_.size()) + ".log";
+    workers_.push_back(std::make_unique<ChildProcess>(
+        argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + dir_ + "/ran.log"}, log));
+    return *workers_.back();
+  }
+
+  // The identity of the worker with process id `pid` once it registered.
+  std::string IdentityOf(pid_t pid) {
+    std::string found;
+    WaitUntil(
+        [&] {
+          for (const std::string& id : SMembers(std::string(kTag) + "processes")) {
+            if (id.find(":" + std::to_string(pid) + ":") != std::string::npos) found = id;
+          }
+          return !found.empty();
+        },
+        10s);
+    return found;
+  }
+
+  long long Counter(const std::string& name) {
+    std::string value = Get(std::string(kTag) + name);
+    return value.empty() ? 0 : std::stoll(value);
+  }
+
+  // Every key in the whole Redis: under the group's tag, or the directory.
+  void CheckEveryKeyInTheGroup() {
+    std::vector<std::string> keys;
+    std::string cursor = "0";
+    do {
+      auto reply = redis().Command({"SCAN", cursor, "COUNT", "1000"});
+      REQUIRE(reply.ok());
+      cursor = redis::View((*reply)->element[0]);
+      for (size_t i = 0; i < (*reply)->element[1]->elements; ++i) {
+        keys.emplace_back(redis::View((*reply)->element[1]->element[i]));
+      }
+    } while (cursor != "0");
+    REQUIRE(keys.size() > 3);
+    for (const std::string& key : keys) {
+      CAPTURE(key);
+      CHECK((key.starts_with(kTag) || key == "reliableq:groups"));
+    }
+    CHECK(SMembers("reliableq:groups") == std::vector<std::string>{kGroup});
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+std::string HttpBody(int port, const std::string& path) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(5, 0);
+  auto result = client.Get(path.c_str());
+  return result && result->status == 200 ? result->body : "";
+}
+
+Job MakeJob(const std::string& cls, const std::string& queue, const std::string& args = "[1]") {
+  Job job;
+  job.job_class = cls;
+  job.args = args;
+  job.queue = queue;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and only P{G}: keys") {
+  const std::string tag = kTag;
+  const int port = FreeLoopbackPort();
+  ChildProcess& worker = StartWorker(
+      {"-q", "default", "-q", "mail", "--http", "127.0.0.1:" + std::to_string(port), "--periodic",
+       R"(beat={"cron":"* * * * * *","class":"NoopJob","queue":"ticks","args":[1]})", "--limit",
+       "api=concurrency=1,classes=RecordJob"});
+  const std::string id = IdentityOf(worker.pid());
+  REQUIRE_MESSAGE(!id.empty(), worker.Log());
+  CHECK(Get(tag + "schema") == "2");
+  CHECK_FALSE(Exists("reliableq:schema"));
+
+  auto client = Client::Open(GroupOptions(), {});
+  REQUIRE(client.ok());
+  auto admin = Admin::Open(GroupOptions(), {});
+  REQUIRE(admin.ok());
+
+  // Push and run.
+  AcceptedJid((*client)->Push(MakeJob("NoopJob", "default")));
+  bool ran = WaitUntil([&] { return Counter("stat:processed") >= 1; }, 10s);
+  REQUIRE_MESSAGE(ran, worker.Log());
+
+  // Retry and dead: a failure with retries left waits in the group's
+  // retry set, one without goes to its dead set.
+  Job retried = MakeJob("FailingJob", "default");
+  retried.retry = Retry::Times(3);
+  AcceptedJid((*client)->Push(retried));
+  Job doomed = MakeJob("FailingJob", "default");
+  doomed.retry = Retry::Times(0);
+  AcceptedJid((*client)->Push(doomed));
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", tag + "retry"}) == 1; }, 10s));
+  REQUIRE(WaitUntil([&] { return Integer({"ZCARD", tag + "dead"}) == 1; }, 10s));
+  CHECK(Counter("stat:failed") == 2);
+
+  // Schedule: due in a second, promoted by the worker's poller and run.
+  long long before = Counter("stat:processed");
+  AcceptedJid((*client)->PushIn(MakeJob("NoopJob", "default"), 1.0));
+  CHECK(Integer({"ZCARD", tag + "schedule"}) == 1);
+  REQUIRE(WaitUntil([&] { return Counter("stat:processed") == before + 1; }, 10s));
+  CHECK(Integer({"ZCARD", tag + "schedule"}) == 0);
+
+  // Pause, and a unique job that waits in the paused queue.
+  REQUIRE((*admin)->PauseQueue("mail").ok());
+  std::this_thread::sleep_for(1s);  // a pause holds from the next heartbeat (0.25 s)
+  Job unique = MakeJob("NoopJob", "mail");
+  unique.unique = Uniqueness{.key = "u1"};
+  AcceptedJid((*client)->Push(unique));
+  auto second = (*client)->Push(unique);
+  REQUIRE(second.ok());
+  CHECK(second->outcome == PushOutcome::kDuplicate);
+  CHECK(Exists(tag + "unique:u1"));
+  std::this_thread::sleep_for(1s);
+  CHECK(Integer({"LLEN", tag + "queue:mail"}) == 1);
+  before = Counter("stat:processed");
+  REQUIRE((*admin)->ResumeQueue("mail").ok());
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", tag + "queue:mail"}) == 0; }, 10s));
+  REQUIRE(WaitUntil([&] { return !Exists(tag + "unique:u1"); }, 10s));
+
+  // A limit: one RecordJob at a time, the others parked in the group's
+  // waiting list meanwhile.
+  std::vector<Job> limited(3, MakeJob("RecordJob", "default", R"(["x", 700])"));
+  AcceptedJids((*client)->PushBulk(limited));
+  bool parked = WaitUntil([&] { return Integer({"LLEN", tag + "limit:api:waiting"}) >= 1; }, 5s);
+  CHECK(parked);
+  CHECK(Integer({"HLEN", tag + "limit:api"}) <= 1);
+  REQUIRE(WaitUntil([&] { return Counter("stat:processed") >= before + 4; }, 15s));
+  CHECK(Exists(tag + "limits"));
+
+  // Periodic: the ticks land in the group's queue:ticks, served by nobody.
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", tag + "queue:ticks"}) >= 1; }, 5s));
+  CHECK(Exists(tag + "periodic:beat"));
+
+  // The admin verbs read the group.
+  CommandResult stats = Cli({"stats", "--json"});
+  CHECK(stats.exit_code == 0);
+  CHECK(stats.out.find("\"retries\":1") != std::string::npos);
+  CHECK(stats.out.find("\"dead\":1") != std::string::npos);
+  CHECK(stats.out.find("\"processes\":1") != std::string::npos);
+  CommandResult queues = Cli({"queues", "--json"});
+  CHECK(queues.out.find("\"name\":\"ticks\"") != std::string::npos);
+  CHECK(Cli({"retries", "list", "--json"}).out.find("FailingJob") != std::string::npos);
+  CHECK(Cli({"dead", "list", "--json"}).out.find("FailingJob") != std::string::npos);
+  // Without the group the same verbs see layout 1's keys: nothing.
+  CommandResult plain =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "stats", "--json"});
+  CHECK(plain.out.find("\"retries\":0") != std::string::npos);
+
+  // The directory, read by `reliableq groups`.
+  CommandResult groups = Cli({"groups", "--json"});
+  CHECK(groups.exit_code == 0);
+  CHECK(groups.out.find(R"({"name":"eu-1",)") != std::string::npos);
+  CHECK(groups.out.find(R"("processes":1,"layout":"2")") != std::string::npos);
+
+  // The dashboard reads the group too: its API, and the cluster's gauges.
+  const int web_port = FreeLoopbackPort();
+  ChildProcess web({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "--group", kGroup, "web",
+                    "--http", "127.0.0.1:" + std::to_string(web_port)},
+                   {}, dir_ + "/web.log");
+  std::string overview;
+  REQUIRE_MESSAGE(WaitUntil(
+                      [&] {
+                        overview = HttpBody(web_port, "/api/overview");
+                        return !overview.empty();
+                      },
+                      10s),
+                  web.Log());
+  CHECK(overview.find("\"retries\":1") != std::string::npos);
+  CHECK(overview.find("\"dead\":1") != std::string::npos);
+  CHECK(HttpBody(web_port, "/api/session").find("\"group\":\"eu-1\"") != std::string::npos);
+  web.Signal(SIGTERM);
+  CHECK(web.Wait(10s).has_value());
+
+  // The metrics endpoint counts what the group's worker ran.
+  std::string metrics = HttpBody(port, "/metrics");
+  CHECK(metrics.find("reliableq_jobs_processed_total") != std::string::npos);
+
+  worker.Signal(SIGTERM);
+  REQUIRE(worker.Wait(20s).has_value());
+  CheckEveryKeyInTheGroup();
+}
+
+TEST_CASE_FIXTURE(Layout2,
+                  "layout 2: a second worker's janitor recovers the jobs of a SIGKILLed one") {
+  const std::string tag = kTag;
+  ChildProcess& doomed = StartWorker({"-q", "default"});
+  const std::string doomed_id = IdentityOf(doomed.pid());
+  REQUIRE(!doomed_id.empty());
+  auto client = Client::Open(GroupOptions(), {});
+  REQUIRE(client.ok());
+  AcceptedJid((*client)->Push(MakeJob("SleepJob", "default", "[60000]")));
+  const std::string working = tag + "working:" + doomed_id + ":default";
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", working}) == 1; }, 10s));
+  doomed.Signal(SIGKILL);
+  REQUIRE(doomed.Wait(5s).has_value());
+  WaitForUptimeAbove(3s);
+  // The rescuer serves another queue, so the job it recovers stays queued.
+  ChildProcess& rescuer = StartWorker({"-q", "other"});
+  REQUIRE(!IdentityOf(rescuer.pid()).empty());
+  REQUIRE(WaitUntil([&] { return Integer({"LLEN", tag + "queue:default"}) == 1; }, 20s));
+  CHECK(Integer({"LLEN", working}) == 0);
+  REQUIRE(WaitUntil([&] { return HGet(tag + "registry", doomed_id).empty(); }, 10s));
+  CHECK(LRange(tag + "queue:default").front().find("SleepJob") != std::string::npos);
+  rescuer.Signal(SIGTERM);
+  REQUIRE(rescuer.Wait(20s).has_value());
+  CheckEveryKeyInTheGroup();
+}
+
+TEST_CASE_FIXTURE(Layout2, "layout 2: a bad group, or a prefix with braces beside one, exits 2") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--group", "a b"},
+                                        {"--group", std::string(65, 'g')},
+                                        {"--group", "g", "--prefix", "rq{x}:"}}) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "--redis", server().Url()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"worker", "-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-q", "x"});
+    CommandResult result = RunCommand(argv);
+    CAPTURE(result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  }
+  CHECK(Snapshot().empty());
+}
+
+TEST_CASE_FIXTURE(Layout2, "layout 2: a spooled push drains into the group's queue") {
+  RedisOptions away;
+  away.host = "127.0.0.1";
+  away.port = FreeLoopbackPort();  // nobody listens: the push is spooled
+  away.connect_timeout = 300ms;
+  away.group = kGroup;
+  ClientOptions options;
+  options.spool_dir = dir_ + "/spool";
+  {
+    auto client = Client::Open(away, options);
+    REQUIRE(client.ok());
+    auto pushed = (*client)->Push(MakeJob("NoopJob", "default"));
+    REQUIRE(pushed.ok());
+    CHECK(pushed->outcome == PushOutcome::kSpooled);
+  }
+  CommandResult drained = Cli({"spool", "drain", dir_ + "/spool"});
+  CAPTURE(drained.err);
+  CHECK(drained.exit_code == 0);
+  CHECK(Integer({"LLEN", std::string(kTag) + "queue:default"}) == 1);
+  CHECK(SMembers(std::string(kTag) + "queues") == std::vector<std::string>{"default"});
+  CHECK_FALSE(Exists("queue:default"));
+}
