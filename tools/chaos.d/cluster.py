@@ -47,15 +47,7 @@ import threading
 import time
 
 import chaos as base
-from redis_cluster import Cluster, GroupClient, group_in_slot, key_slot
-
-PREFIX = base.PREFIX
-
-
-def key(group, name):
-    """The layout-2 name of a layout-1 key `name` (Sidekiq's or reliableq's
-    without its prefix) in queue group `group`."""
-    return '%s{%s}:%s' % (PREFIX, group, name)
+from redis_cluster import Cluster, GroupClient, group_in_slot, key, key_slot, leftovers
 
 
 class NoSampler:
@@ -432,30 +424,7 @@ class ClusterChaos(base.Chaos):
     def read_group_leftovers(self):
         dead, dead_reasons, left, stranded = {}, {}, {}, {}
         for g in self.groups:
-            r = self.client(g)
-            for payload in r.call('ZRANGE', key(g, 'dead'), '0', '-1') or []:
-                try:
-                    job = json.loads(payload)
-                    dead[int(job['args'][0])] = '%s: %s' % (job.get('error_class'),
-                                                            job.get('error_message'))
-                    dead_reasons.setdefault(job.get('error_class'), []).append(job['args'][0])
-                except (ValueError, KeyError, IndexError, TypeError):
-                    dead_reasons.setdefault('unreadable payload', []).append(payload[:80])
-            for q in r.call('SMEMBERS', key(g, 'queues')) or []:
-                for payload in r.call('LRANGE', key(g, 'queue:' + q), '0', '-1') or []:
-                    left[payload] = key(g, 'queue:' + q)
-            for name in ('schedule', 'retry'):
-                for payload in r.call('ZRANGE', key(g, name), '0', '-1') or []:
-                    left[payload] = key(g, name)
-            registered = set(base.pairs(r.call('HGETALL', key(g, 'registry'))))
-            # Every key of the group is in its slot, on the node r reaches.
-            for k in r.call('CLUSTER', 'GETKEYSINSLOT', key_slot('{%s}' % g), '100000') or []:
-                if not k.startswith(key(g, 'working:')):
-                    continue
-                for payload in r.call('LRANGE', k, '0', '-1') or []:
-                    left[payload] = k
-                if k[len(key(g, 'working:')):].rsplit(':', 1)[0] not in registered:
-                    stranded[k] = r.call('LLEN', k)
+            leftovers(self.client(g), g, dead, dead_reasons, left, stranded)
         pending_ids = {}
         for payload, where in left.items():
             try:

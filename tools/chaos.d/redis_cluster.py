@@ -8,7 +8,8 @@ where it is asked, SIGKILLs a primary and waits until the cluster promotes
 its replica, brings the killed node back (it rejoins as a replica of its
 promoted one: its nodes.conf names the cluster, and the newer epoch wins),
 and moves a slot with `redis-cli --cluster reshard`. GroupClient reaches the
-keys of one queue group wherever their slot is. Everything it starts is
+keys of one queue group wherever their slot is; key() names them (layout 2)
+and leftovers() reads what a group still holds at the end of a run. Everything it starts is
 stopped by PID (stop()).
 
 Nodes keep no data on disk (no AOF, no RDB): a killed node comes back empty
@@ -16,6 +17,7 @@ and takes a full copy from its new primary, and what a reliableq client was
 told a replica holds is what the test relies on, not a primary's disk.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -24,6 +26,12 @@ import chaos as base
 from replication import HOST, free_port, info_fields, wait_until
 
 SLOTS = 16384
+
+
+def key(group, name):
+    """The layout-2 name of a layout-1 key `name` (Sidekiq's or reliableq's
+    without its prefix) in queue group `group`."""
+    return '%s{%s}:%s' % (base.PREFIX, group, name)
 
 
 def _crc16_table():
@@ -321,3 +329,34 @@ class GroupClient:
                 time.sleep(0.1)
             if time.monotonic() >= deadline:
                 raise OSError('slot %d: no answer within %.0f s' % (self.slot, self.limit))
+
+
+def leftovers(r, g, dead, dead_reasons, left, stranded):
+    """Adds what group `g` (reached through GroupClient `r`) still holds:
+    dead {id: reason}, dead_reasons {error class: [ids]}, left {payload:
+    key} for every job in a queue, working list, the schedule or retry, and
+    stranded {working list: length} for the lists no registered process
+    owns (nobody would ever give those back)."""
+    for payload in r.call('ZRANGE', key(g, 'dead'), '0', '-1') or []:
+        try:
+            job = json.loads(payload)
+            dead[int(job['args'][0])] = '%s: %s' % (job.get('error_class'),
+                                                    job.get('error_message'))
+            dead_reasons.setdefault(job.get('error_class'), []).append(job['args'][0])
+        except (ValueError, KeyError, IndexError, TypeError):
+            dead_reasons.setdefault('unreadable payload', []).append(payload[:80])
+    for q in r.call('SMEMBERS', key(g, 'queues')) or []:
+        for payload in r.call('LRANGE', key(g, 'queue:' + q), '0', '-1') or []:
+            left[payload] = key(g, 'queue:' + q)
+    for name in ('schedule', 'retry'):
+        for payload in r.call('ZRANGE', key(g, name), '0', '-1') or []:
+            left[payload] = key(g, name)
+    registered = set(base.pairs(r.call('HGETALL', key(g, 'registry'))))
+    # Every key of the group is in its slot, on the node r reaches.
+    for k in r.call('CLUSTER', 'GETKEYSINSLOT', key_slot('{%s}' % g), '100000') or []:
+        if not k.startswith(key(g, 'working:')):
+            continue
+        for payload in r.call('LRANGE', k, '0', '-1') or []:
+            left[payload] = k
+        if k[len(key(g, 'working:')):].rsplit(':', 1)[0] not in registered:
+            stranded[k] = r.call('LLEN', k)
