@@ -52,7 +52,8 @@ class ClusterWorkers {
 
   // A worker of `group`, recording the jids it runs in `record`.
   ChildProcess& StartWorker(const std::string& group, const std::string& record,
-                            const std::string& concurrency = "4") {
+                            const std::string& concurrency = "4",
+                            const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
                                      "worker",
                                      "--redis",
@@ -69,6 +70,7 @@ class ClusterWorkers {
                                      "0.5",
                                      "--poll-interval",
                                      "0.2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     std::string log = dir_ + "/worker" + std::to_string(workers_.size()) + ".log";
     workers_.push_back(std::make_unique<ChildProcess>(
         argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + dir_ + "/" + record}, log));
@@ -315,4 +317,35 @@ TEST_CASE_FIXTURE(ClusterWorkers,
   // (After the promotion the new primary has no replica: pushes are not
   // confirmed any more, and do not count.)
   CHECK_MESSAGE(AllRan("failover.ran", replicated, 60s), Missing("failover.ran", replicated));
+}
+
+TEST_CASE_FIXTURE(ClusterWorkers,
+                  "migrate moves a single Redis's jobs into a group that a worker then runs") {
+  RedisServer single;
+  auto client = Client::Open(single.Options());
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  std::set<std::string> jids;
+  for (int i = 0; i < 300; ++i) {
+    Job job = Record("m" + std::to_string(i));
+    if (i % 3 == 0) job.queue = "critical";
+    jids.insert(AcceptedJid(client.value()->Push(job)));
+  }
+  // Scheduled in the past: due at once, promoted by the group's poller.
+  jids.insert(AcceptedJid(client.value()->PushAt(Record("due"), 1.0)));
+
+  std::string group = WorkerGroupOn(cluster_, cluster_.PrimaryPorts().front(), "migrate");
+  std::string url = cluster_.Url(group);
+  ChildProcess migrate({BuildPath("RELIABLEQ_BIN"), "--redis", single.Url(), "migrate", "--to",
+                        url.substr(0, url.rfind('/')), "--group", group},
+                       {}, dir_ + "/migrate.log");
+  REQUIRE(migrate.Wait(60s) == std::optional<int>(0));
+  // Nothing of the jobs is left on the single Redis.
+  auto left = redis::Connection::Open(single.Options());
+  REQUIRE(left.ok());
+  CHECK(IntegerReply(*left.value(), {"EXISTS", "queue:default", "queue:critical", "schedule"}) ==
+        0);
+
+  StartWorker(group, "migrated.ran", "4", {"-q", "critical", "-q", "default"});
+  CHECK_MESSAGE(AllRan("migrated.ran", jids, 60s), Missing("migrated.ran", jids));
+  for (const auto& [jid, times] : Ran("migrated.ran")) CHECK(times == 1);
 }

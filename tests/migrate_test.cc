@@ -1,10 +1,8 @@
 // reliableq migrate: the key mapping alone, then the program against two
 // real redis-servers, a layout-1 source (on a unix socket) and a target
 // (on a loopback port), as an operator runs it.
-//
-// Not here yet: a run into a real Redis Cluster (once cluster connections
-// and the layout-2 worker exist), with a worker of the group draining the
-// moved queues; see the TODO at the end of this file.
+// The move into a real Redis Cluster, with a worker of the group draining
+// the moved queues, is in tests/cluster_worker_test.cc.
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
@@ -579,11 +577,8 @@ TEST_CASE_FIXTURE(MigrateFixture, "migrate refuses bad arguments with exit 2") {
   CHECK(run.err.find("--to URL is required") != std::string::npos);
 }
 
-// TODO(cluster): once cluster connections (src/redis/, part C) and the
-// layout-2 Keys and worker (part K) are in, add here: a 3+3 cluster started
-// as in the cluster tests, `migrate --to redis+cluster://...` of Populate's
-// data (plus a few hundred queued jobs), then a worker of group g with the
-// demo plugin drains the moved queues, and every jid runs once.
+// The move into a real cluster, drained by a worker of the group, is in
+// tests/cluster_worker_test.cc.
 
 }  // namespace
 }  // namespace reliableq::testing
