@@ -11,8 +11,9 @@
 -- and the payload itself is never written back). Fields of the same names
 -- inside args are not taken for the top-level ones.
 -- The key is not among the script's KEYS: its name is only known from the
--- payload, and a name without "unique:" is ignored. In the cluster layout it carries the hash tag of the job's queue
--- group, so it lives in the same slot as the keys the script names.
+-- payload, and a name without "unique:" is ignored. In layout 2 it begins
+-- with the group's prefix, "P{G}:unique:", so it lives in the slot of the
+-- keys the script names.
 
 -- The job's top-level fields when its payload mentions `marker`, else nil.
 local function unique_fields(payload, marker)
