@@ -316,3 +316,40 @@ TEST_CASE_FIXTURE(ClusterWorkers,
   // confirmed any more, and do not count.)
   CHECK_MESSAGE(AllRan("failover.ran", replicated, 60s), Missing("failover.ran", replicated));
 }
+
+namespace reliableq::testing {
+// Known gap (review of issue 21), skipped until fixed: a Client's pushes go
+// through Connection::Send, which leaves MOVED, ASK and TRYAGAIN in place as
+// error replies, so every push during a migration of the group's slot, and
+// the first after the slot moved, is refused (nothing stored) although
+// reliableq(1) and the README say the blocking connection follows them.
+// Run it with --no-skip.
+TEST_CASE("a Client push during and after a slot migration is accepted" * doctest::skip(true)) {
+  RedisCluster& cluster = RedisCluster::Shared();
+  std::vector<int> primaries = cluster.PrimaryPorts();
+  std::string group = cluster.GroupOn(primaries[0]);
+  int slot = redis::KeySlot(group);
+  auto client = Client::Open(cluster.Options(group), ClientOptions());
+  REQUIRE(client.ok());
+  auto push = [&](const std::string& tag) {
+    Job j;
+    j.job_class = "Demo";
+    j.args = "[]";
+    auto pushed = (*client)->Push(j);
+    REQUIRE(pushed.ok());
+    MESSAGE(tag << ": outcome " << static_cast<int>(pushed->outcome) << " "
+                << pushed->reason.ToString());
+    return pushed->outcome;
+  };
+  CHECK(push("before") == PushOutcome::kAccepted);
+  cluster.BeginMigration(slot, primaries[1]);
+  CHECK(push("migrating, nothing moved") == PushOutcome::kAccepted);
+  cluster.MigrateKeys(slot, primaries[1], 1);
+  CHECK(push("migrating, one key moved") == PushOutcome::kAccepted);
+  cluster.MigrateKeys(slot, primaries[1], 100);
+  CHECK(push("migrating, all moved") == PushOutcome::kAccepted);
+  cluster.FinishMigration(slot, primaries[1]);
+  CHECK(push("after: MOVED") == PushOutcome::kAccepted);
+  CHECK(push("after, again") == PushOutcome::kAccepted);
+}
+}  // namespace reliableq::testing
