@@ -580,12 +580,15 @@ TEST_CASE_FIXTURE(MigrateFixture, "the source keeps a key until the target's rep
     return info.ok() &&
            std::string((*info)->str, (*info)->len).find("state=online") != std::string::npos;
   }));
-  auto migrate = [&] {
+  auto migrate = [&](std::vector<std::string> env = {}) {
     return RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", Source().Url(), "migrate", "--to",
                        primary.Url(), "--group", "g"},
-                      std::chrono::seconds(60));
+                      std::chrono::seconds(60), env);
   };
   REQUIRE(kill(replica.pid(), SIGSTOP) == 0);
+  // A run stopped right after its first copy: the rerun, which finds that
+  // key on both sides, must not delete it from the source either.
+  REQUIRE(migrate({"RELIABLEQ_TEST_MIGRATE_STOP_AFTER=1"}).exit_code == 75);
   CommandResult stalled = migrate();
   REQUIRE(kill(replica.pid(), SIGCONT) == 0);
   INFO(stalled.err);
