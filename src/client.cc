@@ -538,7 +538,12 @@ class ClientImpl : public Client {
           attempt = {Status::OK(), false, std::move(reply), confirmation};
           continue;
         }
-        attempt = {redis::FromErrorReply(redis::View(reply.get())), false, nullptr};
+        std::string_view text = redis::View(reply.get());
+        if (redis::ParseRedirect(text) || redis::IsTryAgainReply(text)) {
+          attempt = Resend(wire, at, std::move(reply), wait);  // NOSCRIPT: a new node
+        } else {
+          attempt = {redis::FromErrorReply(text), false, nullptr};
+        }
         if (redis::IsNoScript(attempt.status)) noscript.push_back(p);
       } else {
         // Written whole and unanswered: it may have run. Not written
@@ -547,6 +552,21 @@ class ClientImpl : public Client {
       }
     }
     return noscript;
+  }
+
+  // Call `at` of `wire`, redirected by a cluster (MOVED, ASK, TRYAGAIN: it
+  // did not run), goes again where its slot is now. WAIT came before it (and
+  // an ASK sends it on another connection): waiting, it is not confirmed.
+  Attempt Resend(std::string_view wire, size_t at, redis::ReplyPtr reply, bool wait) {
+    size_t begin = at == 0 ? 0 : ends_[at - 1];
+    auto followed = connection_->Resend(wire.substr(begin, ends_[at] - begin), std::move(reply));
+    if (!followed.ok()) {
+      using Progress = redis::Connection::Progress;
+      return {followed.status(), connection_->last_progress() == Progress::kSent, nullptr};
+    }
+    Confirmation confirmation;
+    if (wait) confirmation.unconfirmed = Status::Timeout("resent after a cluster redirection");
+    return {Status::OK(), false, std::move(*followed), confirmation};
   }
 
   // What the round trip's WAIT, reply `at` of replies_, says about the

@@ -350,3 +350,51 @@ TEST_CASE_FIXTURE(ClusterWorkers,
   CHECK_MESSAGE(AllRan("migrated.ran", jids, 60s), Missing("migrated.ran", jids));
   for (const auto& [jid, times] : Ran("migrated.ran")) CHECK(times == 1);
 }
+
+namespace reliableq::testing {
+// A Client's pushes go in batches through Connection::Send, which leaves
+// MOVED, ASK and TRYAGAIN in place; the client sends such a push again
+// where the slot is (Connection::Resend), so that no push is refused while
+// its group's slot migrates or just after it moved.
+TEST_CASE("a Client push during and after a slot migration is accepted") {
+  RedisCluster& cluster = RedisCluster::Shared();
+  std::vector<int> primaries = cluster.PrimaryPorts();
+  std::string group = WorkerGroupOn(cluster, primaries[0], "pushmove");
+  int slot = redis::KeySlot(group);
+  auto client = Client::Open(cluster.Options(group), ClientOptions());
+  REQUIRE(client.ok());
+  auto push = [&](const std::string& tag) {
+    Job j;
+    j.job_class = "Demo";
+    j.args = "[]";
+    auto pushed = (*client)->Push(j);
+    REQUIRE(pushed.ok());
+    MESSAGE(tag << ": outcome " << static_cast<int>(pushed->outcome) << " "
+                << pushed->reason.ToString());
+    return pushed->outcome;
+  };
+  CHECK(push("before") == PushOutcome::kAccepted);
+  cluster.BeginMigration(slot, primaries[1]);
+  CHECK(push("migrating, nothing moved") == PushOutcome::kAccepted);
+  cluster.MigrateKeys(slot, primaries[1], 1);
+  // The push's keys are split between the nodes (TRYAGAIN) until the
+  // migration moves the rest: it waits, and runs once they are together.
+  std::thread finish([&] {
+    std::this_thread::sleep_for(300ms);
+    cluster.MigrateKeys(slot, primaries[1], 100);
+  });
+  CHECK(push("migrating, one key moved") == PushOutcome::kAccepted);
+  finish.join();
+  CHECK(push("migrating, all moved (ASK)") == PushOutcome::kAccepted);
+  cluster.FinishMigration(slot, primaries[1]);
+  CHECK(push("after: MOVED") == PushOutcome::kAccepted);
+  CHECK(push("after, again") == PushOutcome::kAccepted);
+  // Each push stored once, all on the slot's new primary.
+  auto redis = redis::Connection::Open(cluster.Options(group));
+  REQUIRE(redis.ok());
+  auto length = redis.value()->Command({"LLEN", Keys("reliableq:", group).Queue("default")});
+  REQUIRE(length.ok());
+  CHECK(length.value()->integer == 6);
+  CHECK(cluster.OwnerOf(slot) == primaries[1]);
+}
+}  // namespace reliableq::testing

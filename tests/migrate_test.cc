@@ -5,6 +5,7 @@
 // the moved queues, is in tests/cluster_worker_test.cc.
 
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -557,6 +558,51 @@ TEST_CASE_FIXTURE(MigrateFixture, "migrate into a group on the source's own Redi
   }
   CHECK(Get(source(), "reliableq:schema") == "1");
   CHECK(Get(source(), "reliableq:{g}:schema") == "2");
+}
+
+// Redis replicates asynchronously: a key the target's primary acknowledged
+// and its replica does not have yet is lost if the target fails over (a
+// cluster promotes the replica by itself), so the source keeps it until the
+// replicas confirm the copy (WAIT).
+TEST_CASE_FIXTURE(MigrateFixture, "the source keeps a key until the target's replica has it") {
+  Run(source(), {"SADD", "queues", "default"});
+  Run(source(), {"LPUSH", "queue:default", Job("r1", "default"), Job("r2", "default")});
+  TargetServer primary;
+  const int replica_port = FreeLoopbackPort();
+  RedisServer replica({"--port", std::to_string(replica_port), "--bind", "127.0.0.1", "--replicaof",
+                       "127.0.0.1", std::to_string(primary.port)});
+  auto to_primary = redis::Connection::Open(primary.Options());
+  REQUIRE(to_primary.ok());
+  REQUIRE(WaitUntil([&] {
+    auto info = (*to_primary)->Command({"INFO", "replication"});
+    return info.ok() &&
+           std::string((*info)->str, (*info)->len).find("state=online") != std::string::npos;
+  }));
+  auto migrate = [&](std::vector<std::string> env = {}) {
+    return RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", Source().Url(), "migrate", "--to",
+                       primary.Url(), "--group", "g"},
+                      std::chrono::seconds(60), env);
+  };
+  REQUIRE(kill(replica.pid(), SIGSTOP) == 0);
+  // A run stopped right after its first copy: the rerun, which finds that
+  // key on both sides, must not delete it from the source either.
+  REQUIRE(migrate({"RELIABLEQ_TEST_MIGRATE_STOP_AFTER=1"}).exit_code == 75);
+  CommandResult stalled = migrate();
+  REQUIRE(kill(replica.pid(), SIGCONT) == 0);
+  INFO(stalled.err);
+  CHECK(stalled.exit_code == 1);
+  CHECK(stalled.err.find("replicas confirmed") != std::string::npos);
+  CHECK(Integer(source(), {"LLEN", "queue:default"}) == 2);
+  CHECK(Integer(source(), {"SCARD", "queues"}) == 1);
+  CommandResult rerun = migrate();
+  INFO(rerun.err);
+  REQUIRE(rerun.exit_code == 0);
+  CHECK(Integer(source(), {"EXISTS", "queue:default"}) == 0);
+  RedisOptions at_replica;
+  at_replica.port = replica_port;
+  auto to_replica = redis::Connection::Open(at_replica);
+  REQUIRE(to_replica.ok());
+  CHECK(Integer(**to_replica, {"LLEN", "reliableq:{g}:queue:default"}) == 2);
 }
 
 TEST_CASE_FIXTURE(MigrateFixture, "migrate refuses bad arguments with exit 2") {

@@ -85,7 +85,8 @@ Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const 
 // connection in a cluster.
 Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix,
                             const std::string& name) {
-  GroupInfo info{.name = name};
+  GroupInfo info;
+  info.name = name;
   if (!CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
   RedisOptions options = redis;
   options.group = name;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,62 @@ Result<int64_t> MarkerValue(redis::Connection& redis, const std::string& key,
 
 void Unwatch(redis::Connection& redis) { (void)redis.Command({"UNWATCH"}); }
 
+// The replicas connected to the primary `redis` reaches (INFO replication's
+// connected_slaves); 0 when it says none.
+Result<int64_t> ConnectedReplicas(redis::Connection& redis) {
+  Result<redis::ReplyPtr> info = redis.Command({"INFO", "replication"});
+  if (!info.ok()) return info.status();
+  std::string_view text = redis::View(info->get());
+  constexpr std::string_view kField = "connected_slaves:";
+  size_t at = text.find(kField);
+  if (at == std::string_view::npos) return int64_t{0};
+  at += kField.size();
+  int64_t n = 0;
+  std::from_chars(text.data() + at, text.data() + text.size(), n);
+  return n;
+}
+
+// WAIT's own bound: below the connection's command timeout, so that a slow
+// replica is a refusal rather than a broken connection.
+constexpr std::chrono::milliseconds kLongestReplicaWait{2000};
+
+// A field of the target's marker hash that is never a source key's name
+// (those are the prefix's or Sidekiq's keys): written and removed at once.
+constexpr const char* kSyncField = "{sync}";
+
 }  // namespace
+
+Status Mover::TargetReplicated() {
+  Result<int64_t> replicas = ConnectedReplicas(target_);
+  if (!replicas.ok()) return replicas.status().WithContext("INFO replication on the target");
+  if (*replicas <= 0) return Status::OK();
+  std::chrono::milliseconds wait =
+      std::min(kLongestReplicaWait,
+               std::max(target_.options().command_timeout / 2, std::chrono::milliseconds(1)));
+  const std::string wanted = std::to_string(*replicas);
+  Result<redis::ReplyPtr> reply = target_.Command({"WAIT", wanted, std::to_string(wait.count())});
+  if (!reply.ok()) return reply.status().WithContext("WAIT on the target");
+  Result<int64_t> confirmed = redis::ToInteger(reply->get());
+  if (!confirmed.ok()) return confirmed.status().WithContext("WAIT on the target");
+  if (*confirmed >= *replicas) return Status::OK();
+  return Status::Timeout("only " + std::to_string(*confirmed) + " of the target's " + wanted +
+                         " replicas confirmed the copy within " + std::to_string(wait.count()) +
+                         " ms; the source keeps it (run migrate again once they catch up)");
+}
+
+Status Mover::EarlierCopyReplicated() {
+  // WAIT counts the replicas that have this connection's last write: an
+  // earlier run's copy came on another connection, so a write of this one
+  // (a field set and removed, on the group's marker hash) comes first.
+  const std::string marker = TargetMarkerKey(settings_.prefix, settings_.group);
+  Result<std::vector<redis::ReplyPtr>> written =
+      target_.Pipeline({{"HSET", marker, kSyncField, "1"}, {"HDEL", marker, kSyncField}});
+  if (!written.ok()) return written.status();
+  for (const redis::ReplyPtr& reply : *written) {
+    if (reply->type == REDIS_REPLY_ERROR) return redis::FromErrorReply(redis::View(reply.get()));
+  }
+  return TargetReplicated();
+}
 
 Result<int64_t> Mover::Move(const PlannedKey& key) {
   Result<int64_t> moved = 0;
@@ -120,6 +176,10 @@ Result<int64_t> Mover::Restore(const PlannedKey& key) {
     return restored.status().WithContext("RESTORE " + key.target);
   }
   AfterTargetWrite();
+  if (Status copied = TargetReplicated(); !copied.ok()) {
+    Unwatch(source_);
+    return copied;
+  }
   Status deleted = DeleteWatched(key);
   if (!deleted.ok()) return deleted;
   return *size;
@@ -136,6 +196,10 @@ Result<int64_t> Mover::DeleteOnly(const PlannedKey& key) {
   }
   Result<int64_t> size = KeySize(source_, key.source, key.type);
   if (!size.ok()) return size.status();
+  if (Status copied = EarlierCopyReplicated(); !copied.ok()) {
+    Unwatch(source_);
+    return copied;
+  }
   Status deleted = DeleteWatched(key);
   if (!deleted.ok()) return deleted;
   return *size;
@@ -170,6 +234,7 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
   int64_t moved = 0;
   if (*copied > *removed) {
     int64_t pending = *copied - *removed;
+    if (Status kept = EarlierCopyReplicated(); !kept.ok()) return kept;
     Status trimmed =
         Transaction(source_, {{"LTRIM", key.source, "0", std::to_string(-pending - 1)},
                               {"HSET", source_marker, key.source, std::to_string(*copied)}});
@@ -197,6 +262,7 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
     Status written = Transaction(target_, copy);
     if (!written.ok()) return written;
     AfterTargetWrite();
+    if (Status copied = TargetReplicated(); !copied.ok()) return copied;
     Status trimmed = Transaction(source_, {{"LTRIM", key.source, "0", std::to_string(-n - 1)},
                                            {"HSET", source_marker, key.source, total_text}});
     if (!trimmed.ok()) return trimmed;
@@ -244,6 +310,7 @@ Result<int64_t> Mover::ZsetBatches(const PlannedKey& key) {
     Status written = Transaction(target_, copy);
     if (!written.ok()) return written;
     AfterTargetWrite();
+    if (Status copied = TargetReplicated(); !copied.ok()) return copied;
     Result<redis::ReplyPtr> removed = source_.Command(remove);
     if (!removed.ok()) return removed.status();
     moved += n;

@@ -50,6 +50,16 @@ class Mover {
   void AfterTargetWrite() {
     if (after_target_write_) after_target_write_();
   }
+  // OK once every replica the target's primary has connected now holds
+  // the target's writes so far (WAIT); at once without replicas. The source
+  // lets go of a key only after: Redis replicates asynchronously, and a
+  // failover of the target (a cluster promotes a replica by itself) right
+  // after a write the primary acknowledged would lose what the source no
+  // longer has. kTimeout when fewer confirmed: nothing leaves the source.
+  Status TargetReplicated();
+  // The same for what an earlier run copied to the target (before the
+  // source's copy is removed on a rerun).
+  Status EarlierCopyReplicated();
 
   redis::Connection& source_;
   redis::Connection& target_;

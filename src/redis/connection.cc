@@ -316,6 +316,45 @@ Result<ReplyPtr> Connection::Command(const Argv& argv) {
   return FromErrorReply(View(reply.get()));
 }
 
+namespace {
+
+// The arguments of one command in Redis's protocol (as AppendCommand writes
+// it: an array of bulk strings); false when `wire` is not one.
+bool SplitCommand(std::string_view wire, Argv* argv) {
+  auto number = [&](char kind, size_t* at, long long* out) {
+    if (*at >= wire.size() || wire[*at] != kind) return false;
+    size_t end = wire.find("\r\n", *at);
+    if (end == std::string_view::npos) return false;
+    *out = 0;
+    for (size_t i = *at + 1; i < end; ++i) {
+      if (wire[i] < '0' || wire[i] > '9') return false;
+      *out = *out * 10 + (wire[i] - '0');
+    }
+    *at = end + 2;
+    return true;
+  };
+  size_t at = 0;
+  long long count = 0;
+  if (!number('*', &at, &count)) return false;
+  for (long long i = 0; i < count; ++i) {
+    long long length = 0;
+    if (!number('$', &at, &length) || at + length + 2 > wire.size()) return false;
+    argv->push_back(wire.substr(at, length));
+    at += length + 2;
+  }
+  return at == wire.size();
+}
+
+}  // namespace
+
+Result<ReplyPtr> Connection::Resend(std::string_view command, ReplyPtr error_reply) {
+  Argv argv;
+  if (discovery_ == nullptr || discovery_->slot() < 0 || !SplitCommand(command, &argv)) {
+    return FromErrorReply(View(error_reply.get()));
+  }
+  return cluster_.Follow(argv, std::move(error_reply));
+}
+
 Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& commands) {
   Status s = EnsureConnected();
   if (!s.ok()) {

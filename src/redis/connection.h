@@ -91,6 +91,14 @@ class Connection {
               std::vector<ReplyPtr>* replies, size_t* written,
               const std::function<void()>& while_redis_works = nullptr);
 
+  // For a command of a Send batch (`command`: its bytes in the batch's
+  // wire) whose reply was `error_reply`: with a cluster, a redirection
+  // (MOVED, ASK, TRYAGAIN: the command did not run) is followed as Command
+  // follows it, and the reply the command gets in the end is returned, or
+  // its failure (last_progress() tells whether it may have run). Any other
+  // error reply comes back as its Status, the command not sent again.
+  Result<ReplyPtr> Resend(std::string_view command, ReplyPtr error_reply);
+
   // Runs an embedded script with EVALSHA; on NOSCRIPT sends the source with
   // EVAL, which also puts it back in the script cache.
   Result<ReplyPtr> Eval(ScriptId script, const Argv& keys, const Argv& args);

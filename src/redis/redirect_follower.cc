@@ -84,6 +84,13 @@ Status RedirectFollower::AskAt(const Redirect& ask, const std::vector<std::strin
     if (!made.ok()) return made.status();
     ask_ = std::move(*made);
     ask_at_ = to;
+    // The target has not run our scripts yet: an EVALSHA there would be
+    // NOSCRIPT, which the caller cannot fix on its own connection.
+    Status loaded = ask_->LoadScripts();
+    if (!loaded.ok()) {
+      ask_.reset();
+      return loaded.WithContext("ASK to " + to.Describe());
+    }
   }
   Result<std::vector<ReplyPtr>> replies = ask_->Pipeline({{"ASKING"}, argv});
   owner_->last_progress_ = ask_->last_progress();
