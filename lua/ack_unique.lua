@@ -17,6 +17,8 @@
 
 local bad = check_types('ack_unique', 'list', 1, 1)
 if bad then return bad end
+local away = unique_reachable(ARGV[1])
+if away then return away end
 local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
 if moved > 0 then unique_release(ARGV[1]) end
 return moved

@@ -24,6 +24,8 @@ if #KEYS ~= 2 or ARGV[1] == nil or (ARGV[2] ~= '1' and ARGV[2] ~= '2') then
 end
 local bad = check_types('discard', 'list', 1, 1) or check_types('discard', 'string', 2, 2)
 if bad then return bad end
+local away = unique_reachable(ARGV[1])
+if away then return away end
 
 local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
 if moved > 0 then unique_release(ARGV[1]) end

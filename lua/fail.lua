@@ -92,6 +92,11 @@ for i = 3, 6 do
   end
 end
 
+if mode ~= 'retry' then
+  local away = unique_reachable(ARGV[1])
+  if away then return away end
+end
+
 local wake = false
 local moved = redis.call('LREM', KEYS[1], '1', ARGV[1])
 if moved > 0 then
@@ -104,7 +109,7 @@ if moved > 0 then
       wake = true
     end
   elseif mode == 'dead' then
-    dead_add(KEYS[2], ARGV[5], ARGV[2], ARGV[6], ARGV[7])
+    dead_add(KEYS[2], ARGV[5], {ARGV[2]}, ARGV[6], ARGV[7])
   end
   -- Its life ends in dead or here: a unique key it holds is free again.
   -- A retry keeps it: the job has not succeeded yet.

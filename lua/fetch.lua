@@ -55,6 +55,12 @@ for pair = 1, #KEYS / 2 do
     local jobs = redis.call('LRANGE', queue, -take, -1)
     local count = #jobs
     if count == 0 then break end
+    -- Another round names the queue again, which must not follow the LTRIM
+    -- that emptied it: on a Redis Cluster whose slot migrates, Redis takes
+    -- a key a script emptied for one on the other node, and fails the
+    -- command after the jobs moved. So whether jobs stay is read first, in
+    -- the one case where another round is wanted.
+    local more = count == take and wanted > count and redis.call('LLEN', queue) > count
     redis.call('LTRIM', queue, 0, -count - 1)
     -- Oldest first: LPUSH puts the last argument leftmost, so the working
     -- list reads as if each job had been moved on its own.
@@ -66,7 +72,7 @@ for pair = 1, #KEYS / 2 do
     end
     redis.call('LPUSH', working, unpack(moved))
     wanted = wanted - count
-    if count < take then break end
+    if not more then break end
   end
   if wanted == 0 then break end
 end

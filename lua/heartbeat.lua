@@ -80,14 +80,23 @@ redis.call('SADD', KEYS[3], identity)
 redis.call('HSET', KEYS[4], 'info', ARGV[4], 'busy', ARGV[5], 'beat', ARGV[6],
            'quiet', ARGV[7], 'rss', ARGV[8], 'rtt_us', ARGV[9])
 redis.call('EXPIRE', KEYS[4], '60')
-redis.call('DEL', KEYS[5], KEYS[6])
-if #ARGV > 9 then
-  for j = 10, #ARGV, 2 do
-    redis.call('HSET', KEYS[5], ARGV[j], ARGV[j + 1])
-    redis.call('HSET', KEYS[6], ARGV[j], ARGV[j + 1])
+-- Each work hash takes the pairs, then loses the fields that are not among
+-- them: one with pairs is never emptied on the way (a script does not name
+-- a key again once it may have emptied it: lib/payload.lua).
+local running = {}
+for j = 10, #ARGV, 2 do running[ARGV[j]] = true end
+for k = 5, 6 do
+  if #ARGV == 9 then
+    redis.call('DEL', KEYS[k])
+  else
+    redis.call('HSET', KEYS[k], unpack(ARGV, 10, #ARGV))
+    local finished = {}
+    for _, field in ipairs(redis.call('HKEYS', KEYS[k])) do
+      if not running[field] then finished[#finished + 1] = field end
+    end
+    if #finished > 0 then redis.call('HDEL', KEYS[k], unpack(finished)) end
+    redis.call('EXPIRE', KEYS[k], '60')
   end
-  redis.call('EXPIRE', KEYS[5], '60')
-  redis.call('EXPIRE', KEYS[6], '60')
 end
 local signal = redis.call('RPOP', KEYS[7])
 return {existed, signal}

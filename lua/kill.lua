@@ -35,14 +35,15 @@ end
 local bad = check_types('kill', 'zset', 1, 2)
 if bad then return bad end
 
-local killed, missing = 0, 0
 for j = 4, #ARGV do
-  if redis.call('ZREM', KEYS[1], ARGV[j]) == 0 then
-    missing = missing + 1
-  else
-    dead_add(KEYS[2], now, ARGV[j], dead_max, dead_timeout)
-    unique_release(ARGV[j])
-    killed = killed + 1
-  end
+  local away = unique_reachable(ARGV[j])
+  if away then return away end
 end
-return {killed, missing}
+local take = zset_remover(KEYS[1])
+local killed = {}
+for j = 4, #ARGV do
+  if take(ARGV[j]) then killed[#killed + 1] = ARGV[j] end
+end
+dead_add(KEYS[2], now, killed, dead_max, dead_timeout)
+for _, payload in ipairs(killed) do unique_release(payload) end
+return {#killed, #ARGV - 3 - #killed}

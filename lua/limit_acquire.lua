@@ -75,8 +75,13 @@ if concurrency > 0 then
 end
 
 if rate > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.6f', now - period))
-  if redis.call('ZCARD', KEYS[3]) >= rate then
+  -- The starts in the window are counted without removing the older ones
+  -- first: that removal may empty the key, which the script then could not
+  -- name again on a Redis Cluster whose slot migrates (lib/payload.lua).
+  -- They go after the ZADD below, or while the window stays full.
+  local window_start = string.format('(%.6f', now - period)
+  if redis.call('ZCOUNT', KEYS[3], window_start, '+inf') >= rate then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.6f', now - period))
     local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
     local at = string.format('%.6f', tonumber(oldest[2]) + period + jitter)
     redis.call('LREM', KEYS[1], -1, payload)
@@ -87,6 +92,7 @@ if rate > 0 then
     return {'scheduled', at}
   end
   redis.call('ZADD', KEYS[3], now_text, holder)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.6f', now - period))
   -- An idle limiter's window empties itself.
   redis.call('PEXPIRE', KEYS[3], int_string(math.ceil(period * 1000) + 1000))
 end

@@ -36,19 +36,22 @@ local dead = {}
 for i = 5, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 0 then dead[KEYS[i]] = true end
 end
-local removed = 0
+-- The holders of dead processes go in one HDEL, counted before it: it may
+-- empty the hash (a script does not name a key again once it may have
+-- emptied it: lib/payload.lua).
+local fields = redis.call('HKEYS', KEYS[1])
+local gone = {}
 if next(dead) ~= nil then
-  local fields = redis.call('HKEYS', KEYS[1])
   for _, field in ipairs(fields) do
     local identity = string.match(field, '^%d+@(.+)$')
-    if identity ~= nil and dead[ARGV[4] .. identity] then
-      removed = removed + redis.call('HDEL', KEYS[1], field)
-    end
+    if identity ~= nil and dead[ARGV[4] .. identity] then gone[#gone + 1] = field end
   end
 end
+local removed = 0
+if #gone > 0 then removed = redis.call('HDEL', KEYS[1], unpack(gone)) end
 local moved = 0
 if concurrency > 0 then
-  local room = concurrency - redis.call('HLEN', KEYS[1])
+  local room = concurrency - (#fields - removed)
   if room > 0 then
     moved = limit_unpark(KEYS[2], room, KEYS[3], KEYS[4], ARGV[5], ARGV[2], ARGV[3])
   end

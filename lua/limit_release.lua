@@ -28,10 +28,14 @@ end
 local concurrency, failure = limit_common_args('limit_release')
 if concurrency == nil then return failure end
 
+-- The holders are counted before the HDEL, which may empty the hash (a
+-- script does not name a key again once it may have emptied it:
+-- lib/payload.lua).
+local holders = redis.call('HLEN', KEYS[1])
 local removed = redis.call('HDEL', KEYS[1], unpack(ARGV, 5, #ARGV))
 local moved = 0
 if concurrency > 0 and removed > 0 then
-  local room = math.min(removed, concurrency - redis.call('HLEN', KEYS[1]))
+  local room = math.min(removed, concurrency - (holders - removed))
   if room > 0 then
     moved = limit_unpark(KEYS[2], room, KEYS[3], KEYS[4], ARGV[4], ARGV[2], ARGV[3])
   end

@@ -54,20 +54,20 @@ local bad = check_types('promote', 'zset', 1, 1) or check_types('promote', 'set'
     check_types('promote', 'zset', 3, 3) or check_types('promote', 'list', 4, #KEYS)
 if bad then return bad end
 
-local promoted, dead, skipped = 0, 0, 0
+local promoted, skipped = 0, 0
+local dead = {}
+local take = zset_remover(KEYS[1])
 for j = 5, #ARGV, 3 do
   local k = tonumber(ARGV[j])
   local name, member = ARGV[j + 1], ARGV[j + 2]
-  if redis.call('ZREM', KEYS[1], member) == 0 then
+  if not take(member) then
     skipped = skipped + 1
   elseif k == 0 then
-    dead_add(KEYS[3], now, member, dead_max, dead_timeout)
-    dead = dead + 1
+    dead[#dead + 1] = member
   else
     local payload = json_set_field(member, 'enqueued_at', now)
     if payload == nil then
-      dead_add(KEYS[3], now, member, dead_max, dead_timeout)
-      dead = dead + 1
+      dead[#dead + 1] = member
     else
       if redis.call('LPUSH', KEYS[k], payload) == 1 and wake_prefix ~= '' then
         redis.call('PUBLISH', wake_prefix .. name, name)
@@ -77,4 +77,5 @@ for j = 5, #ARGV, 3 do
     end
   end
 end
-return {promoted, dead, skipped}
+dead_add(KEYS[3], now, dead, dead_max, dead_timeout)
+return {promoted, #dead, skipped}

@@ -101,6 +101,14 @@ if dry_run == '1' then
   return {'ok', #back, #dead, remaining}
 end
 
+for _, payload in ipairs(dead) do
+  local away = unique_reachable(payload)
+  if away then return away end
+end
+-- What stays is counted before the LTRIM, which may empty the list: a
+-- script does not name a key again once it may have emptied it
+-- (lib/payload.lua).
+local remaining = redis.call('LLEN', KEYS[2]) - #jobs
 if #jobs > 0 then
   redis.call('LTRIM', KEYS[2], int_string(#jobs), '-1')
 end
@@ -112,4 +120,4 @@ for _, payload in ipairs(dead) do unique_release(payload) end
 if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)
 end
-return {'ok', #back, #dead, redis.call('LLEN', KEYS[2])}
+return {'ok', #back, #dead, remaining}

@@ -72,17 +72,20 @@ end
 local jobs = redis.call('LRANGE', KEYS[1], '0', '-1')
 -- Where each job goes is decided before anything is written, so that the
 -- keys written can be checked first.
-local kept, back, dead = {}, {}, {}
+local kept, back, dead, leaving = {}, {}, {}, {}
 for _, payload in ipairs(jobs) do
   local is_listed = (listed[payload] or 0) > 0
   if is_listed then listed[payload] = listed[payload] - 1 end
   if mode == 'keep' and is_listed then
     kept[#kept + 1] = payload
-  elseif mode == 'interrupt' and is_listed then
-    local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
-    if goes_dead then dead[#dead + 1] = new_payload else back[#back + 1] = new_payload end
   else
-    back[#back + 1] = payload
+    leaving[#leaving + 1] = payload
+    if mode == 'interrupt' and is_listed then
+      local new_payload, goes_dead = interrupt(payload, max_interruptions, now)
+      if goes_dead then dead[#dead + 1] = new_payload else back[#back + 1] = new_payload end
+    else
+      back[#back + 1] = payload
+    end
   end
 end
 
@@ -93,14 +96,24 @@ bad = (#back > 0 and check_types('requeue', 'list', 2, 2)) or
     (#back > 0 and check_types('requeue', 'set', 4, 4)) or
     (#dead > 0 and check_types('requeue', 'zset', 3, 3))
 if bad then return bad end
+for _, payload in ipairs(dead) do
+  local away = unique_reachable(payload)
+  if away then return away end
+end
 
 give_back(KEYS[2], back, KEYS[3], dead, now, dead_max, dead_timeout)
 -- As recover.lua: dead releases a unique key, back to the queue keeps it.
 for _, payload in ipairs(dead) do unique_release(payload) end
-if #kept < #jobs then
-  redis.call('DEL', KEYS[1])
-  for _, payload in ipairs(kept) do
-    redis.call('RPUSH', KEYS[1], payload)
+-- The leaving jobs come out of the working list one at a time, so that the
+-- kept ones stay where they are and the list is never emptied while
+-- something still follows on it (lib/payload.lua): one DEL when nothing
+-- stays, else an LREM of each, from the RIGHT (the oldest fetched leave
+-- first, and a string given twice stands for as many copies).
+if #kept == 0 then
+  if #jobs > 0 then redis.call('DEL', KEYS[1]) end
+else
+  for _, payload in ipairs(leaving) do
+    redis.call('LREM', KEYS[1], '-1', payload)
   end
 end
 if #back > 0 then

@@ -66,10 +66,11 @@ local function lower_retry_count(payload)
 end
 
 local moved, missing = 0, 0
+local take = zset_remover(KEYS[1])
 for j = 3, #ARGV, 3 do
   local k = tonumber(ARGV[j])
   local name, entry = ARGV[j + 1], ARGV[j + 2]
-  if redis.call('ZREM', KEYS[1], entry) == 0 then
+  if not take(entry) then
     missing = missing + 1
   else
     local payload = entry

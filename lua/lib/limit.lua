@@ -29,32 +29,50 @@ end
 -- jobs moved back. A queue's key is queue_prefix .. its name
 -- (Keys::Queue("")), the one key these scripts derive from a payload: in
 -- layout 2 it carries the same hash tag as the limiter's keys
--- (reliableq-schema(7)).
+-- (reliableq-schema(7)). Where each job goes is read first, and the
+-- waiting list loses them in one LTRIM, its last command (a script does not
+-- name a key again once it may have emptied it: lib/payload.lua).
 local function limit_unpark(waiting_key, room, queues_key, dead_key, queue_prefix, wake_prefix,
                             now)
-  local moved = 0
-  while moved < room do
-    local payload = redis.call('LINDEX', waiting_key, 0)
+  local to_queue, to_dead = {}, {}
+  while #to_queue < room do
+    local payload = redis.call('LINDEX', waiting_key, #to_queue + #to_dead)
     if not payload then break end
     local queue = limit_payload_queue(payload)
     local queue_type = 'none'
     if queue ~= nil then
-      queue_type = redis.call('TYPE', queue_prefix .. queue)
-      if type(queue_type) == 'table' then queue_type = queue_type.ok end
-    end
-    redis.call('LPOP', waiting_key)
-    if queue == nil or (queue_type ~= 'list' and queue_type ~= 'none') then
-      redis.call('ZADD', dead_key, now, payload)
-    else
-      local length = redis.call('RPUSH', queue_prefix .. queue, payload)
-      redis.call('SADD', queues_key, queue)
-      if length == 1 and wake_prefix ~= '' then
-        redis.call('PUBLISH', wake_prefix .. queue, queue)
+      -- On a Redis Cluster whose slot migrates, a queue key this node does
+      -- not have (it moved, or does not exist) cannot be named here: the
+      -- job stays parked, with those after it, for a later release or the
+      -- janitor's reap.
+      local reply = redis.pcall('TYPE', queue_prefix .. queue)
+      if type(reply) == 'table' then
+        if reply.err then break end
+        reply = reply.ok
       end
-      moved = moved + 1
+      queue_type = reply
+    end
+    if queue == nil or (queue_type ~= 'list' and queue_type ~= 'none') then
+      to_dead[#to_dead + 1] = payload
+    else
+      to_queue[#to_queue + 1] = {queue, payload}
     end
   end
-  return moved
+  local taken = #to_queue + #to_dead
+  if taken == 0 then return 0 end
+  redis.call('LTRIM', waiting_key, taken, -1)
+  for _, payload in ipairs(to_dead) do
+    redis.call('ZADD', dead_key, now, payload)
+  end
+  for _, job in ipairs(to_queue) do
+    local queue, payload = job[1], job[2]
+    local length = redis.call('RPUSH', queue_prefix .. queue, payload)
+    redis.call('SADD', queues_key, queue)
+    if length == 1 and wake_prefix ~= '' then
+      redis.call('PUBLISH', wake_prefix .. queue, queue)
+    end
+  end
+  return #to_queue
 end
 
 -- The common arguments of limit_release.lua and limit_reap.lua (named

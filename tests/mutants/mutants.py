@@ -40,10 +40,10 @@ MUTANTS = {
     ],
     # A worker told to stop hands back its prefetched jobs, all but one.
     'requeue_drops_one': [
-        ('requeue', '    back[#back + 1] = payload\n',
-         '    if dropped then back[#back + 1] = payload end\n    dropped = true\n'),
-        ('requeue', 'local kept, back, dead = {}, {}, {}\n',
-         'local kept, back, dead, dropped = {}, {}, {}, false\n'),
+        ('requeue', '      back[#back + 1] = payload\n',
+         '      if dropped then back[#back + 1] = payload end\n      dropped = true\n'),
+        ('requeue', 'local kept, back, dead, leaving = {}, {}, {}, {}\n',
+         'local kept, back, dead, leaving, dropped = {}, {}, {}, {}, false\n'),
     ],
 }
 
