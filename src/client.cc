@@ -555,8 +555,10 @@ class ClientImpl : public Client {
   }
 
   // Call `at` of `wire`, redirected by a cluster (MOVED, ASK, TRYAGAIN: it
-  // did not run), goes again where its slot is now. WAIT came before it (and
-  // an ASK sends it on another connection): waiting, it is not confirmed.
+  // did not run), goes again where its slot is now. The round trip's WAIT
+  // came before it, so a WAIT of its own follows it, on the connection that
+  // ran it (an ASK's target is another connection, and WAIT counts the
+  // writes of the connection it is sent on).
   Attempt Resend(std::string_view wire, size_t at, redis::ReplyPtr reply, bool wait) {
     size_t begin = at == 0 ? 0 : ends_[at - 1];
     auto followed = connection_->Resend(wire.substr(begin, ends_[at] - begin), std::move(reply));
@@ -565,22 +567,38 @@ class ClientImpl : public Client {
       return {followed.status(), connection_->last_progress() == Progress::kSent, nullptr};
     }
     Confirmation confirmation;
-    if (wait) confirmation.unconfirmed = Status::Timeout("resent after a cluster redirection");
+    if (wait) {
+      std::string replicas = std::to_string(options_.wait_replicas);
+      std::string timeout = std::to_string(options_.wait_timeout.count());
+      Result<redis::ReplyPtr> waited =
+          connection_->LastWriter().Command({"WAIT", replicas, timeout});
+      if (waited.ok()) {
+        confirmation = Confirm(waited->get(), Status::OK());
+      } else {
+        confirmation.unconfirmed =
+            waited.status().WithContext("stored on the master, but WAIT failed");
+      }
+    }
     return {Status::OK(), false, std::move(*followed), confirmation};
   }
 
   // What the round trip's WAIT, reply `at` of replies_, says about the
   // writes before it; `sent` is how the round trip ended.
   Confirmation Confirm(size_t at, const Status& sent) const {
+    return Confirm(at < replies_.size() ? replies_[at].get() : nullptr, sent);
+  }
+
+  // What the reply of a WAIT says about the writes before it on its
+  // connection; null when it was lost (`sent`: how).
+  Confirmation Confirm(const redisReply* reply, const Status& sent) const {
     Confirmation out;
-    if (at >= replies_.size()) {
+    if (reply == nullptr) {
       // The calls' replies came and WAIT's did not: what they stored is on
       // the master, and whether a replica has it is unknown.
       Status why = sent.ok() ? Status::Protocol("no reply to WAIT") : sent;
       out.unconfirmed = why.WithContext("stored on the master, but WAIT's reply was lost");
       return out;
     }
-    const redisReply* reply = replies_[at].get();
     if (reply->type == REDIS_REPLY_ERROR) {
       // For example a managed Redis that refuses WAIT, or a replica
       // (writable, or just demoted) that cannot run it.

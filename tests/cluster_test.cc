@@ -218,6 +218,8 @@ TEST_CASE("a slot moved under a Connection: every command answered, MOVED follow
   auto connection = OpenGroup(cluster, group);
   auto pipelined = redis::Connection::Open(OwnDiscovery(cluster, group, 701));
   REQUIRE(pipelined.ok());
+  auto transacted = redis::Connection::Open(OwnDiscovery(cluster, group, 706));
+  REQUIRE(transacted.ok());
   AsyncOnLoop async(OwnDiscovery(cluster, group, 702));
   REQUIRE(async.Connect().ok());
   AsyncOnLoop batched(OwnDiscovery(cluster, group, 705));
@@ -265,16 +267,24 @@ TEST_CASE("a slot moved under a Connection: every command answered, MOVED follow
   idle.Reconnect(std::chrono::seconds(10));
   CHECK(idle.Run({"CLUSTER", "MYID"}).second == cluster.NodeId(to));
 
-  // Pipeline: the MOVED stays in place as an error reply, and the next
-  // call reconnects to the owner.
+  // Pipeline: the MOVED command goes again at the owner, as Command's;
+  // in a transaction it stays in place (EXEC aborts), and the next call
+  // is at the owner.
   auto first = (*pipelined)->Pipeline({{"GET", prefix + "k1"}});
   REQUIRE(first.ok());
-  REQUIRE((*first)[0]->type == REDIS_REPLY_ERROR);
-  CHECK(Text((*first)[0]).rfind("MOVED " + std::to_string(slot), 0) == 0);
-  auto second = (*pipelined)->Pipeline({{"GET", prefix + "k1"}});
+  REQUIRE((*first)[0]->type == REDIS_REPLY_STRING);
+  CHECK(Text((*first)[0]) == "1");
+  CHECK(NodeOf(**pipelined) == cluster.NodeId(to));
+  auto transaction = (*transacted)->Pipeline(
+      {{"MULTI"}, {"SET", prefix + "in-multi", "x"}, {"EXEC"}});
+  REQUIRE(transaction.ok());
+  CHECK(Text((*transaction)[1]).rfind("MOVED " + std::to_string(slot), 0) == 0);
+  CHECK((*transaction)[2]->type == REDIS_REPLY_ERROR);  // EXECABORT
+  auto second = (*transacted)->Pipeline({{"GET", prefix + "k1"}});
   REQUIRE(second.ok());
   REQUIRE((*second)[0]->type == REDIS_REPLY_STRING);
   CHECK(Text((*second)[0]) == "1");
+  CHECK(GetOn(to, prefix + "in-multi") == "(nil)");
 
   // The AsyncConnection meets MOVED as an error reply and drops; its
   // owner reconnects, to `to`.
@@ -346,6 +356,11 @@ TEST_CASE("during a migration: ASK for a new key, TRYAGAIN for a split script, r
   auto moved_one = connection->Command({"GET", got_a.first.ok() ? b : a});
   REQUIRE(moved_one.ok());
   CHECK(Text(*moved_one) == (got_a.first.ok() ? "B" : "A"));
+  // A Pipeline follows too, each command on its own (an admin verb's reads).
+  auto both = connection->Pipeline({{"GET", a}, {"GET", b}});
+  REQUIRE_MESSAGE(both.ok(), both.status().ToString());
+  CHECK(Text((*both)[0]) == "A");
+  CHECK(Text((*both)[1]) == "B");
 
   // A TRYAGAIN that lasts past the command timeout ends the call then,
   // naming the slot and the node; another error reply is the command's
@@ -372,15 +387,17 @@ TEST_CASE("during a migration: ASK for a new key, TRYAGAIN for a split script, r
   // A script over both keys waits out the TRYAGAINs while the migration
   // completes, then runs once.
   std::optional<Result<redis::ReplyPtr>> script;
+  std::atomic<bool> answered{false};
   Clock::time_point started = Clock::now();
   std::thread caller([&] {
     script = connection->Command({"EVAL",
                                   "redis.call('INCR', KEYS[1] .. ':runs') "
                                   "return redis.call('MGET', KEYS[1], KEYS[2])",
                                   "2", a, b});
+    answered = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK_FALSE(script.has_value());  // still waiting: TRYAGAIN
+  CHECK_FALSE(answered.load());  // still waiting: TRYAGAIN
   while (cluster.MigrateKeys(slot, to, 10) > 0) {
   }
   cluster.FinishMigration(slot, to);

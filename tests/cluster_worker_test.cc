@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -359,15 +360,26 @@ namespace reliableq::testing {
 TEST_CASE("a Client push during and after a slot migration is accepted") {
   RedisCluster& cluster = RedisCluster::Shared();
   std::vector<int> primaries = cluster.PrimaryPorts();
+  // The slot moves to a primary with a live replica (the failovers of
+  // earlier cases leave their promoted replicas without one).
+  auto with_replica = std::find_if(primaries.begin(), primaries.end(), HasLiveReplica);
+  REQUIRE(with_replica != primaries.end());
+  std::iter_swap(primaries.begin() + 1, with_replica);
   std::string group = WorkerGroupOn(cluster, primaries[0], "pushmove");
   int slot = redis::KeySlot(group);
   auto client = Client::Open(cluster.Options(group), ClientOptions());
   REQUIRE(client.ok());
-  auto push = [&](const std::string& tag) {
+  // A client that waits for a replica: a push sent again after a
+  // redirection gets a WAIT of its own, on the node that ran it.
+  ClientOptions waiting;
+  waiting.wait_replicas = 1;
+  auto waiting_client = Client::Open(cluster.Options(group), waiting);
+  REQUIRE(waiting_client.ok());
+  auto push = [&](const std::string& tag, Client* by = nullptr) {
     Job j;
     j.job_class = "Demo";
     j.args = "[]";
-    auto pushed = (*client)->Push(j);
+    auto pushed = (by != nullptr ? by : client->get())->Push(j);
     REQUIRE(pushed.ok());
     MESSAGE(tag << ": outcome " << static_cast<int>(pushed->outcome) << " "
                 << pushed->reason.ToString());
@@ -386,7 +398,10 @@ TEST_CASE("a Client push during and after a slot migration is accepted") {
   CHECK(push("migrating, one key moved") == PushOutcome::kAccepted);
   finish.join();
   CHECK(push("migrating, all moved (ASK)") == PushOutcome::kAccepted);
+  CHECK(push("migrating, all moved (ASK), waiting", waiting_client->get()) ==
+        PushOutcome::kReplicated);
   cluster.FinishMigration(slot, primaries[1]);
+  CHECK(push("after: MOVED, waiting", waiting_client->get()) == PushOutcome::kReplicated);
   CHECK(push("after: MOVED") == PushOutcome::kAccepted);
   CHECK(push("after, again") == PushOutcome::kAccepted);
   // Each push stored once, all on the slot's new primary.
@@ -394,7 +409,7 @@ TEST_CASE("a Client push during and after a slot migration is accepted") {
   REQUIRE(redis.ok());
   auto length = redis.value()->Command({"LLEN", Keys("reliableq:", group).Queue("default")});
   REQUIRE(length.ok());
-  CHECK(length.value()->integer == 6);
+  CHECK(length.value()->integer == 8);
   CHECK(cluster.OwnerOf(slot) == primaries[1]);
 }
 }  // namespace reliableq::testing

@@ -93,14 +93,18 @@ constexpr const char* kSyncField = "{sync}";
 }  // namespace
 
 Status Mover::TargetReplicated() {
-  Result<int64_t> replicas = ConnectedReplicas(target_);
+  // The node that ran the last write: the target's owner, or the target of
+  // the ASK the write followed while its slot migrates (WAIT counts the
+  // writes of the connection it is sent on).
+  redis::Connection& writer = target_.LastWriter();
+  Result<int64_t> replicas = ConnectedReplicas(writer);
   if (!replicas.ok()) return replicas.status().WithContext("INFO replication on the target");
   if (*replicas <= 0) return Status::OK();
   std::chrono::milliseconds wait =
       std::min(kLongestReplicaWait,
                std::max(target_.options().command_timeout / 2, std::chrono::milliseconds(1)));
   const std::string wanted = std::to_string(*replicas);
-  Result<redis::ReplyPtr> reply = target_.Command({"WAIT", wanted, std::to_string(wait.count())});
+  Result<redis::ReplyPtr> reply = writer.Command({"WAIT", wanted, std::to_string(wait.count())});
   if (!reply.ok()) return reply.status().WithContext("WAIT on the target");
   Result<int64_t> confirmed = redis::ToInteger(reply->get());
   if (!confirmed.ok()) return confirmed.status().WithContext("WAIT on the target");

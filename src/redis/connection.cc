@@ -267,6 +267,7 @@ Status Connection::WriteCounted(std::string_view data, size_t* sent) {
 Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
                         std::vector<ReplyPtr>* replies, size_t* written,
                         const std::function<void()>& while_redis_works) {
+  last_writer_ = this;
   *written = 0;
   Status s = EnsureConnected();
   // Set after the (re)connect, whose AUTH and SELECT set it too.
@@ -289,6 +290,7 @@ Status Connection::Send(std::string_view wire, const std::vector<size_t>& ends,
 }
 
 Status Connection::Exchange(const Argv& argv, ReplyPtr* reply) {
+  last_writer_ = this;
   Status s = EnsureConnected();
   if (!s.ok()) {
     last_progress_ = Progress::kNotSent;
@@ -356,6 +358,7 @@ Result<ReplyPtr> Connection::Resend(std::string_view command, ReplyPtr error_rep
 }
 
 Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& commands) {
+  last_writer_ = this;
   Status s = EnsureConnected();
   if (!s.ok()) {
     last_progress_ = Progress::kNotSent;
@@ -368,6 +371,22 @@ Result<std::vector<ReplyPtr>> Connection::Pipeline(const std::vector<Argv>& comm
   s = RoundTrip(commands.size(), &replies);
   if (!s.ok()) return s;
   NoteErrorReplies(replies);
+  if (discovery_ == nullptr || discovery_->slot() < 0) return replies;
+  // With a cluster, a command answered with a redirection (it did not run)
+  // goes again where its slot is, as Command sends it; but not in a
+  // transaction, where a command queued after MULTI must not run outside
+  // it (EXEC then aborts, and the caller decides).
+  for (const Argv& argv : commands) {
+    if (argv.size() == 1 && (argv[0] == "MULTI" || argv[0] == "multi")) return replies;
+  }
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i]->type != REDIS_REPLY_ERROR) continue;
+    std::string_view text = View(replies[i].get());
+    if (!ParseRedirect(text) && !IsTryAgainReply(text)) continue;
+    Result<ReplyPtr> followed = cluster_.Follow(commands[i], std::move(replies[i]));
+    if (!followed.ok()) return followed.status();
+    replies[i] = std::move(*followed);
+  }
   return replies;
 }
 

@@ -14,11 +14,12 @@
 //
 // With Redis Cluster (options.cluster), the connection serves one hash
 // slot (of "{group}" or cluster.route_key) and goes to the primary its
-// Discovery says owns it, checking ROLE the same way. Command and Eval
-// follow MOVED, ASK and TRYAGAIN within command_timeout
-// (redirect_follower.h). Pipeline and Send leave those error replies in
-// place (the caller decides), but a MOVED for the slot still moves the
-// Discovery, so the next call reconnects to the new owner.
+// Discovery says owns it, checking ROLE the same way. Command, Eval and
+// Pipeline follow MOVED, ASK and TRYAGAIN within command_timeout
+// (redirect_follower.h), each command of a Pipeline on its own, except in a
+// transaction (a Pipeline with MULTI). Send leaves those error replies in
+// place (its caller resends them: Resend), but a MOVED for the slot still
+// moves the Discovery, so the next call reconnects to the new owner.
 //
 // Every call returns a Status on failure and never throws. A transport error
 // closes the connection; the next call reconnects once before it sends
@@ -71,7 +72,10 @@ class Connection {
 
   // Sends every command, then reads every reply: one round trip. Error
   // replies are returned in place as replies of type REDIS_REPLY_ERROR; a
-  // transport error fails the whole call.
+  // transport error fails the whole call. With a cluster, a command
+  // redirected (MOVED, ASK, TRYAGAIN) is sent again as Command sends it,
+  // unless the pipeline holds MULTI; a redirection it cannot follow fails
+  // the whole call.
   Result<std::vector<ReplyPtr>> Pipeline(const std::vector<Argv>& commands);
 
   // Sends commands already in Redis's protocol (AppendCommand), back to
@@ -104,12 +108,20 @@ class Connection {
   Result<ReplyPtr> Eval(ScriptId script, const Argv& keys, const Argv& args);
   Result<ReplyPtr> Eval(const ScriptCall& call);
 
-
   // Loads every embedded script with SCRIPT LOAD and checks that Redis
   // computed the same SHA1 as the build did.
   Status LoadScripts();
 
   const RedisOptions& options() const { return options_; }
+
+  // The connection that ran the last Command, Eval or Resend, or a Pipeline
+  // or Send whose commands were not redirected: this one, or with a cluster
+  // the connection to the target of the ASK that the command followed
+  // (redirect_follower.h).
+  // A WAIT that must count the replicas holding that command's writes goes
+  // there: WAIT counts the writes of the connection it is sent on (Client's
+  // replica acknowledgement, migrate). Valid until the next call.
+  Connection& LastWriter() { return *last_writer_; }
 
   // How far the last Command, Pipeline or Eval got (for Eval, its last
   // command), so that a caller can tell a command Redis cannot have run
@@ -156,8 +168,9 @@ class Connection {
   std::string wire_;                       // the commands of one call, reused
   std::unique_ptr<char[]> buffer_;         // what a read brings, reused
   Progress last_progress_ = Progress::kNotSent;
-  Endpoint at_;                            // where the last connect went
-  RedirectFollower cluster_;               // used with a cluster only
+  Endpoint at_;                     // where the last connect went
+  Connection* last_writer_ = this;  // LastWriter(): this, or the ASK target's
+  RedirectFollower cluster_;        // used with a cluster only
 };
 
 // Sets SIGPIPE to ignored if it still has its default action. Plain

@@ -94,6 +94,7 @@ Status RedirectFollower::AskAt(const Redirect& ask, const std::vector<std::strin
   }
   Result<std::vector<ReplyPtr>> replies = ask_->Pipeline({{"ASKING"}, argv});
   owner_->last_progress_ = ask_->last_progress();
+  owner_->last_writer_ = ask_.get();
   if (!replies.ok()) {
     return replies.status().WithContext("ASK to " + to.Describe() + " for slot " +
                                         std::to_string(ask.slot));
