@@ -209,14 +209,13 @@ Result<int64_t> Mover::DeleteOnly(const PlannedKey& key) {
   return *size;
 }
 
-// A list moves from its right end, where the oldest job waits: a client's
-// LPUSH meanwhile adds at the left and shifts no index counted from the
-// right. Each batch goes to the left of the target's list (so the order is
-// kept) together with the target's marker; then it leaves the source
-// together with the source's marker. Equal markers: every batch copied was
-// removed. A target marker ahead by k: the last k copied are still on the
-// source (the run stopped in between) and are removed first, not copied
-// again.
+// A list moves from its right end, where the oldest job waits. Each batch
+// goes to the left of the target's list (so the order is kept) together
+// with the target's marker; then it leaves the source together with the
+// source's marker. Equal markers: every batch copied was removed. A target
+// marker ahead by k: the last k copied (the k leftmost on the target) are
+// still on the source (the run stopped in between) and are removed first,
+// not copied again.
 Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
   const std::string source_marker = SourceMarkerKey(settings_.prefix);
   const std::string target_marker = TargetMarkerKey(settings_.prefix, settings_.group);
@@ -238,11 +237,12 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
   int64_t moved = 0;
   if (*copied > *removed) {
     int64_t pending = *copied - *removed;
+    Result<redis::ReplyPtr> page =
+        target_.Command({"LRANGE", key.target, "0", std::to_string(pending - 1)});
+    if (!page.ok()) return page.status();
     if (Status kept = EarlierCopyReplicated(); !kept.ok()) return kept;
-    Status trimmed =
-        Transaction(source_, {{"LTRIM", key.source, "0", std::to_string(-pending - 1)},
-                              {"HSET", source_marker, key.source, std::to_string(*copied)}});
-    if (!trimmed.ok()) return trimmed;
+    Status removed_copies = RemoveCopied(key, Strings(page->get()), std::to_string(*copied));
+    if (!removed_copies.ok()) return removed_copies;
     moved += pending;
   }
   int64_t total = *copied;
@@ -267,9 +267,8 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
     if (!written.ok()) return written;
     AfterTargetWrite();
     if (Status copied = TargetReplicated(); !copied.ok()) return copied;
-    Status trimmed = Transaction(source_, {{"LTRIM", key.source, "0", std::to_string(-n - 1)},
-                                           {"HSET", source_marker, key.source, total_text}});
-    if (!trimmed.ok()) return trimmed;
+    Status removed_batch = RemoveCopied(key, jobs, total_text);
+    if (!removed_batch.ok()) return removed_batch;
     moved += n;
   }
   // The target's marker first: a source marker left alone is recognised as
@@ -279,6 +278,24 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
   done = source_.Command({"HDEL", source_marker, key.source});
   if (!done.ok()) return done.status();
   return moved;
+}
+
+Status Mover::RemoveCopied(const PlannedKey& key, const std::vector<std::string>& batch,
+                           const std::string& total_text) {
+  // By value, not by place: an LTRIM of the batch's length would remove
+  // whatever is at the right end by then, and something that still takes
+  // jobs from the source (a worker started after the checks) or gives them
+  // back would make it remove jobs never copied. Each LREM takes the
+  // rightmost copy of its job, the oldest first, so each finds it at the
+  // right end; a job no longer on the source (taken meanwhile) removes
+  // nothing, and its copy on the target stays: at least once, never lost.
+  std::vector<redis::Argv> remove;
+  remove.reserve(batch.size() + 1);
+  for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+    remove.push_back({"LREM", key.source, "-1", *it});
+  }
+  remove.push_back({"HSET", SourceMarkerKey(settings_.prefix), key.source, total_text});
+  return Transaction(source_, remove);
 }
 
 // A zset moves by its lowest scores first; ZADD and ZREM of the same

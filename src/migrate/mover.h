@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "migrate/plan.h"
 #include "redis/connection.h"
@@ -43,6 +45,11 @@ class Mover {
   Result<int64_t> Restore(const PlannedKey& key);
   Result<int64_t> DeleteOnly(const PlannedKey& key);
   Result<int64_t> ListBatches(const PlannedKey& key);
+  // Removes the jobs of `batch` (as LRANGE listed them, copied to the
+  // target) from the source list, and records `total_text` as the source's
+  // marker, in one MULTI.
+  Status RemoveCopied(const PlannedKey& key, const std::vector<std::string>& batch,
+                      const std::string& total_text);
   Result<int64_t> ZsetBatches(const PlannedKey& key);
   // DEL of the source key in MULTI after the WATCH the caller sent;
   // kRefused when EXEC found the key changed.

@@ -87,7 +87,11 @@ Result<std::vector<Candidate>> Candidates(redis::Connection& source, redis::Conn
   for (const char* name : {"stat:expired", "audit", "janitor:last", "janitor:passes"}) {
     list.Own(name, KeyKind::kOther);
   }
-  for (const char* family : {"limit:", "unique:", "periodic:"}) {
+  // Not unique:*: a job's payload names its lock by its layout-1 name,
+  // which a worker of the group does not release (the name is outside the
+  // group), so a moved lock would be held for good; the locks stay behind
+  // and uniqueness ends with the move (reliableq(1), migrate).
+  for (const char* family : {"limit:", "periodic:"}) {
     std::vector<std::string> keys;
     Status scanned = ScanSorted(source, GlobEscaped(prefix) + family + "*", &keys);
     if (!scanned.ok()) return scanned;

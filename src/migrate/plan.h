@@ -6,7 +6,7 @@
 // What moves (reliableq-schema(7), "Moving to a cluster"): Sidekiq's
 // queues SET and the queue:<q> lists of its members, schedule, retry,
 // dead, stat:processed and stat:failed with their dated forms; and under
-// the prefix paused, limits, limit:*, unique:*, periodic, periodic:*,
+// the prefix paused, limits, limit:*, periodic, periodic:*,
 // stat:expired, audit, janitor:last and janitor:passes. Nothing else: the
 // application may keep keys of its own in the same Redis.
 //
