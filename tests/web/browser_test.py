@@ -11,7 +11,8 @@ toggle, Quiet (the process gets TSTP), Retry of the dead job (found back in
 its queue on the queue page and in Redis), "Recover now" (the orphan goes
 back to its queue), select-all and Delete on a second page of retries; the
 actions are in the audit trail. A payload holding markup must show as text
-and never run; a second server with --read-only shows no action button.
+and never run; a second server with --read-only shows no action button;
+a third, of queue group eu (layout 2), names its group.
 
 Usage: browser_test.py [RELIABLEQ_BIN]   (or env RELIABLEQ_BIN)
 Exits 0 when every check passed, 1 with the reason otherwise.
@@ -527,6 +528,22 @@ def run(reliableq, shots, workdir):
             buttons = [b.text for b in page.all('#view button')]
             check(not buttons, 'read-only %s: action buttons shown: %s' % (route, buttons))
         check(page.one('[data-testid=read-only]', 'read-only').is_displayed(), 'read-only: no read-only badge')
+        check(not page.one('[data-testid=group]', 'read-only').is_displayed(),
+              'layout 1: a group badge is shown')
+
+        # A dashboard of a queue group (layout 2) names its group.
+        group_port = free_port()
+        grouped = subprocess.Popen([reliableq, '--redis', redis_url, '--group', 'eu', 'web', '--read-only',
+                                    '--http', '127.0.0.1:%d' % group_port],
+                                   stdout=web_log, stderr=subprocess.STDOUT)
+        processes.append((grouped, 'reliableq web --group eu'))
+        group_base = 'http://127.0.0.1:%d' % group_port
+        wait_until('reliableq web --group eu to answer', lambda: healthy(grouped, group_base))
+        page = Page(driver, group_base, shots)
+        page.open('#/')
+        badge = page.one('[data-testid=group]', 'group')
+        check(badge.is_displayed() and badge.text == 'group eu',
+              'a group\'s dashboard does not name it: %r' % badge.text)
     finally:
         if driver is not None:
             try:

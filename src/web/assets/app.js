@@ -627,6 +627,9 @@
     const refresh = Math.max(500, asked || Number(state.session.refresh_ms) || 5000);
     state.session.refresh_ms = refresh;
     $('read-only-badge').hidden = !state.session.read_only;
+    // A dashboard of a queue group (layout 2) shows that group only.
+    $('group-badge').hidden = !state.session.group;
+    $('group-badge').textContent = state.session.group ? 'group ' + state.session.group : '';
     $('version').textContent = state.session.version ? 'reliableq ' + String(state.session.version).replace(/^reliableq /, '') : '';
     // `user` is the authenticated name, "token", or the client's address
     // when the server has no authentication.
