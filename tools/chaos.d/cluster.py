@@ -342,33 +342,7 @@ class ClusterChaos(base.Chaos):
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
         self.log('chaos over; waiting for the producers and the queues to drain')
-        drain_deadline = time.monotonic() + a.drain_timeout
-        drained, quiet, last = False, 0, None
-        while time.monotonic() < drain_deadline:
-            self.tend_workers()
-            time.sleep(0.25)
-            producing = any(p.poll() is None for p, _ in self.producers)
-            try:
-                last = self.pending()
-            except (OSError, base.RedisReplyError):
-                continue
-            quiet = quiet + 1 if not last and not producing else 0
-            if quiet >= 3:
-                drained = True
-                break
-            if time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + 10
-                self.progress(ledger, last)
-        if not drained:
-            running = [p.pid for p, _ in self.producers if p.poll() is None]
-            self.problems.append('did not drain within %.0f s: producers running %s, '
-                                 'pending %s' % (a.drain_timeout, running, last))
-        for p, path in self.producers:
-            if p.poll() is None:
-                base.stop_process(p)
-            elif p.returncode != 0:
-                self.problems.append('producer %s exited with status %d (see %s.log)'
-                                     % (os.path.basename(path), p.returncode, path))
+        self.drain(self.pending, lambda left: self.progress(ledger, left))
         for w in self.workers:
             if w.state in ('running', 'stopped'):
                 w.proc.send_signal(signal.SIGCONT)

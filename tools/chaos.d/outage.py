@@ -160,32 +160,7 @@ class OutageChaos(base.Chaos):
 
         self.log('outages over; waiting for the producers and the queues to drain')
         r = base.Redis(self.redis.sock)
-        drain_deadline = time.monotonic() + a.drain_timeout
-        drained = False
-        quiet_checks = 0
-        last = None
-        while time.monotonic() < drain_deadline:
-            self.tend_workers()
-            time.sleep(0.25)
-            producing = any(p.poll() is None for p, _ in self.producers)
-            try:
-                last = self.pending(r)
-            except (OSError, base.RedisReplyError):
-                continue
-            quiet_checks = quiet_checks + 1 if not last and not producing else 0
-            if quiet_checks >= 3:
-                drained = True
-                break
-        if not drained:
-            running = [p.pid for p, _ in self.producers if p.poll() is None]
-            self.problems.append('did not drain within %.0f s: producers running %s, '
-                                 'pending %s' % (a.drain_timeout, running, last))
-        for p, path in self.producers:
-            if p.poll() is None:
-                base.stop_process(p)
-            elif p.returncode != 0:
-                self.problems.append('producer %s exited with status %d (see %s.log)'
-                                     % (os.path.basename(path), p.returncode, path))
+        self.drain(lambda: self.pending(r))
         for w in self.workers:
             if w.state == 'running':
                 w.proc.send_signal(signal.SIGTERM)
