@@ -1,8 +1,11 @@
 // Layout 2 on a single Redis: real worker processes (RELIABLEQ_BIN) serving
 // a queue group run every feature through the same code paths as on Redis
-// Cluster, and every key they, the client and the admin verbs write is
-// under "<prefix>{<group>}:" (or is the directory "<prefix>groups"), so no
-// script can ever touch two slots.
+// Cluster, and every key they, the client, the admin verbs and the
+// dashboard name, in a command or inside a script, is under
+// "<prefix>{<group>}:" (or is the directory "<prefix>groups"), so no script
+// can ever touch two slots. The commands are read from MONITOR while the
+// features run, so a key only read, or written and deleted again, counts
+// too.
 
 #include <doctest/doctest.h>
 #include <httplib.h>
@@ -12,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +33,73 @@ using namespace reliableq::testing;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The arguments of one MONITOR line as redis-cli prints it
+// (`<time> [<db> <client>] "ARG" "ARG" ...`, each argument quoted with
+// C-style escapes, \xHH for other bytes); empty for another line.
+std::vector<std::string> MonitorArgs(const std::string& line) {
+  std::vector<std::string> args;
+  size_t at = line.find("] \"");
+  if (at == std::string::npos) return args;
+  at += 2;
+  while (at < line.size() && line[at] == '"') {
+    std::string arg;
+    for (++at; at < line.size() && line[at] != '"'; ++at) {
+      char c = line[at];
+      if (c != '\\' || at + 1 >= line.size()) {
+        arg += c;
+        continue;
+      }
+      char e = line[++at];
+      if (e == 'n')
+        arg += '\n';
+      else if (e == 'r')
+        arg += '\r';
+      else if (e == 't')
+        arg += '\t';
+      else if (e == 'a')
+        arg += '\a';
+      else if (e == 'b')
+        arg += '\b';
+      else if (e == 'x' && at + 2 < line.size()) {
+        arg += static_cast<char>(std::stoi(line.substr(at + 1, 2), nullptr, 16));
+        at += 2;
+      } else {
+        arg += e;
+      }
+    }
+    args.push_back(std::move(arg));
+    at += 2;  // the closing quote and the space
+  }
+  return args;
+}
+
+// Every command the Redis runs while it watches, through `redis-cli
+// monitor` (the commands scripts send included).
+class CommandWatch {
+ public:
+  CommandWatch(const std::string& socket_path, const std::string& log)
+      : log_(log), process_({FindProgram("redis-cli"), "-s", socket_path, "monitor"}, {}, log) {
+    // MONITOR is on once redis-cli printed its OK.
+    REQUIRE(WaitUntil([&] { return process_.Log().find("OK") != std::string::npos; }, 5s));
+  }
+  // Stops watching; the distinct commands seen, each as its arguments.
+  std::set<std::vector<std::string>> Stop() {
+    process_.Signal(SIGTERM);
+    REQUIRE(process_.Wait(5s).has_value());
+    std::set<std::vector<std::string>> commands;
+    std::ifstream in(log_);
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> args = MonitorArgs(line);
+      if (!args.empty()) commands.insert(std::move(args));
+    }
+    return commands;
+  }
+
+ private:
+  std::string log_;
+  ChildProcess process_;
+};
 
 constexpr const char* kGroup = "eu-1";
 constexpr const char* kTag = "reliableq:{eu-1}:";
@@ -101,6 +173,32 @@ struct Layout2 : RedisFixture {
     return value.empty() ? 0 : std::stoll(value);
   }
 
+  // Every key any of `commands` names (COMMAND GETKEYS, which knows where
+  // each command takes its keys, EVALSHA's KEYS included): under the
+  // group's tag, or the directory.
+  void CheckEveryKeyNamedInTheGroup(const std::set<std::vector<std::string>>& commands) {
+    size_t with_keys = 0;
+    for (const std::vector<std::string>& command : commands) {
+      if (command.size() < 2) continue;  // a command alone names no key
+      redis::Argv getkeys = {"COMMAND", "GETKEYS"};
+      for (const std::string& arg : command) getkeys.push_back(arg);
+      auto keys = redis().Command(getkeys);
+      if (!keys.ok()) {
+        // A command that names no key; GETKEYS parses every other.
+        CHECK_MESSAGE(keys.status().message().find("no key arguments") != std::string::npos,
+                      command.front() << ": " << keys.status().ToString());
+        continue;
+      }
+      ++with_keys;
+      for (size_t i = 0; i < (*keys)->elements; ++i) {
+        std::string key((*keys)->element[i]->str, (*keys)->element[i]->len);
+        CHECK_MESSAGE((key.starts_with(kTag) || key == "reliableq:groups"),
+                      key << " named by " << command.front());
+      }
+    }
+    CHECK(with_keys > 100);
+  }
+
   // Every key in the whole Redis: under the group's tag, or the directory.
   void CheckEveryKeyInTheGroup() {
     std::vector<std::string> keys;
@@ -146,6 +244,7 @@ Job MakeJob(const std::string& cls, const std::string& queue, const std::string&
 TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and only P{G}: keys") {
   const std::string tag = kTag;
   const int port = FreeLoopbackPort();
+  CommandWatch watch(server().socket_path(), dir_ + "/monitor.log");
   ChildProcess& worker = StartWorker(
       {"-q", "default", "-q", "mail", "--http", "127.0.0.1:" + std::to_string(port), "--periodic",
        R"(beat={"cron":"* * * * * *","class":"NoopJob","queue":"ticks","args":[1]})", "--limit",
@@ -153,7 +252,6 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   const std::string id = IdentityOf(worker.pid());
   REQUIRE_MESSAGE(!id.empty(), worker.Log());
   CHECK(Get(tag + "schema") == "2");
-  CHECK_FALSE(Exists("reliableq:schema"));
 
   auto client = Client::Open(GroupOptions(), {});
   REQUIRE(client.ok());
@@ -225,10 +323,6 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   CHECK(queues.out.find("\"name\":\"ticks\"") != std::string::npos);
   CHECK(Cli({"retries", "list", "--json"}).out.find("FailingJob") != std::string::npos);
   CHECK(Cli({"dead", "list", "--json"}).out.find("FailingJob") != std::string::npos);
-  // Without the group the same verbs see layout 1's keys: nothing.
-  CommandResult plain =
-      RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "stats", "--json"});
-  CHECK(plain.out.find("\"retries\":0") != std::string::npos);
 
   // The directory, read by `reliableq groups`.
   CommandResult groups = Cli({"groups", "--json"});
@@ -261,7 +355,13 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
 
   worker.Signal(SIGTERM);
   REQUIRE(worker.Wait(20s).has_value());
+  CheckEveryKeyNamedInTheGroup(watch.Stop());
   CheckEveryKeyInTheGroup();
+  CHECK_FALSE(Exists("reliableq:schema"));
+  // Without the group the same verbs see layout 1's keys: nothing.
+  CommandResult plain =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "stats", "--json"});
+  CHECK(plain.out.find("\"retries\":0") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(Layout2,
