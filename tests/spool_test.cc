@@ -1027,6 +1027,19 @@ TEST_CASE("spool client: Open fails naming a spool directory it cannot use") {
   CHECK(client.status().message().find(tmp.Sub("file")) != std::string::npos);
 }
 
+TEST_CASE("spool client: Open refuses options no connection can use before making the directory") {
+  TempDir tmp;
+  ClientOptions options;
+  options.spool_dir = tmp.Sub("spool");
+  RedisOptions redis;
+  redis.cluster.seeds.push_back({"127.0.0.1", 1});  // a cluster, and no group
+  auto client = Client::Open(redis, options);
+  REQUIRE_FALSE(client.ok());
+  CHECK(client.status().IsInvalidArgument());
+  CHECK(client.status().message().find("needs a queue group") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(options.spool_dir));
+}
+
 // ---------------------------------------------------------------------------
 // The reliableq program.
 

@@ -41,6 +41,12 @@ struct Command {
   std::string_view help;
   // The verb's own options; the global ones are added when parsing.
   std::vector<OptionSpec> options;
+  // The verb works on a Redis Cluster URL that names no queue group. False
+  // for every verb that reads or writes a group's keys: a cluster URL
+  // without a group (and no --group) is then a usage error, before anything
+  // is done (RedisFromArgs). True for `groups` (the directory of groups is
+  // outside every group) and `migrate` (its group is the target's --group).
+  bool works_without_group = false;
   // Runs the verb with its parsed arguments; returns the exit status.
   int (*run)(const ParsedArgs& args);
 };
@@ -96,7 +102,9 @@ int RuntimeError(const Status& status);
 // kInvalidArgument for a URL that does not parse, a password file that
 // cannot be read or is empty (naming the file, never its content), a TLS
 // option without a rediss:// URL, or a certificate without its key (or the
-// reverse).
+// reverse); and, when args.cluster_needs_group() (the verb's
+// Command::works_without_group is false), a cluster URL without a queue
+// group in it or in --group.
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
 
 // The content of the file at `path`, at most max_bytes; kInvalidArgument

@@ -38,6 +38,10 @@ std::string_view GlobalOptionsHelp() {
          "                       unix:///path/redis.sock[?db=N],\n"
          "                       redis+sentinel://host:port[,host:port...]/master[/db]\n"
          "                       (the master the sentinels name; rediss+sentinel:// over TLS)\n"
+         "                       redis+cluster://host:port[,host:port...]/group\n"
+         "                       (Redis Cluster; every verb but groups and migrate needs\n"
+         "                       the group, there, as ?group=G or as --group;\n"
+         "                       rediss+cluster:// over TLS)\n"
          "                       (default: $REDIS_URL, else redis://127.0.0.1:6379/0)\n"
          "      --sentinel HOST[:PORT]\n"
          "                       ask this sentinel (repeat for each; port 26379 by default)\n"
@@ -196,6 +200,13 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
                                      options->group + "' differ");
     }
     options->group = *group;
+  }
+  // The group picks the one hash slot every connection serves: without one
+  // the verb cannot work at all, which is the command line's fault.
+  if (args.cluster_needs_group() && !options->cluster.seeds.empty() && options->group.empty()) {
+    return Status::InvalidArgument(
+        "Redis Cluster needs a queue group: give --group G, or name it in the URL "
+        "(redis+cluster://HOST:PORT/G or ?group=G)");
   }
   if (Status s = CheckKeyLayout(PrefixFromArgs(args), options->group); !s.ok()) return s;
   return options;

@@ -243,6 +243,7 @@ const Command& MigrateCommand() {
               {.name = "batch", .takes_value = true},
               {.name = "json"},
           },
+      .works_without_group = true,
       .run = Run,
   };
   return command;

@@ -29,6 +29,9 @@ ClientSpoolOptions SpoolOptionsOf(const ClientOptions& options) {
 
 Result<std::unique_ptr<ClientSpool>> ClientSpool::Open(const RedisOptions& redis,
                                                        ClientSpoolOptions options) {
+  // Options no connection can use are refused before the directory is
+  // made: nothing is left behind by a call that fails.
+  if (Status valid = redis.Validate(); !valid.ok()) return valid.WithContext(redis.Describe());
   Status s = PrepareDirectory(options.dir);
   if (!s.ok()) return s;
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Create(redis);

@@ -78,8 +78,9 @@ class ClientSpool {
  public:
   // Creates the directory when missing and starts the drainer, which drains
   // at once what earlier processes left. kIoError naming the directory when
-  // it cannot be created or written; kInvalidArgument for unusable TLS
-  // settings. Does not need Redis.
+  // it cannot be created or written; kInvalidArgument for options no
+  // connection can use (RedisOptions::Validate; checked before the
+  // directory is made) or unusable TLS settings. Does not need Redis.
   static Result<std::unique_ptr<ClientSpool>> Open(const RedisOptions& redis,
                                                    ClientSpoolOptions options);
 
