@@ -2,14 +2,13 @@
 // Its path comes from $RELIABLEQ_BIN (set by tests/meson.build), the test
 // plugins' from $RELIABLEQ_TEST_PLUGIN_{FAILS,EMPTY,ONE}.
 
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <doctest/doctest.h>
-#include <rapidjson/document.h>
 
 #include <cerrno>
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -1076,6 +1076,94 @@ TEST_CASE("a redis:// URL without a host is a usage error") {
   Outcome from_env = RunCli({"queues"}, std::chrono::seconds(20), "redis://:6380");
   CheckUsageError(from_env, "queues", "REDIS_URL");
   CHECK(from_env.err.find("no host") != std::string::npos);
+}
+
+void CheckNoSecret(const Outcome& outcome, const std::string& secret);
+
+// Every verb that reads or writes a group's keys, as it would be run.
+const std::vector<std::vector<std::string>>& GroupVerbs() {
+  static const std::vector<std::vector<std::string>> verbs = {
+      {"stats"},        {"recover"},
+      {"worker"},       {"retries", "list"},
+      {"dead", "list"}, {"scheduled", "list"},
+      {"queues"},       {"queue", "clear", "default", "--yes"},
+      {"limits"},       {"periodic", "list"},
+      {"push", "X"},    {"spool", "drain", "/nonexistent-spool"},
+      {"web"},
+  };
+  return verbs;
+}
+
+TEST_CASE("a cluster URL without a queue group is a usage error for every verb that needs one") {
+  // Nothing listens there: a verb that went on would fail to connect (1).
+  const std::string cluster =
+      "redis+cluster://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  for (const std::vector<std::string>& verb : GroupVerbs()) {
+    CAPTURE(verb[0]);
+    std::vector<std::string> args = verb;
+    args.insert(args.end(), {"--redis", cluster});
+    CheckUsageError(RunCli(args, std::chrono::seconds(10)), verb[0],
+                    "Redis Cluster needs a queue group: give --group G");
+    // From the environment, the same.
+    CheckUsageError(RunCli(verb, std::chrono::seconds(10), cluster.c_str()), verb[0],
+                    "Redis Cluster needs a queue group");
+  }
+  // With a group (--group or the URL's), that is no longer the problem.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--redis", cluster, "--group", "g"},
+        std::vector<std::string>{"--redis", cluster + "/g"},
+        std::vector<std::string>{"--redis", cluster + "?group=0"}}) {
+    std::vector<std::string> args = {"stats"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Outcome outcome = RunCli(args, std::chrono::seconds(20));
+    CHECK_MESSAGE(outcome.exit_code == 1, outcome.err);
+    CHECK(outcome.err.find("needs a queue group") == std::string::npos);
+  }
+  // The verbs that work without one: groups reads the directory of groups
+  // (its own slot), migrate takes the target's group from --group; neither
+  // refuses for want of a group.
+  Outcome groups = RunCli({"groups", "--redis", cluster}, std::chrono::seconds(20));
+  CHECK_MESSAGE(groups.exit_code == 1, groups.err);
+  CHECK(groups.err.find("needs a queue group") == std::string::npos);
+  Outcome migrate = RunCli(
+      {"migrate", "--redis", "redis://127.0.0.1:1/0", "--to", cluster, "--group", "g", "--dry-run"},
+      std::chrono::seconds(20));
+  CHECK_MESSAGE(migrate.exit_code == 1, migrate.err);
+  CHECK(migrate.err.find("needs a queue group") == std::string::npos);
+  // spool status reads no Redis.
+  Outcome status =
+      RunCli({"spool", "status", "/nonexistent-spool"}, std::chrono::seconds(10), cluster.c_str());
+  CHECK(status.exit_code == 1);
+  CHECK(status.err.find("needs a queue group") == std::string::npos);
+}
+
+TEST_CASE("push --spool with a cluster URL without a group refuses before making the directory") {
+  char templ[] = "/tmp/reliableq-cli-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string spool = std::string(templ) + "/spool";
+  CheckUsageError(RunCli({"push", "X", "--spool", spool, "--redis", "redis+cluster://127.0.0.1:1"}),
+                  "push", "needs a queue group");
+  CHECK(access(spool.c_str(), F_OK) != 0);
+  std::error_code ignored;
+  std::filesystem::remove_all(templ, ignored);
+}
+
+TEST_CASE("a cluster URL whose path is a number, or without a node, is a usage error") {
+  const std::string secret = "pw-s3cret";
+  Outcome numbered =
+      RunCli({"stats", "--redis", "redis+cluster://:" + secret + "@127.0.0.1:7000/0"});
+  CheckUsageError(numbered, "stats",
+                  "the path of a cluster URL is its queue group, not a database (Redis Cluster "
+                  "has database 0 only)");
+  CHECK(numbered.err.find("--group or ?group=") != std::string::npos);
+  CheckNoSecret(numbered, secret);
+  for (const std::string& url : std::vector<std::string>{
+           "redis+cluster://", "redis+cluster://:" + secret + "@/g", "rediss+cluster://h:1,/g"}) {
+    CAPTURE(url);
+    Outcome outcome = RunCli({"stats", "--redis", url});
+    CheckUsageError(outcome, "stats", "no host (redis[s]+cluster://HOST[:PORT][,HOST[:PORT]...]");
+    CheckNoSecret(outcome, secret);
+  }
 }
 
 TEST_CASE("help --help prints the help with exit 0") {

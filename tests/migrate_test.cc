@@ -5,10 +5,12 @@
 // the moved queues, is in tests/cluster_worker_test.cc.
 
 #include <doctest/doctest.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -673,6 +675,131 @@ TEST_CASE_FIXTURE(MigrateFixture, "migrate refuses bad arguments with exit 2") {
       {BuildPath("RELIABLEQ_BIN"), "--redis", Source().Url(), "migrate", "--group", "g"});
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("--to URL is required") != std::string::npos);
+}
+
+// The source of a migration is layout 1: a group in its URL (the one of
+// --redis, or of REDIS_URL) is refused, whether or not it is --group's.
+TEST_CASE_FIXTURE(MigrateFixture, "migrate refuses a source whose URL names a queue group") {
+  Populate();
+  const Snapshot source_before = Dump(source());
+  const std::string bin = BuildPath("RELIABLEQ_BIN");
+  for (const std::string& group : {std::string("g"), std::string("other")}) {
+    CAPTURE(group);
+    const std::string url = Source().Url() + "&group=" + group;
+    for (bool from_env : {false, true}) {
+      CAPTURE(from_env);
+      std::vector<std::string> argv = {bin};
+      if (!from_env) argv.insert(argv.end(), {"--redis", url});
+      argv.insert(argv.end(), {"migrate", "--to", Target().Url(), "--group", "g", "--dry-run"});
+      CommandResult run = RunCommand(
+          argv, std::chrono::seconds(20),
+          from_env ? std::vector<std::string>{"REDIS_URL=" + url} : std::vector<std::string>{});
+      INFO(run.err);
+      CHECK(run.exit_code == 2);
+      CHECK(run.out.empty());
+      CHECK(run.err.find("the source of a migration is layout 1, without a queue group, but its "
+                         "URL names group '" +
+                         group + "'") != std::string::npos);
+      CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+    }
+  }
+  CHECK(Dump(source()) == source_before);
+  CHECK(Dump(target()).empty());
+}
+
+TEST_CASE_FIXTURE(MigrateFixture, "migrate --dry-run --json says what would move, not moved") {
+  Populate();
+  CommandResult run = Migrate({"--dry-run", "--json"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  rapidjson::Document doc;
+  doc.Parse(run.out.c_str());
+  REQUIRE_FALSE(doc.HasParseError());
+  CHECK(doc["dry_run"].IsTrue());
+  CHECK_FALSE(doc.HasMember("moved_keys"));
+  REQUIRE(doc.HasMember("would_move_keys"));
+  CHECK(doc["would_move_keys"].GetInt64() == 20);
+  REQUIRE(doc["keys"].Size() == 21);
+  for (const auto& key : doc["keys"].GetArray()) {
+    CAPTURE(key["source"].GetString());
+    CHECK_FALSE(key.HasMember("moved"));
+    REQUIRE(key.HasMember("would_move"));
+    CHECK(key["would_move"].GetInt64() == key["size"].GetInt64());
+  }
+  CHECK(doc["schema_written"].IsFalse());
+  CHECK(Dump(target()).empty());
+}
+
+// The target's password and TLS have options of their own, the same as the
+// source's global ones: a TLS target with a private CA, client
+// certificates and a password kept out of the command line.
+TEST_CASE_FIXTURE(MigrateFixture,
+                  "migrate reaches a TLS target with --to-tls-* and a password file") {
+  Populate();
+  const std::map<std::string, std::string> before = SourceContents();
+  const std::string secret = "to-s3cret";
+  TlsRedisServer tls(/*require_client_certs=*/true);
+  {
+    auto admin = redis::Connection::Open(tls.server().Options());
+    REQUIRE(admin.ok());
+    REQUIRE((*admin)->Command({"CONFIG", "SET", "requirepass", secret}).ok());
+  }
+  const std::string password_file = tls.certs().dir() + "/to-password";
+  {
+    std::ofstream out(password_file);
+    out << secret << "\n";
+  }
+  const TestCertificates& certs = tls.certs();
+  const std::string bin = BuildPath("RELIABLEQ_BIN");
+  auto migrate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {bin,    "--redis", Source().Url(), "migrate",
+                                     "--to", tls.Url(), "--group",      "g"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv, std::chrono::seconds(60));
+  };
+  const std::vector<std::string> client = {"--to-tls-cert",    certs.client_cert(),  "--to-tls-key",
+                                           certs.client_key(), "--to-password-file", password_file};
+
+  // The global TLS options are the source's: its URL is not rediss://.
+  CommandResult global = migrate({"--redis-tls-insecure"});
+  CHECK(global.exit_code == 2);
+  CHECK(global.err.find("--redis-tls-insecure needs a rediss:// URL (TLS); the Redis URL is not "
+                        "one") != std::string::npos);
+  // Without the target's CA its certificate is refused.
+  CommandResult untrusted = migrate(client);
+  CHECK(untrusted.exit_code == 1);
+  CHECK(untrusted.err.find("certificate verify failed") != std::string::npos);
+  // A target TLS option with a target that is not rediss://.
+  CommandResult plain = RunCommand({bin, "--redis", Source().Url(), "migrate", "--to",
+                                    Target().Url(), "--group", "g", "--to-tls-insecure"});
+  CHECK(plain.exit_code == 2);
+  CHECK(plain.err.find("--to-tls-insecure needs a rediss:// URL (TLS); the --to URL is not one") !=
+        std::string::npos);
+  CHECK(std::count(plain.err.begin(), plain.err.end(), '\n') == 1);
+
+  std::vector<std::string> trusted = client;
+  trusted.insert(trusted.end(), {"--to-tls-ca", certs.ca(), "--dry-run"});
+  CommandResult dry = migrate(trusted);
+  INFO(dry.err);
+  CHECK(dry.exit_code == 0);
+  // --to-tls-insecure: no CA needed; the move itself.
+  std::vector<std::string> insecure = client;
+  insecure.push_back("--to-tls-insecure");
+  CommandResult run = migrate(insecure);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  for (const CommandResult& result : {global, untrusted, plain, dry, run}) {
+    CHECK(result.out.find(secret) == std::string::npos);
+    CHECK(result.err.find(secret) == std::string::npos);
+  }
+  RedisOptions target = tls.server().Options();
+  target.password = secret;
+  auto moved = redis::Connection::Open(target);
+  REQUIRE(moved.ok());
+  for (const auto& [from, to] : MovedNames()) {
+    CHECK_MESSAGE(Contents(**moved, to) == before.at(from), to);
+    CHECK_MESSAGE(Integer(source(), {"EXISTS", from}) == 0, from);
+  }
 }
 
 // The move into a real cluster, drained by a worker of the group, is in

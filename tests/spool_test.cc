@@ -217,8 +217,12 @@ std::string JobFrames(int first, int count) {
   return frames;
 }
 
-std::unique_ptr<JournalFile> CreateJournal(const std::string& dir) {
-  auto created = JournalFile::Create(dir);
+// The keyspace of a client with the default prefix and no group.
+const spool::Keyspace kLayout1{"reliableq:", ""};
+
+std::unique_ptr<JournalFile> CreateJournal(const std::string& dir,
+                                           const spool::Keyspace& keyspace = kLayout1) {
+  auto created = JournalFile::Create(dir, keyspace);
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   return std::move(created.value());
 }
@@ -284,6 +288,32 @@ TEST_CASE("spool record: a changed byte fails the CRC, a short frame is incomple
         spool::Frame::Check::kIncomplete);
   CHECK(spool::ParseFrame(frame.substr(0, 3)).check == spool::Frame::Check::kIncomplete);
   CHECK(spool::ParseFrame(std::string(16, '\0')).check == spool::Frame::Check::kBad);
+}
+
+TEST_CASE("spool record: a keyspace survives a frame; a drainer takes only its own keyspace") {
+  std::string frame;
+  spool::AppendKeyspaceRecord(&frame, {"app:", "eu-1"});
+  spool::Frame parsed = spool::ParseFrame(frame);
+  REQUIRE(parsed.check == spool::Frame::Check::kOk);
+  auto record = spool::DecodeRecord(parsed.body);
+  REQUIRE(record.ok());
+  CHECK(record->type == spool::RecordType::kKeyspace);
+  CHECK(record->keyspace.prefix == "app:");
+  CHECK(record->keyspace.group == "eu-1");
+  CHECK(spool::JournalHeader({"app:", "eu-1"}) == std::string(spool::kMagic) + frame);
+
+  const spool::Keyspace a{"reliableq:", "A"};
+  CHECK(spool::Drains(a, a));
+  CHECK_FALSE(spool::Drains(a, {"reliableq:", "B"}));
+  CHECK_FALSE(spool::Drains(a, {"reliableq:", ""}));
+  CHECK_FALSE(spool::Drains(a, {"app:", "A"}));
+  CHECK_FALSE(spool::Drains(kLayout1, {"app:", ""}));
+  // Format 1 records nothing: layout 1's, whatever the prefix.
+  CHECK(spool::Drains(std::nullopt, kLayout1));
+  CHECK(spool::Drains(std::nullopt, {"app:", ""}));
+  CHECK_FALSE(spool::Drains(std::nullopt, a));
+  CHECK(spool::KeyspaceText(a) == "group 'A' (prefix 'reliableq:')");
+  CHECK(spool::KeyspaceText(kLayout1) == "no group (prefix 'reliableq:')");
 }
 
 TEST_CASE("spool journal: jobs appended come back in order, and a drain's records are kept") {
@@ -459,7 +489,7 @@ TEST_CASE("spool journal: its writer holds the lock; other writers get files of 
   pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    auto created = JournalFile::Create(tmp.path());
+    auto created = JournalFile::Create(tmp.path(), kLayout1);
     if (!created.ok() || !(*created)->Append(JobFrames(5, 2)).ok()) _exit(3);
     std::string path = (*created)->path() + "\n";
     if (write(ready[1], path.data(), path.size()) < 0) _exit(4);
@@ -487,6 +517,79 @@ TEST_CASE("spool journal: its writer holds the lock; other writers get files of 
   CHECK(pending[0].job.jid == "jid5");
 }
 
+// A journal of format 1 as the releases before keyspaces wrote it: the old
+// magic, then job records.
+std::string WriteFormat1Journal(const std::string& dir, const std::string& name, int first,
+                                int count) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << std::string(spool::kMagicV1) + JobFrames(first, count);
+  return path;
+}
+
+TEST_CASE("spool journal: a journal records its keyspace; one of format 1 is still read") {
+  TempDir tmp;
+  std::string path;
+  {
+    auto file = CreateJournal(tmp.path(), {"app:", "A"});
+    path = file->path();
+    REQUIRE(file->keyspace() == spool::Keyspace{"app:", "A"});
+    REQUIRE(file->Append(JobFrames(0, 2)).ok());
+  }
+  CHECK(ReadAll(path).substr(0, 8) == "RQSPOOL2");
+  auto start = spool::ReadJournalStart(path);
+  REQUIRE_MESSAGE(start.ok(), start.status().ToString());
+  CHECK(start->format == 2);
+  CHECK(start->keyspace == spool::Keyspace{"app:", "A"});
+  CHECK(start->records == spool::JournalHeader({"app:", "A"}).size());
+  auto taken = JournalFile::TakeOver(path);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  CHECK((*taken)->keyspace() == spool::Keyspace{"app:", "A"});
+  auto pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 2);
+  CHECK(pending[0].job.jid == "jid0");
+  taken->reset();
+
+  std::string old = WriteFormat1Journal(tmp.path(), "journal-0000000000001-1-00000001.spool", 5, 3);
+  start = spool::ReadJournalStart(old);
+  REQUIRE_MESSAGE(start.ok(), start.status().ToString());
+  CHECK(start->format == 1);
+  CHECK_FALSE(start->keyspace.has_value());
+  CHECK(start->records == spool::kMagicV1.size());
+  taken = JournalFile::TakeOver(old);
+  REQUIRE(taken.ok());
+  REQUIRE(*taken != nullptr);
+  CHECK_FALSE((*taken)->keyspace().has_value());
+  pending = ReadAllPending(taken->get());
+  REQUIRE(pending.size() == 3);
+  CHECK(pending[0].job.jid == "jid5");
+  taken->reset();
+
+  auto status = ReadSpoolStatus(tmp.path());
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 2);
+  // Sorted by name: the format-1 file's is older.
+  CHECK(status->files[0].format == 1);
+  CHECK_FALSE(status->files[0].keyspace_recorded);
+  CHECK(status->files[0].pending_jobs == 3);
+  CHECK(status->files[1].format == 2);
+  CHECK(status->files[1].keyspace_recorded);
+  CHECK(status->files[1].prefix == "app:");
+  CHECK(status->files[1].group == "A");
+  CHECK(status->files[1].pending_jobs == 2);
+
+  // A file of format 2 without a whole keyspace record is not read as one
+  // of no keyspace.
+  std::string damaged = ReadAll(path);
+  damaged[spool::kMagic.size() + spool::kFrameHeader + 2] ^= 0x01;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged;
+  start = spool::ReadJournalStart(path);
+  REQUIRE_FALSE(start.ok());
+  CHECK(start.status().IsCorruption());
+  taken = JournalFile::TakeOver(path);
+  CHECK_FALSE(taken.ok());
+}
+
 TEST_CASE("spool journal: a drained file is cut back (its writer's) or deleted (taken over)") {
   TempDir tmp;
   auto file = CreateJournal(tmp.path());
@@ -500,7 +603,7 @@ TEST_CASE("spool journal: a drained file is cut back (its writer's) or deleted (
               .ok());
   CHECK(file->Drained());
   REQUIRE(file->TruncateIfDrained().ok());
-  CHECK(std::filesystem::file_size(file->path()) == spool::kMagic.size());
+  CHECK(std::filesystem::file_size(file->path()) == spool::JournalHeader(kLayout1).size());
   // Appends after the cut start over, and are read again.
   REQUIRE(file->Append(JobFrames(7, 1)).ok());
   pending = ReadAllPending(file.get());
@@ -793,6 +896,124 @@ TEST_CASE("spool drain: a job Redis refuses is held while the others go on, then
   CHECK(Journals(dir).empty());
 }
 
+// The journal a client of `keyspace` leaves when its process is gone with
+// jobs jid<first>.. still spooled.
+std::string LeaveJournal(const std::string& dir, const spool::Keyspace& keyspace, int first,
+                         int count) {
+  auto file = CreateJournal(dir, keyspace);
+  REQUIRE(file->Append(JobFrames(first, count)).ok());
+  std::string path = file->path();
+  // Names sort by their milliseconds: the next journal is younger.
+  std::this_thread::sleep_for(5ms);
+  return path;
+}
+
+std::unique_ptr<Client> GroupClient(RedisOptions redis, const std::string& dir,
+                                    const std::string& group, const std::string& prefix) {
+  redis.group = group;
+  ClientOptions options;
+  options.spool_dir = dir;
+  options.prefix = prefix;
+  auto client = Client::Open(redis, options);
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  return std::move(client.value());
+}
+
+TEST_CASE("spool client: a client drains only the journals of its own keyspace") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(spool::PrepareDirectory(dir).ok());
+  // Oldest first: a client that took every journal would push group A's
+  // (and the others') before its own.
+  std::string old = WriteFormat1Journal(dir, "journal-0000000000001-1-00000001.spool", 0, 2);
+  std::string of_a = LeaveJournal(dir, {"reliableq:", "A"}, 10, 2);
+  std::string of_app = LeaveJournal(dir, {"app:", ""}, 20, 1);
+  std::string of_b = LeaveJournal(dir, {"reliableq:", "B"}, 30, 3);
+  redis.Start();
+
+  {
+    auto client = GroupClient(redis.Options(), dir, "B", "reliableq:");
+    REQUIRE(WaitUntil([&] { return !std::filesystem::exists(of_b); }, 15s));
+  }
+  CHECK(redis.Integer({"LLEN", "reliableq:{B}:queue:default"}) == 3);
+  CHECK(redis.Integer({"LLEN", "reliableq:{A}:queue:default"}) == 0);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(std::filesystem::exists(of_a));
+  CHECK(std::filesystem::exists(of_app));
+  CHECK(std::filesystem::exists(old));
+
+  {
+    // A's client, on the same Redis: the address is not part of the
+    // keyspace.
+    auto client = GroupClient(redis.Options(), dir, "A", "reliableq:");
+    REQUIRE(WaitUntil([&] { return !std::filesystem::exists(of_a); }, 15s));
+  }
+  auto in_a = redis.Strings({"LRANGE", "reliableq:{A}:queue:default", "0", "-1"});
+  CHECK(std::multiset<std::string>(in_a.begin(), in_a.end()) ==
+        std::multiset<std::string>{SampleJob(10).payload, SampleJob(11).payload});
+  CHECK(redis.Integer({"LLEN", "reliableq:{B}:queue:default"}) == 3);
+  CHECK(std::filesystem::exists(old));
+
+  {
+    // Layout 1, prefix app:: its own journal, and the one of format 1
+    // (layout 1, whatever the prefix); not reliableq:'s, of which there is
+    // none left.
+    auto client = GroupClient(redis.Options(), dir, "", "app:");
+    REQUIRE(WaitUntil(
+        [&] { return !std::filesystem::exists(of_app) && !std::filesystem::exists(old); }, 15s));
+  }
+  auto in_default = redis.Queue("default");
+  CHECK(std::multiset<std::string>(in_default.begin(), in_default.end()) ==
+        std::multiset<std::string>{SampleJob(0).payload, SampleJob(1).payload,
+                                   SampleJob(20).payload});
+  CHECK(Journals(dir).empty());
+}
+
+TEST_CASE("spool drain: only the journals of its keyspace; the others are reported and kept") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(spool::PrepareDirectory(dir).ok());
+  std::string old = WriteFormat1Journal(dir, "journal-0000000000001-1-00000001.spool", 0, 1);
+  std::string of_a = LeaveJournal(dir, {"reliableq:", "A"}, 10, 2);
+  std::string of_b = LeaveJournal(dir, {"reliableq:", "B"}, 30, 1);
+  // Drained already: nothing of it to report.
+  { auto empty = CreateJournal(dir, {"reliableq:", "C"}); }
+  redis.Start();
+
+  RedisOptions b = redis.Options();
+  b.group = "B";
+  auto report = DrainSpool(dir, b);
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(report->stopped.ok());
+  CHECK(report->pushed == 1);
+  CHECK(report->files_removed == 1);
+  REQUIRE(report->other_keyspace_files.size() == 2);
+  std::string name_a = std::filesystem::path(of_a).filename().string();
+  std::string name_old = std::filesystem::path(old).filename().string();
+  CHECK(report->other_keyspace_files[0] ==
+        name_old + ": 1 job spooled for no group (format 1: any prefix)");
+  CHECK(report->other_keyspace_files[1] ==
+        name_a + ": 2 jobs spooled for group 'A' (prefix 'reliableq:')");
+  CHECK(redis.Integer({"LLEN", "reliableq:{B}:queue:default"}) == 1);
+  CHECK(redis.Integer({"LLEN", "reliableq:{A}:queue:default"}) == 0);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(std::filesystem::exists(of_a));
+  CHECK(std::filesystem::exists(old));
+
+  // Layout 1 of another prefix drains the format-1 journal, not A's.
+  SpoolDrainOptions app;
+  app.prefix = "app:";
+  report = DrainSpool(dir, redis.Options(), app);
+  REQUIRE(report.ok());
+  CHECK(report->pushed == 1);
+  REQUIRE(report->other_keyspace_files.size() == 1);
+  CHECK(report->other_keyspace_files[0].find(name_a) == 0);
+  CHECK(redis.Queue("default") == std::vector<std::string>{SampleJob(0).payload});
+  CHECK_FALSE(std::filesystem::exists(old));
+}
+
 TEST_CASE("spool client: Open fails naming a spool directory it cannot use") {
   TempDir tmp;
   AppendBytes(tmp.Sub("file"), "x");
@@ -804,6 +1025,19 @@ TEST_CASE("spool client: Open fails naming a spool directory it cannot use") {
   REQUIRE_FALSE(client.ok());
   CHECK(client.status().IsIoError());
   CHECK(client.status().message().find(tmp.Sub("file")) != std::string::npos);
+}
+
+TEST_CASE("spool client: Open refuses options no connection can use before making the directory") {
+  TempDir tmp;
+  ClientOptions options;
+  options.spool_dir = tmp.Sub("spool");
+  RedisOptions redis;
+  redis.cluster.seeds.push_back({"127.0.0.1", 1});  // a cluster, and no group
+  auto client = Client::Open(redis, options);
+  REQUIRE_FALSE(client.ok());
+  CHECK(client.status().IsInvalidArgument());
+  CHECK(client.status().message().find("needs a queue group") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(options.spool_dir));
 }
 
 // ---------------------------------------------------------------------------
@@ -871,6 +1105,63 @@ TEST_CASE("spool cli: push --spool, spool status, spool drain: messages and exit
   auto missing = RunCommand({bin, "spool", "status", tmp.Sub("missing")});
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find(tmp.Sub("missing")) != std::string::npos);
+}
+
+TEST_CASE("spool cli: a job spooled for group A is drained into group A, never another's") {
+  TempDir tmp;
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  // A's Redis is down (nothing listens on its port); B's is up.
+  std::string down = "redis://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()) + "/0";
+  int up_port = testing::FreeLoopbackPort();
+  testing::RedisServer up({"--port", std::to_string(up_port), "--bind", "127.0.0.1"});
+  std::string up_url = "redis://127.0.0.1:" + std::to_string(up_port) + "/0";
+  auto admin = redis::Connection::Open(up.Options());
+  REQUIRE(admin.ok());
+  auto length = [&](const std::string& key) {
+    auto reply = (*admin)->Command({"LLEN", key});
+    REQUIRE(reply.ok());
+    return (*reply)->integer;
+  };
+
+  auto spooled = RunCommand(
+      {bin, "--redis", down, "--group", "A", "push", "NoopJob", "[\"for-A\"]", "--spool", dir});
+  REQUIRE_MESSAGE(spooled.exit_code == 0, spooled.err);
+  CHECK(spooled.err.find("spooled") != std::string::npos);
+  auto pushed = RunCommand(
+      {bin, "--redis", up_url, "--group", "B", "push", "NoopJob", "[\"for-B\"]", "--spool", dir});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  auto drained = RunCommand({bin, "--redis", up_url, "--group", "B", "spool", "drain", dir});
+  CHECK(drained.exit_code == 1);
+  CHECK(drained.out.find("pushed 0 jobs") != std::string::npos);
+  CHECK(drained.err.find("reliableq: left for a drain of its own keyspace: journal-") == 0);
+  CHECK(drained.err.find(": 1 job spooled for group 'A' (prefix 'reliableq:')\n") !=
+        std::string::npos);
+  CHECK(std::count(drained.err.begin(), drained.err.end(), '\n') == 1);
+  CHECK(length("reliableq:{B}:queue:default") == 1);
+  CHECK(length("reliableq:{A}:queue:default") == 0);
+
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK_MESSAGE(status.exit_code == 0, status.err);
+  CHECK(status.out.find("keyspace") != std::string::npos);
+  CHECK(status.out.find("reliableq:{A}:") != std::string::npos);
+  auto json = RunCommand({bin, "spool", "status", dir, "--json"});
+  REQUIRE_MESSAGE(json.exit_code == 0, json.err);
+  rapidjson::Document doc;
+  doc.Parse(json.out.c_str());
+  REQUIRE_FALSE(doc.HasParseError());
+  REQUIRE(doc["files"].Size() == 1);
+  CHECK(doc["files"][0]["format"].GetInt() == 2);
+  CHECK(std::string(doc["files"][0]["prefix"].GetString()) == "reliableq:");
+  CHECK(std::string(doc["files"][0]["group"].GetString()) == "A");
+
+  // Group A's drain, at B's address: the job goes to group A there.
+  drained = RunCommand({bin, "--redis", up_url, "--group", "A", "spool", "drain", dir});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK(drained.out.find("pushed 1 job") != std::string::npos);
+  CHECK(length("reliableq:{A}:queue:default") == 1);
+  CHECK(length("reliableq:{B}:queue:default") == 1);
+  CHECK(Journals(dir).empty());
 }
 
 }  // namespace

@@ -318,6 +318,15 @@ TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
       {"redis://h?db=1", "unknown parameter 'db'"},
       {"unix:///s?group=a}", "the group must be"},
       {"redis+cluster://:s3cret@h:x/g", "redis+cluster://:***@h:x/g"},
+      // A database number copied from a Sidekiq-style URL is not a group.
+      {"redis+cluster://h:7000/0", "the path of a cluster URL is its queue group, not a database"},
+      {"redis+cluster://:s3cret@h:7000/15?group=15", "can still be named with --group or ?group="},
+      // A missing node is shown in the cluster form.
+      {"redis+cluster://", "no host (redis[s]+cluster://HOST[:PORT][,HOST[:PORT]...][/GROUP])"},
+      {"redis+cluster:///g", "no host (redis[s]+cluster://"},
+      {"rediss+cluster://u:s3cret@/g", "no host (redis[s]+cluster://"},
+      {"redis+cluster://h:1,,h:2/g", "no host (redis[s]+cluster://"},
+      {"redis+sentinel://:s3cret@/m", "no host (redis[s]+sentinel://"},
       {"rediss+cluster://u:s3cret@h/a?group=b", "rediss+cluster://u:***@h/a?group=b"},
   };
   for (const auto& [url, expected] : cases) {
@@ -337,6 +346,13 @@ TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
   CHECK(groupless->group.empty());
   CHECK(groupless->Describe() == "cluster h:7000");
   CHECK(groupless->Validate().message().find("needs a queue group") != std::string::npos);
+  // A group of digits is named with group= (or --group).
+  auto digits = RedisOptions::FromUrl("redis+cluster://h:7000?group=0");
+  REQUIRE(digits.ok());
+  CHECK(digits->group == "0");
+  // A group with digits in it is a group.
+  CHECK(RedisOptions::FromUrl("redis+cluster://h:7000/g0").ok());
+  CHECK(RedisOptions::FromUrl("redis+cluster://h:7000/2024-q1").ok());
   // A group of exactly 64 is fine.
   CHECK(RedisOptions::FromUrl("redis+cluster://h/" + std::string(64, 'g')).ok());
   CHECK(reliableq::RedactUrls("x redis+cluster://u:s3cret@h:1,h:2/g y") ==

@@ -129,11 +129,15 @@ struct ClientOptions {
   // to be up.
   //
   // The Client also drains the journals that Clients that are gone left in
-  // the directory (a crash, or Redis away until they were destroyed). Any
-  // number of processes may share the directory: each writes its own file,
-  // locked while it lives. Use a local filesystem (flock), and one directory
-  // per Redis: a drain pushes to the Redis of whoever drains. What a drain
-  // does with a job already in Redis or one Redis refuses: spool.h.
+  // the directory (a crash, or Redis away until they were destroyed), those
+  // of its own keyspace only: each journal records the prefix and the queue
+  // group (RedisOptions::group) it was written for, and a journal of another
+  // is left to Clients of that one (spool.h). Any number of processes may
+  // share the directory: each writes its own file, locked while it lives.
+  // Use a local filesystem (flock), and one directory per Redis deployment:
+  // the address is not recorded (a spool outlives a failover or a new
+  // address), so a drain pushes to the Redis of whoever drains. What a
+  // drain does with a job already in Redis or one Redis refuses: spool.h.
   std::string spool_dir;
   // The most bytes the files of spool_dir may take, all processes' files
   // together (others' as last listed, at most a second ago). A push that

@@ -145,9 +145,12 @@ struct RedisOptions {
   static constexpr size_t kMaxGroupLength = 64;
 
   // Parses a URL of one of the forms above. An unknown scheme, a missing
-  // host, a bad port or db, trailing garbage, or options Validate refuses
-  // are kInvalidArgument with the reason; the message shows the URL with
-  // its password masked as "***". A cluster URL without a group is
+  // host, a bad port or db, trailing garbage, a cluster URL whose path is a
+  // number (a database copied from a redis:// URL: a cluster's path is its
+  // group, and a group of digits is named with group= instead), or options
+  // Validate refuses are kInvalidArgument with the reason (a missing host
+  // with the URL's own form); the message shows the URL with its password
+  // masked as "***". A cluster URL without a group is
   // accepted (a program may take the group from elsewhere, as `migrate
   // --group` does); Validate, which every connection runs, refuses it.
   static Result<RedisOptions> FromUrl(std::string_view url);

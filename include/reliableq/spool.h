@@ -7,9 +7,19 @@
 // (flock) while the Client lives, and its own drainer pushes them back when
 // Redis answers (client.h). The journals a Client left when it ended with
 // jobs still spooled (its process crashed, or Redis stayed away until it
-// was destroyed) are drained by the next Client that opens the directory,
-// or by DrainSpool below. reliableq-schema(7), "Client spool", gives the
-// file format.
+// was destroyed) are drained by the next Client that opens the directory
+// for the same keyspace, or by DrainSpool below. reliableq-schema(7),
+// "Client spool", gives the file format.
+//
+// Each journal records the keyspace it was written for: the prefix of
+// reliableq's keys (ClientOptions::prefix) and the queue group
+// (RedisOptions::group, empty for layout 1). A Client, and a drain, pushes
+// only the journals of its own keyspace, so that a directory shared by
+// clients of several groups or prefixes sends each job where it was meant
+// to go. The Redis address is not recorded: a spool outlives a failover or
+// a new address for the same data. A journal written before keyspaces were
+// recorded (format 1) was written for layout 1, and is drained by a Client
+// or drain without a group, whatever its prefix.
 //
 // What a drain pushes is the job as it would have been pushed: the same
 // jid, the same payload (after the client middleware), into its queue with
@@ -61,6 +71,15 @@ struct SpoolFileStatus {
   std::string held_reason;
   // Jobs a rule refused, dropped.
   int64_t dropped_jobs = 0;
+  // Its format (1 or 2; 0 when its start cannot be read: see problem) and
+  // the keyspace its jobs were spooled for: the prefix of reliableq's keys
+  // and the queue group (empty: none, layout 1). Recorded by format 2
+  // only (keyspace_recorded); a journal of format 1 was written for layout 1,
+  // and is drained by a Client or drain without a group, of any prefix.
+  int format = 0;
+  bool keyspace_recorded = false;
+  std::string prefix;
+  std::string group;
   // What is wrong with the file, if anything: a record cut short at its
   // end (a crash during a write, or a write under way in a live file), or
   // damage. Empty when nothing is.
@@ -86,7 +105,8 @@ Result<SpoolStatus> ReadSpoolStatus(const std::string& dir);
 
 struct SpoolDrainOptions {
   // The prefix of reliableq's own keys: the wake-up channels the pushes
-  // publish on (as ClientOptions::prefix).
+  // publish on (as ClientOptions::prefix). With the RedisOptions' group, the
+  // keyspace whose journals are drained.
   std::string prefix = "reliableq:";
   // > 0: a drained job counts as pushed only once WAIT reports this many
   // replicas have it (within wait_timeout); otherwise it stays spooled, to
@@ -106,12 +126,17 @@ struct SpoolDrainReport {
   // they could not be read or recorded (with the reason).
   std::vector<std::string> live_files;
   std::vector<std::string> failed_files;
+  // Journals of another keyspace with jobs pending, left as they are (a
+  // drain of their own keyspace pushes them), one line each: "NAME: N jobs
+  // spooled for group 'G' (prefix 'P')". Not escaped.
+  std::vector<std::string> other_keyspace_files;
   // Why the drain stopped before the end (Redis could not be reached or
   // could not serve, naming where it tried); OK when it did not.
   Status stopped;
 };
 
-// Drains, once, every journal of `dir` that no live process holds: takes
+// Drains, once, every journal of `dir` of the keyspace of `options.prefix`
+// and `redis.group` that no live process holds: takes
 // its lock, pushes its pending jobs to Redis (connecting only when there is
 // something to push), records their outcomes and deletes it once drained.
 // Each connect and round trip is bounded by the RedisOptions timeouts.

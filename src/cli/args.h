@@ -47,12 +47,20 @@ class ParsedArgs {
   // Sets `name` to `values` unless it was given (a config file's values
   // yield to the command line). A flag's values are a single "".
   void SetDefault(std::string_view name, std::vector<std::string> values);
+  // Whether the verb these arguments are for needs a queue group when its
+  // Redis is a cluster (set by the program from the verb's declaration):
+  // the Redis options read from them must then name one. False for
+  // arguments made for no verb (a config file's key checked alone, whose
+  // group may come from another key).
+  bool cluster_needs_group() const { return cluster_needs_group_; }
+  void set_cluster_needs_group(bool needs) { cluster_needs_group_ = needs; }
 
  private:
   friend Result<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                       const std::vector<OptionSpec>& specs);
   std::map<std::string, std::vector<std::string>, std::less<>> values_;
   std::vector<std::string> positionals_;
+  bool cluster_needs_group_ = false;
 };
 
 // Parses `args` (no program name) against `specs`. kInvalidArgument with a

@@ -41,6 +41,12 @@ struct Command {
   std::string_view help;
   // The verb's own options; the global ones are added when parsing.
   std::vector<OptionSpec> options;
+  // The verb works on a Redis Cluster URL that names no queue group. False
+  // for every verb that reads or writes a group's keys: a cluster URL
+  // without a group (and no --group) is then a usage error, before anything
+  // is done (RedisFromArgs). True for `groups` (the directory of groups is
+  // outside every group) and `migrate` (its group is the target's --group).
+  bool works_without_group = false;
   // Runs the verb with its parsed arguments; returns the exit status.
   int (*run)(const ParsedArgs& args);
 };
@@ -61,10 +67,39 @@ const Command& PeriodicCommand();
 const Command& GroupsCommand();
 const Command& MigrateCommand();
 
-// --redis URL, --redis-password-file FILE, the TLS options
-// (--redis-tls-ca, --redis-tls-cert, --redis-tls-key,
-// --redis-tls-server-name, --redis-tls-insecure), --prefix P, --group G
-// and -h/--help: accepted before or after any verb.
+// The options that say how to reach one Redis: its URL and the files of
+// its password and TLS. The global ones (kRedisConnection) and migrate's
+// target (--to, --to-password-file, --to-tls-*) are two sets of names for
+// the same options, parsed by the same code.
+struct ConnectionOptionNames {
+  std::string_view url;
+  std::string_view password_file;
+  std::string_view tls_ca;
+  std::string_view tls_cert;
+  std::string_view tls_key;
+  std::string_view tls_server_name;
+  std::string_view tls_insecure;  // a flag
+  // The URL as messages name it: "the Redis URL".
+  std::string_view url_name;
+};
+inline constexpr ConnectionOptionNames kRedisConnection = {
+    "redis",         "redis-password-file",   "redis-tls-ca",       "redis-tls-cert",
+    "redis-tls-key", "redis-tls-server-name", "redis-tls-insecure", "the Redis URL"};
+
+// The specs of one set of connection options.
+std::vector<OptionSpec> ConnectionOptionSpecs(const ConnectionOptionNames& names);
+
+// Applies the password file and TLS options of `names` to `options` (made
+// from the URL of names.url): the password is the file's content less one
+// final newline; the TLS options fill RedisOptions::tls. kInvalidArgument
+// for a password file that cannot be read or is empty (naming the file,
+// never its content), a TLS option without a rediss:// URL, or a
+// certificate without its key (or the reverse).
+Status ReadConnectionOptions(const ParsedArgs& args, const ConnectionOptionNames& names,
+                             RedisOptions* options);
+
+// The connection options of kRedisConnection, --sentinel, --prefix P,
+// --group G and -h/--help: accepted before or after any verb.
 const std::vector<OptionSpec>& GlobalOptions();
 
 // The help of the global options, as printed below every verb's help.
@@ -90,14 +125,18 @@ int UsageError(std::string_view verb, std::string_view reason);
 // returns kExitRuntime.
 int RuntimeError(const Status& status);
 
-// Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0;
-// with --redis-password-file, the password is that file's content less one
-// final newline; the --redis-tls-* options fill RedisOptions::tls.
-// kInvalidArgument for a URL that does not parse, a password file that
-// cannot be read or is empty (naming the file, never its content), a TLS
-// option without a rediss:// URL, or a certificate without its key (or the
-// reverse).
+// Where Redis is: --redis, else $REDIS_URL, else redis://127.0.0.1:6379/0,
+// with --sentinel and the options of kRedisConnection applied
+// (ReadConnectionOptions), and the queue group of --group. kInvalidArgument
+// for a URL that does not parse, what ReadConnectionOptions refuses, a
+// --group that differs from the URL's; and, when args.cluster_needs_group()
+// (the verb's Command::works_without_group is false), a cluster URL without
+// a queue group in it or in --group.
 Result<RedisOptions> RedisFromArgs(const ParsedArgs& args);
+
+// RedisFromArgs without --group: the group is the URL's own, if any. For
+// `migrate`, whose --group is the target's.
+Result<RedisOptions> RedisFromArgsWithoutGroup(const ParsedArgs& args);
 
 // The content of the file at `path`, at most max_bytes; kInvalidArgument
 // "cannot read WHAT: <reason>" or "WHAT is larger than ...", never with the

@@ -14,20 +14,29 @@
 
 namespace reliableq::cli {
 
-const std::vector<OptionSpec>& GlobalOptions() {
-  static const std::vector<OptionSpec> options = {
-      {.name = "redis", .takes_value = true},
-      {.name = "redis-password-file", .takes_value = true},
-      {.name = "redis-tls-ca", .takes_value = true},
-      {.name = "redis-tls-cert", .takes_value = true},
-      {.name = "redis-tls-key", .takes_value = true},
-      {.name = "redis-tls-server-name", .takes_value = true},
-      {.name = "redis-tls-insecure"},
-      {.name = "sentinel", .takes_value = true, .repeats = true},
-      {.name = "prefix", .takes_value = true},
-      {.name = "group", .takes_value = true},
-      {.name = "help", .short_name = 'h'},
+std::vector<OptionSpec> ConnectionOptionSpecs(const ConnectionOptionNames& names) {
+  return {
+      {.name = names.url, .takes_value = true},
+      {.name = names.password_file, .takes_value = true},
+      {.name = names.tls_ca, .takes_value = true},
+      {.name = names.tls_cert, .takes_value = true},
+      {.name = names.tls_key, .takes_value = true},
+      {.name = names.tls_server_name, .takes_value = true},
+      {.name = names.tls_insecure},
   };
+}
+
+const std::vector<OptionSpec>& GlobalOptions() {
+  static const std::vector<OptionSpec> options = [] {
+    std::vector<OptionSpec> specs = ConnectionOptionSpecs(kRedisConnection);
+    specs.insert(specs.end(), {
+                                  {.name = "sentinel", .takes_value = true, .repeats = true},
+                                  {.name = "prefix", .takes_value = true},
+                                  {.name = "group", .takes_value = true},
+                                  {.name = "help", .short_name = 'h'},
+                              });
+    return specs;
+  }();
   return options;
 }
 
@@ -38,6 +47,10 @@ std::string_view GlobalOptionsHelp() {
          "                       unix:///path/redis.sock[?db=N],\n"
          "                       redis+sentinel://host:port[,host:port...]/master[/db]\n"
          "                       (the master the sentinels name; rediss+sentinel:// over TLS)\n"
+         "                       redis+cluster://host:port[,host:port...]/group\n"
+         "                       (Redis Cluster; every verb but groups and migrate needs\n"
+         "                       the group, there, as ?group=G or as --group;\n"
+         "                       rediss+cluster:// over TLS)\n"
          "                       (default: $REDIS_URL, else redis://127.0.0.1:6379/0)\n"
          "      --sentinel HOST[:PORT]\n"
          "                       ask this sentinel (repeat for each; port 26379 by default)\n"
@@ -123,23 +136,52 @@ namespace {
 // More than any password; a larger file is not one.
 constexpr size_t kMaxPasswordFileBytes = 64 * 1024;
 
-// The content of the password file `path`, less one final "\n" (or
-// "\r\n"). Its content never goes into a message.
-Result<std::string> ReadPasswordFile(const std::string& path) {
-  Result<std::string> content = ReadSecretFile("redis-password-file", path, kMaxPasswordFileBytes);
+// The content of the password file `path` (given as --`option`), less one
+// final "\n" (or "\r\n"). Its content never goes into a message.
+Result<std::string> ReadPasswordFile(std::string_view option, const std::string& path) {
+  Result<std::string> content = ReadSecretFile(option, path, kMaxPasswordFileBytes);
   if (!content.ok()) return content.status();
   std::string password = std::move(content.value());
   if (!password.empty() && password.back() == '\n') password.pop_back();
   if (!password.empty() && password.back() == '\r') password.pop_back();
   if (password.empty()) {
-    return Status::InvalidArgument("--redis-password-file '" + path + "' is empty");
+    return Status::InvalidArgument("--" + std::string(option) + " '" + path + "' is empty");
   }
   return password;
 }
 
 }  // namespace
 
-Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
+Status ReadConnectionOptions(const ParsedArgs& args, const ConnectionOptionNames& names,
+                             RedisOptions* options) {
+  auto flag = [](std::string_view name) { return "--" + std::string(name); };
+  if (std::optional<std::string> path = args.Value(names.password_file)) {
+    Result<std::string> password = ReadPasswordFile(names.password_file, *path);
+    if (!password.ok()) return password.status();
+    options->password = std::move(*password);
+  }
+  // The files are read when connecting: a missing one is a runtime error
+  // (exit 1) that names it, like an unreachable server.
+  for (std::string_view tls :
+       {names.tls_ca, names.tls_cert, names.tls_key, names.tls_server_name, names.tls_insecure}) {
+    if (args.Has(tls) && !options->tls.enabled) {
+      return Status::InvalidArgument(flag(tls) + " needs a rediss:// URL (TLS); " +
+                                     std::string(names.url_name) + " is not one");
+    }
+  }
+  if (args.Has(names.tls_cert) != args.Has(names.tls_key)) {
+    return Status::InvalidArgument(flag(names.tls_cert) + " and " + flag(names.tls_key) +
+                                   " go together");
+  }
+  options->tls.ca_file = args.Value(names.tls_ca).value_or("");
+  options->tls.cert_file = args.Value(names.tls_cert).value_or("");
+  options->tls.key_file = args.Value(names.tls_key).value_or("");
+  options->tls.server_name = args.Value(names.tls_server_name).value_or("");
+  options->tls.verify_peer = !args.Has(names.tls_insecure);
+  return Status::OK();
+}
+
+Result<RedisOptions> RedisFromArgsWithoutGroup(const ParsedArgs& args) {
   std::optional<std::string> url = args.Value("redis");
   Result<RedisOptions> options =
       url ? RedisOptions::FromUrl(*url) : RedisOptions::FromEnvironment();
@@ -166,29 +208,13 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
     options->sentinel.master_name = options->host;
     options->sentinel.sentinels = parsed->sentinel.sentinels;
   }
-  if (std::optional<std::string> path = args.Value("redis-password-file")) {
-    Result<std::string> password = ReadPasswordFile(*path);
-    if (!password.ok()) return password.status();
-    options->password = std::move(*password);
-  }
-  // The files are read when connecting: a missing one is a runtime error
-  // (exit 1) that names it, like an unreachable server.
-  static constexpr const char* kTlsFlags[] = {"redis-tls-ca", "redis-tls-cert", "redis-tls-key",
-                                              "redis-tls-server-name", "redis-tls-insecure"};
-  for (const char* flag : kTlsFlags) {
-    if (args.Has(flag) && !options->tls.enabled) {
-      return Status::InvalidArgument(std::string("--") + flag +
-                                     " needs a rediss:// URL (TLS); the Redis URL is not one");
-    }
-  }
-  if (args.Has("redis-tls-cert") != args.Has("redis-tls-key")) {
-    return Status::InvalidArgument("--redis-tls-cert and --redis-tls-key go together");
-  }
-  options->tls.ca_file = args.Value("redis-tls-ca").value_or("");
-  options->tls.cert_file = args.Value("redis-tls-cert").value_or("");
-  options->tls.key_file = args.Value("redis-tls-key").value_or("");
-  options->tls.server_name = args.Value("redis-tls-server-name").value_or("");
-  options->tls.verify_peer = !args.Has("redis-tls-insecure");
+  if (Status s = ReadConnectionOptions(args, kRedisConnection, &*options); !s.ok()) return s;
+  return options;
+}
+
+Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
+  Result<RedisOptions> options = RedisFromArgsWithoutGroup(args);
+  if (!options.ok()) return options;
   if (std::optional<std::string> group = args.Value("group")) {
     if (Status s = CheckGroup(*group); !s.ok()) return Status::InvalidArgument("--group: " + s.message());
     if (!options->group.empty() && options->group != *group) {
@@ -196,6 +222,13 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
                                      options->group + "' differ");
     }
     options->group = *group;
+  }
+  // The group picks the one hash slot every connection serves: without one
+  // the verb cannot work at all, which is the command line's fault.
+  if (args.cluster_needs_group() && !options->cluster.seeds.empty() && options->group.empty()) {
+    return Status::InvalidArgument(
+        "Redis Cluster needs a queue group: give --group G, or name it in the URL "
+        "(redis+cluster://HOST:PORT/G or ?group=G)");
   }
   if (Status s = CheckKeyLayout(PrefixFromArgs(args), options->group); !s.ok()) return s;
   return options;

@@ -192,6 +192,7 @@ const Command& GroupsCommand() {
       .summary = "list the queue groups (layout 2) and their sizes",
       .help = kHelp,
       .options = {{.name = "json"}},
+      .works_without_group = true,
       .run = Run,
   };
   return command;

@@ -143,6 +143,7 @@ int Main(const std::vector<std::string>& argv) {
   all.insert(all.end(), rest.begin(), rest.end());
   Result<ParsedArgs> parsed = ParseArgs(all, specs);
   if (!parsed.ok()) return UsageError(command->name, parsed.status().message());
+  parsed->set_cluster_needs_group(!command->works_without_group);
   return command->run(*parsed);
 }
 

@@ -30,22 +30,39 @@ constexpr std::string_view kVerb = "migrate";
 // target.
 constexpr const char* kTestStopVariable = "RELIABLEQ_TEST_MIGRATE_STOP_AFTER";
 
+// The target's connection options, named after --to; the same as the
+// source's global ones.
+constexpr ConnectionOptionNames kTargetConnection = {
+    "to",         "to-password-file",   "to-tls-ca",       "to-tls-cert",
+    "to-tls-key", "to-tls-server-name", "to-tls-insecure", "the --to URL"};
+
 constexpr std::string_view kHelp =
     "usage: reliableq migrate --to URL --group G [--dry-run] [--batch N] [--json]\n"
+    "                         [--to-password-file FILE] [--to-tls-ca FILE]\n"
+    "                         [--to-tls-cert FILE --to-tls-key FILE]\n"
+    "                         [--to-tls-server-name NAME] [--to-tls-insecure]\n"
     "\n"
-    "Moves the data of a single-Redis deployment (layout 1, the Redis of --redis)\n"
-    "into queue group G of layout 2 on the Redis or cluster of --to: every queue,\n"
-    "the schedule, retry and dead sets, the counters, and reliableq's paused\n"
-    "queues, limits, periodic jobs and records; nothing else (unique locks stay:\n"
-    "uniqueness ends with the move). Stop every worker first (and the clients\n"
-    "that push); it refuses while a worker is alive or a working list exists\n"
-    "(run 'reliableq recover'). Each key is copied to the target before it\n"
-    "leaves the source: a stopped run loses no job, and running it again goes\n"
-    "on. See reliableq(1).\n"
+    "Moves the data of a single-Redis deployment (layout 1, the Redis of --redis,\n"
+    "whose URL names no group) into queue group G of layout 2 on the Redis or\n"
+    "cluster of --to: every queue, the schedule, retry and dead sets, the\n"
+    "counters, and reliableq's paused queues, limits, periodic jobs and records;\n"
+    "nothing else (unique locks stay: uniqueness ends with the move). Stop every\n"
+    "worker first (and the clients that push); it refuses while a worker is alive\n"
+    "or a working list exists (run 'reliableq recover'). Each key is copied to the\n"
+    "target before it leaves the source: a stopped run loses no job, and running\n"
+    "it again goes on. See reliableq(1).\n"
     "\n"
     "Options:\n"
     "      --to URL         the target: redis://..., rediss://... or a cluster URL\n"
-    "      --group G        the queue group (letters, digits, '_', '-', '.'; 1-64)\n"
+    "      --to-password-file FILE\n"
+    "                       the target's password is the content of FILE, less one\n"
+    "                       final newline (instead of the URL's)\n"
+    "      --to-tls-ca FILE, --to-tls-cert FILE, --to-tls-key FILE,\n"
+    "      --to-tls-server-name NAME, --to-tls-insecure\n"
+    "                       the --redis-tls-* options, for a rediss:// target (the\n"
+    "                       global ones are the source's)\n"
+    "      --group G        the target's queue group (letters, digits, '_', '-', '.';\n"
+    "                       1-64)\n"
     "      --dry-run        check and print the plan; write nothing\n"
     "      --batch N        move a list or zset of more than N elements N at a\n"
     "                       time instead of whole (default: 1000)\n"
@@ -54,7 +71,10 @@ constexpr std::string_view kHelp =
     "                        \"target\":..,\"type\":..,\"kind\":..,\"action\":..,\n"
     "                        \"size\":..,\"moved\":..}],\"moved_keys\":..,\"jobs\":{\n"
     "                        \"queued\":..,\"scheduled\":..,\"retries\":..,\"dead\":..,\n"
-    "                        \"parked\":..},\"schema_written\":..,\"group_added\":..}\n";
+    "                        \"parked\":..},\"schema_written\":..,\"group_added\":..};\n"
+    "                       with --dry-run nothing moves: \"would_move\" and\n"
+    "                       \"would_move_keys\" instead of \"moved\" and \"moved_keys\",\n"
+    "                       and \"jobs\" counts the jobs that would move\n";
 
 constexpr int64_t kDefaultBatch = 1000;
 
@@ -131,12 +151,14 @@ std::string AsJson(const MigrationReport& report, const std::string& group) {
     String(writer, ActionName(moved.key.action));
     writer.Key("size");
     writer.Int64(moved.key.size);
-    writer.Key("moved");
+    // A dry run moves nothing: its count is what a run would move, and is
+    // named so.
+    writer.Key(report.dry_run ? "would_move" : "moved");
     writer.Int64(moved.moved);
     writer.EndObject();
   }
   writer.EndArray();
-  writer.Key("moved_keys");
+  writer.Key(report.dry_run ? "would_move_keys" : "moved_keys");
   writer.Uint64(report.keys.size());
   writer.Key("jobs");
   writer.StartObject();
@@ -210,13 +232,23 @@ int Run(const ParsedArgs& args) {
     options.TEST_stop_after_writes = *n;
   }
 
-  Result<RedisOptions> source = RedisFromArgs(args);
-  if (!source.ok()) return UsageError(kVerb, source.status().message());
   // --group is also the global option (the group a verb works on); here it
-  // names the target's group, and the source is layout 1.
-  source->group.clear();
+  // names the target's group, never the source's: the source is layout 1.
+  Result<RedisOptions> source = RedisFromArgsWithoutGroup(args);
+  if (!source.ok()) return UsageError(kVerb, source.status().message());
+  if (!source->group.empty()) {
+    return UsageError(kVerb,
+                      "the source of a migration is layout 1, without a queue group, but its "
+                      "URL names group '" +
+                          source->group +
+                          "': take group= (or a cluster URL's path) out of --redis or "
+                          "REDIS_URL; --group names the target's group");
+  }
   Result<RedisOptions> target = RedisOptions::FromUrl(*to);
   if (!target.ok()) return UsageError(kVerb, "--to: " + target.status().message());
+  if (Status s = ReadConnectionOptions(args, kTargetConnection, &*target); !s.ok()) {
+    return UsageError(kVerb, s.message());
+  }
 
   Result<MigrationReport> report = migrate::Migrate(*source, *target, options);
   if (!report.ok()) {
@@ -237,13 +269,17 @@ const Command& MigrateCommand() {
       .summary = "move a single-Redis deployment into a queue group (layout 2)",
       .help = kHelp,
       .options =
-          {
-              {.name = "to", .takes_value = true},
-              {.name = "group", .takes_value = true},
-              {.name = "dry-run"},
-              {.name = "batch", .takes_value = true},
-              {.name = "json"},
-          },
+          [] {
+            std::vector<OptionSpec> specs = ConnectionOptionSpecs(kTargetConnection);
+            specs.insert(specs.end(), {
+                                          {.name = "group", .takes_value = true},
+                                          {.name = "dry-run"},
+                                          {.name = "batch", .takes_value = true},
+                                          {.name = "json"},
+                                      });
+            return specs;
+          }(),
+      .works_without_group = true,
       .run = Run,
   };
   return command;

@@ -31,16 +31,20 @@ constexpr std::string_view kHelp =
     "Subcommands:\n"
     "  status DIR     each journal: whether a live process holds it, its jobs still\n"
     "                 to push, its size, how long ago its oldest pending job was\n"
-    "                 spooled, jobs Redis refused (kept, with Redis's reason) or a\n"
-    "                 rule refused (dropped), and what is wrong with it if anything\n"
-    "  drain DIR      pushes the jobs of every journal no live process holds (a\n"
-    "                 live client drains its own), the same jid and payload with\n"
-    "                 the same script as the push, oldest first; deletes each\n"
-    "                 journal once drained and prints how many jobs it pushed.\n"
-    "                 Exit status 1 when jobs are left: Redis could not be reached\n"
-    "                 (the message says where) or refused some (kept). A job whose\n"
-    "                 first push may have landed is pushed again under its jid: it\n"
-    "                 may run twice, never not at all\n"
+    "                 spooled, the keyspace it was written for (the prefix and\n"
+    "                 the queue group), jobs Redis refused (kept, with Redis's\n"
+    "                 reason) or a rule refused (dropped), and what is wrong with\n"
+    "                 it if anything\n"
+    "  drain DIR      pushes the jobs of every journal of this keyspace (--prefix,\n"
+    "                 --group) that no live process holds (a live client drains\n"
+    "                 its own), the same jid and payload with the same script as\n"
+    "                 the push, oldest first; deletes each journal once drained\n"
+    "                 and prints how many jobs it pushed. Journals of another\n"
+    "                 keyspace are left, one line each. Exit status 1 when jobs\n"
+    "                 are left: Redis could not be reached (the message says\n"
+    "                 where), refused some (kept), or they belong to another\n"
+    "                 keyspace. A job whose first push may have landed is pushed\n"
+    "                 again under its jid: it may run twice, never not at all\n"
     "\n"
     "Options:\n"
     "      --json           status prints one JSON object:\n"
@@ -48,7 +52,8 @@ constexpr std::string_view kHelp =
     "                        \"files\":[{\"name\":..,\"bytes\":..,\"live\":..,\n"
     "                        \"pending_jobs\":..,\"pending_bytes\":..,\n"
     "                        \"oldest_spooled_at\":..,\"held_jobs\":..,\n"
-    "                        \"held_reason\":..,\"dropped_jobs\":..,\"problem\":..}],\n"
+    "                        \"held_reason\":..,\"dropped_jobs\":..,\"format\":..,\n"
+    "                        \"prefix\":..,\"group\":..,\"problem\":..}],\n"
     "                        \"corrupt_files\":[..]}\n"
     "      --wait-replicas N\n"
     "                       drain: a job counts as pushed only once N replicas have\n"
@@ -68,6 +73,15 @@ std::string Age(double spooled_at) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1fs", std::max(0.0, now - spooled_at));
   return buf;
+}
+
+// What the keys of the journal's jobs begin with: "P{G}:" for a group,
+// "P (no group)" for layout 1; a journal of format 1 records neither.
+std::string KeyspaceColumn(const SpoolFileStatus& file) {
+  if (file.format == 1) return "(format 1: no group, any prefix)";
+  if (!file.keyspace_recorded) return "-";
+  if (file.group.empty()) return Escaped(file.prefix) + " (no group)";
+  return Escaped(file.prefix) + "{" + Escaped(file.group) + "}:";
 }
 
 std::string StatusJson(const SpoolStatus& status) {
@@ -102,6 +116,13 @@ std::string StatusJson(const SpoolStatus& status) {
     writer.String(file.held_reason);
     writer.Key("dropped_jobs");
     writer.Int64(file.dropped_jobs);
+    // null: not recorded (format 1, or a start that cannot be read).
+    writer.Key("format");
+    writer.Int(file.format);
+    writer.Key("prefix");
+    file.keyspace_recorded ? writer.String(file.prefix) : writer.Null();
+    writer.Key("group");
+    file.keyspace_recorded ? writer.String(file.group) : writer.Null();
     writer.Key("problem");
     writer.String(file.problem);
     writer.EndObject();
@@ -126,16 +147,17 @@ std::string StatusText(const SpoolStatus& status) {
       name_width = std::max(name_width, Escaped(file.name).size());
     }
     char row[512];
-    std::snprintf(row, sizeof row, "%-*s  %-4s  %9s  %12s  %s\n", static_cast<int>(name_width),
-                  "journal", "live", "pending", "bytes", "oldest");
+    std::snprintf(row, sizeof row, "%-*s  %-4s  %9s  %12s  %-8s  %s\n",
+                  static_cast<int>(name_width), "journal", "live", "pending", "bytes", "oldest",
+                  "keyspace");
     out += row;
     for (const SpoolFileStatus& file : status.files) {
-      std::snprintf(row, sizeof row, "%-*s  %-4s  %9lld  %12llu  %s\n",
+      std::snprintf(row, sizeof row, "%-*s  %-4s  %9lld  %12llu  %-8s  ",
                     static_cast<int>(name_width), Escaped(file.name).c_str(),
                     file.live ? "yes" : "no", static_cast<long long>(file.pending_jobs),
                     static_cast<unsigned long long>(file.bytes),
                     Age(file.oldest_spooled_at).c_str());
-      out += row;
+      out += row + KeyspaceColumn(file) + "\n";
     }
   }
   for (const SpoolFileStatus& file : status.files) {
@@ -203,6 +225,11 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   }
   if (!WriteOut(out)) return RuntimeError(Status::IoError("cannot write to stdout"));
   bool failed = false;
+  for (const std::string& other : report->other_keyspace_files) {
+    std::fprintf(stderr, "reliableq: left for a drain of its own keyspace: %s\n",
+                 Shown(other).c_str());
+    failed = true;
+  }
   for (const std::string& problem : report->failed_files) {
     std::fprintf(stderr, "reliableq: left alone: %s\n", Shown(problem).c_str());
     failed = true;

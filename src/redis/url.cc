@@ -112,10 +112,17 @@ Status ParseUserInfo(std::string_view url, std::string_view info, RedisOptions* 
   return Status::OK();
 }
 
+// The forms a missing host is reported with: the URL form it was in.
+constexpr std::string_view kTcpForm = "redis[s]://HOST[:PORT][/DB]";
+constexpr std::string_view kSentinelForm =
+    "redis[s]+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]";
+constexpr std::string_view kClusterForm = "redis[s]+cluster://HOST[:PORT][,HOST[:PORT]...][/GROUP]";
+
 // "host", "host:port", "[v6]" or "[v6]:port" into *host and *port (left
-// as it is when the text has none).
-Status ParseHostPort(std::string_view url, std::string_view authority, std::string* host,
-                     int* port) {
+// as it is when the text has none); `form` is the URL's, for the message
+// about a missing host.
+Status ParseHostPort(std::string_view url, std::string_view authority, std::string_view form,
+                     std::string* host, int* port) {
   std::string_view name = authority, port_text;
   bool has_port = false;
   if (!authority.empty() && authority.front() == '[') {
@@ -139,7 +146,7 @@ Status ParseHostPort(std::string_view url, std::string_view authority, std::stri
   if (has_port && port_text.empty()) return Bad(url, "empty port");
   // Redis's clients read a missing host as localhost; here it is more
   // often a variable that expanded to nothing (redis://$HOST:6379).
-  if (name.empty()) return Bad(url, "no host (redis[s]://HOST[:PORT][/DB])");
+  if (name.empty()) return Bad(url, "no host (" + std::string(form) + ")");
   *host = std::string(name);
   if (has_port && !ParseInt(port_text, 1, 65535, port)) {
     return Bad(url, "port must be a number from 1 to 65535");
@@ -205,7 +212,7 @@ Result<RedisOptions> ParseTcp(std::string_view url, std::string_view rest) {
   SplitQuery(&rest, &query);
   Status s = SplitAuthority(url, rest, &authority, &path, &options);
   if (!s.ok()) return s;
-  s = ParseHostPort(url, authority, &options.host, &options.port);
+  s = ParseHostPort(url, authority, kTcpForm, &options.host, &options.port);
   if (!s.ok()) return s;
   if (!path.empty() && !ParseInt(path, 0, 1 << 20, &options.db)) {
     return Bad(url, "database must be a non-negative number");
@@ -228,7 +235,7 @@ Result<RedisOptions> ParseCluster(std::string_view url, std::string_view rest) {
   while (true) {
     size_t comma = authority.find(',');
     RedisClusterOptions::Address seed;
-    s = ParseHostPort(url, authority.substr(0, comma), &seed.host, &seed.port);
+    s = ParseHostPort(url, authority.substr(0, comma), kClusterForm, &seed.host, &seed.port);
     if (!s.ok()) return s;
     options.cluster.seeds.push_back(std::move(seed));
     if (comma == std::string_view::npos) break;
@@ -238,6 +245,16 @@ Result<RedisOptions> ParseCluster(std::string_view url, std::string_view rest) {
   if (path.find('/') != std::string_view::npos) {
     return Bad(url,
                "a cluster URL names a group, not a database (redis+cluster://HOST:PORT/GROUP)");
+  }
+  // redis+cluster://HOST:PORT/0, copied from a Sidekiq-style URL, would
+  // otherwise quietly mean group "0".
+  if (!path.empty() &&
+      std::all_of(path.begin(), path.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Bad(url,
+               "the path of a cluster URL is its queue group, not a database (Redis Cluster "
+               "has database 0 only): '/" +
+                   std::string(path) + "' is refused as a group; a group of digits can " +
+                   "still be named with --group or ?group=");
   }
   if (!path.empty()) {
     s = TakeGroup(url, path, &options);
@@ -267,7 +284,8 @@ Result<RedisOptions> ParseSentinel(std::string_view url, std::string_view rest) 
   while (true) {
     size_t comma = authority.find(',');
     RedisSentinelOptions::Address address;
-    Status s = ParseHostPort(url, authority.substr(0, comma), &address.host, &address.port);
+    Status s =
+        ParseHostPort(url, authority.substr(0, comma), kSentinelForm, &address.host, &address.port);
     if (!s.ok()) return s;
     options.sentinel.sentinels.push_back(std::move(address));
     if (comma == std::string_view::npos) break;

@@ -29,6 +29,9 @@ ClientSpoolOptions SpoolOptionsOf(const ClientOptions& options) {
 
 Result<std::unique_ptr<ClientSpool>> ClientSpool::Open(const RedisOptions& redis,
                                                        ClientSpoolOptions options) {
+  // Options no connection can use are refused before the directory is
+  // made: nothing is left behind by a call that fails.
+  if (Status valid = redis.Validate(); !valid.ok()) return valid.WithContext(redis.Describe());
   Status s = PrepareDirectory(options.dir);
   if (!s.ok()) return s;
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Create(redis);
@@ -41,6 +44,7 @@ Result<std::unique_ptr<ClientSpool>> ClientSpool::Open(const RedisOptions& redis
 
 ClientSpool::ClientSpool(ClientSpoolOptions options, std::unique_ptr<redis::Connection> redis)
     : options_(std::move(options)),
+      keyspace_{options_.prefix, redis->options().group},
       clock_(options_.clock ? options_.clock : SystemClock()),
       log_(options_.log_level),
       redis_(std::move(redis)) {
@@ -122,7 +126,7 @@ Status ClientSpool::Write(std::vector<SpooledJob> jobs, bool* maybe_written) {
   {
     std::lock_guard<std::mutex> lock(size_mu_);
     JournalFile* mine = own();
-    uint64_t own_bytes = mine != nullptr ? mine->size() : kMagic.size();
+    uint64_t own_bytes = mine != nullptr ? mine->size() : JournalHeader(keyspace_).size();
     auto used = [&](bool fresh) { return OtherBytes(fresh) + own_bytes + reserved_; };
     // Listed again before refusing: another process may have drained
     // files since.
@@ -138,7 +142,7 @@ Status ClientSpool::Write(std::vector<SpooledJob> jobs, bool* maybe_written) {
     std::lock_guard<std::mutex> create(create_mu_);
     file = own();
     if (file == nullptr) {
-      Result<std::unique_ptr<JournalFile>> created = JournalFile::Create(options_.dir);
+      Result<std::unique_ptr<JournalFile>> created = JournalFile::Create(options_.dir, keyspace_);
       if (created.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         own_ = std::move(created.value());
@@ -224,13 +228,27 @@ void ClientSpool::Adopt() {
     return;
   }
   JournalFile* mine = own();
+  // Forget the foreign journals that are gone (drained by their own).
+  std::erase_if(foreign_, [&](const std::string& path) {
+    return std::none_of(entries->begin(), entries->end(),
+                        [&](const DirectoryEntry& entry) { return entry.path == path; });
+  });
   for (const DirectoryEntry& entry : *entries) {
     if (entry.kind != DirectoryEntry::Kind::kJournal) continue;
     if (mine != nullptr && entry.path == mine->path()) continue;
-    if (stalled_.count(entry.path) != 0) continue;
+    if (stalled_.count(entry.path) != 0 || foreign_.count(entry.path) != 0) continue;
     bool known = std::any_of(adopted_.begin(), adopted_.end(),
                              [&](const auto& file) { return file->path() == entry.path; });
     if (known) continue;
+    // Its keyspace first, without its lock: a journal of another prefix or
+    // group is neither pushed here (its jobs would land in this keyspace)
+    // nor locked (its own clients could not drain it while this one lives).
+    Result<JournalStart> start = ReadJournalStart(entry.path);
+    if (!start.ok() && start.status().IsNotFound()) continue;  // drained meanwhile
+    if (start.ok() && !Drains(start->keyspace, keyspace_)) {
+      foreign_.insert(entry.path);
+      continue;
+    }
     std::string problem;
     Result<std::unique_ptr<JournalFile>> taken = JournalFile::TakeOver(entry.path, &problem);
     if (!taken.ok()) {

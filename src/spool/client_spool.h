@@ -7,9 +7,11 @@
 //   Redis answer, so that a producer keeps its pace during an outage instead
 //   of waiting out a connect or command timeout per push;
 // - the drainer thread, which pushes spooled jobs (its own file's, and those
-//   of the files processes that are gone left, which it takes over) as soon
-//   as Redis answers, probing every min_backoff..max_backoff while it does
-//   not (drain.h says how each job is pushed and recorded).
+//   of the files processes that are gone left for the same keyspace, which
+//   it takes over) as soon as Redis answers, probing every
+//   min_backoff..max_backoff while it does not (drain.h says how each job is
+//   pushed and recorded). Journals of another keyspace (record.h, Drains:
+//   another prefix or queue group) are left to clients of theirs.
 //
 // The size bound (max_bytes) covers every file of the directory: this
 // Client's own file exactly, the others as last listed (at most a second
@@ -48,7 +50,8 @@ namespace reliableq::spool {
 struct ClientSpoolOptions {
   std::string dir;
   uint64_t max_bytes = uint64_t{1} << 30;
-  // The prefix of the wake-up channels (ClientOptions::prefix).
+  // The prefix of the wake-up channels (ClientOptions::prefix); with the
+  // RedisOptions' group, the keyspace of the journals it writes and drains.
   std::string prefix = "reliableq:";
   // As ClientOptions: drained jobs count as pushed once this many replicas
   // have them.
@@ -75,8 +78,9 @@ class ClientSpool {
  public:
   // Creates the directory when missing and starts the drainer, which drains
   // at once what earlier processes left. kIoError naming the directory when
-  // it cannot be created or written; kInvalidArgument for unusable TLS
-  // settings. Does not need Redis.
+  // it cannot be created or written; kInvalidArgument for options no
+  // connection can use (RedisOptions::Validate; checked before the
+  // directory is made) or unusable TLS settings. Does not need Redis.
   static Result<std::unique_ptr<ClientSpool>> Open(const RedisOptions& redis,
                                                    ClientSpoolOptions options);
 
@@ -132,7 +136,7 @@ class ClientSpool {
 
   // The drainer thread.
   void Run();
-  // Takes over the journals whose writers are gone.
+  // Takes over the journals of its keyspace whose writers are gone.
   void Adopt();
   // One pass over every file that has work; the Redis failure that stopped
   // it (file failures stall their file and are logged, not returned).
@@ -144,6 +148,8 @@ class ClientSpool {
   JournalFile* own();
 
   const ClientSpoolOptions options_;
+  // Of the journal it writes, and of those it takes over.
+  const Keyspace keyspace_;
   const std::shared_ptr<const Clock> clock_;
   const Logger log_;
   DrainConfig drain_config_;
@@ -168,6 +174,7 @@ class ClientSpool {
   // The drainer thread's alone.
   std::vector<std::unique_ptr<JournalFile>> adopted_;
   std::set<std::string> stalled_;  // paths left alone for good
+  std::set<std::string> foreign_;  // paths of journals of another keyspace
   std::string last_logged_;        // the last drain failure logged
   bool ping_first_ = false;        // the last pass failed: PING before a batch
 

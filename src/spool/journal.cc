@@ -81,17 +81,19 @@ bool IsJournalName(std::string_view name) {
          name.substr(name.size() - 6) == ".spool";
 }
 
-JournalFile::JournalFile(std::string path, int fd, uint64_t size)
+JournalFile::JournalFile(std::string path, int fd, uint64_t size, JournalStart start)
     : path_(std::move(path)),
       fd_(fd),
+      start_(std::move(start)),
       end_(size),
       synced_end_(size),
-      drained_upto_(kMagic.size()),
-      last_job_end_(kMagic.size()) {}
+      drained_upto_(start_.records),
+      last_job_end_(start_.records) {}
 
 JournalFile::~JournalFile() { close(fd_); }
 
-Result<std::unique_ptr<JournalFile>> JournalFile::Create(const std::string& dir) {
+Result<std::unique_ptr<JournalFile>> JournalFile::Create(const std::string& dir,
+                                                         const Keyspace& keyspace) {
   std::string name = JournalName();
   std::string path = dir + "/" + name;
   std::string temporary = dir + "/." + name + ".tmp";
@@ -104,7 +106,8 @@ Result<std::unique_ptr<JournalFile>> JournalFile::Create(const std::string& dir)
   };
   if (flock(fd, LOCK_EX | LOCK_NB) != 0)
     return fail(ErrnoStatus("cannot lock " + temporary, errno));
-  Status s = PwriteAll(fd, kMagic, 0, temporary);
+  const std::string header = JournalHeader(keyspace);
+  Status s = PwriteAll(fd, header, 0, temporary);
   if (!s.ok()) return fail(s);
   if (fdatasync(fd) != 0) return fail(ErrnoStatus("cannot sync " + temporary, errno));
   if (rename(temporary.c_str(), path.c_str()) != 0) {
@@ -118,7 +121,10 @@ Result<std::unique_ptr<JournalFile>> JournalFile::Create(const std::string& dir)
     close(fd);
     return s;
   }
-  return std::unique_ptr<JournalFile>(new JournalFile(path, fd, kMagic.size()));
+  JournalStart start;
+  start.keyspace = keyspace;
+  start.records = header.size();
+  return std::unique_ptr<JournalFile>(new JournalFile(path, fd, header.size(), std::move(start)));
 }
 
 Result<std::unique_ptr<JournalFile>> JournalFile::TakeOver(const std::string& path,
@@ -173,7 +179,7 @@ Result<std::unique_ptr<JournalFile>> JournalFile::TakeOver(const std::string& pa
     if (problem != nullptr) *problem = what;
     size = scan->valid_end;
   }
-  std::unique_ptr<JournalFile> file(new JournalFile(path, fd, size));
+  std::unique_ptr<JournalFile> file(new JournalFile(path, fd, size, scan->start));
   file->SetState(*scan);
   return file;
 }
@@ -413,10 +419,10 @@ size_t JournalFile::held_count() const {
 Status JournalFile::TruncateIfDrained() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!DrainedLocked() || syncing_ || synced_total_ != appended_total_ || !broken_.ok() ||
-      end_ == kMagic.size()) {
+      end_ == start_.records) {
     return Status::OK();
   }
-  if (ftruncate(fd_, static_cast<off_t>(kMagic.size())) != 0) {
+  if (ftruncate(fd_, static_cast<off_t>(start_.records)) != 0) {
     return ErrnoStatus("cannot cut back " + path_, errno);
   }
   // fsync, not fdatasync: the size is what changed.
@@ -424,7 +430,7 @@ Status JournalFile::TruncateIfDrained() {
     broken_ = ErrnoStatus("cannot sync " + path_, errno);
     return broken_;
   }
-  end_ = synced_end_ = drained_upto_ = last_job_end_ = kMagic.size();
+  end_ = synced_end_ = drained_upto_ = last_job_end_ = start_.records;
   resolved_.clear();
   return Status::OK();
 }

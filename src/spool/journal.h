@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -44,18 +45,23 @@ bool IsJournalName(std::string_view name);
 
 class JournalFile {
  public:
-  // Creates a new journal file in `dir` (which must exist) and locks it. It
-  // is written and locked under a hidden temporary name first and renamed
-  // after, so that no other process can take it for one whose writer is
-  // gone. Fails with kIoError naming the file.
-  static Result<std::unique_ptr<JournalFile>> Create(const std::string& dir);
+  // Creates a new journal file in `dir` (which must exist) for the jobs of
+  // `keyspace`, and locks it. It is written (with its keyspace record) and
+  // locked under a hidden temporary name first and renamed after, so that
+  // no other process can take it for one whose writer is gone, nor find it
+  // without its keyspace. Fails with kIoError naming the file.
+  static Result<std::unique_ptr<JournalFile>> Create(const std::string& dir,
+                                                     const Keyspace& keyspace);
 
   // Opens and locks the journal file `path` that another process left. A
   // null pointer when its writer (or another drainer) still holds it or it
   // is gone. A torn tail is cut off; a corrupt tail is moved to
   // "<path>.corrupt-<offset>" (kept for a person to look at; never read
   // again) and cut off, so that records can be appended again. *problem, when
-  // given, says what was done about the tail ("" when nothing).
+  // given, says what was done about the tail ("" when nothing). It does not
+  // look at the file's keyspace: a drainer checks it first
+  // (ReadJournalStart, Drains), so that it never locks a journal of another
+  // keyspace, which would keep it from that keyspace's own drainers.
   static Result<std::unique_ptr<JournalFile>> TakeOver(const std::string& path,
                                                        std::string* problem = nullptr);
 
@@ -65,6 +71,8 @@ class JournalFile {
   JournalFile& operator=(const JournalFile&) = delete;
 
   const std::string& path() const { return path_; }
+  // The keyspace it was written for; none for a journal of format 1.
+  const std::optional<Keyspace>& keyspace() const { return start_.keyspace; }
   // The file's size in bytes, appends under way included.
   uint64_t size() const;
 
@@ -135,7 +143,7 @@ class JournalFile {
   Result<bool> RemoveIfDrained();
 
  private:
-  JournalFile(std::string path, int fd, uint64_t size);
+  JournalFile(std::string path, int fd, uint64_t size, JournalStart start);
   // Append for job records (`jobs`) and for the drain's own records.
   Status AppendFrames(std::string_view frames, bool jobs, uint64_t* at, bool* maybe_written);
   // Adopts the drain state of a scan.
@@ -144,6 +152,8 @@ class JournalFile {
 
   const std::string path_;
   const int fd_;
+  // What precedes the records: a drained file is cut back to it.
+  const JournalStart start_;
 
   mutable std::mutex mu_;
   std::condition_variable synced_cv_;

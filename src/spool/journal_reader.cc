@@ -1,5 +1,7 @@
 #include "spool/journal_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,17 +93,67 @@ Result<Record> ReadRecordAt(int fd, const std::string& path, uint64_t offset, ui
   }
 }
 
-Result<JournalScan> ScanJournal(int fd, uint64_t size) {
+Result<JournalStart> ReadJournalStart(int fd, uint64_t size) {
   const std::string path = "spool journal";
-  JournalScan scan;
   char magic[kMagic.size()];
   if (size < kMagic.size()) return Status::Corruption("not a spool journal: too short");
   Status s = PreadAll(fd, magic, sizeof magic, 0, path);
   if (!s.ok()) return s;
-  if (std::string_view(magic, sizeof magic) != kMagic) {
-    return Status::Corruption("not a spool journal: it does not start with " + std::string(kMagic));
+  JournalStart start;
+  std::string_view read(magic, sizeof magic);
+  if (read == kMagicV1) {
+    start.format = 1;
+    return start;
   }
-  FrameReader cursor(fd, path, kMagic.size(), size);
+  if (read != kMagic) {
+    return Status::Corruption("not a spool journal: it does not start with " + std::string(kMagic) +
+                              " or " + std::string(kMagicV1));
+  }
+  FrameReader cursor(fd, path, kMagic.size(), size, 4096);
+  Result<Record> record = Status::Corruption("");
+  switch (cursor.Next()) {
+    case FrameReader::Step::kFrame:
+      record = DecodeRecord(cursor.body());
+      break;
+    case FrameReader::Step::kError:
+      return cursor.error();
+    default:
+      break;
+  }
+  // Written and synced before the file got its name: a journal without a
+  // whole one is damaged, not cut short by a crash.
+  if (!record.ok() || record->type != RecordType::kKeyspace) {
+    return Status::Corruption("a spool journal of format 2 without its keyspace record");
+  }
+  start.keyspace = std::move(record->keyspace);
+  start.records = cursor.pos();
+  return start;
+}
+
+Result<JournalStart> ReadJournalStart(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    if (error == ENOENT) return Status::NotFound("cannot open " + path + ": it is gone");
+    return ErrnoStatus("cannot open " + path, error);
+  }
+  struct stat st;
+  Result<JournalStart> start =
+      fstat(fd, &st) == 0 ? ReadJournalStart(fd, static_cast<uint64_t>(st.st_size))
+                          : Result<JournalStart>(ErrnoStatus("cannot stat " + path, errno));
+  close(fd);
+  if (!start.ok()) return start.status().WithContext(path);
+  return start;
+}
+
+Result<JournalScan> ScanJournal(int fd, uint64_t size) {
+  const std::string path = "spool journal";
+  JournalScan scan;
+  Result<JournalStart> start = ReadJournalStart(fd, size);
+  if (!start.ok()) return start.status();
+  scan.start = std::move(*start);
+  scan.drained_upto = scan.last_job_end = scan.start.records;
+  FrameReader cursor(fd, path, scan.start.records, size);
   for (;;) {
     FrameReader::Step step = cursor.Next();
     if (step == FrameReader::Step::kError) return cursor.error();
@@ -130,7 +182,12 @@ Result<JournalScan> ScanJournal(int fd, uint64_t size) {
           break;
         case RecordType::kJob:
           break;
+        case RecordType::kKeyspace:
+          // Only as the first record: anywhere else the file is damaged.
+          scan.tail = JournalScan::Tail::kCorrupt;
+          break;
       }
+      if (scan.tail != JournalScan::Tail::kClean) break;
       continue;
     }
     // A frame that is cut short, or bad: torn when nothing whole can follow

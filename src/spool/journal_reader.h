@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -79,8 +80,29 @@ class FrameReader {
 // The record whose frame starts at `offset` (before `end`).
 Result<Record> ReadRecordAt(int fd, const std::string& path, uint64_t offset, uint64_t end);
 
+// What a journal starts with (record.h): its format and, for format 2, the
+// keyspace it was written for. It never changes once the file has its name
+// (Create writes it first), so it may be read without the file's lock.
+struct JournalStart {
+  int format = 2;
+  // Format 2's; none for format 1.
+  std::optional<Keyspace> keyspace;
+  // Where the records after it begin: the first job's offset.
+  uint64_t records = kMagic.size();
+};
+
+// The start of the file open on `fd` (of `size` bytes). kCorruption when it
+// is not a journal of a known format or its keyspace record is missing or
+// damaged; kIoError when it cannot be read.
+Result<JournalStart> ReadJournalStart(int fd, uint64_t size);
+
+// The same for the file at `path`, opened for reading only: kNotFound when
+// it is gone (drained and deleted since it was listed, say).
+Result<JournalStart> ReadJournalStart(const std::string& path);
+
 // What a pass over a whole file found (ScanJournal).
 struct JournalScan {
+  JournalStart start;
   // Where the readable frames end; the file's size when tail is kClean.
   uint64_t valid_end = 0;
   enum class Tail {
@@ -103,7 +125,8 @@ struct JournalScan {
 };
 
 // Reads the file open on `fd` (of `size` bytes) from its start. kCorruption
-// when it does not start with kMagic; kIoError when it cannot be read.
+// when its start is not a journal's (ReadJournalStart); kIoError when it
+// cannot be read.
 Result<JournalScan> ScanJournal(int fd, uint64_t size);
 
 // For `spool status`: the pending jobs of a scanned file.

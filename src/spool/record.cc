@@ -163,6 +163,31 @@ void AppendHeldRecord(std::string* out, uint64_t job_offset, std::string_view re
   FinishFrame(out, at);
 }
 
+void AppendKeyspaceRecord(std::string* out, const Keyspace& keyspace) {
+  size_t at = StartFrame(out);
+  out->push_back(static_cast<char>(RecordType::kKeyspace));
+  PutString(out, keyspace.prefix);
+  out->append(keyspace.group);
+  FinishFrame(out, at);
+}
+
+std::string JournalHeader(const Keyspace& keyspace) {
+  std::string header(kMagic);
+  AppendKeyspaceRecord(&header, keyspace);
+  return header;
+}
+
+bool Drains(const std::optional<Keyspace>& recorded, const Keyspace& drainer) {
+  return recorded ? *recorded == drainer : drainer.group.empty();
+}
+
+std::string KeyspaceText(const std::optional<Keyspace>& keyspace) {
+  if (!keyspace) return "no group (format 1: any prefix)";
+  std::string prefix = "(prefix '" + keyspace->prefix + "')";
+  if (keyspace->group.empty()) return "no group " + prefix;
+  return "group '" + keyspace->group + "' " + prefix;
+}
+
 Frame ParseFrame(std::string_view data) {
   Frame frame;
   if (data.size() < kFrameHeader) {
@@ -224,6 +249,11 @@ Result<Record> DecodeRecord(std::string_view body) {
       record.type = RecordType::kHeld;
       record.offset = in.U64();
       record.reason = in.Rest();
+      break;
+    case static_cast<uint8_t>(RecordType::kKeyspace):
+      record.type = RecordType::kKeyspace;
+      record.keyspace.prefix = in.String();
+      record.keyspace.group = in.Rest();
       break;
     default:
       return Status::Corruption("a spool record of unknown type " + std::to_string(type));

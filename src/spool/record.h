@@ -1,7 +1,12 @@
 // The records of a spool journal and their framing. Pure: bytes in, bytes
 // out, no I/O; journal.h does the files.
 //
-// A journal file is the 8 bytes kMagic, then frames, back to back:
+// A journal file is 8 bytes of magic, then frames, back to back. Format 2
+// (kMagic) starts with one kKeyspace record, the keyspace its jobs were
+// spooled for; format 1 (kMagicV1, written before keyspaces were recorded)
+// has none, and is read as written for layout 1 (no group) by a client of
+// any prefix (reliableq-schema(7), "Client spool"). Both are read; only
+// format 2 is written.
 //
 //   frame  := length:u32 crc:u32 body
 //   length := the size of body in bytes, 1..kMaxBody
@@ -22,6 +27,10 @@
 //   kHeld      offset:u64 reason:rest
 //                          Redis refused the job at `offset` with an error
 //                          reply; it stays in the spool until resolved
+//   kKeyspace  prefix:string group:rest
+//                          the prefix of reliableq's keys and the queue group
+//                          ("": none, layout 1) of the client that wrote the
+//                          file; format 2's first record, and only there
 //
 // The length and the CRC let a reader tell a frame a crash cut short (a
 // torn tail) from a complete one; reliableq-schema(7), "Client spool".
@@ -33,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,14 +51,44 @@
 namespace reliableq::spool {
 
 // The first bytes of every journal file: the format's name and version.
-inline constexpr std::string_view kMagic = "RQSPOOL1";
+// Format 2 is written; format 1 is still read (and drained).
+inline constexpr std::string_view kMagic = "RQSPOOL2";
+inline constexpr std::string_view kMagicV1 = "RQSPOOL1";
+static_assert(kMagic.size() == kMagicV1.size());
 // length and crc.
 inline constexpr size_t kFrameHeader = 8;
 // Larger than any job Redis takes (a bulk string is at most 512 MiB), so
 // that a length beyond it is known to be garbage.
 inline constexpr uint32_t kMaxBody = (512u << 20) + 4096u;
 
-enum class RecordType : uint8_t { kJob = 1, kProgress = 2, kResolved = 3, kHeld = 4 };
+enum class RecordType : uint8_t {
+  kJob = 1,
+  kProgress = 2,
+  kResolved = 3,
+  kHeld = 4,
+  kKeyspace = 5,
+};
+
+// The keys a journal's jobs go to: the prefix of reliableq's keys
+// (ClientOptions::prefix) and the queue group (RedisOptions::group; empty
+// for layout 1). Not the Redis address: a spool outlives a failover or a
+// new address for the same data, and a directory serves one deployment.
+struct Keyspace {
+  std::string prefix;
+  std::string group;
+  bool operator==(const Keyspace&) const = default;
+};
+
+// True when a client or drain of keyspace `drainer` may push the jobs of a
+// journal that records `recorded`: the same prefix and group; for a journal
+// of format 1 (nothing recorded), any drainer without a group, since format
+// 1 was written for layout 1, where the prefix names only the wake-up
+// channels a push publishes on, never where its job goes.
+bool Drains(const std::optional<Keyspace>& recorded, const Keyspace& drainer);
+
+// For messages: "group 'G' (prefix 'P')", "no group (prefix 'P')", or for
+// format 1 "no group (format 1: any prefix)". Not escaped.
+std::string KeyspaceText(const std::optional<Keyspace>& keyspace);
 
 // One job as it would have been pushed: the script that would have stored
 // it and its payload, byte for byte (after the client middleware).
@@ -74,6 +114,7 @@ struct Record {
   uint64_t offset = 0;                          // kProgress: upto; kResolved, kHeld: the job's
   Resolution resolution = Resolution::kPushed;  // kResolved
   std::string reason;                           // kHeld
+  Keyspace keyspace;                            // kKeyspace
 };
 
 // Each appends one whole frame to *out.
@@ -81,6 +122,11 @@ void AppendJobRecord(std::string* out, const SpooledJob& job);
 void AppendProgressRecord(std::string* out, uint64_t upto);
 void AppendResolvedRecord(std::string* out, uint64_t job_offset, Resolution how);
 void AppendHeldRecord(std::string* out, uint64_t job_offset, std::string_view reason);
+void AppendKeyspaceRecord(std::string* out, const Keyspace& keyspace);
+
+// What a new journal of format 2 starts with: kMagic, then the kKeyspace
+// record of `keyspace`.
+std::string JournalHeader(const Keyspace& keyspace);
 
 // The frame at the start of `data` (the bytes from a frame's start to at
 // most the end of the file).

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,12 @@ SpoolFileStatus ReadOne(const spool::DirectoryEntry& entry) {
     file.problem = scan.status().ToString();
     close(fd);
     return file;
+  }
+  file.format = scan->start.format;
+  if (const std::optional<spool::Keyspace>& keyspace = scan->start.keyspace) {
+    file.keyspace_recorded = true;
+    file.prefix = keyspace->prefix;
+    file.group = keyspace->group;
   }
   if (scan->tail == spool::JournalScan::Tail::kTorn) {
     file.problem =
@@ -108,6 +115,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   if (!connection.ok()) return connection.status();
   spool::RemoveStaleTemporaries(dir);
 
+  const spool::Keyspace keyspace{options.prefix, redis.group};
   spool::DrainConfig config;
   config.keys = Keys::For(options.prefix, redis);
   config.wait_replicas = options.wait_replicas;
@@ -118,6 +126,20 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   spool::DrainCounts counts;
   for (const spool::DirectoryEntry& entry : *entries) {
     if (entry.kind != spool::DirectoryEntry::Kind::kJournal) continue;
+    // Its keyspace first, without taking its lock (record.h, Drains).
+    Result<spool::JournalStart> start = spool::ReadJournalStart(entry.path);
+    if (!start.ok() && start.status().IsNotFound()) continue;  // drained meanwhile
+    if (start.ok() && !spool::Drains(start->keyspace, keyspace)) {
+      // Reported while it holds jobs: drained ones are no one's concern.
+      SpoolFileStatus other = ReadOne(entry);
+      if (other.pending_jobs > 0) {
+        report.other_keyspace_files.push_back(
+            entry.name + ": " + std::to_string(other.pending_jobs) +
+            (other.pending_jobs == 1 ? " job" : " jobs") + " spooled for " +
+            spool::KeyspaceText(start->keyspace));
+      }
+      continue;
+    }
     std::string problem;
     Result<std::unique_ptr<spool::JournalFile>> taken =
         spool::JournalFile::TakeOver(entry.path, &problem);
