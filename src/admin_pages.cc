@@ -303,7 +303,8 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
   for (const std::string& identity : identities) {
-    commands.push_back({"HMGET", identity, "info", "busy", "beat", "quiet", "rss"});
+    commands.push_back({"HMGET", keys.emplace_back(keys_.Process(identity)), "info", "busy", "beat",
+                        "quiet", "rss"});
     commands.push_back({"HGETALL", keys.emplace_back(keys_.Work(identity))});
     commands.push_back({"PTTL", keys.emplace_back(keys_.Heartbeat(identity))});
   }

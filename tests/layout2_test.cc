@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <httplib.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -259,6 +260,76 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   std::string metrics = HttpBody(port, "/metrics");
   CHECK(metrics.find("reliableq_jobs_processed_total") != std::string::npos);
 
+  worker.Signal(SIGTERM);
+  REQUIRE(worker.Wait(20s).has_value());
+  CheckEveryKeyInTheGroup();
+}
+
+TEST_CASE_FIXTURE(Layout2, "layout 2: the dashboard's Busy page and quiet-all read the group") {
+  ChildProcess& worker = StartWorker({"-q", "default", "-q", "mail"});
+  const std::string id = IdentityOf(worker.pid());
+  REQUIRE_MESSAGE(!id.empty(), worker.Log());
+  const int web_port = FreeLoopbackPort();
+  ChildProcess web({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "--group", kGroup, "web",
+                    "--http", "127.0.0.1:" + std::to_string(web_port)},
+                   {}, dir_ + "/web.log");
+  httplib::Client http("127.0.0.1", web_port);
+  http.set_connection_timeout(2, 0);
+  http.set_read_timeout(5, 0);
+  auto get = [&](const std::string& path) {
+    rapidjson::Document doc;
+    httplib::Result result = http.Get(path.c_str());
+    if (result && result->status == 200) doc.Parse(result->body.data(), result->body.size());
+    return doc;
+  };
+  rapidjson::Document session;
+  REQUIRE_MESSAGE(WaitUntil(
+                      [&] {
+                        session = get("/api/session");
+                        return session.IsObject();
+                      },
+                      10s),
+                  web.Log());
+
+  // The process's record is its hash in the group (P{G}:<identity>), not a
+  // key named after the identity alone.
+  rapidjson::Document busy = get("/api/busy");
+  REQUIRE_MESSAGE(busy.IsObject(), web.Log());
+  REQUIRE(busy["processes"].Size() == 1);
+  const rapidjson::Value& p = busy["processes"][0];
+  CHECK(std::string(p["identity"].GetString()) == id);
+  const std::string hostname = p["hostname"].GetString();
+  CHECK_FALSE(hostname.empty());
+  CHECK(id.starts_with(hostname + ":"));
+  CHECK(p["pid"].GetInt64() == worker.pid());
+  std::vector<std::string> queues;
+  for (const auto& q : p["queues"].GetArray()) queues.emplace_back(q.GetString());
+  std::sort(queues.begin(), queues.end());
+  CHECK(queues == std::vector<std::string>{"default", "mail"});
+  CHECK(p["concurrency"].GetInt64() > 0);
+  CHECK(p["beat"].IsNumber());
+  CHECK_FALSE(p["quiet"].GetBool());
+
+  // Quiet all: every process of the group is signalled, and its record
+  // then says it is quiet.
+  httplib::Result quieted =
+      http.Post("/api/processes/quiet", {{"X-CSRF-Token", session["csrf_token"].GetString()}},
+                R"({"all":true})", "application/json");
+  REQUIRE(quieted);
+  CHECK_MESSAGE(quieted->status == 200, quieted->body);
+  CHECK(quieted->body.find("\"signalled\":1") != std::string::npos);
+  bool quiet = WaitUntil(
+      [&] {
+        rapidjson::Document now = get("/api/busy");
+        return now.IsObject() && now["processes"].Size() == 1 &&
+               now["processes"][0]["quiet"].GetBool() &&
+               now["processes"][0]["pid"].GetInt64() == worker.pid();
+      },
+      10s);
+  CHECK_MESSAGE(quiet, worker.Log());
+
+  web.Signal(SIGTERM);
+  CHECK(web.Wait(10s).has_value());
   worker.Signal(SIGTERM);
   REQUIRE(worker.Wait(20s).has_value());
   CheckEveryKeyInTheGroup();
