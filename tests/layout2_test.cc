@@ -376,6 +376,74 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: a bad group, or a prefix with braces besid
   CHECK(Snapshot().empty());
 }
 
+TEST_CASE_FIXTURE(Layout2, "groups: a long name stays whole, and an unreadable group its own row") {
+  // Anyone may write the directory: a name far past any column, with
+  // multi-byte characters and a control character; a group whose queues key
+  // is a STRING (WRONGTYPE); and a group that reads well.
+  std::string long_name;
+  for (int i = 0; i < 150; ++i) long_name += "\xc3\xa9";  // é, 300 bytes
+  long_name += "\x1b[31m-end";
+  Run({"SADD", "reliableq:groups", "eu-1", "x", long_name});
+  Run({"SET", "reliableq:{eu-1}:schema", "2"});
+  Run({"SADD", "reliableq:{eu-1}:queues", "default"});
+  Run({"RPUSH", "reliableq:{eu-1}:queue:default", "a", "b"});
+  Run({"SET", "reliableq:{x}:queues", "not a set"});
+  auto groups = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(),
+                                     "groups"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  };
+
+  CommandResult text = groups({});
+  CAPTURE(text.out);
+  CAPTURE(text.err);
+  CHECK(text.exit_code == 1);
+  CHECK(std::count(text.err.begin(), text.err.end(), '\n') == 1);
+  CHECK(text.err.find("1 of 3 groups could not be read (x)") != std::string::npos);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.out.size();) {
+    size_t end = text.out.find('\n', at);
+    REQUIRE(end != std::string::npos);  // every row ends its line
+    lines.push_back(text.out.substr(at, end - at));
+    at = end + 1;
+  }
+  REQUIRE(lines.size() == 4);  // the heading and one line per group
+  CHECK(lines[1].starts_with("eu-1 "));
+  CHECK(lines[1].ends_with(" 2          0  2"));
+  CHECK(lines[2].starts_with("x "));
+  CHECK(lines[2].find("error: ") != std::string::npos);
+  CHECK(lines[2].find("reliableq:{x}:queues") != std::string::npos);
+  CHECK(lines[2].find("WRONGTYPE") != std::string::npos);
+  // The long name whole, its escape sequence shown, not sent.
+  CHECK(lines[3].starts_with(long_name.substr(0, long_name.size() - 9) + "\\x1b[31m-end "));
+  CHECK(lines[3].ends_with(" 0          0  none"));
+  CHECK(text.out.find('\x1b') == std::string::npos);
+
+  CommandResult json = groups({"--json"});
+  CAPTURE(json.out);
+  CHECK(json.exit_code == 1);
+  rapidjson::Document doc;
+  doc.Parse(json.out.data(), json.out.size());
+  REQUIRE_FALSE(doc.HasParseError());
+  const rapidjson::Value& rows = doc["groups"];
+  REQUIRE(rows.Size() == 3);
+  CHECK(std::string(rows[0]["name"].GetString()) == "eu-1");
+  CHECK(rows[0]["queued"].GetInt64() == 2);
+  CHECK(rows[0]["error"].IsNull());
+  CHECK(std::string(rows[1]["name"].GetString()) == "x");
+  CHECK(rows[1]["queued"].IsNull());
+  CHECK(rows[1]["processes"].IsNull());
+  REQUIRE(rows[1]["error"].IsString());
+  CHECK(std::string(rows[1]["error"].GetString()).find("WRONGTYPE") != std::string::npos);
+  CHECK(std::string(rows[2]["name"].GetString()) == long_name);
+  CHECK(rows[2]["error"].IsNull());
+
+  // With the bad key fixed, every group is read: exit 0.
+  Run({"DEL", "reliableq:{x}:queues"});
+  CHECK(groups({}).exit_code == 0);
+}
+
 TEST_CASE_FIXTURE(Layout2, "layout 2: a spooled push drains into the group's queue") {
   RedisOptions away;
   away.host = "127.0.0.1";
