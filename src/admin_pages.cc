@@ -353,7 +353,7 @@ Status AdminImpl::SignalProcess(std::string_view identity, ProcessSignal signal)
   Result<redis::ReplyPtr> member = redis_->Command({"SISMEMBER", keys_.Processes(), identity});
   if (!member.ok()) return member.status().WithContext("reading processes");
   if ((*member)->integer != 1) {
-    return Status::NotFound("no process " + std::string(identity) + " in processes");
+    return Status::NotFound("no process " + std::string(identity) + " in " + keys_.Processes());
   }
   std::string key = keys_.Signals(identity);
   std::string_view name = signal == ProcessSignal::kQuiet ? "TSTP" : "TERM";
