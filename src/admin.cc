@@ -25,13 +25,6 @@ namespace reliableq {
 
 namespace admin_internal {
 
-// Pipelined replies carry error replies in place; stats stop at the first
-// one rather than report a figure built on a key of the wrong type.
-Status CheckReply(const redisReply* reply, std::string_view what) {
-  if (reply->type != REDIS_REPLY_ERROR) return Status::OK();
-  return redis::FromErrorReply(redis::View(reply)).WithContext(std::string(what));
-}
-
 // A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
 int64_t CounterValue(const redisReply* reply) {
   Result<int64_t> value = redis::ToInteger(reply);
@@ -162,6 +155,14 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
          " meanwhile; nothing was done";
 }
 
+// Pipelined replies carry error replies in place; stats stop at the first
+// one rather than report a figure built on a key of the wrong type. The
+// connection maps it: it knows whether a MOVED means a cluster node met
+// without cluster options.
+Status AdminImpl::CheckReply(const redisReply* reply, std::string_view what) const {
+  if (reply->type != REDIS_REPLY_ERROR) return Status::OK();
+  return redis_->ErrorOf(reply).WithContext(std::string(what));
+}
 
 Result<Stats> AdminImpl::GetStats() {
   // The key names outlive the commands, which only view them.

@@ -84,8 +84,10 @@ double ToDouble(const std::string& text) {
   return std::strtod(text.c_str(), nullptr);
 }
 
-Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
-              const std::vector<redis::Argv>& commands, std::string_view what) {
+}  // namespace
+
+Status AdminImpl::Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
+                         const std::vector<redis::Argv>& commands, std::string_view what) const {
   if (!replies.ok()) return replies.status().WithContext(std::string(what));
   for (size_t i = 0; i < replies->size(); ++i) {
     Status s = CheckReply((*replies)[i].get(),
@@ -94,6 +96,8 @@ Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
   }
   return Status::OK();
 }
+
+namespace {
 
 // Sidekiq's work entry: {"queue","payload","run_at"}; payload is the job as
 // a JSON string (Sidekiq 7, reliableq) or as an object (Sidekiq 6).

@@ -57,9 +57,7 @@ Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
   Result<std::vector<redis::ReplyPtr>> replies = redis.Pipeline(commands);
   if (!replies.ok()) return replies.status().WithContext("reading " + key);
   const redisReply* got = (*replies)[record ? 1 : 0].get();
-  if (got->type == REDIS_REPLY_ERROR) {
-    return Status::Script("GET " + key + ": " + std::string(redis::View(got)));
-  }
+  if (got->type == REDIS_REPLY_ERROR) return redis.ErrorOf(got).WithContext("GET " + key);
   std::optional<std::string> recorded;
   if (got->type == REDIS_REPLY_STRING) recorded = std::string(redis::View(got));
   if (group && !recorded) {

@@ -14,7 +14,6 @@
 #include "cli/commands.h"
 #include "keys.h"
 #include "redis/connection.h"
-#include "redis/errors.h"
 #include "redis/reply.h"
 #include "text_escape.h"
 
@@ -52,12 +51,13 @@ struct GroupInfo {
   std::optional<Status> error;  // why the group could not be read
 };
 
-// The first error reply, named by its command and key.
-Status CheckReplies(const std::vector<redis::ReplyPtr>& replies,
+// The first error reply `connection` read, named by its command and key.
+Status CheckReplies(const redis::Connection& connection,
+                    const std::vector<redis::ReplyPtr>& replies,
                     const std::vector<redis::Argv>& commands) {
   for (size_t i = 0; i < replies.size(); ++i) {
     if (replies[i]->type == REDIS_REPLY_ERROR) {
-      return redis::FromErrorReply(redis::View(replies[i].get()))
+      return connection.ErrorOf(replies[i].get())
           .WithContext(std::string(commands[i][0]) + " " + std::string(commands[i][1]));
     }
   }
@@ -108,7 +108,7 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
       {"GET", schema}, {"SMEMBERS", queues_key}, {"HKEYS", registry}};
   Result<std::vector<redis::ReplyPtr>> first = (*connection)->Pipeline(reads);
   if (!first.ok()) return first.status();
-  if (Status s = CheckReplies(*first, reads); !s.ok()) return s;
+  if (Status s = CheckReplies(**connection, *first, reads); !s.ok()) return s;
   if ((*first)[0]->type == REDIS_REPLY_STRING) info.layout = redis::View((*first)[0].get());
   std::vector<std::string> key_names;
   for (const std::string& queue : Strings((*first)[1].get()))
@@ -124,7 +124,7 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
   if (commands.empty()) return info;
   Result<std::vector<redis::ReplyPtr>> second = (*connection)->Pipeline(commands);
   if (!second.ok()) return second.status();
-  if (Status s = CheckReplies(*second, commands); !s.ok()) return s;
+  if (Status s = CheckReplies(**connection, *second, commands); !s.ok()) return s;
   for (size_t i = 0; i < second->size(); ++i) {
     int64_t n = (*second)[i]->type == REDIS_REPLY_INTEGER ? (*second)[i]->integer : 0;
     (i < queues ? info.queued : info.processes) += n;

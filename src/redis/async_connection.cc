@@ -433,8 +433,9 @@ bool AsyncConnection::NoteMoved(const redisReply& reply) {
 
 void AsyncConnection::OnReply(ReplyPtr reply) {
   Request& front = pending_.front();
-  Status status = reply->type == REDIS_REPLY_ERROR ? FromErrorReply(View(reply.get()))
-                                                   : Status::OK();
+  Status status = reply->type == REDIS_REPLY_ERROR
+                      ? FromErrorReply(View(reply.get()), options_.cluster.seeds.empty())
+                      : Status::OK();
   if (!status.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
   // ASK and TRYAGAIN stay plain error replies (the command did not run;
   // the caller tries again); MOVED also drops the connection, like

@@ -38,6 +38,7 @@
 
 #include "lua_scripts.h"
 #include "redis/discovery.h"
+#include "redis/errors.h"
 #include "redis/redirect_follower.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
@@ -110,6 +111,14 @@ class Connection {
   Status LoadScripts();
 
   const RedisOptions& options() const { return options_; }
+
+  // An error reply this connection read (a Pipeline's or a Send's) as a
+  // Status: FromErrorReply, told whether this connection was made without
+  // cluster options, so that MOVED and ASK then say that the server is a
+  // cluster node.
+  Status ErrorOf(const redisReply* reply) const {
+    return FromErrorReply(View(reply), options_.cluster.seeds.empty());
+  }
 
   // How far the last Command, Pipeline or Eval got (for Eval, its last
   // command), so that a caller can tell a command Redis cannot have run
