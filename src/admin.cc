@@ -25,13 +25,6 @@ namespace reliableq {
 
 namespace admin_internal {
 
-// Pipelined replies carry error replies in place; stats stop at the first
-// one rather than report a figure built on a key of the wrong type.
-Status CheckReply(const redisReply* reply, std::string_view what) {
-  if (reply->type != REDIS_REPLY_ERROR) return Status::OK();
-  return redis::FromErrorReply(redis::View(reply)).WithContext(std::string(what));
-}
-
 // A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
 int64_t CounterValue(const redisReply* reply) {
   Result<int64_t> value = redis::ToInteger(reply);
@@ -162,29 +155,31 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
          " meanwhile; nothing was done";
 }
 
+// Pipelined replies carry error replies in place; stats stop at the first
+// one rather than report a figure built on a key of the wrong type. The
+// connection maps it: it knows whether a MOVED means a cluster node met
+// without cluster options.
+Status AdminImpl::CheckReply(const redisReply* reply, std::string_view what) const {
+  if (reply->type != REDIS_REPLY_ERROR) return Status::OK();
+  return redis_->ErrorOf(reply).WithContext(std::string(what));
+}
 
 Result<Stats> AdminImpl::GetStats() {
-  const std::string registry = keys_.Registry();
-  Result<std::vector<redis::ReplyPtr>> first = redis_->Pipeline({
-      {"GET", keys_.Processed()},
-      {"GET", keys_.Failed()},
-      {"SMEMBERS", keys_.Queues()},
-      {"ZCARD", keys_.Schedule()},
-      {"ZCARD", keys_.Retry()},
-      {"ZCARD", keys_.Dead()},
-      {"SMEMBERS", keys_.Processes()},
-      {"HGETALL", registry},
-      {"GET", keys_.StatExpired()},
-  });
+  // The key names outlive the commands, which only view them.
+  const std::string read_keys[] = {keys_.Processed(), keys_.Failed(),   keys_.Queues(),
+                                   keys_.Schedule(),  keys_.Retry(),    keys_.Dead(),
+                                   keys_.Processes(), keys_.Registry(), keys_.StatExpired()};
+  static constexpr std::string_view kReads[] = {"GET",   "GET",      "SMEMBERS", "ZCARD", "ZCARD",
+                                                "ZCARD", "SMEMBERS", "HGETALL",  "GET"};
+  static_assert(std::size(kReads) == sizeof read_keys / sizeof read_keys[0]);
+  std::vector<redis::Argv> reads;
+  for (size_t i = 0; i < std::size(kReads); ++i) reads.push_back({kReads[i], read_keys[i]});
+  Result<std::vector<redis::ReplyPtr>> first = redis_->Pipeline(reads);
   if (!first.ok()) return first.status().WithContext("reading stats");
   const std::vector<redis::ReplyPtr>& r = *first;
-  static constexpr std::string_view kWhat[] = {"GET stat:processed", "GET stat:failed",
-                                               "SMEMBERS queues",    "ZCARD schedule",
-                                               "ZCARD retry",        "ZCARD dead",
-                                               "SMEMBERS processes", "HGETALL registry",
-                                               "GET stat:expired"};
+  // Each error names the key read, as it is in this layout and group.
   for (size_t i = 0; i < r.size(); ++i) {
-    Status s = CheckReply(r[i].get(), kWhat[i]);
+    Status s = CheckReply(r[i].get(), std::string(reads[i][0]) + " " + std::string(reads[i][1]));
     if (!s.ok()) return s;
   }
 

@@ -26,8 +26,6 @@ namespace reliableq::admin_internal {
 // well under a millisecond, and the set is walked in few round trips.
 inline constexpr int64_t kBulkBatch = 100;
 
-// A pipelined error reply as a Status naming `what`; OK otherwise.
-Status CheckReply(const redisReply* reply, std::string_view what);
 // A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
 int64_t CounterValue(const redisReply* reply);
 // The strings of an array reply (none for any other reply).
@@ -118,6 +116,14 @@ class AdminImpl final : public Admin {
   const std::string& SetKey(JobSet set) const {
     return set_keys_[set == JobSet::kScheduled ? 0 : set == JobSet::kRetry ? 1 : 2];
   }
+
+  // A reply read on redis_ (a pipelined error reply comes in place) as a
+  // Status naming `what` when it is an error; OK otherwise.
+  Status CheckReply(const redisReply* reply, std::string_view what) const;
+  // The first error of a pipeline's `replies`, named by its command and
+  // first argument, or their failure in the context `what`; OK otherwise.
+  Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
+                const std::vector<redis::Argv>& commands, std::string_view what) const;
 
   std::unique_ptr<redis::Connection> redis_;
   Keys keys_;

@@ -84,8 +84,10 @@ double ToDouble(const std::string& text) {
   return std::strtod(text.c_str(), nullptr);
 }
 
-Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
-              const std::vector<redis::Argv>& commands, std::string_view what) {
+}  // namespace
+
+Status AdminImpl::Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
+                         const std::vector<redis::Argv>& commands, std::string_view what) const {
   if (!replies.ok()) return replies.status().WithContext(std::string(what));
   for (size_t i = 0; i < replies->size(); ++i) {
     Status s = CheckReply((*replies)[i].get(),
@@ -94,6 +96,8 @@ Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
   }
   return Status::OK();
 }
+
+namespace {
 
 // Sidekiq's work entry: {"queue","payload","run_at"}; payload is the job as
 // a JSON string (Sidekiq 7, reliableq) or as an object (Sidekiq 6).
@@ -303,7 +307,8 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
   for (const std::string& identity : identities) {
-    commands.push_back({"HMGET", identity, "info", "busy", "beat", "quiet", "rss"});
+    commands.push_back({"HMGET", keys.emplace_back(keys_.Process(identity)), "info", "busy", "beat",
+                        "quiet", "rss"});
     commands.push_back({"HGETALL", keys.emplace_back(keys_.Work(identity))});
     commands.push_back({"PTTL", keys.emplace_back(keys_.Heartbeat(identity))});
   }
@@ -352,7 +357,7 @@ Status AdminImpl::SignalProcess(std::string_view identity, ProcessSignal signal)
   Result<redis::ReplyPtr> member = redis_->Command({"SISMEMBER", keys_.Processes(), identity});
   if (!member.ok()) return member.status().WithContext("reading processes");
   if ((*member)->integer != 1) {
-    return Status::NotFound("no process " + std::string(identity) + " in processes");
+    return Status::NotFound("no process " + std::string(identity) + " in " + keys_.Processes());
   }
   std::string key = keys_.Signals(identity);
   std::string_view name = signal == ProcessSignal::kQuiet ? "TSTP" : "TERM";

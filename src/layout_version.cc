@@ -24,7 +24,12 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
                         (cut ? "...'" : "'") + " at " + std::string(key) +
                         "; this reliableq runs layout " + ours;
   if (!recorded) {
-    message = std::string(key) + " is missing (layout 1); this reliableq runs layout " + ours;
+    // Only a group's keys (layout 2) get here: no record there is not layout
+    // 1, it is a group no worker of which has recorded its layout.
+    message = std::string(key) +
+              " is missing: no worker of the group has recorded the layout of its keys (a "
+              "worker records it at start); this reliableq runs layout " +
+              ours;
   } else if (!held.empty() && held.size() <= 18 &&
              held.find_first_not_of("0123456789") == std::string::npos &&
              std::stoll(held) > kNewestLayout) {
@@ -43,17 +48,33 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
 Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
   const std::string key = keys.Schema();
   const std::string ours = std::to_string(keys.layout());
+  const std::string registry = keys.Registry();
   std::vector<redis::Argv> commands;
   if (record) commands.push_back({"SET", key, ours, "NX"});
   commands.push_back({"GET", key});
+  const bool group = keys.layout() == kLayoutGroups;
+  if (group) commands.push_back({"EXISTS", registry});
   Result<std::vector<redis::ReplyPtr>> replies = redis.Pipeline(commands);
   if (!replies.ok()) return replies.status().WithContext("reading " + key);
-  const redisReply* got = replies->back().get();
-  if (got->type == REDIS_REPLY_ERROR) {
-    return Status::Script("GET " + key + ": " + std::string(redis::View(got)));
-  }
+  const redisReply* got = (*replies)[record ? 1 : 0].get();
+  if (got->type == REDIS_REPLY_ERROR) return redis.ErrorOf(got).WithContext("GET " + key);
   std::optional<std::string> recorded;
   if (got->type == REDIS_REPLY_STRING) recorded = std::string(redis::View(got));
+  if (group && !recorded) {
+    // Every process of a group records its layout before it writes
+    // anything, so a group without a record was never worked. Without a
+    // registry either, a reader (a recovery pass) has nothing it could
+    // move the wrong way: nothing to refuse. With one, someone else wrote
+    // the group's keys (a release that knew no record, a layout-1 prefix
+    // with braces): refused, as any record not ours.
+    const redisReply* exists = replies->back().get();
+    if (exists->type == REDIS_REPLY_INTEGER && exists->integer == 0) return Status::OK();
+    return Status::InvalidArgument(
+        key + " is missing, yet " + registry + " exists: no worker of group '" + keys.group() +
+        "' has recorded the layout of these keys (a worker records it at start), so they may "
+        "follow another; this reliableq runs layout " +
+        ours);
+  }
   return CheckLayout(recorded, key, keys.layout());
 }
 

@@ -8,7 +8,7 @@
 // Rule: a process writes reliableq's own keys (working lists, heartbeats,
 // the registry) and moves jobs between them only when Redis records the
 // layout of the keys it uses (Keys::layout()). No record means layout 1 (the data of releases
-// before the record existed). A worker at start writes its own layout when
+// before the record existed); for a group, that no worker of it has started. A worker at start writes its own layout when
 // there is no record (SET NX); one that finds another refuses to start,
 // naming both, and a janitor pass (which only reads the record, so that a
 // pass with nothing to do writes nothing) refuses to move anything. A rolling upgrade to a new layout
@@ -51,7 +51,10 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
 
 // Reads the record at keys.Schema() and checks it against keys.layout()
 // (CheckLayout); with `record`, first writes keys.layout() there when there
-// is none. Redis errors as the connection reports them.
+// is none. A group (layout 2) with no record is OK when it has no registry
+// either (no process of it ever ran: a reader has nothing to move the wrong
+// way), and refused when it has one. Redis errors as the connection reports
+// them.
 Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record);
 
 }  // namespace reliableq

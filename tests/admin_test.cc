@@ -123,6 +123,46 @@ TEST_CASE("JobSetKey names Sidekiq's sets") {
   CHECK(JobSetKey(JobSet::kDead) == "dead");
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "Admin errors name the key read, the group's in layout 2") {
+  RedisOptions group = options();
+  group.group = "g1";
+  auto admin = Admin::Open(group);
+  REQUIRE(admin.ok());
+  Run({"HSET", "reliableq:{g1}:stat:processed", "a", "1"});
+  Result<Stats> stats = (*admin)->GetStats();
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().message().find("GET reliableq:{g1}:stat:processed: WRONGTYPE") !=
+        std::string::npos);
+  Run({"DEL", "reliableq:{g1}:stat:processed"});
+  Run({"SET", "reliableq:{g1}:schedule", "x"});
+  stats = (*admin)->GetStats();
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().message().find("ZCARD reliableq:{g1}:schedule: WRONGTYPE") !=
+        std::string::npos);
+  // Layout 1 names its own keys.
+  auto plain = Admin::Open(options());
+  REQUIRE(plain.ok());
+  Run({"SET", "schedule", "x"});
+  stats = (*plain)->GetStats();
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().message().find("ZCARD schedule: WRONGTYPE") != std::string::npos);
+  CHECK((*admin)->SignalProcess("nobody", ProcessSignal::kQuiet).message() ==
+        "no process nobody in reliableq:{g1}:processes");
+  // The periodic jobs' keys too.
+  Run({"SET", "reliableq:{g1}:periodic", "x"});
+  Result<std::vector<PeriodicInfo>> periodic = (*admin)->ListPeriodic();
+  REQUIRE_FALSE(periodic.ok());
+  CHECK(periodic.status().message().find("SMEMBERS reliableq:{g1}:periodic: WRONGTYPE") !=
+        std::string::npos);
+  Run({"DEL", "reliableq:{g1}:periodic"});
+  Run({"SADD", "reliableq:{g1}:periodic", "beat"});
+  Run({"SET", "reliableq:{g1}:periodic:beat", "x"});
+  periodic = (*admin)->ListPeriodic();
+  REQUIRE_FALSE(periodic.ok());
+  CHECK(periodic.status().message().find("HGETALL reliableq:{g1}:periodic:beat: WRONGTYPE") !=
+        std::string::npos);
+}
+
 TEST_CASE_FIXTURE(AdminFixture, "List pages a set in Sidekiq's order with exact payloads") {
   Run({"ZADD", "retry", "1700000300.5", Failed(kJidC, 2)});
   Run({"ZADD", "retry", "1700000100.25", Failed(kJidA, 0)});

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "redis/connection.h"
 #include "redis/reply.h"
 #include "testutil.h"
 
@@ -426,6 +427,76 @@ TEST_CASE("a command unanswered past command_timeout breaks the connection, once
   CHECK(pong_calls == 1);
   CHECK(pong == "PONG");
   CHECK(disconnect_calls == 1);
+
+  connection.reset();
+  CHECK(loop.Close() == 0);
+}
+
+TEST_CASE("credentials refused on a reconnect fail that connect alone; the right ones connect") {
+  // A server of its own: its password changes under the connection.
+  RedisServer server;
+  Result<std::unique_ptr<redis::Connection>> admin = redis::Connection::Open(server.Options());
+  REQUIRE(admin.ok());
+  // The admin connection stays authenticated across the changes below.
+  REQUIRE((*admin)->Command({"CONFIG", "SET", "requirepass", "pw1"}).ok());
+  RedisOptions options = server.Options(4);  // SELECT and CLIENT ID follow AUTH
+  options.password = "pw1";
+  Loop loop;
+  std::optional<redis::AsyncConnection> connection;
+  connection.emplace(loop.get(), options);
+  connection->set_client_name("rq-auth-test");
+  int disconnect_calls = 0;
+  connection->SetOnDisconnect([&](const Status&) { ++disconnect_calls; });
+  int ready_calls = 0;
+  Status ready;
+  auto on_ready = [&](const Status& status) {
+    ++ready_calls;
+    ready = status;
+  };
+  connection->Connect(on_ready);
+  REQUIRE(loop.RunUntil([&] { return ready_calls == 1; }));
+  REQUIRE(ready.ok());
+
+  REQUIRE((*admin)->Command({"CONFIG", "SET", "requirepass", "pw2"}).ok());
+  REQUIRE(
+      (*admin)->Command({"CLIENT", "KILL", "ID", std::to_string(connection->client_id())}).ok());
+  REQUIRE(loop.RunUntil([&] { return disconnect_calls == 1; }));
+
+  // Twice: each attempt reports the refusal once and leaves the object
+  // idle, so that it may Connect again (a step after AUTH once took the
+  // refusal for its own and marked the dead connection ready).
+  for (int attempt = 2; attempt <= 3; ++attempt) {
+    CAPTURE(attempt);
+    connection->Connect(on_ready);
+    REQUIRE(loop.RunUntil([&] { return ready_calls == attempt; }));
+    loop.RunFor(milliseconds(100));
+    CHECK(ready_calls == attempt);
+    CHECK(ready.IsInvalidArgument());
+    CHECK(ready.message().find("WRONGPASS") != std::string::npos);
+    CHECK(ready.message().find("pw1") == std::string::npos);
+    REQUIRE_FALSE(connection->ready());
+    CHECK(connection->client_id() == 0);
+    CHECK(connection->pending() == 0);
+  }
+  CHECK(disconnect_calls == 1);  // a connect that failed never broke
+
+  REQUIRE((*admin)->Command({"CONFIG", "SET", "requirepass", "pw1"}).ok());
+  connection->Connect(on_ready);
+  REQUIRE(loop.RunUntil([&] { return ready_calls == 4; }));
+  CHECK(ready.ok());
+  CHECK(connection->ready());
+  CHECK(connection->client_id() != 0);
+  int pong_calls = 0;
+  std::string pong;
+  REQUIRE(connection
+              ->Command({"PING"},
+                        [&](const Status& status, redisReply* reply) {
+                          ++pong_calls;
+                          if (status.ok()) pong = std::string(redis::View(reply));
+                        })
+              .ok());
+  REQUIRE(loop.RunUntil([&] { return pong_calls > 0; }));
+  CHECK(pong == "PONG");
 
   connection.reset();
   CHECK(loop.Close() == 0);

@@ -1235,6 +1235,26 @@ TEST_CASE_FIXTURE(RedisFixture, "a worker refuses a Redis whose data follows ano
   CHECK(Get("reliableq:schema") == "1");
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "recover on a group no worker has started says what is true") {
+  // No record and no registry: nothing a pass could move, nothing written.
+  Outcome outcome = RunCli(With({"--group", "g9", "recover"}, server().Url()));
+  CHECK_MESSAGE(outcome.exit_code == 0, outcome.err);
+  CHECK(outcome.out == "no dead processes\n");
+  CHECK(Snapshot().empty());
+  // A registry without a record: the group's keys were written by something
+  // that recorded no layout, so they are not moved.
+  Run({"HSET", "reliableq:{g9}:registry", "h:1:aaaaaaaaaaaa", "{}"});
+  outcome = RunCli(With({"--group", "g9", "recover"}, server().Url()));
+  CHECK(outcome.exit_code == 1);
+  CHECK(outcome.err ==
+        "reliableq: Invalid argument: reliableq:{g9}:schema is missing, yet "
+        "reliableq:{g9}:registry exists: no worker of group 'g9' has recorded the layout of "
+        "these keys (a worker records it at start), so they may follow another; this "
+        "reliableq runs layout 2\n");
+  CHECK(HGet("reliableq:{g9}:registry", "h:1:aaaaaaaaaaaa") == "{}");
+  CHECK_FALSE(Exists("reliableq:{g9}:schema"));
+}
+
 TEST_CASE("an unreachable Redis is named without its password") {
   const std::string secret = "pw-s3cret";
   std::string one = EnvPath("RELIABLEQ_TEST_PLUGIN_ONE");

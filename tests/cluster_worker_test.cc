@@ -353,6 +353,45 @@ TEST_CASE_FIXTURE(ClusterWorkers,
 }
 
 namespace reliableq::testing {
+TEST_CASE_FIXTURE(ClusterWorkers,
+                  "a redis:// URL to a cluster node: a worker refuses it, a verb names the cause") {
+  std::vector<int> primaries = cluster_.PrimaryPorts();
+  REQUIRE(primaries.size() >= 2);
+  const std::string plain = "redis://127.0.0.1:" + std::to_string(primaries[0]);
+  // The node would serve its own slots and answer MOVED for the others:
+  // the worker refuses at start, before it writes anything.
+  CommandResult worker = RunCommand({BuildPath("RELIABLEQ_BIN"), "worker", "--redis", plain, "-r",
+                                     BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-q", "default"});
+  CAPTURE(worker.err);
+  CHECK(worker.exit_code == 1);
+  CHECK(std::count(worker.err.begin(), worker.err.end(), '\n') == 1);
+  CHECK(worker.err.find("127.0.0.1:" + std::to_string(primaries[0]) +
+                        " db 0 is a node of a Redis Cluster (cluster_enabled:1)") !=
+        std::string::npos);
+  CHECK(worker.err.find("use a redis+cluster:// URL") != std::string::npos);
+  RedisOptions schema = cluster_.Options(WorkerGroupOn(cluster_, primaries[0], "plain"));
+  schema.cluster.route_key = "reliableq:schema";
+  auto where = redis::Connection::Open(schema);
+  REQUIRE_MESSAGE(where.ok(), where.status().ToString());
+  CHECK(IntegerReply(**where, {"EXISTS", "reliableq:schema"}) == 0);
+
+  // A verb reads the group of a slot another primary owns: MOVED, and
+  // the message says what it means.
+  const std::string group = WorkerGroupOn(cluster_, primaries[1], "plain");
+  CommandResult stats =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", plain, "--group", group, "stats"});
+  CAPTURE(stats.err);
+  CHECK(stats.exit_code == 1);
+  CHECK(stats.err.find("MOVED " + std::to_string(redis::KeySlot("{" + group + "}"))) !=
+        std::string::npos);
+  CHECK(stats.err.find("is a node of a Redis Cluster") != std::string::npos);
+  CHECK(stats.err.find("use a redis+cluster:// URL") != std::string::npos);
+  // Through a cluster URL the same verb works.
+  CommandResult routed =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "--redis", cluster_.Url(group), "stats"});
+  CHECK_MESSAGE(routed.exit_code == 0, routed.err);
+}
+
 // A Client's pushes go in batches through Connection::Send, which leaves
 // MOVED, ASK and TRYAGAIN in place; the client sends such a push again
 // where the slot is (Connection::Resend), so that no push is refused while

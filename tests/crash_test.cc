@@ -320,6 +320,65 @@ TEST_CASE_FIXTURE(WorkerFixture, "a worker whose connections are killed logs tha
   REQUIRE(WaitUntil([&] { return Executions().size() == 1; }));
 }
 
+TEST_CASE_FIXTURE(
+    WorkerFixture,
+    "a worker whose Redis password changes keeps retrying and resumes once it is back") {
+  // Its own server: the password changes under the worker.
+  RedisServer own;
+  auto admin_opened = redis::Connection::Open(own.Options());
+  REQUIRE(admin_opened.ok());
+  redis::Connection& admin = **admin_opened;  // stays authenticated throughout
+  REQUIRE(admin.Command({"CONFIG", "SET", "requirepass", "pw1"}).ok());
+  ChildProcess worker({BuildPath("RELIABLEQ_BIN"), "worker", "--redis", own.Url() + "&password=pw1",
+                       "-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-c", "1", "--heartbeat-ttl", "2",
+                       "--heartbeat-interval", "0.25", "--janitor-interval", "0.5"},
+                      {"RELIABLEQ_DEMO_LOG=" + record_log_}, dir_ + "/worker.log");
+  auto processes = [&] {
+    auto reply = admin.Command({"SCARD", "processes"});
+    return reply.ok() ? (*reply)->integer : -1;
+  };
+  REQUIRE_MESSAGE(WaitUntil([&] { return processes() == 1; }), worker.Log());
+
+  REQUIRE(admin.Command({"CONFIG", "SET", "requirepass", "pw2"}).ok());
+  REQUIRE(admin.Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).ok());
+  // The lines that say a connect was refused and will be tried again.
+  auto refusals = [&] {
+    std::istringstream log(worker.Log());
+    int count = 0;
+    for (std::string line; std::getline(log, line);) {
+      if (line.find("Redis unreachable") != std::string::npos &&
+          line.find("WRONGPASS") != std::string::npos && line.ends_with("; retrying")) {
+        ++count;
+      }
+    }
+    return count;
+  };
+  // It tries again and again (a connect refused once aborted the worker).
+  CHECK_MESSAGE(WaitUntil([&] { return refusals() >= 3; }, 10s), worker.Log());
+  REQUIRE_MESSAGE(worker.running(), worker.Log());
+  CHECK(worker.Log().find("pw1") == std::string::npos);
+  CHECK(worker.Log().find("pw2") == std::string::npos);
+
+  REQUIRE(admin.Command({"CONFIG", "SET", "requirepass", "pw1"}).ok());
+  REQUIRE_MESSAGE(
+      WaitUntil([&] { return worker.Log().find("reconnected to Redis at") != std::string::npos; },
+                10s),
+      worker.Log());
+  RedisOptions options = own.Options();
+  options.password = "pw1";
+  auto client = Client::Open(options);
+  REQUIRE_MESSAGE(client.ok(), client.status().ToString());
+  Push(**client, "RecordJob", "[\"after\"]");
+  CHECK_MESSAGE(WaitUntil([&] { return Executions().size() == 1; }, 10s), worker.Log());
+
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(20s);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(processes() == 0);
+}
+
 TEST_CASE_FIXTURE(WorkerFixture, "recover --dry-run changes nothing; recover moves the jobs") {
   auto client = OpenClient();
   Push(*client, "SleepJob", "[10000]");

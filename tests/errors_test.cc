@@ -32,3 +32,20 @@ TEST_CASE("error replies map by their first word") {
   CHECK(script.IsScript());
   CHECK(script.message() == "ERR user_script:3: attempt to index a nil value");
 }
+
+TEST_CASE("MOVED and ASK on a connection without cluster options name a cluster node") {
+  for (const char* reply : {"MOVED 13519 127.0.0.1:25003", "ASK 13519 127.0.0.1:25003"}) {
+    CAPTURE(reply);
+    Status plain = FromErrorReply(reply, /*plain=*/true);
+    CHECK(plain.IsIoError());
+    CHECK(plain.message() == std::string("Redis answered ") + reply +
+                                 ": it is a node of a Redis Cluster, which a redis:// URL does "
+                                 "not follow; use a redis+cluster:// URL (and a queue group)");
+    // Through cluster options the redirection is the slot's business.
+    CHECK(FromErrorReply(reply).message() == std::string("Redis cannot serve now: ") + reply);
+  }
+  CHECK(FromErrorReply("TRYAGAIN Multiple keys request during rehashing of slot", true)
+            .message()
+            .starts_with("Redis cannot serve now: TRYAGAIN"));
+  CHECK(FromErrorReply("WRONGTYPE Operation against a key", true).IsScript());
+}

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 #include <httplib.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -364,6 +365,76 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   CHECK(plain.out.find("\"retries\":0") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(Layout2, "layout 2: the dashboard's Busy page and quiet-all read the group") {
+  ChildProcess& worker = StartWorker({"-q", "default", "-q", "mail"});
+  const std::string id = IdentityOf(worker.pid());
+  REQUIRE_MESSAGE(!id.empty(), worker.Log());
+  const int web_port = FreeLoopbackPort();
+  ChildProcess web({BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(), "--group", kGroup, "web",
+                    "--http", "127.0.0.1:" + std::to_string(web_port)},
+                   {}, dir_ + "/web.log");
+  httplib::Client http("127.0.0.1", web_port);
+  http.set_connection_timeout(2, 0);
+  http.set_read_timeout(5, 0);
+  auto get = [&](const std::string& path) {
+    rapidjson::Document doc;
+    httplib::Result result = http.Get(path.c_str());
+    if (result && result->status == 200) doc.Parse(result->body.data(), result->body.size());
+    return doc;
+  };
+  rapidjson::Document session;
+  REQUIRE_MESSAGE(WaitUntil(
+                      [&] {
+                        session = get("/api/session");
+                        return session.IsObject();
+                      },
+                      10s),
+                  web.Log());
+
+  // The process's record is its hash in the group (P{G}:<identity>), not a
+  // key named after the identity alone.
+  rapidjson::Document busy = get("/api/busy");
+  REQUIRE_MESSAGE(busy.IsObject(), web.Log());
+  REQUIRE(busy["processes"].Size() == 1);
+  const rapidjson::Value& p = busy["processes"][0];
+  CHECK(std::string(p["identity"].GetString()) == id);
+  const std::string hostname = p["hostname"].GetString();
+  CHECK_FALSE(hostname.empty());
+  CHECK(id.starts_with(hostname + ":"));
+  CHECK(p["pid"].GetInt64() == worker.pid());
+  std::vector<std::string> queues;
+  for (const auto& q : p["queues"].GetArray()) queues.emplace_back(q.GetString());
+  std::sort(queues.begin(), queues.end());
+  CHECK(queues == std::vector<std::string>{"default", "mail"});
+  CHECK(p["concurrency"].GetInt64() > 0);
+  CHECK(p["beat"].IsNumber());
+  CHECK_FALSE(p["quiet"].GetBool());
+
+  // Quiet all: every process of the group is signalled, and its record
+  // then says it is quiet.
+  httplib::Result quieted =
+      http.Post("/api/processes/quiet", {{"X-CSRF-Token", session["csrf_token"].GetString()}},
+                R"({"all":true})", "application/json");
+  REQUIRE(quieted);
+  CHECK_MESSAGE(quieted->status == 200, quieted->body);
+  CHECK(quieted->body.find("\"signalled\":1") != std::string::npos);
+  bool quiet = WaitUntil(
+      [&] {
+        rapidjson::Document now = get("/api/busy");
+        return now.IsObject() && now["processes"].Size() == 1 &&
+               now["processes"][0]["quiet"].GetBool() &&
+               now["processes"][0]["pid"].GetInt64() == worker.pid();
+      },
+      10s);
+  CHECK_MESSAGE(quiet, worker.Log());
+
+  web.Signal(SIGTERM);
+  CHECK(web.Wait(10s).has_value());
+  worker.Signal(SIGTERM);
+  REQUIRE(worker.Wait(20s).has_value());
+  CheckEveryKeyInTheGroup();
+}
+
 TEST_CASE_FIXTURE(Layout2,
                   "layout 2: a second worker's janitor recovers the jobs of a SIGKILLed one") {
   const std::string tag = kTag;
@@ -403,6 +474,74 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: a bad group, or a prefix with braces besid
     CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
   }
   CHECK(Snapshot().empty());
+}
+
+TEST_CASE_FIXTURE(Layout2, "groups: a long name stays whole, and an unreadable group its own row") {
+  // Anyone may write the directory: a name far past any column, with
+  // multi-byte characters and a control character; a group whose queues key
+  // is a STRING (WRONGTYPE); and a group that reads well.
+  std::string long_name;
+  for (int i = 0; i < 150; ++i) long_name += "\xc3\xa9";  // é, 300 bytes
+  long_name += "\x1b[31m-end";
+  Run({"SADD", "reliableq:groups", "eu-1", "x", long_name});
+  Run({"SET", "reliableq:{eu-1}:schema", "2"});
+  Run({"SADD", "reliableq:{eu-1}:queues", "default"});
+  Run({"RPUSH", "reliableq:{eu-1}:queue:default", "a", "b"});
+  Run({"SET", "reliableq:{x}:queues", "not a set"});
+  auto groups = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"), "--redis", server().Url(),
+                                     "groups"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  };
+
+  CommandResult text = groups({});
+  CAPTURE(text.out);
+  CAPTURE(text.err);
+  CHECK(text.exit_code == 1);
+  CHECK(std::count(text.err.begin(), text.err.end(), '\n') == 1);
+  CHECK(text.err.find("1 of 3 groups could not be read (x)") != std::string::npos);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.out.size();) {
+    size_t end = text.out.find('\n', at);
+    REQUIRE(end != std::string::npos);  // every row ends its line
+    lines.push_back(text.out.substr(at, end - at));
+    at = end + 1;
+  }
+  REQUIRE(lines.size() == 4);  // the heading and one line per group
+  CHECK(lines[1].starts_with("eu-1 "));
+  CHECK(lines[1].ends_with(" 2          0  2"));
+  CHECK(lines[2].starts_with("x "));
+  CHECK(lines[2].find("error: ") != std::string::npos);
+  CHECK(lines[2].find("reliableq:{x}:queues") != std::string::npos);
+  CHECK(lines[2].find("WRONGTYPE") != std::string::npos);
+  // The long name whole, its escape sequence shown, not sent.
+  CHECK(lines[3].starts_with(long_name.substr(0, long_name.size() - 9) + "\\x1b[31m-end "));
+  CHECK(lines[3].ends_with(" 0          0  none"));
+  CHECK(text.out.find('\x1b') == std::string::npos);
+
+  CommandResult json = groups({"--json"});
+  CAPTURE(json.out);
+  CHECK(json.exit_code == 1);
+  rapidjson::Document doc;
+  doc.Parse(json.out.data(), json.out.size());
+  REQUIRE_FALSE(doc.HasParseError());
+  const rapidjson::Value& rows = doc["groups"];
+  REQUIRE(rows.Size() == 3);
+  CHECK(std::string(rows[0]["name"].GetString()) == "eu-1");
+  CHECK(rows[0]["queued"].GetInt64() == 2);
+  CHECK(rows[0]["error"].IsNull());
+  CHECK(std::string(rows[1]["name"].GetString()) == "x");
+  CHECK(rows[1]["queued"].IsNull());
+  CHECK(rows[1]["processes"].IsNull());
+  REQUIRE(rows[1]["error"].IsString());
+  CHECK(std::string(rows[1]["error"].GetString()).find("WRONGTYPE") != std::string::npos);
+  CHECK(std::string(rows[2]["name"].GetString()) == long_name);
+  CHECK(rows[2]["error"].IsNull());
+
+  // With the bad key fixed, every group is read: exit 0.
+  Run({"DEL", "reliableq:{x}:queues"});
+  CHECK(groups({}).exit_code == 0);
 }
 
 TEST_CASE_FIXTURE(Layout2, "layout 2: a spooled push drains into the group's queue") {

@@ -106,6 +106,9 @@ TEST_CASE("CheckLayout names what Redis holds, escaped and cut short") {
   // A group's record is written before anything else of the group: none is
   // layout 1 (or keys of a layout-1 prefix), not this group's.
   CHECK_FALSE(CheckLayout(std::nullopt, "k", kLayoutGroups).ok());
+  CHECK(CheckLayout(std::nullopt, "k", kLayoutGroups).message() ==
+        "k is missing: no worker of the group has recorded the layout of its keys (a worker "
+        "records it at start); this reliableq runs layout 2");
   // No record: the data of releases before the record, layout 1.
   CHECK(CheckLayout(std::nullopt, "k").ok());
   Status long_one = CheckLayout(std::string(100, '9'), "k");

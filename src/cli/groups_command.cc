@@ -32,24 +32,33 @@ constexpr std::string_view kHelp =
     "whose heartbeat key exists) and the layout its record holds (P{G}:schema;\n"
     "none: no worker of the group has run). Each group is read on a connection of\n"
     "its own, on Redis Cluster the one of its slot. A group a worker listed stays\n"
-    "listed after its data is gone.\n"
+    "listed after its data is gone. A group that cannot be read (a key of the\n"
+    "wrong type, its node unreachable) is listed with the reason instead of its\n"
+    "figures; the others are listed all the same, and the exit status is 1.\n"
     "\n"
     "Options:\n"
     "      --json           one JSON object instead of text:\n"
     "                       {\"groups\":[{\"name\":..,\"queued\":..,\"processes\":..,\n"
-    "                                   \"layout\":..}]} (layout: a string or null)\n";
+    "                                   \"layout\":..,\"error\":..}]} (layout: a\n"
+    "                       string or null; error: null, or why the group could not\n"
+    "                       be read, and then queued and processes are null)\n";
 
 struct GroupInfo {
   std::string name;
   int64_t queued = 0;
   int64_t processes = 0;
   std::optional<std::string> layout;
+  std::optional<Status> error;  // why the group could not be read
 };
 
-Status CheckReplies(const std::vector<redis::ReplyPtr>& replies, const std::string& what) {
-  for (const redis::ReplyPtr& reply : replies) {
-    if (reply->type == REDIS_REPLY_ERROR) {
-      return Status::Script(what + ": " + std::string(redis::View(reply.get())));
+// The first error reply `connection` read, named by its command and key.
+Status CheckReplies(const redis::Connection& connection,
+                    const std::vector<redis::ReplyPtr>& replies,
+                    const std::vector<redis::Argv>& commands) {
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i]->type == REDIS_REPLY_ERROR) {
+      return connection.ErrorOf(replies[i].get())
+          .WithContext(std::string(commands[i][0]) + " " + std::string(commands[i][1]));
     }
   }
   return Status::OK();
@@ -94,13 +103,12 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
   const Keys keys = Keys::For(prefix, options);
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) return connection.status();
-  const std::string what = "reading group " + name;
-  Result<std::vector<redis::ReplyPtr>> first =
-      (*connection)
-          ->Pipeline(
-              {{"GET", keys.Schema()}, {"SMEMBERS", keys.Queues()}, {"HKEYS", keys.Registry()}});
-  if (!first.ok()) return first.status().WithContext(what);
-  if (Status s = CheckReplies(*first, what); !s.ok()) return s;
+  const std::string schema = keys.Schema(), queues_key = keys.Queues(), registry = keys.Registry();
+  const std::vector<redis::Argv> reads = {
+      {"GET", schema}, {"SMEMBERS", queues_key}, {"HKEYS", registry}};
+  Result<std::vector<redis::ReplyPtr>> first = (*connection)->Pipeline(reads);
+  if (!first.ok()) return first.status();
+  if (Status s = CheckReplies(**connection, *first, reads); !s.ok()) return s;
   if ((*first)[0]->type == REDIS_REPLY_STRING) info.layout = redis::View((*first)[0].get());
   std::vector<std::string> key_names;
   for (const std::string& queue : Strings((*first)[1].get()))
@@ -115,8 +123,8 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
   }
   if (commands.empty()) return info;
   Result<std::vector<redis::ReplyPtr>> second = (*connection)->Pipeline(commands);
-  if (!second.ok()) return second.status().WithContext(what);
-  if (Status s = CheckReplies(*second, what); !s.ok()) return s;
+  if (!second.ok()) return second.status();
+  if (Status s = CheckReplies(**connection, *second, commands); !s.ok()) return s;
   for (size_t i = 0; i < second->size(); ++i) {
     int64_t n = (*second)[i]->type == REDIS_REPLY_INTEGER ? (*second)[i]->integer : 0;
     (i < queues ? info.queued : info.processes) += n;
@@ -135,12 +143,19 @@ std::string AsJson(const std::vector<GroupInfo>& groups) {
     writer.Key("name");
     writer.String(g.name.data(), static_cast<rapidjson::SizeType>(g.name.size()));
     writer.Key("queued");
-    writer.Int64(g.queued);
+    g.error ? writer.Null() : writer.Int64(g.queued);
     writer.Key("processes");
-    writer.Int64(g.processes);
+    g.error ? writer.Null() : writer.Int64(g.processes);
     writer.Key("layout");
     if (g.layout) {
       writer.String(g.layout->data(), static_cast<rapidjson::SizeType>(g.layout->size()));
+    } else {
+      writer.Null();
+    }
+    writer.Key("error");
+    if (g.error) {
+      std::string error = RedactUrls(g.error->ToString());
+      writer.String(error.data(), static_cast<rapidjson::SizeType>(error.size()));
     } else {
       writer.Null();
     }
@@ -151,15 +166,37 @@ std::string AsJson(const std::vector<GroupInfo>& groups) {
   return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
+// `text` (escaped, so well-formed UTF-8) and spaces up to `width`
+// characters; a longer text is kept whole.
+void AppendPadded(std::string_view text, size_t width, std::string* out) {
+  size_t chars = 0;
+  for (char c : text) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  out->append(text);
+  if (chars < width) out->append(width - chars, ' ');
+}
+
+void AppendRight(int64_t value, size_t width, std::string* out) {
+  std::string digits = std::to_string(value);
+  if (digits.size() < width) out->append(width - digits.size(), ' ');
+  out->append(digits);
+}
+
+// One line per group, whatever the length of its name or error: built as a
+// string, with every text from Redis escaped.
 std::string AsText(const std::vector<GroupInfo>& groups) {
   if (groups.empty()) return "no queue group\n";
   std::string out = "group                             queued  processes  layout\n";
   for (const GroupInfo& g : groups) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%-32s %7lld %10lld  %s\n", Escaped(g.name).c_str(),
-                  static_cast<long long>(g.queued), static_cast<long long>(g.processes),
-                  g.layout ? Escaped(*g.layout).c_str() : "none");
-    out += buf;
+    AppendPadded(Escaped(g.name), 32, &out);
+    if (g.error) {
+      out += " error: " + Shown(g.error->ToString()) + "\n";
+      continue;
+    }
+    out += ' ';
+    AppendRight(g.queued, 7, &out);
+    out += ' ';
+    AppendRight(g.processes, 10, &out);
+    out += "  " + (g.layout ? Escaped(*g.layout) : std::string("none")) + "\n";
   }
   return out;
 }
@@ -173,14 +210,32 @@ int Run(const ParsedArgs& args) {
   const std::string prefix = PrefixFromArgs(args);
   Result<std::vector<std::string>> names = ReadDirectory(*redis, Keys(prefix));
   if (!names.ok()) return RuntimeError(names.status());
+  // A group that cannot be read does not hide the others: an operator
+  // looking at a hundred groups wants the ninety-nine, and the row of the
+  // hundredth says why; the exit status still tells a script.
   std::vector<GroupInfo> groups;
+  std::vector<std::string> unread;
   for (const std::string& name : *names) {
     Result<GroupInfo> info = ReadGroup(*redis, prefix, name);
-    if (!info.ok()) return RuntimeError(info.status());
-    groups.push_back(std::move(*info));
+    if (info.ok()) {
+      groups.push_back(std::move(*info));
+      continue;
+    }
+    GroupInfo& failed = groups.emplace_back();
+    failed.name = name;
+    failed.error = info.status();
+    unread.push_back(name);
   }
   std::string text = args.Has("json") ? AsJson(groups) : AsText(groups);
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
+  if (!unread.empty()) {
+    std::string list;
+    for (const std::string& name : unread) list += (list.empty() ? "" : ", ") + name;
+    std::fprintf(stderr,
+                 "reliableq: %zu of %zu groups could not be read (%s); their rows say why\n",
+                 unread.size(), groups.size(), Shown(list).c_str());
+    return kExitRuntime;
+  }
   return kExitOk;
 }
 

@@ -123,7 +123,7 @@ Status Mover::EarlierCopyReplicated() {
       target_.Pipeline({{"HSET", marker, kSyncField, "1"}, {"HDEL", marker, kSyncField}});
   if (!written.ok()) return written.status();
   for (const redis::ReplyPtr& reply : *written) {
-    if (reply->type == REDIS_REPLY_ERROR) return redis::FromErrorReply(redis::View(reply.get()));
+    if (reply->type == REDIS_REPLY_ERROR) return target_.ErrorOf(reply.get());
   }
   return TargetReplicated();
 }

@@ -10,17 +10,18 @@
 namespace reliableq::admin_internal {
 
 Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
-  Result<redis::ReplyPtr> names = redis_->Command({"SMEMBERS", keys_.Periodic()});
-  if (!names.ok()) return names.status();
-  if (Status s = CheckReply(names->get(), "SMEMBERS periodic"); !s.ok()) return s;
+  const std::string directory = keys_.Periodic();
+  // Command returns an error reply as its Status: each names the key read.
+  Result<redis::ReplyPtr> names = redis_->Command({"SMEMBERS", directory});
+  if (!names.ok()) return names.status().WithContext("SMEMBERS " + directory);
   std::vector<std::string> sorted = StringArray(names->get());
   std::sort(sorted.begin(), sorted.end());
   const auto now = static_cast<int64_t>(std::floor(clock_->Now()));
   std::vector<PeriodicInfo> jobs;
   for (const std::string& name : sorted) {
-    Result<redis::ReplyPtr> hash = redis_->Command({"HGETALL", keys_.PeriodicJob(name)});
-    if (!hash.ok()) return hash.status();
-    if (Status s = CheckReply(hash->get(), "HGETALL periodic:<name>"); !s.ok()) return s;
+    const std::string key = keys_.PeriodicJob(name);
+    Result<redis::ReplyPtr> hash = redis_->Command({"HGETALL", key});
+    if (!hash.ok()) return hash.status().WithContext("HGETALL " + key);
     std::vector<std::string> fields = StringArray(hash->get());
     if (fields.empty()) continue;
     PeriodicInfo info;
@@ -42,8 +43,9 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
     }
     Result<CronSchedule> cron = CronSchedule::Parse(info.cron, info.time_zone);
     if (cron.ok()) info.next_tick = cron->Next(now).value_or(0);
-    Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", keys_.PeriodicTicks(name)});
-    if (!count.ok()) return count.status();
+    const std::string ticks = keys_.PeriodicTicks(name);
+    Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", ticks});
+    if (!count.ok()) return count.status().WithContext("ZCARD " + ticks);
     info.ticks_recorded = CounterValue(count->get());
     jobs.push_back(std::move(info));
   }

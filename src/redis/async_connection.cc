@@ -119,8 +119,17 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
 }
 
 void AsyncConnection::Handshake() {
-  auto fail_on_error = [this](const char* what) {
-    return [this, what](const Status& status, redisReply*) {
+  // Every step's callback also runs when the attempt fails before its reply
+  // comes (Fail calls each pending callback with the reason, AUTH's refusal
+  // included). Such an attempt is over and already reported through
+  // on_ready: a later step must neither fail it again nor, taking the reason
+  // for one it may ignore (CLIENT ID's), mark a dead connection ready. Fail
+  // moves the generation on before it calls back, so it tells.
+  const uint64_t attempt = generation_;
+  auto over = [this, attempt] { return generation_ != attempt || state_ != State::kConnecting; };
+  auto fail_on_error = [this, over](const char* what) {
+    return [this, over, what](const Status& status, redisReply*) {
+      if (over()) return;
       if (!status.ok()) {
         Status why = status.WithContext(std::string(what) + " at " + options_.Describe());
         Fail(why);
@@ -140,7 +149,8 @@ void AsyncConnection::Handshake() {
     if (!sent.ok()) return;
   }
   if (sentinel_handshake_) {
-    send({"PING"}, [this](const Status& status, redisReply*) {
+    send({"PING"}, [this, over](const Status& status, redisReply*) {
+      if (over()) return;
       if (!status.ok()) {
         Status why = status.WithContext("PING at sentinel " + options_.Describe());
         Fail(why);
@@ -157,7 +167,8 @@ void AsyncConnection::Handshake() {
   }
   if (discovery_ != nullptr) {
     // The sentinels may still name a master that was just demoted.
-    Status sent = send({"ROLE"}, [this](const Status& status, redisReply* reply) {
+    Status sent = send({"ROLE"}, [this, over](const Status& status, redisReply* reply) {
+      if (over()) return;
       std::string role = status.ok() ? RoleOf(reply) : "master";  // an ACL may refuse ROLE
       if (role == "master" || role.empty()) return;
       discovery_->NotMaster(epoch_);
@@ -182,7 +193,8 @@ void AsyncConnection::Handshake() {
   if (!client_name_.empty()) {
     if (!send({"CLIENT", "SETNAME", client_name_}, nullptr).ok()) return;
   }
-  send({"CLIENT", "ID"}, [this](const Status& status, redisReply* reply) {
+  send({"CLIENT", "ID"}, [this, over](const Status& status, redisReply* reply) {
+    if (over()) return;
     if (!status.ok() && status.IsRetryable()) {
       Status why = status.WithContext("CLIENT ID at " + options_.Describe());
       Fail(why);
@@ -421,8 +433,9 @@ bool AsyncConnection::NoteMoved(const redisReply& reply) {
 
 void AsyncConnection::OnReply(ReplyPtr reply) {
   Request& front = pending_.front();
-  Status status = reply->type == REDIS_REPLY_ERROR ? FromErrorReply(View(reply.get()))
-                                                   : Status::OK();
+  Status status = reply->type == REDIS_REPLY_ERROR
+                      ? FromErrorReply(View(reply.get()), options_.cluster.seeds.empty())
+                      : Status::OK();
   if (!status.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
   // ASK and TRYAGAIN stay plain error replies (the command did not run;
   // the caller tries again); MOVED also drops the connection, like

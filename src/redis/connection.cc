@@ -315,7 +315,7 @@ Result<ReplyPtr> Connection::Command(const Argv& argv) {
   if (discovery_ != nullptr && discovery_->slot() >= 0) {
     return cluster_.Follow(argv, std::move(reply));
   }
-  return FromErrorReply(View(reply.get()));
+  return ErrorOf(reply.get());
 }
 
 namespace {
@@ -352,7 +352,7 @@ bool SplitCommand(std::string_view wire, Argv* argv) {
 Result<ReplyPtr> Connection::Resend(std::string_view command, ReplyPtr error_reply) {
   Argv argv;
   if (discovery_ == nullptr || discovery_->slot() < 0 || !SplitCommand(command, &argv)) {
-    return FromErrorReply(View(error_reply.get()));
+    return ErrorOf(error_reply.get());
   }
   return cluster_.Follow(argv, std::move(error_reply));
 }

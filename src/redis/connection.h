@@ -39,6 +39,7 @@
 
 #include "lua_scripts.h"
 #include "redis/discovery.h"
+#include "redis/errors.h"
 #include "redis/redirect_follower.h"
 #include "redis/reply.h"
 #include "redis/script_call.h"
@@ -122,6 +123,14 @@ class Connection {
   // there: WAIT counts the writes of the connection it is sent on (Client's
   // replica acknowledgement, migrate). Valid until the next call.
   Connection& LastWriter() { return *last_writer_; }
+
+  // An error reply this connection read (a Pipeline's or a Send's) as a
+  // Status: FromErrorReply, told whether this connection was made without
+  // cluster options, so that MOVED and ASK then say that the server is a
+  // cluster node.
+  Status ErrorOf(const redisReply* reply) const {
+    return FromErrorReply(View(reply), options_.cluster.seeds.empty());
+  }
 
   // How far the last Command, Pipeline or Eval got (for Eval, its last
   // command), so that a caller can tell a command Redis cannot have run

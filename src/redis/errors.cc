@@ -41,7 +41,7 @@ Status FromTransportError(int err, std::string_view errstr, const std::string& w
   }
 }
 
-Status FromErrorReply(std::string_view text) {
+Status FromErrorReply(std::string_view text, bool plain) {
   std::string_view word = FirstWord(text);
   std::string message(text);
   if (word == "RQ_NOTFOUND" || word == "RQ_INVALID") {
@@ -51,6 +51,13 @@ Status FromErrorReply(std::string_view text) {
   static constexpr std::array<std::string_view, 8> kUnavailable = {
       "LOADING",     "READONLY",   "MASTERDOWN", "TRYAGAIN",
       "CLUSTERDOWN", "NOREPLICAS", "MOVED",      "ASK"};
+  if (plain && (word == "MOVED" || word == "ASK")) {
+    // Only a cluster node redirects; a connection without cluster options
+    // would meet the same answer again and again.
+    return Status::IoError("Redis answered " + message +
+                           ": it is a node of a Redis Cluster, which a redis:// URL does not "
+                           "follow; use a redis+cluster:// URL (and a queue group)");
+  }
   for (std::string_view w : kUnavailable) {
     if (word == w) return Status::IoError("Redis cannot serve now: " + message);
   }

@@ -37,8 +37,13 @@ Status FromTransportError(int err, std::string_view errstr, const std::string& w
 //   NOAUTH, WRONGPASS, NOPERM
 //                       kInvalidArgument (fix the credentials)
 //   anything else       kScript
-// The message is the reply text with our RQ_ prefixes stripped.
-Status FromErrorReply(std::string_view text);
+// The message is the reply text with our RQ_ prefixes stripped. `plain`:
+// the reply was read on a connection made without cluster options (a
+// redis://, rediss://, unix:// or Sentinel URL: RedisOptions::cluster
+// empty), which follows no redirection; MOVED and ASK there mean that the
+// server is a node of a Redis Cluster, and the message says so and that a
+// redis+cluster:// URL reaches the cluster.
+Status FromErrorReply(std::string_view text, bool plain = false);
 
 // True when `status` came from a NOSCRIPT reply: the script cache was
 // flushed and the script must be sent again.

@@ -64,6 +64,20 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
                                    "; reliable fetch needs LMOVE, Redis " RELIABLEQ_MIN_REDIS
                                    " or later");
   }
+  if (options.cluster.seeds.empty()) {
+    // A cluster node reached without cluster options serves the slots it
+    // owns and answers MOVED for the others, now or after a resharding: a
+    // worker would run, then fail every command forever. Refused before
+    // anything is written. A server whose ACL refuses INFO cluster passes.
+    Result<redis::ReplyPtr> cluster = (*probe)->Command({"INFO", "cluster"});
+    if (cluster.ok() && (*cluster)->type != REDIS_REPLY_ERROR &&
+        redis::View(cluster->get()).find("cluster_enabled:1") != std::string_view::npos) {
+      return Status::InvalidArgument(
+          "Redis at " + options.Describe() +
+          " is a node of a Redis Cluster (cluster_enabled:1), which a redis:// URL does not "
+          "follow; use a redis+cluster:// URL and a queue group");
+    }
+  }
   Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;
   if (Status listed = AddToGroups(options, keys); !listed.ok()) return listed;

@@ -20,8 +20,10 @@ namespace reliableq {
 
 // The connection it probed through, ready for reuse. kIoError/kTimeout
 // naming where it tried when Redis is unreachable; kInvalidArgument for a
-// Redis older than 6.2, or one whose data follows another key layout than
-// this build's (VerifyLayout, which records ours when there is none);
+// Redis older than 6.2, a node of a Redis Cluster reached without cluster
+// options (options.cluster empty: it would answer MOVED), or one whose data
+// follows another key layout than this build's (VerifyLayout, which records
+// ours when there is none);
 // kProtocol when INFO cannot be read; the error of a script Redis refused
 // to load. In layout 2 it also lists the group in the directory of groups
 // (AddToGroups).

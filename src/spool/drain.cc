@@ -82,7 +82,7 @@ class ChunkPusher {
         any_pushed = true;
         continue;
       }
-      Status error = redis::FromErrorReply(redis::View(reply.get()));
+      Status error = redis_->ErrorOf(reply.get());
       if (redis::IsNoScript(error)) {
         outcome.fate = Fate::kPending;
         *noscript = true;
