@@ -471,7 +471,7 @@ TEST_CASE("credentials refused on a reconnect fail that connect alone; the right
     REQUIRE(loop.RunUntil([&] { return ready_calls == attempt; }));
     loop.RunFor(milliseconds(100));
     CHECK(ready_calls == attempt);
-    CHECK(ready.IsInvalidArgument());
+    CHECK_MESSAGE(ready.IsInvalidArgument(), ready.ToString());
     CHECK(ready.message().find("WRONGPASS") != std::string::npos);
     CHECK(ready.message().find("pw1") == std::string::npos);
     REQUIRE_FALSE(connection->ready());

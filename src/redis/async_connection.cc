@@ -119,13 +119,40 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
 }
 
 void AsyncConnection::Handshake() {
-  // Every step's callback also runs when the attempt fails before its reply
-  // comes (Fail calls each pending callback with the reason, AUTH's refusal
-  // included). Such an attempt is over and already reported through
-  // on_ready: a later step must neither fail it again nor, taking the reason
-  // for one it may ignore (CLIENT ID's), mark a dead connection ready. Fail
-  // moves the generation on before it calls back, so it tells.
   const uint64_t attempt = generation_;
+  if (options_.password.empty()) {
+    HandshakeAfterAuth(attempt);
+    return;
+  }
+  // The rest waits for AUTH's answer: Redis closes the connection of a
+  // client that is not authenticated and sends a long argument (a script
+  // of SCRIPT LOAD), and a refused password would then read as a broken
+  // pipe instead of the server's own reason.
+  ReplyCallback authenticated = [this, attempt](const Status& status, redisReply*) {
+    if (generation_ != attempt || state_ != State::kConnecting) return;
+    if (!status.ok()) {
+      Status why = status.WithContext("AUTH at " + options_.Describe());
+      Fail(why);
+      FinishConnect(why);
+      return;
+    }
+    HandshakeAfterAuth(attempt);
+  };
+  std::initializer_list<std::string_view> auth = {"AUTH", options_.password};
+  std::initializer_list<std::string_view> user_auth = {"AUTH", options_.username,
+                                                       options_.password};
+  const auto& argv = options_.username.empty() ? auth : user_auth;
+  Send(argv.begin(), argv.size(), std::move(authenticated),
+       Clock::now() + options_.connect_timeout);
+}
+
+void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
+  // Every step's callback also runs when the attempt fails before its reply
+  // comes (Fail calls each pending callback with the reason). Such an
+  // attempt is over and already reported through on_ready: a later step
+  // must neither fail it again nor, taking the reason for one it may ignore
+  // (CLIENT ID's), mark a dead connection ready. Fail moves the generation
+  // on before it calls back, so it tells.
   auto over = [this, attempt] { return generation_ != attempt || state_ != State::kConnecting; };
   auto fail_on_error = [this, over](const char* what) {
     return [this, over, what](const Status& status, redisReply*) {
@@ -142,12 +169,6 @@ void AsyncConnection::Handshake() {
     return Send(argv.begin(), argv.size(), std::move(callback),
                 Clock::now() + options_.connect_timeout);
   };
-  if (!options_.password.empty()) {
-    Status sent = options_.username.empty()
-                      ? send({"AUTH", options_.password}, fail_on_error("AUTH"))
-                      : send({"AUTH", options_.username, options_.password}, fail_on_error("AUTH"));
-    if (!sent.ok()) return;
-  }
   if (sentinel_handshake_) {
     send({"PING"}, [this, over](const Status& status, redisReply*) {
       if (over()) return;

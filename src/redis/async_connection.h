@@ -208,6 +208,9 @@ class AsyncConnection {
   void UpdatePoll();
   void ClosePoll();
   void Handshake();
+  // The steps after AUTH (or all of them without a password), of the
+  // connect attempt `attempt` (the generation it began in).
+  void HandshakeAfterAuth(uint64_t attempt);
   void FinishConnect(const Status& status);
   // Drops the transport and fails every pending request with `why`, in
   // order; then on_ready (while connecting) or on_disconnect (when it was
