@@ -212,6 +212,10 @@ class ClusterChaos(base.Chaos):
         self.event('reshard', None, [group, slot, owner, to])
         self.cluster.reshard(owner, to, slots=1, limit=a.group_timeout)
         record['end_at'] = time.time()
+        # The other nodes learn the slot's new owner by gossip, a moment
+        # after redis-cli set it on the primaries: the owner is read once
+        # they agree.
+        self.cluster.wait_whole(tick=self.tick, limit=a.group_timeout)
         moved = self.cluster.owner(slot)
         if moved != to:
             self.problems.append('reshard of slot %d to %d: %s owns it after' % (slot, to, moved))
