@@ -16,6 +16,7 @@
 
 #include "job_codec.h"
 #include "job_flow.h"
+#include "client_call.h"
 #include "client_options.h"
 #include "keys.h"
 #include "redis/connection.h"
@@ -44,33 +45,6 @@ struct Encoded {
   bool stopped = false;  // a middleware stopped the push
   std::string unique_key;  // Job::unique: its Redis key, and the key's ttl (0: none)
   int64_t unique_ttl_millis = 0;
-};
-
-// What the WAIT at the end of a round trip says about the writes before it:
-// how many replicas confirmed them (set only when at least wait_replicas
-// did), or why they are not confirmed (fewer did in time, WAIT failed or
-// its reply was lost). Both stay unset without wait_replicas.
-struct Confirmation {
-  int replicas = 0;
-  Status unconfirmed;
-};
-
-// A call to Redis: its Status, and whether a failed call may have run. That
-// alone decides between kNotConfirmed (written, no reply) and kRefused (not
-// sent, or answered with an error: push.lua and schedule.lua then wrote
-// nothing). A call that succeeded carries its round trip's Confirmation.
-struct Attempt {
-  Attempt() = default;
-  Attempt(Status status, bool maybe_run, redis::ReplyPtr reply, Confirmation confirmation = {})
-      : status(std::move(status)),
-        maybe_run(maybe_run),
-        reply(std::move(reply)),
-        confirmation(std::move(confirmation)) {}
-
-  Status status;
-  bool maybe_run = false;
-  redis::ReplyPtr reply;  // when status is OK
-  Confirmation confirmation;
 };
 
 PushResult Accepted(std::string jid) {
@@ -126,56 +100,6 @@ std::string WaitWire(const ClientOptions& options) {
   redis::AppendCommand(&wire, argv, 3);
   return wire;
 }
-
-// One script call on its way to Redis: encoded by its caller, written by
-// whichever caller holds the connection then (see ClientImpl::Run).
-class Pending {
- public:
-  explicit Pending(const ScriptCall& call) : script(call.script) {
-    std::string numkeys = std::to_string(call.keys.size());
-    redis::Argv keys(call.keys.begin(), call.keys.end());
-    redis::Argv args(call.args.begin(), call.args.end());
-    redis::Argv argv =
-        redis::ScriptArgv("EVALSHA", GetScript(call.script).sha1, numkeys, keys, args);
-    redis::AppendCommand(&wire, argv.data(), argv.size());
-  }
-
-  // Called by the caller that wrote it, once `attempt` is final: its own
-  // caller takes the attempt and returns.
-  void Finish() { Signal(State::kDone); }
-  // Called by the caller that held the connection: this call's caller
-  // holds it now, and writes this call with the others queued.
-  void Lead() { Signal(State::kLead); }
-
-  enum class State { kWaiting, kDone, kLead };
-
-  // Blocks until Finish or Lead; returns which.
-  State Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return state != State::kWaiting; });
-    return state;
-  }
-
-  const ScriptId script;
-  std::string wire;  // the EVALSHA, in Redis's protocol
-  // Written by the caller holding the connection before Finish, read by
-  // this call's caller after it.
-  Attempt attempt;
-
- private:
-  void Signal(State to) {
-    std::lock_guard<std::mutex> lock(mu);
-    state = to;
-    // Under the lock: once the waiter sees the state, it may return and
-    // destroy this object, which it can do only after this unlock. (A
-    // futex wait on an atomic instead, tried, spent more system time.)
-    cv.notify_one();
-  }
-
-  std::mutex mu;
-  std::condition_variable cv;
-  State state = State::kWaiting;  // guarded by mu
-};
 
 class ClientImpl : public Client {
  public:

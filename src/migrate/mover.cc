@@ -294,7 +294,9 @@ Status Mover::RemoveCopied(const PlannedKey& key, const std::vector<std::string>
   for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
     remove.push_back({"LREM", key.source, "-1", *it});
   }
-  remove.push_back({"HSET", SourceMarkerKey(settings_.prefix), key.source, total_text});
+  // Argv holds views: the marker's name must outlive the transaction.
+  const std::string source_marker = SourceMarkerKey(settings_.prefix);
+  remove.push_back({"HSET", source_marker, key.source, total_text});
   return Transaction(source_, remove);
 }
 
