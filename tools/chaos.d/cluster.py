@@ -458,24 +458,9 @@ class ClusterChaos(base.Chaos):
             self.problems.append('%d pushes were stored as something other than %s' % (
                 len(other), confirmed_as))
 
-        causes, unexplained, duplicated = {}, [], 0
-        for job_id, count in runs.items():
-            if count < 2:
-                continue
-            duplicated += 1
-            ok = sorted((at for at in by_job.get(job_id, []) if at['outcome'] == 'ok'),
-                        key=lambda at: (at['rc'], at['ic'], at['start']))
-            for lower, higher in zip(ok, ok[1:]):
-                cause = self.explain_cluster(lower, higher)
-                if cause is None:
-                    unexplained.append({'id': job_id, 'runs': ok})
-                    break
-                causes[cause] = causes.get(cause, 0) + 1
-        for e in self.events:
-            if e['kind'] == 'exit':
-                log = next((w.log_path for w in self.workers if w.pid == e['pid']), '?')
-                self.problems.append('worker %d exited by itself with status %s (see %s)'
-                                     % (e['pid'], e['detail'], log))
+        duplicated, causes, unexplained = self.explain_duplicates(
+            runs, by_job, lambda job_id, _ok, lower, higher: self.explain_cluster(lower, higher))
+        self.report_unasked_exits()
         self.check_following(attempts)
         kinds = [e['kind'] for e in self.events]
         failovers = [f for f in self.faults if f['kind'] == 'failover']
