@@ -285,15 +285,4 @@ def print_report(report, details, work):
           'unexplained: %d' % (r['executed_more_than_once'], r['most_runs_of_one_job'],
                                r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
     print('workers taken for dead:   %d' % r['workers_taken_for_dead'])
-    for job_id in details['lost'][:20]:
-        print('LOST job %d' % job_id)
-    for item in details['unexplained'][:20]:
-        print('UNEXPLAINED duplicate of job %d: runs %s' % (item['id'], item['runs']))
-    for job_id in details['phantom'][:20]:
-        print('PHANTOM: job %d ran but was never pushed' % job_id)
-    for key, n in r['stranded_working_lists'].items():
-        print('STRANDED: %s holds %d jobs and no registered process owns it' % (key, n))
-    for problem in r['problems']:
-        print('PROBLEM: %s' % problem)
-    print('result: %s' % ('OK' if r['ok'] else 'FAILED (evidence kept in %s)' % work))
-    print(json.dumps(r, sort_keys=True, separators=(',', ':')))
+    base.print_findings(r, details, work)
