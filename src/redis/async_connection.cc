@@ -129,11 +129,9 @@ void AsyncConnection::Handshake() {
   // of SCRIPT LOAD), and a refused password would then read as a broken
   // pipe instead of the server's own reason.
   ReplyCallback authenticated = [this, attempt](const Status& status, redisReply*) {
-    if (generation_ != attempt || state_ != State::kConnecting) return;
+    if (AttemptOver(attempt)) return;
     if (!status.ok()) {
-      Status why = status.WithContext("AUTH at " + options_.Describe());
-      Fail(why);
-      FinishConnect(why);
+      FailConnect(status.WithContext("AUTH at " + options_.Describe()));
       return;
     }
     HandshakeAfterAuth(attempt);
@@ -151,16 +149,12 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   // comes (Fail calls each pending callback with the reason). Such an
   // attempt is over and already reported through on_ready: a later step
   // must neither fail it again nor, taking the reason for one it may ignore
-  // (CLIENT ID's), mark a dead connection ready. Fail moves the generation
-  // on before it calls back, so it tells.
-  auto over = [this, attempt] { return generation_ != attempt || state_ != State::kConnecting; };
-  auto fail_on_error = [this, over](const char* what) {
-    return [this, over, what](const Status& status, redisReply*) {
-      if (over()) return;
+  // (CLIENT ID's), mark a dead connection ready (AttemptOver).
+  auto fail_on_error = [this, attempt](const char* what) {
+    return [this, attempt, what](const Status& status, redisReply*) {
+      if (AttemptOver(attempt)) return;
       if (!status.ok()) {
-        Status why = status.WithContext(std::string(what) + " at " + options_.Describe());
-        Fail(why);
-        FinishConnect(why);
+        FailConnect(status.WithContext(std::string(what) + " at " + options_.Describe()));
       }
     };
   };
@@ -170,12 +164,10 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
                 Clock::now() + options_.connect_timeout);
   };
   if (sentinel_handshake_) {
-    send({"PING"}, [this, over](const Status& status, redisReply*) {
-      if (over()) return;
+    send({"PING"}, [this, attempt](const Status& status, redisReply*) {
+      if (AttemptOver(attempt)) return;
       if (!status.ok()) {
-        Status why = status.WithContext("PING at sentinel " + options_.Describe());
-        Fail(why);
-        FinishConnect(why);
+        FailConnect(status.WithContext("PING at sentinel " + options_.Describe()));
         return;
       }
       state_ = State::kReady;
@@ -188,16 +180,14 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   }
   if (discovery_ != nullptr) {
     // The sentinels may still name a master that was just demoted.
-    Status sent = send({"ROLE"}, [this, over](const Status& status, redisReply* reply) {
-      if (over()) return;
+    Status sent = send({"ROLE"}, [this, attempt](const Status& status, redisReply* reply) {
+      if (AttemptOver(attempt)) return;
       std::string role = status.ok() ? RoleOf(reply) : "master";  // an ACL may refuse ROLE
       if (role == "master" || role.empty()) return;
       discovery_->NotMaster(epoch_);
-      Status why = Status::IoError("the " + discovery_->Describe() + " named " +
-                                   transport_->where() + ", which is not a master (ROLE: " +
-                                   role + ")");
-      Fail(why);
-      FinishConnect(why);
+      FailConnect(Status::IoError("the " + discovery_->Describe() + " named " +
+                                  transport_->where() + ", which is not a master (ROLE: " + role +
+                                  ")"));
     });
     if (!sent.ok()) return;
   }
@@ -214,12 +204,10 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   if (!client_name_.empty()) {
     if (!send({"CLIENT", "SETNAME", client_name_}, nullptr).ok()) return;
   }
-  send({"CLIENT", "ID"}, [this, over](const Status& status, redisReply* reply) {
-    if (over()) return;
+  send({"CLIENT", "ID"}, [this, attempt](const Status& status, redisReply* reply) {
+    if (AttemptOver(attempt)) return;
     if (!status.ok() && status.IsRetryable()) {
-      Status why = status.WithContext("CLIENT ID at " + options_.Describe());
-      Fail(why);
-      FinishConnect(why);
+      FailConnect(status.WithContext("CLIENT ID at " + options_.Describe()));
       return;
     }
     Result<int64_t> id = status.ok() ? ToInteger(reply) : Result<int64_t>(status);
@@ -228,6 +216,18 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
     state_ = State::kReady;
     FinishConnect(Status::OK());
   });
+}
+
+bool AsyncConnection::AttemptOver(uint64_t attempt) const {
+  // Fail moves the generation on before it calls back, so it tells.
+  return generation_ != attempt || state_ != State::kConnecting;
+}
+
+void AsyncConnection::FailConnect(const Status& why) {
+  // Fail reports `why` to on_ready while connecting; FinishConnect does
+  // when the transport was already gone (Fail then does nothing).
+  Fail(why);
+  FinishConnect(why);
 }
 
 void AsyncConnection::FinishConnect(const Status& status) {

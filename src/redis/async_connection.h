@@ -211,6 +211,11 @@ class AsyncConnection {
   // The steps after AUTH (or all of them without a password), of the
   // connect attempt `attempt` (the generation it began in).
   void HandshakeAfterAuth(uint64_t attempt);
+  // True when the connect attempt `attempt` has ended (failed and been
+  // reported, or a newer one began): its handshake steps then do nothing.
+  bool AttemptOver(uint64_t attempt) const;
+  // Ends the connect attempt under way with `why` (Fail, FinishConnect).
+  void FailConnect(const Status& why);
   void FinishConnect(const Status& status);
   // Drops the transport and fails every pending request with `why`, in
   // order; then on_ready (while connecting) or on_disconnect (when it was
@@ -241,7 +246,7 @@ class AsyncConnection {
   int write_want_ = 0;                     // what the next write waits for; 0: nothing to write
   std::string out_;                        // commands not yet written, from out_offset_
   size_t out_offset_ = 0;
-  std::unique_ptr<char[]> in_;             // what one read brings
+  std::unique_ptr<char[]> in_;  // what one read brings
   // Bumped whenever the transport goes away, so that a loop over replies
   // notices when a callback closed the connection under it.
   uint64_t generation_ = 0;
