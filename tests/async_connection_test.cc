@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "redis/connection.h"
@@ -198,6 +199,22 @@ class Loop {
     auto end = std::chrono::steady_clock::now() + duration;
     RunUntil([&] { return std::chrono::steady_clock::now() >= end; },
              duration + std::chrono::seconds(1));
+  }
+
+  // Sends PING on `connection` and runs the loop until its callback ran:
+  // how many times it ran, and the reply's text ("" when it failed).
+  std::pair<int, std::string> Ping(redis::AsyncConnection& connection) {
+    int calls = 0;
+    std::string reply_text;
+    REQUIRE(connection
+                .Command({"PING"},
+                         [&](const Status& status, redisReply* reply) {
+                           ++calls;
+                           if (status.ok()) reply_text = std::string(redis::View(reply));
+                         })
+                .ok());
+    REQUIRE(RunUntil([&] { return calls > 0; }));
+    return {calls, reply_text};
   }
 
   // Lets closing handles finish, then closes the loop. Returns
@@ -414,16 +431,7 @@ TEST_CASE("a command unanswered past command_timeout breaks the connection, once
   CHECK(ready.ok());
   CHECK(connection->ready());
   CHECK(connection->client_id() != first_id);
-  int pong_calls = 0;
-  std::string pong;
-  REQUIRE(connection
-              ->Command({"PING"},
-                        [&](const Status& status, redisReply* reply) {
-                          ++pong_calls;
-                          if (status.ok()) pong = std::string(redis::View(reply));
-                        })
-              .ok());
-  REQUIRE(loop.RunUntil([&] { return pong_calls > 0; }));
+  auto [pong_calls, pong] = loop.Ping(*connection);
   CHECK(pong_calls == 1);
   CHECK(pong == "PONG");
   CHECK(disconnect_calls == 1);
@@ -486,17 +494,7 @@ TEST_CASE("credentials refused on a reconnect fail that connect alone; the right
   CHECK(ready.ok());
   CHECK(connection->ready());
   CHECK(connection->client_id() != 0);
-  int pong_calls = 0;
-  std::string pong;
-  REQUIRE(connection
-              ->Command({"PING"},
-                        [&](const Status& status, redisReply* reply) {
-                          ++pong_calls;
-                          if (status.ok()) pong = std::string(redis::View(reply));
-                        })
-              .ok());
-  REQUIRE(loop.RunUntil([&] { return pong_calls > 0; }));
-  CHECK(pong == "PONG");
+  CHECK(loop.Ping(*connection).second == "PONG");
 
   connection.reset();
   CHECK(loop.Close() == 0);

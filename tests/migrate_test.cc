@@ -111,6 +111,17 @@ class MigrateFixture {
   redis::Connection& source() { return *source_; }
   redis::Connection& target() { return *target_; }
 
+  // The plan of queue:default's move into group g, as a list: the caller
+  // picks its action.
+  static migrate::PlannedKey DefaultQueueToGroupG() {
+    migrate::PlannedKey key;
+    key.source = "queue:default";
+    key.target = "reliableq:{g}:queue:default";
+    key.type = "list";
+    key.kind = migrate::KeyKind::kQueue;
+    return key;
+  }
+
   static void Run(redis::Connection& redis, const redis::Argv& command) {
     auto reply = redis.Command(command);
     REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
@@ -506,11 +517,7 @@ TEST_CASE_FIXTURE(MigrateFixture, "a push while a key moves is never lost") {
   migrate::MigrationSettings settings;
   settings.group = "g";
   settings.batch = 2;
-  migrate::PlannedKey key;
-  key.source = "queue:default";
-  key.target = "reliableq:{g}:queue:default";
-  key.type = "list";
-  key.kind = migrate::KeyKind::kQueue;
+  migrate::PlannedKey key = DefaultQueueToGroupG();
   int pushes = 0;
   auto push_once = [&] {
     if (pushes++ == 0) {
@@ -559,11 +566,7 @@ TEST_CASE_FIXTURE(MigrateFixture,
   migrate::MigrationSettings settings;
   settings.group = "g";
   settings.batch = 3;
-  migrate::PlannedKey key;
-  key.source = "queue:default";
-  key.target = "reliableq:{g}:queue:default";
-  key.type = "list";
-  key.kind = migrate::KeyKind::kQueue;
+  migrate::PlannedKey key = DefaultQueueToGroupG();
   key.action = migrate::Action::kBatches;
   std::vector<std::string> taken;
   int writes = 0;

@@ -314,6 +314,18 @@ def run(reliableq, shots, workdir):
                 return False
         wait_until('reliableq web /healthz to answer 200', lambda: healthy(web, base))
 
+        def start_web(name, options, web_options):
+            """Starts `reliableq OPTIONS web WEB_OPTIONS` on a port of its own and
+            waits until it answers; returns its base URL."""
+            port = free_port()
+            server = subprocess.Popen([reliableq, '--redis', redis_url] + options + ['web'] + web_options
+                                      + ['--http', '127.0.0.1:%d' % port],
+                                      stdout=web_log, stderr=subprocess.STDOUT)
+            processes.append((server, name))
+            url = 'http://127.0.0.1:%d' % port
+            wait_until('%s to answer' % name, lambda: healthy(server, url))
+            return url
+
         options = webdriver.ChromeOptions()
         options.binary_location = '/usr/bin/chromium'
         for argument in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
@@ -512,13 +524,7 @@ def run(reliableq, shots, workdir):
         page.no_alert('the end')
 
         # --read-only: the same pages without a single action button.
-        read_only_port = free_port()
-        read_only = subprocess.Popen([reliableq, '--redis', redis_url, 'web', '--read-only',
-                                      '--http', '127.0.0.1:%d' % read_only_port],
-                                     stdout=web_log, stderr=subprocess.STDOUT)
-        processes.append((read_only, 'reliableq web --read-only'))
-        read_only_base = 'http://127.0.0.1:%d' % read_only_port
-        wait_until('reliableq web --read-only to answer', lambda: healthy(read_only, read_only_base))
+        read_only_base = start_web('reliableq web --read-only', [], ['--read-only'])
         page = Page(driver, read_only_base, shots)
         page.open('#/')
         page.pause()
@@ -532,13 +538,7 @@ def run(reliableq, shots, workdir):
               'layout 1: a group badge is shown')
 
         # A dashboard of a queue group (layout 2) names its group.
-        group_port = free_port()
-        grouped = subprocess.Popen([reliableq, '--redis', redis_url, '--group', 'eu', 'web', '--read-only',
-                                    '--http', '127.0.0.1:%d' % group_port],
-                                   stdout=web_log, stderr=subprocess.STDOUT)
-        processes.append((grouped, 'reliableq web --group eu'))
-        group_base = 'http://127.0.0.1:%d' % group_port
-        wait_until('reliableq web --group eu to answer', lambda: healthy(grouped, group_base))
+        group_base = start_web('reliableq web --group eu', ['--group', 'eu'], ['--read-only'])
         page = Page(driver, group_base, shots)
         page.open('#/')
         badge = page.one('[data-testid=group]', 'group')
