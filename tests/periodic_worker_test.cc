@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -255,3 +256,77 @@ TEST_CASE("periodic: a bad declaration is a usage error naming the job and the f
 }
 
 }  // namespace
+
+namespace {
+
+// The jids RecordJob wrote to `path`, one a line.
+std::set<std::string> RecordedJids(const std::string& path) {
+  std::set<std::string> jids;
+  CommandResult cat = RunCommand({"/bin/cat", path}, std::chrono::seconds(5));
+  std::string::size_type from = 0;
+  while (from < cat.out.size()) {
+    std::string::size_type end = cat.out.find('\n', from);
+    if (end == std::string::npos) end = cat.out.size();
+    if (end > from) jids.insert(cat.out.substr(from, end - from));
+    from = end + 1;
+  }
+  return jids;
+}
+
+}  // namespace
+
+// A tick that cannot be submitted (Redis down, its connections killed) is
+// tried again a second later: the worker reconnects, runs jobs, pushes
+// ticks again and stops on SIGTERM. It used to arm its timer at 0 ms for
+// the overdue tick and never leave libuv's timer phase: 100% CPU, no
+// reconnect, no job, SIGTERM ignored.
+TEST_CASE("periodic: after Redis is gone for a while the worker runs jobs and ticks again") {
+  RedisServer server({"--appendonly", "yes"});
+  char templ[] = "/tmp/rq_periodic_down_XXXXXX";
+  const std::string dir = mkdtemp(templ);
+  const std::string record = dir + "/record";
+  std::vector<std::string> argv = {
+      BuildPath("RELIABLEQ_BIN"), "worker", "--redis", server.Url(), "-r",
+      BuildPath("RELIABLEQ_DEMO_PLUGIN"), "-q", "zq", "-c", "1", "--heartbeat-ttl", "2",
+      "--heartbeat-interval", "0.25", "--periodic",
+      R"(tick={"cron":"* * * * * *","class":"NoopJob","queue":"ptick"})"};
+  ChildProcess worker(argv, {"RELIABLEQ_DEMO_LOG=" + record}, dir + "/worker.log");
+  Result<std::unique_ptr<redis::Connection>> opened = redis::Connection::Create(server.Options());
+  REQUIRE(opened.ok());
+  redis::Connection& redis = **opened;
+  auto ticks = [&]() -> long long {
+    Result<redis::ReplyPtr> reply = redis.Command({"LLEN", "queue:ptick"});
+    return reply.ok() && (*reply)->type == REDIS_REPLY_INTEGER ? (*reply)->integer : -1;
+  };
+  REQUIRE_MESSAGE(WaitUntil([&] { return ticks() >= 1; }, std::chrono::seconds(10)),
+                  worker.Log());
+
+  SUBCASE("Redis killed and started again 3 s later") {
+    server.KillAndRestart(std::chrono::seconds(3));
+  }
+  SUBCASE("its connections killed five times") {
+    for (int i = 0; i < 5; ++i) {
+      REQUIRE(redis.Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).ok());
+      REQUIRE(redis.Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  }
+
+  // The job is pushed by another process, as a Rails app would.
+  CommandResult pushed = RunCommand({BuildPath("RELIABLEQ_BIN"), "push", "RecordJob", R"(["x"])",
+                                     "-q", "zq", "--redis", server.Url(), "--jid",
+                                     "0123456789abcdef01234567"});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  CHECK_MESSAGE(WaitUntil([&] { return RecordedJids(record).count("0123456789abcdef01234567"); },
+                          std::chrono::seconds(10)),
+                worker.Log());
+  const long long before = ticks();
+  CHECK_MESSAGE(WaitUntil([&] { return ticks() > before; }, std::chrono::seconds(5)),
+                worker.Log());
+  worker.Signal(SIGTERM);
+  std::optional<int> status = worker.Wait(std::chrono::seconds(10));
+  CHECK_MESSAGE(status.has_value(), worker.Log());
+  if (status) CHECK(*status == 0);
+  int ignored = std::system(("rm -rf '" + dir + "'").c_str());
+  (void)ignored;
+}

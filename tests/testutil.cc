@@ -140,13 +140,14 @@ void RedisServer::Stop() {
   pid_ = -1;
 }
 
-void RedisServer::KillAndRestart() {
+void RedisServer::KillAndRestart(std::chrono::milliseconds down) {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
   unlink(socket_path_.c_str());
+  std::this_thread::sleep_for(down);
   Start();
 }
 

@@ -48,8 +48,8 @@ class RedisServer {
   RedisOptions Options(int db = 0) const;
 
   // SIGKILLs the server and starts it again on the same socket and dir (so
-  // an AOF, when enabled, is reloaded).
-  void KillAndRestart();
+  // an AOF, when enabled, is reloaded), `down` after the kill.
+  void KillAndRestart(std::chrono::milliseconds down = std::chrono::milliseconds(0));
 
  private:
   void Start();

@@ -122,6 +122,37 @@ TEST_CASE("a timer stopped or closed before its delay never fires") {
   CHECK(loop->Close().ok());
 }
 
+TEST_CASE("a timer its callback starts again at 0 ms lets the loop turn: a signal still arrives") {
+  // A callback that fails at once and tries again "now" (the periodic
+  // scheduler with Redis down) must not hold the loop in its timer phase:
+  // SIGTERM, I/O and the other handles must still run. Bounded: after
+  // kGiveUp calls the callback stops itself, so the old behaviour fails the
+  // counts below rather than hanging.
+  constexpr int kGiveUp = 2000000;
+  std::unique_ptr<EventLoop> loop = NewLoop();
+  int spins = 0;
+  int spins_at_signal = -1;
+  {
+    std::unique_ptr<Timer> spinner;
+    std::unique_ptr<SignalWatch> watch;
+    spinner = std::make_unique<Timer>(*loop, [&] {
+      if (++spins == 1) std::raise(SIGUSR2);
+      if (spins_at_signal < 0 && spins < kGiveUp) spinner->Start(milliseconds(0));
+    });
+    watch = std::make_unique<SignalWatch>(*loop, SIGUSR2, [&](int) {
+      spins_at_signal = spins;
+      watch->Close();
+    });
+    spinner->Start(milliseconds(0));
+    loop->Run();
+  }
+  CHECK(spins_at_signal >= 1);
+  // One loop turn per call: the signal comes within a few turns (each at
+  // least Timer::kMinDelay long), not after the callback gave up.
+  CHECK(spins_at_signal < 100);
+  CHECK(loop->Close().ok());
+}
+
 TEST_CASE("a timer may close or destroy itself inside its own callback") {
   std::unique_ptr<EventLoop> loop = NewLoop();
   int closed_fired = 0;

@@ -295,12 +295,18 @@ void PeriodicScheduler::Arm() {
   int64_t wait = kMaxSleepMillis;
   for (const auto& entry : entries_) {
     if (entry->busy) continue;  // its reply arms the timer again
-    if (entry->retry_soon) wait = std::min<int64_t>(wait, kRetryDelay.count());
+    // A failed call waits out the retry delay whatever it left owed: its
+    // ticks are overdue, and waiting for them would be no wait at all, so
+    // a Redis that refuses every call would be asked again without pause.
+    if (entry->retry_soon) {
+      wait = std::min<int64_t>(wait, kRetryDelay.count());
+      continue;
+    }
     std::optional<int64_t> next = entry->cron.Next(entry->cursor);
     if (!next) continue;
     // A hair after the tick, so that the turn's clock reads it as due.
     auto until = static_cast<int64_t>(std::ceil((static_cast<double>(*next) - now) * 1000.0)) + 1;
-    wait = std::min(wait, std::max<int64_t>(until, 0));
+    wait = std::min(wait, std::max<int64_t>(until, 1));
   }
   timer_.Start(milliseconds(wait));
 }

@@ -41,13 +41,19 @@ Timer::Timer(EventLoop& loop, std::function<void()> on_fire) : handle_(new Handl
 
 void Timer::Start(std::chrono::milliseconds delay, std::chrono::milliseconds repeat) {
   if (handle_ == nullptr) return;
+  // Never due at once: libuv runs the timers whose time is at or before the
+  // loop's cached time in one pass, and a timer its own callback starts
+  // again at 0 ms is due again within that pass, so a callback that keeps
+  // doing so (a call that fails at once, tried again) would hold the loop in
+  // its timer phase for good: no I/O, no signal, no other handle.
+  delay = std::max(delay, kMinDelay);
   uv_timer_start(
       &handle_->uv,
       [](uv_timer_t* t) {
         auto* self = static_cast<Handle*>(t->data);
         if (!self->closed) self->callback();
       },
-      static_cast<uint64_t>(std::max<int64_t>(0, delay.count())),
+      static_cast<uint64_t>(delay.count()),
       static_cast<uint64_t>(std::max<int64_t>(0, repeat.count())));
 }
 

@@ -28,7 +28,13 @@ class Timer {
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
 
-  // (Re)starts: fires after `delay`, then every `repeat` when that is not 0.
+  // The shortest delay Start arms: a shorter one, 0 included, is taken as
+  // this, so that the loop turns (polls I/O, runs signals and other
+  // handles) before the timer fires again.
+  static constexpr std::chrono::milliseconds kMinDelay{1};
+
+  // (Re)starts: fires after `delay` (at least kMinDelay), then every
+  // `repeat` when that is not 0.
   void Start(std::chrono::milliseconds delay,
              std::chrono::milliseconds repeat = std::chrono::milliseconds(0));
   void Stop();
