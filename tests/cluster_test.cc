@@ -159,7 +159,8 @@ TEST_CASE("a cluster Connection goes to the primary of its group's slot, on each
   RedisCluster& cluster = RedisCluster::Shared();
   std::vector<int> primaries = cluster.PrimaryPorts();
   REQUIRE(primaries.size() == 3);
-  for (int port : primaries) {
+  for (size_t i = 0; i < primaries.size(); ++i) {
+    const int port = primaries[i];
     std::string group = cluster.GroupOn(port);
     CAPTURE(group);
     auto connection = OpenGroup(cluster, group);
@@ -171,13 +172,16 @@ TEST_CASE("a cluster Connection goes to the primary of its group's slot, on each
     auto eval = connection->Command({"EVAL", "return redis.call('GET', KEYS[1])", "1", key});
     REQUIRE(eval.ok());
     CHECK(Text(*eval) == "on-" + std::to_string(port));
-    // A key of another slot is refused, never followed.
-    auto other = connection->Command({"GET", "{not-" + group + "}"});
-    if (redis::KeySlot("not-" + group) != redis::KeySlot(group)) {
-      CHECK(other.status().IsInvalidArgument());
-      CHECK(other.status().message().find("a key of slot") != std::string::npos);
-      CHECK(NodeOf(*connection) == cluster.NodeId(port));
-    }
+    // A key another primary serves is refused, never followed. (A key of
+    // another slot on the same primary is served: Redis redirects only to
+    // another node, so the key is taken from the next primary's group.)
+    int elsewhere = primaries[(i + 1) % primaries.size()];
+    std::string other_key = "reliableq:{" + cluster.GroupOn(elsewhere) + "}:queue:default";
+    REQUIRE(cluster.OwnerOf(redis::KeySlot(cluster.GroupOn(elsewhere))) != port);
+    auto other = connection->Command({"GET", other_key});
+    CHECK(other.status().IsInvalidArgument());
+    CHECK(other.status().message().find("a key of slot") != std::string::npos);
+    CHECK(NodeOf(*connection) == cluster.NodeId(port));
   }
   // The slot just below each primary's first one belongs to another
   // primary: a connection for it must not land on its neighbour's.
