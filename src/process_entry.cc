@@ -44,6 +44,10 @@ std::string EncodeProcessEntry(const ProcessEntry& entry) {
   w.StartArray();
   for (int64_t id : entry.clients) w.Int64(id);
   w.EndArray();
+  if (!entry.clients_run.empty()) {
+    w.Key("clients_run");
+    WriteString(w, entry.clients_run);
+  }
   if (entry.beat_client > 0) {
     w.Key("beat_client");
     w.Int64(entry.beat_client);
@@ -66,6 +70,7 @@ bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
   entry->beat_client = 0;
   entry->ttl_ms = 0;
   entry->run_id.clear();
+  entry->clients_run.clear();
   rapidjson::Document doc;
   // Iterative: a record nested absurdly deep must not exhaust the stack.
   doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
@@ -79,6 +84,7 @@ bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry) {
   text("identity", &entry->identity);
   text("hostname", &entry->hostname);
   text("run_id", &entry->run_id);
+  text("clients_run", &entry->clients_run);
   auto positive = [&doc](const char* name, int64_t* out) {
     auto it = doc.FindMember(name);
     if (it != doc.MemberEnd() && it->value.IsInt64() && it->value.GetInt64() > 0) {

@@ -6,8 +6,8 @@
 //
 //   {"identity":"host:123:abcdef012345","hostname":"host","pid":123,
 //    "started_at":1700000000.5,"queues":["critical","default"],
-//    "clients":[17,18],"beat_client":17,"ttl_ms":30000,
-//    "run_id":"<40 hex digits>"}
+//    "clients":[17,18],"clients_run":"<40 hex digits>","beat_client":17,
+//    "ttl_ms":30000,"run_id":"<40 hex digits>"}
 //
 // run_id is not written here: heartbeat.lua adds it (from INFO server) to an
 // entry that names its beat_client, so that it always names the server that
@@ -36,6 +36,12 @@ struct ProcessEntry {
   // janitor kills these before it recovers the process, and takes it for
   // dead at once when none of them exists any more (recovery.h).
   std::vector<int64_t> clients;
+  // The run_id of the server that gave out every id in `clients` (each
+  // connection reads it in its handshake); the process leaves out the ids
+  // of connections made to another run, so that an entry with this field
+  // names no id of a run before a restart. Empty: unknown (not written),
+  // as from an older worker: its ids may belong to an earlier run.
+  std::string clients_run;
   // The CLIENT ID of the connection the beat was sent on, which the beat
   // also stores as the heartbeat key's value; 0: unknown (not written).
   int64_t beat_client = 0;

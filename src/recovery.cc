@@ -27,6 +27,7 @@ struct Entry {
   int64_t beat_client = 0;          // the connection its last beat came on
   int64_t ttl_ms = 0;               // its heartbeat ttl
   std::string run_id;               // the server that stored the entry
+  std::string clients_run;          // the run that gave out every id of `clients`
   std::string json;                 // the entry as read, byte for byte
   bool alive = false;
   DeathEvidence evidence = DeathEvidence::kNone;
@@ -72,23 +73,6 @@ std::vector<ListedClient> ParseClientList(std::string_view text) {
   return out;
 }
 
-// The value of `field` in an INFO reply ("field:value" lines), or empty.
-std::string_view InfoField(std::string_view info, std::string_view field) {
-  size_t at = 0;
-  while (at < info.size()) {
-    size_t end = info.find('\n', at);
-    if (end == std::string_view::npos) end = info.size();
-    std::string_view line = info.substr(at, end - at);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.size() > field.size() && line.substr(0, field.size()) == field &&
-        line[field.size()] == ':') {
-      return line.substr(field.size() + 1);
-    }
-    at = end + 1;
-  }
-  return {};
-}
-
 // What the server says about itself and about the connections the
 // registry entries name, read once per pass.
 struct ServerView {
@@ -101,11 +85,15 @@ struct ServerView {
   // exists any more. Client ids are counted per server run: only ids the
   // process got from this very run say anything (a restart or a failover
   // gives a new run_id, and the entries it loads name ids of another run).
-  // And only once this server has been up longer than the process's ttl:
-  // right after a restart, the live workers have not all reconnected yet.
+  // An entry that says which run gave out all its ids (clients_run, this
+  // one) is judged at once: a live process that reconnected after a restart
+  // publishes no id of the run before it. One that does not say (an older
+  // worker) may still list ids of the run before, which name nobody now or
+  // another client: it is judged only once this server has been up longer
+  // than its ttl, by when a live process has beaten from new connections.
   bool ConnectionsGone(const Entry& entry) const {
     if (!usable || !entry.Judgeable() || entry.run_id != run_id) return false;
-    if (uptime_ms <= entry.ttl_ms) return false;
+    if (entry.clients_run != run_id && uptime_ms <= entry.ttl_ms) return false;
     for (int64_t id : entry.AllClients()) {
       if (connected.count(id) > 0) return false;
     }
@@ -123,8 +111,8 @@ ServerView ReadServerView(const redisReply* info, const redisReply* list) {
     return view;
   }
   std::string_view text = redis::View(info);
-  view.run_id = std::string(InfoField(text, "run_id"));
-  std::string uptime(InfoField(text, "uptime_in_seconds"));
+  view.run_id = std::string(redis::InfoField(text, "run_id"));
+  std::string uptime(redis::InfoField(text, "uptime_in_seconds"));
   char* end = nullptr;
   long long seconds = std::strtoll(uptime.c_str(), &end, 10);
   if (view.run_id.empty() || uptime.empty() || *end != '\0' || seconds < 0) return view;
@@ -286,6 +274,7 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
     entry.beat_client = published.beat_client;
     entry.ttl_ms = published.ttl_ms;
     entry.run_id = std::move(published.run_id);
+    entry.clients_run = std::move(published.clients_run);
     entry.json = std::string(redis::View(flat->element[i + 1]));
     entries.push_back(std::move(entry));
   }

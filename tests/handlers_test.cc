@@ -372,7 +372,6 @@ TEST_CASE_FIXTURE(HandlersFixture, "the example webhook server answers HTTP hand
 TEST_CASE_FIXTURE(HandlersFixture,
                   "SIGKILL of the worker mid-handler: no handler process "
                   "survives, and the job comes back and completes") {
-  WaitForUptimeAbove(1s);
   std::string jid = Push("HoldJob", "[]");
   ChildProcess& worker = StartWorker({"--exec", "HoldJob=" + HoldScript()});
   REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
@@ -444,7 +443,6 @@ TEST_CASE_FIXTURE(HandlersFixture, "TERM past the shutdown timeout with ten hand
 TEST_CASE_FIXTURE(HandlersFixture,
                   "--on-overrun exit: a C++ handler that will not stop ends "
                   "the worker, and the janitor gives its job back") {
-  WaitForUptimeAbove(1s);
   std::string jid = Push("SleepJob", "[1500]");
   ChildProcess& worker = StartWorker({"-r", BuildPath("RELIABLEQ_DEMO_PLUGIN"), "--job-timeout",
                                       "0.3", "--kill-grace", "0.2", "--on-overrun", "exit"});

@@ -448,7 +448,6 @@ TEST_CASE_FIXTURE(Layout2,
   REQUIRE(WaitUntil([&] { return Integer({"LLEN", working}) == 1; }, 10s));
   doomed.Signal(SIGKILL);
   REQUIRE(doomed.Wait(5s).has_value());
-  WaitForUptimeAbove(3s);
   // The rescuer serves another queue, so the job it recovers stays queued.
   ChildProcess& rescuer = StartWorker({"-q", "other"});
   REQUIRE(!IdentityOf(rescuer.pid()).empty());

@@ -147,15 +147,18 @@ TEST_CASE("a registry entry reads back as it was written") {
   entry.beat_client = 17;
   entry.ttl_ms = 30000;
   entry.run_id = "0123456789abcdef0123456789abcdef01234567";
+  entry.clients_run = entry.run_id;
   json = EncodeProcessEntry(entry);
   CHECK(json == R"({"identity":"host:42:abcdef012345","hostname":"host","pid":42,)"
                 R"("started_at":1700000000.500000,"queues":["critical","default"],)"
-                R"("clients":[17,18],"beat_client":17,"ttl_ms":30000,)"
+                R"("clients":[17,18],"clients_run":"0123456789abcdef0123456789abcdef01234567",)"
+                R"("beat_client":17,"ttl_ms":30000,)"
                 R"("run_id":"0123456789abcdef0123456789abcdef01234567"})");
   REQUIRE(DecodeProcessEntry(json, &read));
   CHECK(read.beat_client == 17);
   CHECK(read.ttl_ms == 30000);
   CHECK(read.run_id == entry.run_id);
+  CHECK(read.clients_run == entry.run_id);
   // Values of the wrong kind read as unknown.
   REQUIRE(DecodeProcessEntry(R"({"queues":[],"beat_client":-3,"ttl_ms":"30000","run_id":7})",
                              &read));
@@ -788,6 +791,22 @@ TEST_CASE_FIXTURE(ConnectionsFixture, "connections tell nothing about ids of ano
   REQUIRE(report.ok());
   CHECK(Describe(*report) == Strings{kDead1 + " dead default:1/0", kDead2 + " alive",
                                      kOld + " alive"});
+
+  // kDead2's entry saying that this server run gave out every id it lists
+  // (clients_run) is judged at once, however long its ttl: a live worker
+  // would have published its new connections.
+  ProcessEntry long_ttl = Published(kDead2);
+  REQUIRE(long_ttl.run_id == ServerInfo("run_id"));
+  long_ttl.clients_run = std::string(40, 'e');  // another run's ids: not enough
+  Run({"HSET", keys.Registry(), kDead2, EncodeProcessEntry(long_ttl)});
+  report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead2 + " alive", kOld + " alive"});
+  long_ttl.clients_run = long_ttl.run_id;
+  Run({"HSET", keys.Registry(), kDead2, EncodeProcessEntry(long_ttl)});
+  report = RunRecoveryPass(redis(), config, 1700000100.25);
+  REQUIRE(report.ok());
+  CHECK(Describe(*report) == Strings{kDead2 + " dead default:1/0", kOld + " alive"});
 }
 
 TEST_CASE_FIXTURE(RecoveryFixture, "Recover says an expired heartbeat made a process dead") {

@@ -330,18 +330,6 @@ long long RedisFixture::Integer(const redis::Argv& command) {
 
 bool RedisFixture::Exists(const std::string& key) { return Integer({"EXISTS", key}) == 1; }
 
-void RedisFixture::WaitForUptimeAbove(std::chrono::seconds seconds) {
-  auto uptime = [&]() -> long long {
-    auto info = redis().Command({"INFO", "server"});
-    if (!info.ok()) return -1;
-    std::string text((*info)->str, (*info)->len);
-    size_t at = text.find("uptime_in_seconds:");
-    return at == std::string::npos ? -1 : std::stoll(text.substr(at + 18));
-  };
-  REQUIRE(WaitUntil([&] { return uptime() > seconds.count(); },
-                    seconds + std::chrono::seconds(5)));
-}
-
 std::map<std::string, std::string> RedisFixture::Snapshot() {
   std::map<std::string, std::string> out;
   auto all = redis().Command({"KEYS", "*"});

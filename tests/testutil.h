@@ -141,10 +141,6 @@ class RedisFixture {
   void Run(const redis::Argv& command);
   // DUMP of every key: equal snapshots mean nothing was written.
   std::map<std::string, std::string> Snapshot();
-  // Waits (bounded) until the server has been up longer than `seconds`: a
-  // janitor takes a process for dead by its connections only once the
-  // server has been up longer than the process's heartbeat ttl.
-  void WaitForUptimeAbove(std::chrono::seconds seconds);
 
  private:
   std::unique_ptr<redis::Connection> connection_;

@@ -61,6 +61,7 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
   on_ready_ = std::move(on_ready);
   user_close_ = false;
   client_id_ = 0;
+  run_id_.clear();
   if (options_.tls.enabled && tls_ == nullptr) {
     Result<std::shared_ptr<const TlsContext>> tls = TlsContext::Create(options_.tls);
     if (!tls.ok()) {
@@ -199,11 +200,17 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   for (size_t i = 0; i < kScriptCount; ++i) {
     if (!send({"SCRIPT", "LOAD", kScripts[i].source}, fail_on_error("SCRIPT LOAD")).ok()) return;
   }
-  // The name and id only serve the janitor's fencing of dead workers; a
-  // server whose ACL refuses CLIENT still gets a working connection.
+  // The name, the run and the id only serve the janitor's judgement and
+  // fencing of dead workers; a server whose ACL refuses INFO or CLIENT still
+  // gets a working connection.
   if (!client_name_.empty()) {
     if (!send({"CLIENT", "SETNAME", client_name_}, nullptr).ok()) return;
   }
+  Status asked = send({"INFO", "server"}, [this, attempt](const Status& status, redisReply* reply) {
+    if (AttemptOver(attempt) || !status.ok() || reply->type != REDIS_REPLY_STRING) return;
+    run_id_ = std::string(InfoField(View(reply), "run_id"));
+  });
+  if (!asked.ok()) return;
   send({"CLIENT", "ID"}, [this, attempt](const Status& status, redisReply* reply) {
     if (AttemptOver(attempt)) return;
     if (!status.ok() && status.IsRetryable()) {
@@ -528,6 +535,7 @@ void AsyncConnection::Fail(const Status& why) {
   read_want_ = kReadable;
   state_ = State::kIdle;
   client_id_ = 0;
+  run_id_.clear();
   std::deque<Request> failed;
   failed.swap(pending_);
   std::function<void(const Status&)> on_ready;

@@ -128,6 +128,10 @@ class AsyncConnection {
   bool ready() const { return state_ == State::kReady; }
   // Redis's id for this connection (CLIENT ID); 0 before it is ready.
   int64_t client_id() const { return client_id_; }
+  // The run_id (INFO server) of the server this connection was made to,
+  // read in the handshake: client ids are counted per server run. Empty
+  // before it is ready, and where INFO is refused (an ACL).
+  const std::string& run_id() const { return run_id_; }
   // The id of the last connection that was ready, also after it broke.
   int64_t last_client_id() const { return last_client_id_; }
   // Commands sent and not yet answered.
@@ -253,6 +257,7 @@ class AsyncConnection {
   State state_ = State::kIdle;
   int64_t client_id_ = 0;
   int64_t last_client_id_ = 0;
+  std::string run_id_;
   uv_timer_t* timer_;  // freed in its close callback
   Clock::time_point connect_deadline_;
   std::function<void(const Status&)> on_ready_;

@@ -37,4 +37,20 @@ Result<std::string> ToString(const redisReply* reply) {
   return Status::Protocol(std::string("expected a string reply, got ") + TypeName(reply));
 }
 
+std::string_view InfoField(std::string_view info, std::string_view field) {
+  size_t at = 0;
+  while (at < info.size()) {
+    size_t end = info.find('\n', at);
+    if (end == std::string_view::npos) end = info.size();
+    std::string_view line = info.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > field.size() && line.substr(0, field.size()) == field &&
+        line[field.size()] == ':') {
+      return line.substr(field.size() + 1);
+    }
+    at = end + 1;
+  }
+  return {};
+}
+
 }  // namespace reliableq::redis

@@ -43,6 +43,10 @@ Result<std::string> ToString(const redisReply* reply);
 // For messages: the reply type's name ("array", "nil", ...).
 const char* TypeName(const redisReply* reply);
 
+// The value of `field` in the text of an INFO reply ("field:value" lines),
+// or empty.
+std::string_view InfoField(std::string_view info, std::string_view field);
+
 }  // namespace reliableq::redis
 
 #endif  // RELIABLEQ_REDIS_REPLY_H_

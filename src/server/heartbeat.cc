@@ -135,6 +135,7 @@ void Heartbeat::Beat() {
   // that a stopped-but-alive process cannot move a job into a working list
   // after its registration is gone.
   entry.clients = snapshot.clients;
+  entry.clients_run = snapshot.clients_run;
   // The connection this beat goes out on: heartbeat.lua stores its id as the
   // heartbeat key's value, and a janitor that sees all our connections gone
   // deletes the key only while it still holds this id (drop_heartbeat.lua),

@@ -38,6 +38,7 @@ struct BeatSnapshot {
   // namespace added (the registry entry must name each working list).
   std::vector<std::string> queues;
   std::vector<int64_t> clients;  // ids of the connections that may move jobs
+  std::string clients_run;       // the server run that gave out all of them
   std::vector<RunningJob> running;
   bool quiet = false;
 };

@@ -87,6 +87,7 @@ class IdleFetch {
   // Queues were added (a namespace's): they get their channels.
   void QueuesChanged() { listener_->QueuesChanged(); }
   int64_t client_id() const { return listener_->client_id(); }
+  const std::string& run_id() const { return listener_->run_id(); }
 
  private:
   void Enter();

@@ -107,8 +107,17 @@ void ServerImpl::ScheduleReconnect() {
 
 BeatSnapshot ServerImpl::Snapshot() const {
   BeatSnapshot snapshot;
+  // The beat goes out on the command connection, so its run is the run of
+  // the server that will store the entry. The wake-up connection's id is
+  // published only when it was given out by that run too: right after a
+  // restart it may not have noticed yet, and its id of the old run may name
+  // another client now (reliableq-schema(7), DEAD PROCESSES).
+  const std::string& run = command_->run_id();
   if (command_->client_id() != 0) snapshot.clients.push_back(command_->client_id());
-  if (idle_fetch_->client_id() != 0) snapshot.clients.push_back(idle_fetch_->client_id());
+  if (idle_fetch_->client_id() != 0 && !run.empty() && idle_fetch_->run_id() == run) {
+    snapshot.clients.push_back(idle_fetch_->client_id());
+  }
+  if (!snapshot.clients.empty()) snapshot.clients_run = run;
   snapshot.running = pool_->Running();
   if (!queues_.namespaces().empty()) snapshot.queues = queues_.names();
   snapshot.quiet = phase_ != Phase::kStarting && phase_ != Phase::kRunning;

@@ -87,6 +87,7 @@ class WakeListener {
   // the command timeout (a subscriber otherwise waits with nothing pending).
   void Ping();
   int64_t client_id() const { return connection_->client_id(); }
+  const std::string& run_id() const { return connection_->run_id(); }
 
  private:
   void Connect();
