@@ -67,8 +67,8 @@ class AdminImpl final : public Admin {
   Result<int64_t> ClearQueue(std::string_view name) override;
 
   // admin_queues.cc
-  Result<bool> PauseQueue(std::string_view name) override;
-  Result<bool> ResumeQueue(std::string_view name) override;
+  Result<PauseChange> PauseQueue(std::string_view name, PauseOptions options) override;
+  Result<PauseChange> ResumeQueue(std::string_view name) override;
   // Marks the paused queues of `queues` (sorted by name) and adds, in
   // order, the paused names it lacks (size 0): a paused queue is listed
   // even while the queues set does not name it.
@@ -98,6 +98,13 @@ class AdminImpl final : public Admin {
   Result<RedisServerInfo> ServerInfo() override;
 
  private:
+  // OK when `name` is a known queue: named in `queues` or holding a job
+  // (ClearQueue's test), or paused; otherwise kNotFound naming the close
+  // names among those of `queues` and `paused`.
+  Status CheckKnown(std::string_view name);
+  // SADD (pause) or SREM of `name` in `paused`, then the message on
+  // Keys::WakePaused().
+  Result<PauseChange> ChangePause(std::string_view name, bool pause);
   // Members [offset, offset + count) of `set` in its display order.
   Result<std::vector<SetEntry>> Range(JobSet set, int64_t offset, int64_t count);
   // One retry_now.lua call for `entries` (all valid).

@@ -79,6 +79,11 @@ class Keys {
     return prefix_ + "wake:queue:" + std::string(queue);
   }
   std::string WakeScheduled() const { return prefix_ + "wake:scheduled"; }
+  // Where `reliableq queue pause|resume` (Admin::PauseQueue, ResumeQueue)
+  // publishes "pause <q>" or "resume <q>" after changing Paused(): every
+  // worker's wake-up connection listens, so a pause reaches live workers at
+  // once rather than at their next heartbeat.
+  std::string WakePaused() const { return prefix_ + "wake:paused"; }
   // SET of the names of paused queues: workers take no job from them
   // (`reliableq queue pause`).
   std::string Paused() const { return prefix_ + "paused"; }

@@ -638,14 +638,14 @@ TEST_CASE_FIXTURE(AdminFixture, "KillAll empties retry into dead in batches") {
 TEST_CASE_FIXTURE(AdminFixture, "PauseQueue and ResumeQueue keep the paused set that lists show") {
   Run({"SADD", "queues", "mail", "default"});
   Run({"LPUSH", "queue:mail", R"({"class":"A","args":[]})"});
-  Result<bool> paused = admin().PauseQueue("mail");
+  Result<PauseChange> paused = admin().PauseQueue("mail", {});
   REQUIRE(paused.ok());
-  CHECK(*paused);
-  paused = admin().PauseQueue("mail");
+  CHECK(paused->changed);
+  paused = admin().PauseQueue("mail", {});
   REQUIRE(paused.ok());
-  CHECK_FALSE(*paused);
-  // A queue with no job yet may be paused ahead of it.
-  REQUIRE(admin().PauseQueue("later").ok());
+  CHECK_FALSE(paused->changed);
+  // A queue with no job yet may be paused ahead of it, when that is meant.
+  REQUIRE(admin().PauseQueue("later", {.allow_unknown = true}).ok());
   CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"later", "mail"});
   // Pausing never touches the jobs or the queues set.
   CHECK(LRange("queue:mail").size() == 1);
@@ -671,26 +671,78 @@ TEST_CASE_FIXTURE(AdminFixture, "PauseQueue and ResumeQueue keep the paused set 
   REQUIRE(page.ok());
   CHECK(page->stats.paused);
 
-  Result<bool> resumed = admin().ResumeQueue("mail");
+  Result<PauseChange> resumed = admin().ResumeQueue("mail");
   REQUIRE(resumed.ok());
-  CHECK(*resumed);
+  CHECK(resumed->changed);
   resumed = admin().ResumeQueue("mail");
   REQUIRE(resumed.ok());
-  CHECK_FALSE(*resumed);
+  CHECK_FALSE(resumed->changed);
   CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"later"});
   page = admin().ListQueue("mail", 0, 10);
   REQUIRE(page.ok());
   CHECK_FALSE(page->stats.paused);
 
-  CHECK(admin().PauseQueue("").status().IsInvalidArgument());
+  CHECK(admin().PauseQueue("", {}).status().IsInvalidArgument());
   CHECK(admin().ResumeQueue("").status().IsInvalidArgument());
   // The set's key holding another type is an error naming it, not a pause.
   Run({"DEL", Keys().Paused()});
   Run({"SET", Keys().Paused(), "x"});
-  Result<bool> broken = admin().PauseQueue("mail");
+  Result<PauseChange> broken = admin().PauseQueue("mail", {.allow_unknown = true});
   REQUIRE_FALSE(broken.ok());
   CHECK(broken.status().message().find("WRONGTYPE") != std::string::npos);
   CHECK_FALSE(admin().ListQueues().ok());
+}
+
+TEST_CASE_FIXTURE(AdminFixture, "PauseQueue refuses a queue it does not know, naming close ones") {
+  Run({"SADD", "queues", "critical", "mailers", "reports"});
+  Run({"LPUSH", "queue:imports", R"({"class":"A","args":[]})"});  // a job, not in queues
+  Run({"SADD", Keys().Paused(), "nightly"});                          // paused ahead
+
+  // A typo: refused, nothing written, nothing published.
+  Result<PauseChange> typo = admin().PauseQueue("critcal", {});
+  REQUIRE(typo.status().IsNotFound());
+  CHECK(typo.status().message() == "no queue named 'critcal' (did you mean 'critical'?)");
+  CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"nightly"});
+  // Case and swapped letters count as typos; several close names, nearest
+  // first; none close, none named.
+  CHECK(admin().PauseQueue("Mailres", {}).status().message() ==
+        "no queue named 'Mailres' (did you mean 'mailers'?)");
+  Run({"SADD", "queues", "report", "reports2"});
+  CHECK(admin().PauseQueue("reportz", {}).status().message() ==
+        "no queue named 'reportz' (did you mean 'report', 'reports' or 'reports2'?)");
+  CHECK(admin().PauseQueue("zzz", {}).status().message() == "no queue named 'zzz'");
+  CHECK(admin().PauseQueue("nightlx", {}).status().message() ==
+        "no queue named 'nightlx' (did you mean 'nightly'?)");
+
+  // Known, as ClearQueue knows a queue (named in queues, or holding a
+  // job), or paused already.
+  CHECK(admin().PauseQueue("critical", {})->changed);
+  CHECK(admin().PauseQueue("imports", {})->changed);
+  CHECK_FALSE(admin().PauseQueue("nightly", {})->changed);
+  // Meant: paused ahead of its first job.
+  CHECK(admin().PauseQueue("critcal", {.allow_unknown = true})->changed);
+  CHECK(SMembers(Keys().Paused()) ==
+        std::vector<std::string>{"critcal", "critical", "imports", "nightly"});
+  // Resume takes any name (one not paused changes nothing).
+  CHECK_FALSE(admin().ResumeQueue("nosuch")->changed);
+}
+
+TEST_CASE_FIXTURE(AdminFixture, "PauseQueue and ResumeQueue tell the workers' wake-up channel") {
+  Run({"SADD", "queues", "mail"});
+  // A subscriber as a worker's wake-up connection is: it counts, and it
+  // receives the change (QueuePauses reads "pause <q>" and "resume <q>").
+  Subscription worker(server().socket_path(), Keys().WakePaused(), Subscription::Kind::kChannel);
+  Result<PauseChange> paused = admin().PauseQueue("mail", {});
+  REQUIRE(paused.ok());
+  CHECK(paused->workers_told == 1);
+  CHECK(admin().ResumeQueue("mail")->workers_told == 1);
+  // Refused: nothing published.
+  CHECK(admin().PauseQueue("mial", {}).status().IsNotFound());
+  Run({"PUBLISH", Keys().WakePaused(), "marker"});
+  std::vector<Subscription::Message> heard = worker.Until("marker");
+  REQUIRE(heard.size() == 2);
+  CHECK(heard[0].payload == "pause mail");
+  CHECK(heard[1].payload == "resume mail");
 }
 
 TEST_CASE_FIXTURE(AdminFixture, "ListQueues and ClearQueue are Sidekiq's Queue.all and clear") {

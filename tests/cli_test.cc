@@ -672,6 +672,8 @@ TEST_CASE("the job-set and queue verbs refuse bad command lines") {
       {{"queue", "resume", "a", "b"}, "unexpected argument 'b'"},
       {{"queue", "pause", ""}, "the queue name is empty"},
       {{"queue", "pause", "a", "--yes"}, "--yes is only for clear"},
+      {{"queue", "resume", "a", "--force"}, "--force is only for pause"},
+      {{"queue", "clear", "a", "--yes", "--force"}, "--force is only for pause"},
       {{"queue", "clear"}, "clear needs a queue NAME"},
       {{"queue", "clear", "a", "b", "--yes"}, "unexpected argument 'b'"},
       {{"queue", "clear", "", "--yes"}, "the queue name is empty"},
@@ -870,7 +872,9 @@ TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes on
   // pause and resume: the state column, and the JSON flag.
   Outcome paused = RunCli(With({"queue", "pause", "mail"}, server().Url()));
   REQUIRE(paused.exit_code == 0);
-  CHECK(paused.out == "queue mail paused: workers take no new job from it\n");
+  CHECK(paused.out ==
+        "queue mail paused: no live worker told at once; each worker applies it within one "
+        "heartbeat (5 s by default)\n");
   CHECK(RunCli(With({"queue", "pause", "mail"}, server().Url())).out ==
         "queue mail was already paused\n");
   text = RunCli(With({"queues"}, server().Url()));
@@ -879,7 +883,9 @@ TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes on
   CHECK(text.out.find("  paused\n") != std::string::npos);
   CHECK(ParseJson(RunCli(With({"stats", "--json"}, server().Url())).out)["queues"][1]["paused"]
             .IsTrue());
-  CHECK(RunCli(With({"queue", "resume", "mail"}, server().Url())).out == "queue mail resumed\n");
+  CHECK(RunCli(With({"queue", "resume", "mail"}, server().Url())).out ==
+        "queue mail resumed: no live worker told at once; each worker applies it within one "
+        "heartbeat (5 s by default)\n");
   CHECK(RunCli(With({"queue", "resume", "mail"}, server().Url())).out ==
         "queue mail was not paused\n");
   CHECK(RunCli(With({"queues"}, server().Url())).out.find("paused") == std::string::npos);
@@ -898,6 +904,26 @@ TEST_CASE_FIXTURE(RedisFixture, "queues lists the queues; queue clear deletes on
   CHECK(RunCli(With({"queues"}, server().Url())).out.find("mail") == std::string::npos);
   REQUIRE(RunCli(With({"queue", "clear", "default", "--yes"}, server().Url())).exit_code == 0);
   CHECK(RunCli(With({"queues"}, server().Url())).out == "no queues\n");
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "queue pause refuses a queue it does not know unless --force") {
+  REQUIRE(RunCli(With({"push", "A", "-q", "critical"}, server().Url())).exit_code == 0);
+  // A typo in an incident: refused, naming the queue meant; nothing paused.
+  Outcome typo = RunCli(With({"queue", "pause", "critcal"}, server().Url()));
+  CHECK(typo.exit_code == 1);
+  CHECK(typo.out.empty());
+  CHECK(typo.err ==
+        "reliableq: Not found: no queue named 'critcal' (did you mean 'critical'?); add --force "
+        "to pause it ahead of its first job\n");
+  CHECK_FALSE(Exists("reliableq:paused"));
+  // Meant (ahead of a deploy): --force pauses it.
+  Outcome ahead = RunCli(With({"queue", "pause", "nightly", "--force"}, server().Url()));
+  CHECK(ahead.exit_code == 0);
+  CHECK(ahead.out.rfind("queue nightly paused: ", 0) == 0);
+  CHECK(SMembers("reliableq:paused") == std::vector<std::string>{"nightly"});
+  // Known now (paused): no --force needed again.
+  CHECK(RunCli(With({"queue", "pause", "nightly"}, server().Url())).out ==
+        "queue nightly was already paused\n");
 }
 
 // True when `text` is lines of inert UTF-8: no byte below 0x20 but the

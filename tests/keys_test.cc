@@ -40,6 +40,7 @@ TEST_CASE("reliableq's own keys carry the prefix") {
   CHECK(keys.PeriodicTicks("n") == "reliableq:periodic:n:ticks");
   CHECK(keys.Schema() == "reliableq:schema");
   CHECK(keys.WakeQueue("q") == "reliableq:wake:queue:q");
+  CHECK(keys.WakePaused() == "reliableq:wake:paused");
   CHECK(keys.ClientName("h 1") == "reliableq:h_1");
   CHECK(keys.prefix() == "reliableq:");
   CHECK(Keys("app1:").Registry() == "app1:registry");
@@ -72,6 +73,7 @@ TEST_CASE("layout 2 puts every key of a group, Sidekiq's included, under P{G}:")
   CHECK(keys.Unique("k") == "rq:{eu-1}:unique:k");
   CHECK(keys.WakeQueue("q") == "rq:{eu-1}:wake:queue:q");
   CHECK(keys.WakeScheduled() == "rq:{eu-1}:wake:scheduled");
+  CHECK(keys.WakePaused() == "rq:{eu-1}:wake:paused");
   CHECK(keys.Schema() == "rq:{eu-1}:schema");
   // The directory is the one key outside the group (its own slot).
   CHECK(keys.Groups() == "rq:groups");

@@ -27,6 +27,7 @@
 #include "backtrace_decode.h"
 #include "keys.h"
 #include "log_capture.h"
+#include "process.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
 #include "running_server.h"
@@ -193,8 +194,9 @@ TEST_CASE_FIXTURE(RedisFixture, "a paused queue is not fetched from; its running
   auto admin = Admin::Open(options());
   REQUIRE(admin.ok());
   auto client = OpenClient(options());
-  // Paused before the worker starts: never fetched from, not even once.
-  REQUIRE((*admin)->PauseQueue("held").ok());
+  // Paused before the worker starts, and before its first job: never
+  // fetched from, not even once.
+  REQUIRE((*admin)->PauseQueue("held", {.allow_unknown = true}).ok());
   std::set<std::string> held;
   for (int i = 0; i < 3; ++i) held.insert(PushJob(*client, "Run", "[]", "held"));
   auto ran = std::make_shared<std::vector<std::string>>();
@@ -232,8 +234,7 @@ TEST_CASE_FIXTURE(RedisFixture, "a paused queue is not fetched from; its running
   // next push waits in the queue.
   PushJob(*client, "Slow", "[]", "held");
   REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
-  REQUIRE((*admin)->PauseQueue("held").ok());
-  std::this_thread::sleep_for(450ms);  // two beats: the pause is read
+  REQUIRE((*admin)->PauseQueue("held", {}).ok());
   std::string waiting = PushJob(*client, "Run", "[]", "held");
   gate->Open();
   REQUIRE(WaitUntil([&] { return Integer({"GET", "stat:processed"}) == 7; }));
@@ -252,6 +253,124 @@ long long Subscribers(RedisFixture& fixture, const std::string& channel) {
   REQUIRE(reply.ok());
   REQUIRE((*reply)->elements == 2);
   return (*reply)->element[1]->integer;
+}
+
+// A worker whose heartbeats are far apart (30 s; 5 s by default): what
+// reaches it within seconds cannot be the heartbeat's read of the paused set.
+ServerOptions SlowBeatOptions(const RedisOptions& redis) {
+  ServerOptions options = FastOptions(redis);
+  options.heartbeat_interval = 30000ms;
+  options.heartbeat_ttl = 60000ms;
+  return options;
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "queue pause reaches idle workers at once: jobs pushed right after "
+                                "it returns do not start") {
+  auto client = OpenClient(options());
+  auto mu = std::make_shared<std::mutex>();
+  auto mailed = std::make_shared<std::vector<std::string>>();
+  auto marks = std::make_shared<std::atomic<int>>(0);
+  auto registry = [&] {
+    HandlerRegistry r;
+    r.Register("Mail", [mu, mailed](const JobView& job) {
+      std::lock_guard<std::mutex> lock(*mu);
+      mailed->push_back(std::string(job.jid()));
+    });
+    r.Register("Mark", [marks](const JobView&) { ++*marks; });
+    return r;
+  };
+  auto mailed_count = [mu, mailed] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return mailed->size();
+  };
+  ServerOptions opts = SlowBeatOptions(options());
+  opts.queues = {{"mailers", 0}, {"other", 0}};
+  RunningServer first(opts, registry());
+  RunningServer second(opts, registry());
+  PushJob(*client, "Mail", "[]", "mailers");
+  REQUIRE(WaitUntil([&] { return mailed_count() == 1; }));
+  Keys keys;
+  REQUIRE(WaitUntil([&] { return Subscribers(*this, keys.WakePaused()) == 2; }));
+
+  // As an operator does it in an incident: the command, then (here at
+  // once) the pushes of the application.
+  CommandResult paused =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "queue", "pause", "mailers", "--redis", server().Url()});
+  auto returned = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) PushJob(*client, "Mail", "[]", "mailers");
+  PushJob(*client, "Mark", "[]", "other");
+  CHECK(paused.exit_code == 0);
+  CHECK(paused.out ==
+        "queue mailers paused: 2 live workers told at once; any other applies it within one "
+        "heartbeat (5 s by default)\n");
+  // The workers run the other queue's job meanwhile: they are not stuck.
+  REQUIRE(WaitUntil([&] { return marks->load() == 1; }, 2000ms));
+  std::this_thread::sleep_for(300ms);
+  CHECK(mailed_count() == 1);
+  CHECK(LRange("queue:mailers").size() == 20);
+  // Well below the heartbeat interval, which the pause used to wait for.
+  CHECK(std::chrono::steady_clock::now() - returned < 3000ms);
+
+  // Resume reaches them as fast: every job runs, long before a heartbeat.
+  CommandResult resumed = RunCommand(
+      {BuildPath("RELIABLEQ_BIN"), "queue", "resume", "mailers", "--redis", server().Url()});
+  auto resumed_at = std::chrono::steady_clock::now();
+  CHECK(resumed.out.rfind("queue mailers resumed: 2 live workers told at once;", 0) == 0);
+  REQUIRE(WaitUntil([&] { return mailed_count() == 21; }, 3000ms));
+  CHECK(std::chrono::steady_clock::now() - resumed_at < 3000ms);
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "a pause reaches a busy worker at once: its running job finishes, "
+                                "its fetched job not started goes back to the head of the queue") {
+  auto admin = Admin::Open(options());
+  REQUIRE(admin.ok());
+  auto client = OpenClient(options());
+  auto mu = std::make_shared<std::mutex>();
+  auto ran = std::make_shared<std::vector<std::string>>();
+  auto gate = std::make_shared<Gate>();
+  HandlerRegistry registry;
+  registry.Register("Slow", [gate](const JobView&) { gate->Wait(); });
+  registry.Register("Run", [mu, ran](const JobView& job) {
+    std::lock_guard<std::mutex> lock(*mu);
+    ran->push_back(std::string(job.jid()));
+  });
+  auto ran_jids = [mu, ran] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return *ran;
+  };
+  ServerOptions opts = SlowBeatOptions(options());
+  opts.concurrency = 1;  // one thread: a second job fetched waits, not started
+  opts.queues = {{"mailers", 0}};
+  RunningServer server(opts, std::move(registry));
+  Keys keys;
+  std::string working = keys.Working(server.identity(), "mailers");
+  PushJob(*client, "Slow", "[]", "mailers");
+  REQUIRE(WaitUntil([&] { return gate->waiting.load() == 1; }));
+  std::string fetched = PushJob(*client, "Run", "[]", "mailers");
+  REQUIRE(WaitUntil([&] { return LRange(working).size() == 2; }));  // its prefetch
+  CHECK_FALSE(Exists("queue:mailers"));
+
+  Result<PauseChange> paused = (*admin)->PauseQueue("mailers", {});
+  REQUIRE(paused.ok());
+  CHECK(paused->workers_told == 1);
+  std::string pushed = PushJob(*client, "Run", "[]", "mailers");
+  // Handed back at once, to the head (the right end, taken next).
+  REQUIRE(WaitUntil([&] { return LRange("queue:mailers").size() == 2; }, 3000ms));
+  std::vector<std::string> queue = LRange("queue:mailers");
+  CHECK(queue[1].find(fetched) != std::string::npos);
+  CHECK(queue[0].find(pushed) != std::string::npos);
+  CHECK(LRange(working).size() == 1);  // the running job's
+  // The running job runs to the end and is acknowledged; nothing else starts.
+  gate->Open();
+  REQUIRE(WaitUntil([&] { return Get("stat:processed") == "1"; }));
+  std::this_thread::sleep_for(300ms);
+  CHECK(ran_jids().empty());
+  CHECK(LRange(working).empty());
+
+  // Resumed: in queue order, the handed-back job first.
+  REQUIRE((*admin)->ResumeQueue("mailers").ok());
+  REQUIRE(WaitUntil([&] { return ran_jids().size() == 2; }, 3000ms));
+  CHECK(ran_jids() == std::vector<std::string>{fetched, pushed});
 }
 
 // How many connections carry the worker's client name.

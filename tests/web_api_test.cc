@@ -379,8 +379,12 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
   CHECK(Act("/api/queue/clear", R"({"name":"critical"})")["cleared"].GetInt64() == 1);
   CHECK(!Exists("queue:critical"));
 
-  CHECK(Act("/api/queue/pause", R"({"name":"default"})")["changed"].IsTrue());
+  rapidjson::Document paused = Act("/api/queue/pause", R"({"name":"default"})");
+  CHECK(paused["changed"].IsTrue());
+  CHECK(paused["workers_told"].GetInt64() == 0);  // no worker runs here
   CHECK(Act("/api/queue/pause", R"({"name":"default"})")["changed"].IsFalse());
+  // A queue that is not known is refused, as by the CLI without --force.
+  Act("/api/queue/pause", R"({"name":"defualt"})", 404);
   CHECK(SMembers(Keys().Paused()) == std::vector<std::string>{"default"});
   rapidjson::Document listed = GetJson("/api/queues");
   bool marked = false;
@@ -405,7 +409,7 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
   // Every action left an audit entry, newest first, with who (the client
   // address, as there is no authentication) and a log line.
   rapidjson::Document audit = GetJson("/api/audit");
-  REQUIRE(audit["entries"].Size() == 8);
+  REQUIRE(audit["entries"].Size() == 9);
   std::vector<std::string> actions;
   for (const auto& entry : audit["entries"].GetArray()) {
     actions.push_back(entry["action"].GetString());
@@ -414,8 +418,8 @@ TEST_CASE_FIXTURE(WebFixture, "quiet, stop, clear and recover now") {
     CHECK(entry["target"].IsString());
     CHECK(entry["result"].IsString());
   }
-  CHECK(actions == std::vector<std::string>{"recover", "resume", "pause", "pause", "clear", "stop",
-                                            "stop", "quiet"});
+  CHECK(actions == std::vector<std::string>{"recover", "resume", "pause", "pause", "pause", "clear",
+                                            "stop", "stop", "quiet"});
   CHECK(Contains(Log(), R"("action":"clear","target":"critical")"));
 }
 

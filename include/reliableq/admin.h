@@ -42,8 +42,31 @@ struct QueueStats {
   int64_t size = 0;
   // Seconds since the oldest job was enqueued (0 for an empty queue or one
   // whose oldest job has no usable enqueued_at).
-  double latency = 0;  // In the `paused` set (PauseQueue): workers take no new job from it.
+  double latency = 0;
+  // In the `paused` set (PauseQueue): workers take no new job from it.
   bool paused = false;
+};
+
+// PauseQueue's choices.
+struct PauseOptions {
+  // Pause a queue that is not known: one neither named in `queues`, nor
+  // holding a job, nor paused already (a queue to be, paused ahead of the
+  // deploy that brings its first job). Off, such a name is refused, as a
+  // typo would be (`reliableq queue pause --force`).
+  bool allow_unknown = false;
+};
+
+// What PauseQueue and ResumeQueue did.
+struct PauseChange {
+  // Pause: the queue was not paused before. Resume: it was.
+  bool changed = false;
+  // The workers told at once: the subscribers that received the message
+  // (PUBLISH's reply), each the wake-up connection of a live worker, idle
+  // or busy, whether or not it serves the queue. On Redis Cluster only
+  // those connected to the node that took the PUBLISH are counted (the
+  // others receive it as well). A worker not told (its wake-up connection
+  // was down) applies the change at its next heartbeat.
+  int64_t workers_told = 0;
 };
 
 // One limiter of the `limits` hash, as the workers declared it (ListLimits;
@@ -396,18 +419,23 @@ class Admin {
   // kInvalidArgument for an empty name.
   virtual Result<int64_t> ClearQueue(std::string_view name) = 0;
 
-  // Pauses queue `name`: every worker stops taking jobs from it within one
-  // heartbeat interval (ServerOptions::heartbeat_interval) and runs the
-  // jobs it already took; pushes still go into the queue. Stored in Redis
-  // (SADD to the `paused` set, with the prefix), so it holds for workers
-  // that start later, until ResumeQueue. A name no queue has yet may be
-  // paused ahead of its first job. True when it was not paused before.
-  // kInvalidArgument for an empty name.
-  virtual Result<bool> PauseQueue(std::string_view name) = 0;
-  // Undoes PauseQueue (SREM), and publishes the queue's wake-up signal so
-  // that idle workers look at it at once; they fetch from it as soon as
-  // their next heartbeat has read the change. True when it was paused.
-  virtual Result<bool> ResumeQueue(std::string_view name) = 0;
+  // Pauses queue `name`: SADD to the `paused` set (with the prefix), then
+  // "pause <name>" published on the workers' wake-up channel `wake:paused`.
+  // A worker that receives it, idle or busy, sends no fetch naming the
+  // queue from then on, and gives the jobs of the queue it fetched but has
+  // not started back to the head of the queue (in their order); the jobs it
+  // runs run to the end, and pushes still go into the queue. A worker the
+  // message does not reach applies the pause at its next heartbeat
+  // (ServerOptions::heartbeat_interval). Kept in Redis, so it holds for
+  // workers that start later, until ResumeQueue.
+  // kNotFound, with nothing written, for a queue that is not known
+  // (PauseOptions::allow_unknown), its message naming the known queues
+  // whose names are close; kInvalidArgument for an empty name.
+  virtual Result<PauseChange> PauseQueue(std::string_view name, PauseOptions options) = 0;
+  // Undoes PauseQueue (SREM), and publishes "resume <name>" the same way:
+  // a worker told fetches from the queue at once, and any other at its next
+  // heartbeat. Any name is accepted (one not paused changes nothing).
+  virtual Result<PauseChange> ResumeQueue(std::string_view name) = 0;
 
   // --- Limits ---
 

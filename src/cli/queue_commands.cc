@@ -35,7 +35,7 @@ constexpr std::string_view kQueuesHelp =
 
 constexpr std::string_view kQueueHelp =
     "usage: reliableq queue clear NAME --yes\n"
-    "       reliableq queue pause NAME\n"
+    "       reliableq queue pause NAME [--force]\n"
     "       reliableq queue resume NAME\n"
     "\n"
     "clear deletes every job waiting in queue NAME and removes NAME from the\n"
@@ -44,14 +44,20 @@ constexpr std::string_view kQueueHelp =
     "finish, or are given back to the queue if their worker dies. A queue that does\n"
     "not exist is an error (exit status 1).\n"
     "\n"
-    "pause stops every worker taking jobs from queue NAME within one heartbeat\n"
-    "interval; jobs already taken run to the end, and pushes still go into the\n"
-    "queue. The pause is kept in Redis (it holds for workers started later) until\n"
-    "resume. A queue may be paused before it has any job.\n"
+    "pause stops every worker taking jobs from queue NAME: each live worker is told\n"
+    "at once, idle or busy, and any other applies it at its next heartbeat (5 s by\n"
+    "default); the command says how many were told. Jobs already running run to\n"
+    "the end; jobs a worker fetched ahead and has not started go back to the head\n"
+    "of the queue; pushes still go into the queue. The pause is kept in Redis (it\n"
+    "holds for workers started later) until resume. A queue that is not known\n"
+    "(not in the queues set, holding no job, not paused) is refused (exit status\n"
+    "1), as a typo would be, unless --force.\n"
     "\n"
     "Options:\n"
     "      --yes            confirm a clear; without it nothing is deleted (usage\n"
-    "                       error)\n";
+    "                       error)\n"
+    "      --force          pause a queue that is not known yet (ahead of the\n"
+    "                       deploy that brings its first job)\n";
 
 std::string QueuesJson(const std::vector<QueueStats>& queues) {
   rapidjson::StringBuffer buffer;
@@ -87,14 +93,31 @@ int RunClear(Admin& admin, const std::string& name) {
   return kExitOk;
 }
 
-int RunPause(Admin& admin, const std::string& name, bool pause) {
-  Result<bool> changed = pause ? admin.PauseQueue(name) : admin.ResumeQueue(name);
-  if (!changed.ok()) return RuntimeError(changed.status());
+// How far a pause or resume reached at once, and when it reaches the rest.
+std::string Reach(const PauseChange& change, bool cluster) {
+  int64_t told = change.workers_told;
+  std::string text = told == 0   ? "no live worker told at once"
+                     : told == 1 ? "1 live worker told at once"
+                                 : std::to_string(told) + " live workers told at once";
+  if (cluster) text += " on the node that took it (Redis Cluster counts no other node's)";
+  return text + (told == 0 && !cluster ? "; each worker" : "; any other") +
+         " applies it within one heartbeat (5 s by default)";
+}
+
+int RunPause(Admin& admin, const std::string& name, const ParsedArgs& args, bool cluster) {
+  bool pause = args.positionals()[0] == "pause";
+  Result<PauseChange> change = pause ? admin.PauseQueue(name, {.allow_unknown = args.Has("force")})
+                                     : admin.ResumeQueue(name);
+  if (!change.ok()) {
+    if (!change.status().IsNotFound()) return RuntimeError(change.status());
+    return RuntimeError(Status::NotFound(change.status().message() +
+                                         "; add --force to pause it ahead of its first job"));
+  }
   std::string text = "queue " + Escaped(name);
   if (pause) {
-    text += *changed ? " paused: workers take no new job from it\n" : " was already paused\n";
+    text += change->changed ? " paused: " + Reach(*change, cluster) + "\n" : " was already paused\n";
   } else {
-    text += *changed ? " resumed\n" : " was not paused\n";
+    text += change->changed ? " resumed: " + Reach(*change, cluster) + "\n" : " was not paused\n";
   }
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;
@@ -118,13 +141,16 @@ int RunQueue(const ParsedArgs& args) {
   if (verb != "clear" && args.Has("yes")) {
     return UsageError(kQueueVerb, "--yes is only for clear");
   }
+  if (verb != "pause" && args.Has("force")) {
+    return UsageError(kQueueVerb, "--force is only for pause");
+  }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kQueueVerb, redis.status().message());
   Result<std::unique_ptr<Admin>> admin =
       Admin::Open(*redis, {.prefix = PrefixFromArgs(args), .clock = nullptr});
   if (!admin.ok()) return RuntimeError(admin.status());
   if (verb == "clear") return RunClear(**admin, name);
-  return RunPause(**admin, name, verb == "pause");
+  return RunPause(**admin, name, args, !redis->cluster.seeds.empty());
 }
 
 }  // namespace
@@ -145,7 +171,7 @@ const Command& QueueCommand() {
       .name = kQueueVerb,
       .summary = "clear a queue, or pause and resume it (clear|pause|resume NAME)",
       .help = kQueueHelp,
-      .options = {{.name = "yes"}},
+      .options = {{.name = "yes"}, {.name = "force"}},
       .run = RunQueue,
   };
   return command;

@@ -35,7 +35,8 @@ IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
                              for (uint32_t q = 0; q < queues_.published(); ++q) MarkWoken(q);
                              if (idle_) FetchWoken();
                            },
-                           [this] { hooks_.on_connected(); }});
+                           [this] { hooks_.on_connected(); },
+                           [this](std::string_view message) { hooks_.on_pauses(message); }});
 }
 
 void IdleFetch::Start() { listener_->Start(); }

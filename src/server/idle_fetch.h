@@ -50,6 +50,8 @@ class IdleFetch {
     std::function<void(std::string_view score)> on_scheduled;
     // The listener's connection is up: its id goes into the next beat.
     std::function<void()> on_connected;
+    // A queue was paused or resumed (WakeListener::Events::on_pauses).
+    std::function<void(std::string_view message)> on_pauses;
   };
   struct Intervals {
     // The look at every queue, without keyspace notifications for lists.

@@ -28,13 +28,12 @@ std::string ErrorOf(const redisReply* reply) {
 }  // namespace
 
 QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
-                         const Logger& log,
-                         std::function<void(const std::vector<uint32_t>&)> on_resumed)
+                         const Logger& log, Events events)
     : command_(command),
       key_(keys.Paused()),
       queues_(queues),
       log_(log),
-      on_resumed_(std::move(on_resumed)) {}
+      events_(std::move(events)) {}
 
 Status QueuePauses::Load(redis::Connection& connection) {
   Result<redis::ReplyPtr> reply = connection.Command({"SMEMBERS", key_});
@@ -44,14 +43,16 @@ Status QueuePauses::Load(redis::Connection& connection) {
     return Status::Script("cannot read the paused queues at " + key_ + ": " +
                           ErrorOf(reply->get()));
   }
-  Apply(*names);
+  Apply({names->begin(), names->end()});
   return Status::OK();
 }
 
 void QueuePauses::Refresh() {
   if (!command_.ready()) return;
-  command_.Command({"SMEMBERS", key_}, [this](const Status& s, redisReply* reply) {
+  uint64_t messages_before = messages_;
+  command_.Command({"SMEMBERS", key_}, [this, messages_before](const Status& s, redisReply* reply) {
     if (!s.ok()) return;  // the connection's own handling reports it
+    if (messages_ != messages_before) return;
     std::optional<std::vector<std::string>> names = Members(reply);
     if (!names) {
       if (!read_failure_logged_) {
@@ -64,24 +65,45 @@ void QueuePauses::Refresh() {
       return;
     }
     read_failure_logged_ = false;
-    Apply(*names);
+    Apply({names->begin(), names->end()});
   });
 }
 
-void QueuePauses::Apply(const std::vector<std::string>& names) {
+void QueuePauses::OnMessage(std::string_view message) {
+  size_t space = message.find(' ');
+  if (space == std::string_view::npos) return;
+  std::string_view verb = message.substr(0, space);
+  std::string name(message.substr(space + 1));
+  std::set<std::string> names = names_;
+  if (verb == "pause") {
+    names.insert(std::move(name));
+  } else if (verb == "resume") {
+    names.erase(name);
+  } else {
+    return;
+  }
+  ++messages_;
+  Apply(std::move(names));
+}
+
+void QueuePauses::Apply(std::set<std::string> names) {
+  std::vector<uint32_t> paused;
   std::vector<uint32_t> resumed;
-  for (uint32_t q : queues_.SetPaused(names)) {
+  for (uint32_t q : queues_.SetPaused({names.begin(), names.end()})) {
     const std::string& name = queues_[q].name;
     if (queues_.paused(q)) {
       log_.Log(LogLevel::kInfo, LogEvent("queue_paused").WithQueue(name),
                "queue %s is paused: no new jobs from it", Escaped(name).c_str());
+      paused.push_back(q);
     } else {
       log_.Log(LogLevel::kInfo, LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
                Escaped(name).c_str());
       resumed.push_back(q);
     }
   }
-  if (!resumed.empty()) on_resumed_(resumed);
+  names_ = std::move(names);
+  if (!paused.empty()) events_.on_paused(paused);
+  if (!resumed.empty()) events_.on_resumed(resumed);
 }
 
 }  // namespace reliableq

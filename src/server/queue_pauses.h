@@ -1,12 +1,17 @@
 // QueuePauses: keeps the worker's QueueSet in step with the `paused` set
 // that `reliableq queue pause|resume` (Admin::PauseQueue, ResumeQueue)
 // writes. The set is read once when the server opens, before anything is
-// fetched, and then on every heartbeat, so a pause takes effect within one
-// heartbeat interval: no fetch asks for a paused queue after that, while
-// the jobs already taken from it run and are acknowledged as usual. A
-// resume is noticed the same way; resuming also wakes idle workers at once
-// (the admin call publishes the queue's wake-up signal), and the worker
-// fetches from the queue as soon as its next read has seen the resume.
+// fetched, and then on every heartbeat. After each change the admin call
+// publishes "pause <q>" or "resume <q>" on Keys::WakePaused(), which every
+// worker's wake-up connection listens to (WakeListener), idle or busy: the
+// message is applied as it comes, with no read in between, so a live
+// worker sends no fetch naming a paused queue from the moment it has read
+// the message. The heartbeat's read is what catches up a worker that
+// missed a message (its wake-up connection was down).
+//
+// What a pause does to the jobs the worker already holds is the server's
+// (on_paused): running ones run to the end; fetched ones not started go
+// back to the head of their queue.
 //
 // Thread safety: loop thread only (Load: before the loop runs).
 
@@ -15,7 +20,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "keys.h"
@@ -28,27 +35,40 @@ namespace reliableq {
 
 class QueuePauses {
  public:
-  // `on_resumed` gets the indexes of queues that were paused and no longer
-  // are, so the caller can fetch from them.
+  struct Events {
+    // Served queues that were not paused and now are.
+    std::function<void(const std::vector<uint32_t>&)> on_paused;
+    // Served queues that were paused and no longer are, so the caller can
+    // fetch from them.
+    std::function<void(const std::vector<uint32_t>&)> on_resumed;
+  };
+
   QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
-              const Logger& log, std::function<void(const std::vector<uint32_t>&)> on_resumed);
+              const Logger& log, Events events);
 
   // Reads the set through `connection` and applies it. An error (say, the
   // key holds another type) is returned for the caller to report; the
   // queues then stay unpaused.
   Status Load(redis::Connection& connection);
   // Sends one SMEMBERS on the command connection and applies the reply. A
-  // failed read changes nothing (the next beat reads again).
+  // failed read changes nothing (the next beat reads again), nor does a
+  // reply to a read sent before the last message came (it may be older
+  // than the message).
   void Refresh();
+  // A message of Keys::WakePaused(): applies "pause <q>" or "resume <q>" at
+  // once; anything else is ignored (the next beat reads the set).
+  void OnMessage(std::string_view message);
 
  private:
-  void Apply(const std::vector<std::string>& names);
+  void Apply(std::set<std::string> names);
 
   redis::AsyncConnection& command_;
   const std::string key_;
   QueueSet& queues_;
   const Logger& log_;
-  std::function<void(const std::vector<uint32_t>&)> on_resumed_;
+  Events events_;
+  std::set<std::string> names_;  // as last applied
+  uint64_t messages_ = 0;        // messages applied so far
   bool read_failure_logged_ = false;
 };
 

@@ -16,6 +16,8 @@
 // the process is unsure what Redis holds (a lost reply, a lost heartbeat,
 // quiet, stop) it reconciles from Redis.
 
+#include <algorithm>
+
 #include "server/options_check.h"  // kMaxQueues, kMaxQueueNameBytes
 #include "server/server_impl.h"
 #include "text_escape.h"
@@ -202,12 +204,16 @@ bool ServerImpl::Accept(std::vector<FetchedJob>* jobs) {
     Reconcile(false);
     return false;
   }
+  // A queue paused while the fetch was on its way.
+  bool set_aside = SetAsidePaused(jobs);
   // Jobs of limited classes wait for a slot (AdmitLimited).
   if (limit_gate_) limit_gate_->Filter(jobs);
   // About to start: the same jobs may be pushed again now (a job a limit
   // parks keeps its key until it gets a slot).
   unique_starts_->OnFetched(*jobs);
   pool_->Submit(jobs);
+  // After the submit, so that the reconcile keeps the jobs just submitted.
+  if (set_aside) reconciler_->Request();
   if (reconciler_->blocks_fetching()) {
     // Submitted first, so the owed reconcile keeps them.
     reconciler_->Run();
@@ -222,8 +228,40 @@ bool ServerImpl::AdmitLimited(std::vector<FetchedJob>* jobs) {
     Reconcile(false);
     return false;
   }
+  // A queue paused while they waited for their slot.
+  bool set_aside = SetAsidePaused(jobs);
   unique_starts_->OnFetched(*jobs);
   pool_->Submit(jobs);
+  if (set_aside) reconciler_->Request();
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Pauses
+
+void ServerImpl::OnPaused() {
+  // Quiet and stop have dropped every job not started; a starting worker
+  // holds none.
+  if (phase_ != Phase::kRunning) return;
+  std::vector<FetchedJob> ready = pool_->TakeNotStarted();
+  bool set_aside = SetAsidePaused(&ready);
+  pool_->Submit(&ready);  // the others, in their order
+  if (set_aside) reconciler_->Request();
+}
+
+bool ServerImpl::SetAsidePaused(std::vector<FetchedJob>* jobs) {
+  auto first_paused = std::stable_partition(jobs->begin(), jobs->end(), [this](const FetchedJob& job) {
+    return !queues_.paused(job.queue);
+  });
+  if (first_paused == jobs->end()) return false;
+  for (auto job = first_paused; job != jobs->end(); ++job) {
+    if (limit_gate_) limit_gate_->Release(job->limit_slot);
+  }
+  size_t count = static_cast<size_t>(jobs->end() - first_paused);
+  jobs->erase(first_paused, jobs->end());
+  log_->Log(LogLevel::kInfo, "paused_returned",
+            "%zu fetched jobs of paused queues not started: back to the head of their queues",
+            count);
   return true;
 }
 

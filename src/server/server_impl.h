@@ -87,6 +87,14 @@ class ServerImpl final : public Server {
   bool Accept(std::vector<FetchedJob>* jobs);
   // Jobs that got a limiter slot: started, unless quiet or stop began.
   bool AdmitLimited(std::vector<FetchedJob>* jobs);
+  // Queues were paused: their jobs fetched and not started go back to the
+  // head of their queues (the reconcile's requeue), rather than starting
+  // after the pause took effect.
+  void OnPaused();
+  // Takes out of `jobs` those of paused queues, giving back their limiter
+  // slots; true when there were any: the caller requests the reconcile that
+  // hands them back, after submitting the others.
+  bool SetAsidePaused(std::vector<FetchedJob>* jobs);
   // Namespaces: the queues of `queues` they match join the set (the next
   // confirmed beat publishes them before any fetch may use them).
   void DiscoverQueues();

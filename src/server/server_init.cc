@@ -80,11 +80,13 @@ Status ServerImpl::Init() {
           [this](Heartbeat::Found r, const std::string& signal,
                  std::chrono::steady_clock::time_point lease) { OnBeat(r, signal, lease); }});
   queue_health_ = std::make_unique<QueueHealth>(queues_, clock, log);
-  pauses_ = std::make_unique<QueuePauses>(*command_, keys_, queues_, log,
-                                          [this](const std::vector<uint32_t>& resumed) {
-                                            for (uint32_t q : resumed) idle_fetch_->Wake(q);
-                                            FetchMore();
-                                          });
+  pauses_ = std::make_unique<QueuePauses>(
+      *command_, keys_, queues_, log,
+      QueuePauses::Events{[this](const std::vector<uint32_t>&) { OnPaused(); },
+                          [this](const std::vector<uint32_t>& resumed) {
+                            for (uint32_t q : resumed) idle_fetch_->Wake(q);
+                            FetchMore();
+                          }});
   // Before the first fetch, so that a paused queue is never asked for.
   if (Status s = pauses_->Load(*probe.value()); !s.ok()) {
     log_->Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(s.ToString()),
@@ -106,7 +108,8 @@ Status ServerImpl::Init() {
                        // Its id goes into the registry, so that the janitor
                        // sees the process alive while any of its
                        // connections is.
-                       [this] { heartbeat_->Beat(); }});
+                       [this] { heartbeat_->Beat(); },
+                       [this](std::string_view message) { pauses_->OnMessage(message); }});
   outcomes_ =
       std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
                                  keys_, clock, log,

@@ -49,6 +49,7 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
       scheduled_channel_(keys.WakeScheduled()),
       schedule_keyspace_(KeyspaceChannel(redis.db, keys.Schedule())),
       retry_keyspace_(KeyspaceChannel(redis.db, keys.Retry())),
+      paused_channel_(keys.WakePaused()),
       wake_prefix_(keys.WakeQueue("")),
       keyspace_prefix_(KeyspaceChannel(redis.db, keys.Queue(""))),
       connection_(std::make_unique<redis::AsyncConnection>(loop.get(), redis)),
@@ -136,6 +137,7 @@ void WakeListener::Subscribe(bool permanent_too) {
     commands.Add({"SUBSCRIBE", scheduled_channel_});
     commands.Add({"SUBSCRIBE", schedule_keyspace_});
     commands.Add({"SUBSCRIBE", retry_keyspace_});
+    commands.Add({"SUBSCRIBE", paused_channel_});
   }
   bool idle = want_idle_;
   size_t upto = queues_.size();
@@ -210,6 +212,8 @@ void WakeListener::OnMessage(const redisReply& message) {
   std::string_view payload = Text(message.element[pattern ? 3 : 2]);
   if (channel == scheduled_channel_) {
     events_.on_scheduled(payload);
+  } else if (channel == paused_channel_) {
+    events_.on_pauses(payload);
   } else if (channel == schedule_keyspace_ || channel == retry_keyspace_) {
     if (payload == "zadd" || payload == "zincrby") events_.on_scheduled({});
   } else if (StartsWith(channel, wake_prefix_)) {

@@ -5,7 +5,8 @@
 // lists, and a BLMOVE per queue cost a connection per queue).
 //
 // Always subscribed (from each connect): Keys::WakeScheduled() and the
-// keyspace channels of `schedule` and `retry` (on_scheduled). Subscribed
+// keyspace channels of `schedule` and `retry` (on_scheduled), and
+// Keys::WakePaused() (on_pauses), which reaches busy workers too. Subscribed
 // while the worker is idle (Listen(true)), per served queue: its wake
 // channel Keys::WakeQueue(q), which reliableq's push publishes when it finds
 // the queue empty, and its keyspace channel __keyspace@<db>__:queue:<q>,
@@ -64,6 +65,9 @@ class WakeListener {
     std::function<void()> on_listening;
     // A connection is up: its id goes into the next beat.
     std::function<void()> on_connected;
+    // A queue was paused or resumed: the message as published ("pause <q>"
+    // or "resume <q>"; QueuePauses reads it).
+    std::function<void(std::string_view message)> on_pauses;
   };
 
   WakeListener(uv::EventLoop& loop, const RedisOptions& redis, const std::string& client_name,
@@ -105,6 +109,7 @@ class WakeListener {
   const std::string scheduled_channel_;
   const std::string schedule_keyspace_;
   const std::string retry_keyspace_;
+  const std::string paused_channel_;
   const std::string wake_prefix_;      // Keys::WakeQueue(""): + queue name
   const std::string keyspace_prefix_;  // KeyspaceChannel(db, "queue:"): + name
   std::unique_ptr<redis::AsyncConnection> connection_;

@@ -157,21 +157,26 @@ void ClearQueue(Call& call) {
   SendJson(call.response, Done(buffer));
 }
 
-// Pause or resume a queue: {"name": s} -> {"changed": bool}.
+// Pause or resume a queue: {"name": s} -> {"changed": bool, "workers_told": n}.
+// The dashboard offers only the queues it lists, all known: a name that is
+// not (cleared since the page was drawn) is refused as the CLI refuses it.
 void SetQueuePaused(Call& call, bool pause) {
   const char* action = pause ? "pause" : "resume";
   std::optional<std::string> name = StringField(call.body, "name");
   if (!name || name->empty()) return SendError(call.response, 400, "the body needs \"name\": s");
   auto admin = BorrowAdmin(call);
   if (!admin) return;
-  Result<bool> changed = pause ? (*admin)->PauseQueue(*name) : (*admin)->ResumeQueue(*name);
-  if (!changed.ok()) return Failed(call, **admin, action, *name, changed.status());
-  Audit(call, **admin, action, *name, *changed ? "changed" : "unchanged");
+  Result<PauseChange> change =
+      pause ? (*admin)->PauseQueue(*name, PauseOptions()) : (*admin)->ResumeQueue(*name);
+  if (!change.ok()) return Failed(call, **admin, action, *name, change.status());
+  Audit(call, **admin, action, *name, change->changed ? "changed" : "unchanged");
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("changed");
-  w.Bool(*changed);
+  w.Bool(change->changed);
+  w.Key("workers_told");
+  w.Int64(change->workers_told);
   w.EndObject();
   SendJson(call.response, Done(buffer));
 }
