@@ -386,6 +386,33 @@ int WorkerConnections(RedisFixture& fixture) {
   return count;
 }
 
+// How many connections of the worker have CLIENT TRACKING on with a
+// redirect (CLIENT LIST: flag t, redir=<id>).
+int TrackingConnections(RedisFixture& fixture) {
+  Result<redis::ReplyPtr> list = fixture.redis().Command({"CLIENT", "LIST"});
+  REQUIRE(list.ok());
+  std::string text((*list)->str, (*list)->len);
+  int count = 0;
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t end = text.find('\n', from);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(from, end - from);
+    from = end + 1;
+    size_t flags = line.find(" flags=");
+    size_t redir = line.find(" redir=");
+    if (line.find(" name=reliableq") == std::string::npos || flags == std::string::npos ||
+        redir == std::string::npos) {
+      continue;
+    }
+    std::string flag_text = line.substr(flags + 7, line.find(' ', flags + 1) - flags - 7);
+    if (flag_text.find('t') != std::string::npos && line.compare(redir + 7, 2, "-1") != 0) {
+      ++count;
+    }
+  }
+  return count;
+}
+
 // A worker on `queues` whose idle poll would take a minute: a job it picks
 // up within seconds came through a wake-up.
 ServerOptions NoPollOptions(const RedisOptions& redis, std::vector<QueueSpec> queues) {
@@ -437,8 +464,25 @@ TEST_CASE_FIXTURE(RedisFixture, "a Sidekiq-format push wakes an idle worker thro
     CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
     Run({"CONFIG", "SET", "notify-keyspace-events", ""});
   }
-  SUBCASE("notifications off: the idle poll finds it") {
+  SUBCASE("notifications off: push tracking wakes it, with no poll for a minute") {
     Run({"CONFIG", "SET", "notify-keyspace-events", ""});
+    RunningServer server(NoPollOptions(options(), {{"one", 0}, {"two", 0}}),
+                         std::move(registry));
+    REQUIRE(WaitUntil([&] { return TrackingConnections(*this) == 1; }));
+    // Sidekiq's client: SADD and LPUSH in a MULTI, no message of its own.
+    Run({"MULTI"});
+    Run({"SADD", "queues", "two"});
+    Run({"LPUSH", "queue:two", job});
+    Run({"EXEC"});
+    CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+  }
+  SUBCASE("CLIENT TRACKING refused: the idle poll finds it") {
+    Run({"CONFIG", "SET", "notify-keyspace-events", ""});
+    Run({"ACL", "SETUSER", "default", "-client|tracking"});
+    struct Restore {
+      RedisFixture& fixture;
+      ~Restore() { fixture.Run({"ACL", "SETUSER", "default", "+@all"}); }
+    } restore{*this};
     ServerOptions opts = NoPollOptions(options(), {{"one", 0}, {"two", 0}});
     opts.idle_poll_interval = 200ms;
     RunningServer server(opts, std::move(registry));
@@ -448,7 +492,45 @@ TEST_CASE_FIXTURE(RedisFixture, "a Sidekiq-format push wakes an idle worker thro
     Run({"SADD", "queues", "two"});
     Run({"LPUSH", "queue:two", job});
     CHECK(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+    CHECK(TrackingConnections(*this) == 0);
   }
+}
+
+TEST_CASE_FIXTURE(RedisFixture, "push tracking is on while a worker is idle and off while busy, "
+                                "and follows its connections") {
+  auto gate = std::make_shared<std::atomic<bool>>(false);
+  auto started = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  registry.Register("Hold", [gate, started](const JobView&) {
+    ++*started;
+    for (int i = 0; i < 1000 && !gate->load(); ++i) std::this_thread::sleep_for(10ms);
+  });
+  ServerOptions opts = NoPollOptions(options(), {{"one", 0}});
+  opts.concurrency = 1;
+  RunningServer server(opts, std::move(registry));
+  REQUIRE(WaitUntil([&] { return TrackingConnections(*this) == 1; }));
+  // Busy with a backlog (its fetches come back full): off within the
+  // second the worker stays subscribed after work.
+  for (int i = 0; i < 20; ++i) {
+    Run({"LPUSH", "queue:one",
+         R"({"class":"Hold","args":[],"jid":"0123456789abcdef0123)" + std::to_string(4000 + i) +
+             R"(","queue":"one","enqueued_at":1700000000.0})"});
+  }
+  REQUIRE(WaitUntil([&] { return started->load() == 1; }, 5000ms));
+  CHECK(WaitUntil([&] { return TrackingConnections(*this) == 0; }, 5000ms));
+  gate->store(true);
+  REQUIRE(WaitUntil([&] { return started->load() == 20; }, 10000ms));
+  // Idle again: on again.
+  CHECK(WaitUntil([&] { return TrackingConnections(*this) == 1; }, 5000ms));
+  // Its connections dropped: tracking comes back on the new ones, and a
+  // plain push still wakes it.
+  Run({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  Run({"CLIENT", "KILL", "TYPE", "pubsub"});
+  REQUIRE(WaitUntil([&] { return TrackingConnections(*this) == 1; }, 10000ms));
+  Run({"LPUSH", "queue:one",
+       R"({"class":"Hold","args":[],"jid":"0123456789abcdef01234568","queue":"one",)"
+       R"("enqueued_at":1700000000.0})"});
+  CHECK(WaitUntil([&] { return started->load() == 21; }, 5000ms));
 }
 
 TEST_CASE_FIXTURE(RedisFixture, "a worker's connections do not grow with its queues") {

@@ -21,8 +21,9 @@ IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
       hooks_(std::move(hooks)),
       poll_timer_(loop, [this] { OnPoll(); }),
       unlisten_timer_(loop, [this] {
-        if (!idle_) listener_->Listen(false);
-      }) {
+        if (!idle_) Listen(false);
+      }),
+      tracking_(command, keys.Queue(""), log) {
   listener_ = std::make_unique<WakeListener>(
       loop, redis, client_name, keys, queues, log,
       WakeListener::Events{[this](uint32_t q) { OnWoken(q); },
@@ -35,7 +36,11 @@ IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
                              for (uint32_t q = 0; q < queues_.published(); ++q) MarkWoken(q);
                              if (idle_) FetchWoken();
                            },
-                           [this] { hooks_.on_connected(); },
+                           [this] {
+                             hooks_.on_connected();
+                             tracking_.ListenerConnected(listener_->client_id());
+                           },
+                           [this] { tracking_.ListenerConnected(0); },
                            [this](std::string_view message) { hooks_.on_pauses(message); }});
 }
 
@@ -55,10 +60,15 @@ void IdleFetch::OnFetched(bool drained) {
   }
 }
 
+void IdleFetch::Listen(bool idle) {
+  listener_->Listen(idle);
+  tracking_.Want(idle);
+}
+
 void IdleFetch::Enter() {
   idle_ = true;
   unlisten_timer_.Stop();
-  listener_->Listen(true);
+  Listen(true);
   if (!poll_timer_.active()) poll_timer_.Start(PollInterval());
   FetchWoken();
 }
@@ -67,7 +77,7 @@ void IdleFetch::Leave() {
   idle_ = false;
   poll_timer_.Stop();
   unlisten_timer_.Stop();
-  listener_->Listen(false);
+  Listen(false);
   ClearWoken();
 }
 
@@ -113,7 +123,7 @@ void IdleFetch::ClearWoken() {
 
 bool IdleFetch::EveryPushWakes() const {
   // The keyspace channels may be refused (an ACL) though the server sends.
-  return list_notifications_ && listener_->listening();
+  return (tracking_.active() || list_notifications_) && listener_->listening();
 }
 
 std::chrono::milliseconds IdleFetch::PollInterval() const {
@@ -147,6 +157,7 @@ void IdleFetch::LookAtQueues() {
 
 void IdleFetch::OnBeat() {
   listener_->Ping();
+  tracking_.Check();
   if (!command_.ready()) return;
   command_.Command({"CONFIG", "GET", "notify-keyspace-events"},
                    [this](const Status& s, redisReply* reply) {

@@ -1,6 +1,6 @@
 // IdleFetch: what a worker does between a fetch that found its queues dry
-// and the next job. It listens for wake-ups (WakeListener) and fetches only
-// the queues they name; it looks at every queue now and then (EXISTS of all,
+// and the next job. It listens for wake-ups (WakeListener, and PushTracking
+// for pushes that publish none) and fetches only the queues they name; it looks at every queue now and then (EXISTS of all,
 // a fetch only when one has jobs) for pushes that send no message; and it
 // stays subscribed for a second after work resumes, so that a worker going
 // idle and busy by turns does not resubscribe every queue each time.
@@ -28,6 +28,7 @@
 #include "log.h"
 #include "redis/async_connection.h"
 #include "server/fetcher.h"
+#include "server/push_tracking.h"
 #include "server/queue_health.h"
 #include "server/queue_set.h"
 #include "server/wake_listener.h"
@@ -86,12 +87,16 @@ class IdleFetch {
   // Once per heartbeat: a ping on the listener, and whether the server
   // sends keyspace notifications for lists.
   void OnBeat();
+  // The command connection (re)connected: push tracking starts again.
+  void CommandConnected() { tracking_.CommandConnected(); }
   // Queues were added (a namespace's): they get their channels.
   void QueuesChanged() { listener_->QueuesChanged(); }
   int64_t client_id() const { return listener_->client_id(); }
   const std::string& run_id() const { return listener_->run_id(); }
 
  private:
+  // Subscribes the idle channels and tracks pushes, or stops both.
+  void Listen(bool idle);
   void Enter();
   void OnWoken(uint32_t queue);
   void MarkWoken(uint32_t queue);
@@ -113,6 +118,7 @@ class IdleFetch {
   std::unique_ptr<WakeListener> listener_;
   uv::Timer poll_timer_;
   uv::Timer unlisten_timer_;
+  PushTracking tracking_;
   bool idle_ = false;
   // Queues a wake-up named since the last fetch that looked at them.
   std::vector<bool> woken_;

@@ -76,6 +76,7 @@ void ServerImpl::ConnectCommand() {
                 options_.redis.Describe().c_str());
     }
     reconnect_delay_ = kReconnectMin;
+    idle_fetch_->CommandConnected();
     // Register (or confirm registration) before anything is fetched: a
     // working list must always belong to a registered process.
     heartbeat_->Beat();

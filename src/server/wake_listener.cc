@@ -11,6 +11,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kReconnectMin{100};
 constexpr milliseconds kReconnectMax{2000};
 
+// Where Redis sends a RESP2 client the keys its tracking invalidates.
+constexpr std::string_view kInvalidateChannel = "__redis__:invalidate";
+
 std::string_view Text(const redisReply* r) {
   return r->type == REDIS_REPLY_STRING ? std::string_view(r->str, r->len) : std::string_view();
 }
@@ -50,6 +53,7 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
       schedule_keyspace_(KeyspaceChannel(redis.db, keys.Schedule())),
       retry_keyspace_(KeyspaceChannel(redis.db, keys.Retry())),
       paused_channel_(keys.WakePaused()),
+      queue_key_prefix_(keys.Queue("")),
       wake_prefix_(keys.WakeQueue("")),
       keyspace_prefix_(KeyspaceChannel(redis.db, keys.Queue(""))),
       connection_(std::make_unique<redis::AsyncConnection>(loop.get(), redis)),
@@ -64,6 +68,7 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
     subscribed_idle_ = false;
     changing_ = false;
     subscribed_queues_ = 0;
+    events_.on_disconnected();
     if (!stopped_) reconnect_timer_.Start(reconnect_delay_);
   });
 }
@@ -138,6 +143,7 @@ void WakeListener::Subscribe(bool permanent_too) {
     commands.Add({"SUBSCRIBE", schedule_keyspace_});
     commands.Add({"SUBSCRIBE", retry_keyspace_});
     commands.Add({"SUBSCRIBE", paused_channel_});
+    commands.Add({"SUBSCRIBE", kInvalidateChannel});
   }
   bool idle = want_idle_;
   size_t upto = queues_.size();
@@ -209,6 +215,21 @@ void WakeListener::OnMessage(const redisReply& message) {
   bool pattern = Text(message.element[0]) == "pmessage";
   if (pattern && message.elements < 4) return;
   std::string_view channel = Text(message.element[pattern ? 2 : 1]);
+  if (!pattern && channel == kInvalidateChannel) {
+    // The keys tracking invalidated; nil (FLUSHALL, FLUSHDB) names none,
+    // and leaves no job to look for.
+    const redisReply* keys = message.element[2];
+    if (keys->type != REDIS_REPLY_ARRAY) return;
+    for (size_t i = 0; i < keys->elements; ++i) {
+      std::string_view key = Text(keys->element[i]);
+      if (StartsWith(key, queue_key_prefix_)) {
+        // The write may be a pop as well as a push: a maybe, which the fetch
+        // it leads to settles.
+        OnQueueEvent(key.substr(queue_key_prefix_.size()), "lpush");
+      }
+    }
+    return;
+  }
   std::string_view payload = Text(message.element[pattern ? 3 : 2]);
   if (channel == scheduled_channel_) {
     events_.on_scheduled(payload);

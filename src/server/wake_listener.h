@@ -14,6 +14,11 @@
 // l (Ruby's client publishes nothing); per queue namespace (QueueSet), the
 // same two as patterns. Only pushes wake a worker (lpush, rpush, linsert;
 // zadd for the sets): the pops of other workers' fetches are ignored.
+// Also always subscribed: __redis__:invalidate, where Redis sends the
+// messages of the command connection's CLIENT TRACKING (PushTracking) while
+// the worker is idle: each names the queue keys any client wrote, pushes of
+// Ruby's client included, without the event; a served queue it names counts
+// as woken.
 //
 // A subscription is a hint, never a move: the fetch that follows is the
 // ordinary fetch.lua on the command connection. A message can only be late
@@ -65,6 +70,8 @@ class WakeListener {
     std::function<void()> on_listening;
     // A connection is up: its id goes into the next beat.
     std::function<void()> on_connected;
+    // The connection broke (its id names nobody now).
+    std::function<void()> on_disconnected;
     // A queue was paused or resumed: the message as published ("pause <q>"
     // or "resume <q>"; QueuePauses reads it).
     std::function<void(std::string_view message)> on_pauses;
@@ -110,6 +117,7 @@ class WakeListener {
   const std::string schedule_keyspace_;
   const std::string retry_keyspace_;
   const std::string paused_channel_;
+  const std::string queue_key_prefix_;  // Keys::Queue(""): + name
   const std::string wake_prefix_;      // Keys::WakeQueue(""): + queue name
   const std::string keyspace_prefix_;  // KeyspaceChannel(db, "queue:"): + name
   std::unique_ptr<redis::AsyncConnection> connection_;
