@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <rapidjson/document.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -93,6 +94,9 @@ class RedisOnPath {
     process_.reset();
     unlink(socket_.c_str());
   }
+  // SIGSTOP: it takes connections (the kernel queues them) and commands
+  // (into its socket buffers), and answers none until SIGCONT.
+  void Signal(int signum) { process_->Signal(signum); }
 
   const std::string& socket() const { return socket_; }
   std::string Url() const { return "unix://" + socket_; }
@@ -1040,6 +1044,120 @@ TEST_CASE("spool client: Open refuses options no connection can use before makin
   CHECK_FALSE(std::filesystem::exists(options.spool_dir));
 }
 
+TEST_CASE("spool stall: pushes and drains sent to a stopped Redis store each jid once") {
+  // Issue 32: Redis stopped (SIGSTOP: it takes connections and commands and
+  // answers none). Each client pushes, times out and spools its job, and
+  // its drainer sends the jobs of the journals the clients before it left,
+  // as every drain does: each send waits in Redis's socket buffers, and
+  // all of them run when it resumes.
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  std::string dir = tmp.Sub("spool");
+  RedisOptions stalled = redis.Options();
+  stalled.connect_timeout = 300ms;
+  stalled.command_timeout = 300ms;
+  // Redis holds the scripts (it served pushes before the stall): the sends
+  // it runs after it resumes are EVALSHAs.
+  REQUIRE(redis.Admin().LoadScripts().ok());
+  redis.Signal(SIGSTOP);
+
+  std::vector<std::string> jids;
+  for (int i = 0; i < 4; ++i) {
+    auto client = SpoolClient(stalled, dir);
+    if (i == 1) {
+      // A bulk push's batch is one script call, spooled as one.
+      auto bulk = client->PushBulk({MakeJob("StallJob", "[10]"), MakeJob("StallJob", "[11]")});
+      REQUIRE(bulk.ok());
+      for (const PushResult& result : *bulk) {
+        REQUIRE(result.outcome == PushOutcome::kSpooled);
+        jids.push_back(result.jid);
+      }
+      continue;
+    }
+    auto pushed = client->Push(MakeJob("StallJob", "[" + std::to_string(i) + "]"));
+    REQUIRE(pushed.ok());
+    REQUIRE(pushed->outcome == PushOutcome::kSpooled);
+    jids.push_back(pushed->jid);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto report = DrainSpool(dir, stalled);
+    REQUIRE(report.ok());
+    CHECK_FALSE(report->stopped.ok());
+  }
+  redis.Signal(SIGCONT);
+  // What waited in its socket buffers runs first.
+  REQUIRE(WaitUntil([&] { return redis.Integer({"LLEN", "queue:default"}) > 0; }, 10s));
+
+  auto report = DrainSpool(dir, redis.Options());
+  REQUIRE(report.ok());
+  CHECK_MESSAGE(report->stopped.ok(), report->stopped.ToString());
+  CHECK(report->pushed == static_cast<int64_t>(jids.size()));
+  // The clients' first sends ran when Redis resumed: the drain found them.
+  CHECK(report->already_stored > 0);
+  CHECK(Journals(dir).empty());
+  std::map<std::string, int> seen;
+  for (const std::string& payload : redis.Queue("default")) {
+    rapidjson::Document job;
+    job.Parse(payload.c_str());
+    REQUIRE(job.IsObject());
+    ++seen[job["jid"].GetString()];
+  }
+  for (const std::string& jid : jids) CHECK_MESSAGE(seen[jid] == 1, jid << " " << seen[jid]);
+  CHECK(seen.size() == jids.size());
+}
+
+TEST_CASE("spool client: a push of a jid its spool's pushes stored stores nothing again") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  auto client = SpoolClient(redis.Options(), tmp.Sub("spool"));
+  Job job = MakeJob("OnceJob", "[1]");
+  job.jid = "once-1";
+  for (int i = 0; i < 2; ++i) CHECK(client->Push(job)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 1);
+  long long ttl = redis.Integer({"TTL", "reliableq:pushed:once-1"});
+  CHECK(ttl > 3500);
+  CHECK(ttl <= 3600);
+
+  // Scheduled: the second payload differs (created_at), and still only one
+  // is stored.
+  Job later = MakeJob("OnceJob", "[2]");
+  later.jid = "once-2";
+  double at = testing::NowSeconds() + 3600;
+  CHECK(client->PushAt(later, at)->outcome == PushOutcome::kAccepted);
+  CHECK(client->PushAt(later, at + 1)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"ZCARD", "schedule"}) == 1);
+
+  // A batch with a jid stored already stores the others, in order.
+  Job fresh = MakeJob("OnceJob", "[3]");
+  fresh.jid = "once-3";
+  auto bulk = client->PushBulk({job, fresh});
+  REQUIRE(bulk.ok());
+  CHECK((*bulk)[0].outcome == PushOutcome::kAccepted);
+  CHECK((*bulk)[1].outcome == PushOutcome::kAccepted);
+  auto queue = redis.Queue("default");
+  REQUIRE(queue.size() == 2);
+  CHECK(queue[0].find("\"jid\":\"once-3\"") != std::string::npos);
+
+  // A client without a spool records nothing: it pays nothing for it.
+  auto plain = Client::Open(redis.Options());
+  REQUIRE(plain.ok());
+  Job other = MakeJob("PlainJob");
+  other.jid = "plain-1";
+  CHECK((*plain)->Push(other)->outcome == PushOutcome::kAccepted);
+  CHECK((*plain)->Push(other)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 4);
+  CHECK(redis.Integer({"EXISTS", "reliableq:pushed:plain-1"}) == 0);
+
+  ClientOptions zero;
+  zero.spool_dir = tmp.Sub("spool");
+  zero.spool_replay_window = 0s;
+  auto refused = Client::Open(redis.Options(), zero);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().IsInvalidArgument());
+}
+
 // ---------------------------------------------------------------------------
 // The reliableq program.
 
@@ -1097,6 +1215,8 @@ TEST_CASE("spool cli: push --spool, spool status, spool drain: messages and exit
                                              {bin, "spool", "status", dir, "extra"},
                                              {bin, "spool", "drain", dir, "--json"},
                                              {bin, "spool", "drain", dir, "--wait-timeout", "5"},
+                                             {bin, "spool", "drain", dir, "--replay-window", "0"},
+                                             {bin, "spool", "status", dir, "--replay-window", "9"},
                                              {bin, "push", "X", "--spool", ""}}) {
     auto bad = RunCommand(args);
     CHECK_MESSAGE(bad.exit_code == 2, args[1] << " " << (args.size() > 2 ? args[2] : ""));

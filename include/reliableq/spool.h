@@ -22,12 +22,17 @@
 // or drain without a group, whatever its prefix.
 //
 // What a drain pushes is the job as it would have been pushed: the same
-// jid, the same payload (after the client middleware), into its queue with
-// push.lua or into the schedule with schedule.lua. Then:
+// jid, the same payload (after the client middleware), into its queue or
+// into the schedule, with push_once.lua, which records in Redis that the
+// jid was stored and stores nothing for a jid recorded within the replay
+// window (SpoolDrainOptions::replay_window). Then:
 // - A job whose push may have landed before it was spooled (a reply that
-//   timed out) is pushed again under the same jid: it may run twice. A
-//   drain that crashes between a push and the record of it pushes that job
-//   again too. Jobs are run at least once, never lost.
+//   timed out, or a send still unanswered in a stalled Redis), or that a
+//   drain pushed and crashed before recording it, is pushed again under the
+//   same jid and stored once: Redis finds its record and the push reports
+//   success (counted as already stored). Only a push sent again after the
+//   record expired stores the job a second time. Jobs are run at least
+//   once, never lost.
 // - A job a rule refuses (Redis answers with a refusal of the kRefused kind)
 //   is refused forever: it is dropped from the spool and counted.
 // - A job Redis refuses with another error reply (WRONGTYPE at its queue's
@@ -113,10 +118,17 @@ struct SpoolDrainOptions {
   // be pushed (and waited for) again by a later drain.
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1000};
+  // As ClientOptions::spool_replay_window: how long Redis keeps the record
+  // of each jid the drain pushes, whole seconds, at least 1.
+  std::chrono::seconds replay_window{3600};
 };
 
 struct SpoolDrainReport {
   int64_t pushed = 0;   // jobs pushed to Redis
+  // Of those, the jobs Redis had stored already under their jid (a push
+  // that was not confirmed had landed, or an earlier drain pushed them):
+  // nothing was stored again.
+  int64_t already_stored = 0;
   int64_t dropped = 0;  // jobs a rule refused, dropped
   int64_t held = 0;     // jobs Redis refused with an error reply, kept
   std::string held_reason;

@@ -23,6 +23,7 @@ constexpr std::string_view kVerb = "spool";
 constexpr std::string_view kHelp =
     "usage: reliableq spool status DIR [--json]\n"
     "       reliableq spool drain DIR [--wait-replicas N [--wait-timeout MS]]\n"
+    "                                 [--replay-window SECONDS]\n"
     "\n"
     "A client spool directory (reliableq push --spool DIR, or\n"
     "ClientOptions::spool_dir) holds the pushes that could not reach Redis, one\n"
@@ -39,12 +40,13 @@ constexpr std::string_view kHelp =
     "                 --group) that no live process holds (a live client drains\n"
     "                 its own), the same jid and payload with the same script as\n"
     "                 the push, oldest first; deletes each journal once drained\n"
-    "                 and prints how many jobs it pushed. Journals of another\n"
-    "                 keyspace are left, one line each. Exit status 1 when jobs\n"
-    "                 are left: Redis could not be reached (the message says\n"
-    "                 where), refused some (kept), or they belong to another\n"
-    "                 keyspace. A job whose first push may have landed is pushed\n"
-    "                 again under its jid: it may run twice, never not at all\n"
+    "                 and prints how many jobs it pushed, and how many of them\n"
+    "                 Redis had already (a push of the same jid within the\n"
+    "                 replay window stored it: not stored twice). Journals of\n"
+    "                 another keyspace are left, one line each. Exit status 1\n"
+    "                 when jobs are left: Redis could not be reached (the\n"
+    "                 message says where), refused some (kept), or they belong\n"
+    "                 to another keyspace\n"
     "\n"
     "Options:\n"
     "      --json           status prints one JSON object:\n"
@@ -60,7 +62,11 @@ constexpr std::string_view kHelp =
     "                       it (WAIT); otherwise it stays in the spool\n"
     "      --wait-timeout MS\n"
     "                       drain: how long WAIT waits, in milliseconds (default\n"
-    "                       1000)\n";
+    "                       1000)\n"
+    "      --replay-window SECONDS\n"
+    "                       drain: how long Redis keeps the record of each jid\n"
+    "                       pushed, so that a later push of the same jid stores\n"
+    "                       nothing (default 3600)\n";
 
 std::string Plural(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -179,8 +185,10 @@ std::string StatusText(const SpoolStatus& status) {
 }
 
 int RunStatus(const ParsedArgs& args, const std::string& dir) {
-  if (args.Has("wait-replicas") || args.Has("wait-timeout")) {
-    return UsageError(kVerb, "--wait-replicas and --wait-timeout go with drain, not status");
+  if (args.Has("wait-replicas") || args.Has("wait-timeout") || args.Has("replay-window")) {
+    return UsageError(kVerb,
+                      "--wait-replicas, --wait-timeout and --replay-window go with drain, not "
+                      "status");
   }
   Result<SpoolStatus> status = ReadSpoolStatus(dir);
   if (!status.ok()) return RuntimeError(status.status());
@@ -209,6 +217,14 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
     }
     options.wait_timeout = std::chrono::milliseconds(*ms);
   }
+  if (auto text = args.Value("replay-window")) {
+    std::optional<int> seconds = ParseCount(*text);
+    if (!seconds || *seconds == 0) {
+      return UsageError(
+          kVerb, "--replay-window needs a number of seconds above 0, not '" + *text + "'");
+    }
+    options.replay_window = std::chrono::seconds(*seconds);
+  }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   Result<SpoolDrainReport> report = DrainSpool(dir, *redis, options);
@@ -217,6 +233,10 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   std::string out = "pushed " + Plural(report->pushed, "job", "jobs") + " from spool " +
                     Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
                     " drained and deleted\n";
+  if (report->already_stored > 0) {
+    out += Plural(report->already_stored, "job was", "jobs were") +
+           " in Redis already (pushed earlier under the same jid): not stored again\n";
+  }
   if (report->dropped > 0) {
     out += Plural(report->dropped, "job", "jobs") + " dropped: a rule refused them\n";
   }
@@ -272,6 +292,7 @@ const Command& SpoolCommand() {
               {.name = "json"},
               {.name = "wait-replicas", .takes_value = true},
               {.name = "wait-timeout", .takes_value = true},
+              {.name = "replay-window", .takes_value = true},
           },
       .run = Run,
   };

@@ -23,6 +23,7 @@ ClientSpoolOptions SpoolOptionsOf(const ClientOptions& options) {
   out.prefix = options.prefix;
   out.wait_replicas = options.wait_replicas;
   out.wait_timeout = options.wait_timeout;
+  out.replay_window = options.spool_replay_window;
   out.clock = options.clock;
   return out;
 }
@@ -51,6 +52,7 @@ ClientSpool::ClientSpool(ClientSpoolOptions options, std::unique_ptr<redis::Conn
   drain_config_.keys = Keys::For(options_.prefix, redis_->options());
   drain_config_.wait_replicas = options_.wait_replicas;
   drain_config_.wait_timeout = options_.wait_timeout;
+  drain_config_.replay_window = options_.replay_window;
   drain_config_.keep_waiting = true;
   drain_config_.held_retry = options_.held_retry;
   drain_config_.log = &log_;

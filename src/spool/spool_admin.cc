@@ -104,6 +104,9 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
     return Status::InvalidArgument(
         "wait_replicas must be 0 or more, and wait_timeout more than 0 ms (WAIT 0 waits forever)");
   }
+  if (options.replay_window.count() < 1) {
+    return Status::InvalidArgument("replay_window must be at least 1 s");
+  }
   if (Status s = CheckKeyLayout(options.prefix, redis.group); !s.ok()) return s;
   Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
   if (!entries.ok()) return entries.status();
@@ -120,6 +123,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   config.keys = Keys::For(options.prefix, redis);
   config.wait_replicas = options.wait_replicas;
   config.wait_timeout = options.wait_timeout;
+  config.replay_window = options.replay_window;
   // Held jobs of earlier drains get one more try now, not after a wait.
   config.held_retry = std::chrono::milliseconds(0);
   SpoolDrainReport report;
@@ -183,6 +187,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
     if (fd >= 0) close(fd);
   }
   report.pushed = counts.pushed;
+  report.already_stored = counts.already_stored;
   report.dropped = counts.dropped;
   report.held_reason = counts.last_held_reason;
   return report;
