@@ -10,6 +10,7 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -163,6 +164,47 @@ std::unique_ptr<Client> SpoolClient(const RedisOptions& redis, const std::string
   return std::move(client.value());
 }
 
+// What the process writes to its stderr (a Client's log lines, say) while
+// the object lives goes to a file instead; Stop() gives it back.
+class StderrCapture {
+ public:
+  explicit StderrCapture(std::string path) : path_(std::move(path)) {
+    std::fflush(stderr);
+    saved_ = dup(2);
+    int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    REQUIRE((saved_ >= 0 && fd >= 0));
+    dup2(fd, 2);
+    close(fd);
+  }
+  ~StderrCapture() { Stop(); }
+  std::string Stop() {
+    if (saved_ >= 0) {
+      std::fflush(stderr);
+      dup2(saved_, 2);
+      close(saved_);
+      saved_ = -1;
+    }
+    std::ifstream in(path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;
@@ -183,6 +225,17 @@ std::vector<spool::DirectoryEntry> Journals(const std::string& dir) {
     if (entry.kind == spool::DirectoryEntry::Kind::kJournal) journals.push_back(entry);
   }
   return journals;
+}
+
+// The damaged journals set aside in `dir`.
+std::vector<std::string> Corrupt(const std::string& dir) {
+  std::vector<std::string> names;
+  auto entries = spool::ListDirectory(dir);
+  if (!entries.ok()) return names;
+  for (auto& entry : *entries) {
+    if (entry.kind == spool::DirectoryEntry::Kind::kCorrupt) names.push_back(entry.name);
+  }
+  return names;
 }
 
 // Every job record of every journal of `dir`, read straight from the
@@ -341,11 +394,12 @@ TEST_CASE("spool journal: jobs appended come back in order, and a drain's record
     CHECK_FALSE(file->Drained());
   }
   // Another process's view: the lock is free once the object is gone.
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.empty());
+  CHECK(repair.tail == spool::JournalScan::Tail::kClean);
+  CHECK(repair.what.empty());
   auto pending = ReadAllPending(taken->get());
   REQUIRE(pending.size() == 2);
   CHECK(pending[0].job.jid == "jid3");
@@ -410,11 +464,13 @@ TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   CHECK(status->files[0].pending_jobs == 3);
   CHECK(status->files[0].problem.find("cut short") != std::string::npos);
 
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.find("cut short") != std::string::npos);
+  CHECK(repair.tail == spool::JournalScan::Tail::kTorn);
+  CHECK(repair.what.find("cut short") != std::string::npos);
+  CHECK(Corrupt(tmp.path()).empty());
   CHECK(std::filesystem::file_size(path) == whole);
   auto pending = ReadAllPending(taken->get());
   REQUIRE(pending.size() == 3);
@@ -424,7 +480,7 @@ TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   CHECK(JobsInJournals(tmp.path()).size() == 4);
 }
 
-TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and set aside") {
+TEST_CASE("spool journal: a whole record whose CRC fails is damage, wherever it is: set aside") {
   TempDir tmp;
   std::string path;
   uint64_t second = 0;
@@ -434,10 +490,19 @@ TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and
     REQUIRE(file->Append(JobFrames(0, 1)).ok());
     REQUIRE(file->Append(JobFrames(1, 2), &second).ok());
   }
-  // One byte of the second record's payload, with a whole record after it.
   std::string data = ReadAll(path);
-  data[second + spool::kFrameHeader + 40] ^= 0x01;
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+  uint64_t damaged = 0;
+  size_t before = 0;  // the jobs before the damage
+  SUBCASE("with a whole record after it") {
+    damaged = second;
+    before = 1;
+  }
+  SUBCASE("in the last record: its job was reported spooled, so no crash cut it short") {
+    damaged = second + JobFrames(1, 1).size();
+    before = 2;
+  }
+  data[damaged + spool::kFrameHeader + 40] ^= 0x01;  // one bit of its payload
+  WriteAll(path, data);
 
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
@@ -445,27 +510,71 @@ TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and
   close(fd);
   REQUIRE(scan.ok());
   CHECK(scan->tail == spool::JournalScan::Tail::kCorrupt);
-  CHECK(scan->valid_end == second);
+  CHECK(scan->valid_end == damaged);
 
   auto status = ReadSpoolStatus(tmp.path());
   REQUIRE(status.ok());
   REQUIRE(status->files.size() == 1);
-  CHECK(status->files[0].problem.find("damaged at offset " + std::to_string(second)) !=
+  CHECK(status->files[0].problem.find("damaged at offset " + std::to_string(damaged)) !=
         std::string::npos);
 
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.find("moved to") != std::string::npos);
+  CHECK(repair.tail == spool::JournalScan::Tail::kCorrupt);
+  std::string kept = path + ".corrupt-" + std::to_string(damaged);
+  CHECK(repair.what.find("kept as " + kept) != std::string::npos);
+  // The jobs before the damage are drained; the file as it was, keyspace
+  // record and all, is kept.
   auto pending = ReadAllPending(taken->get());
-  REQUIRE(pending.size() == 1);
+  REQUIRE(pending.size() == before);
   CHECK(pending[0].job.jid == "jid0");
-  std::string kept = path + ".corrupt-" + std::to_string(second);
-  CHECK(ReadAll(kept) == data.substr(second));
+  CHECK(ReadAll(kept) == data);
   status = ReadSpoolStatus(tmp.path());
   REQUIRE(status.ok());
   CHECK(status->corrupt_files.size() == 1);
+}
+
+TEST_CASE("spool journal: anything but a regular file is refused, a symbolic link never followed") {
+  TempDir tmp;
+  std::string elsewhere;
+  {
+    auto file = CreateJournal(tmp.path());
+    elsewhere = file->path();
+    REQUIRE(file->Append(JobFrames(0, 1)).ok());
+  }
+  const uint64_t size = std::filesystem::file_size(elsewhere);
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string link = dir + "/journal-0000000000001-1-00000001.spool";
+  std::string fifo = dir + "/journal-0000000000002-1-00000002.spool";
+  std::string sub = dir + "/journal-0000000000003-1-00000003.spool";
+  REQUIRE(symlink(elsewhere.c_str(), link.c_str()) == 0);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(mkdir(sub.c_str(), 0700) == 0);
+
+  auto entries = spool::ListDirectory(dir);
+  REQUIRE(entries.ok());
+  REQUIRE(entries->size() == 3);
+  for (const auto& entry : *entries) CHECK(entry.kind == spool::DirectoryEntry::Kind::kNotRegular);
+  CHECK((*entries)[0].type == "a symbolic link");
+  CHECK((*entries)[1].type == "a FIFO");
+  CHECK((*entries)[2].type == "a directory");
+
+  for (const std::string& path : {link, fifo, sub}) {
+    auto taken = JournalFile::TakeOver(path);
+    CHECK_FALSE(taken.ok());
+    CHECK(taken.status().message().find("not a regular file") != std::string::npos);
+    CHECK_FALSE(spool::ReadJournalStart(path).ok());
+  }
+  CHECK(std::filesystem::file_size(elsewhere) == size);
+
+  auto status = ReadSpoolStatus(dir);
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 3);
+  CHECK(status->files[0].problem.find("a symbolic link, not a regular file") != std::string::npos);
+  CHECK(status->pending_jobs == 0);
 }
 
 TEST_CASE("spool journal: its writer holds the lock; other writers get files of their own") {
@@ -1158,6 +1267,72 @@ TEST_CASE("spool client: a push of a jid its spool's pushes stored stores nothin
   CHECK(refused.status().IsInvalidArgument());
 }
 
+TEST_CASE("spool client: a damaged journal a process left is set aside and logged, never deleted") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string path;
+  uint64_t last = 0;
+  {
+    auto file = CreateJournal(dir);
+    path = file->path();
+    REQUIRE(file->Append(JobFrames(0, 1)).ok());
+    REQUIRE(file->Append(JobFrames(1, 1), &last).ok());
+  }
+  std::string data = ReadAll(path);
+  data[data.size() - 3] ^= 0x10;  // the last record, whole
+  WriteAll(path, data);
+  redis.Start();
+
+  StderrCapture capture(tmp.Sub("stderr"));
+  std::string kept = path + ".corrupt-" + std::to_string(last);
+  {
+    auto client = SpoolClient(redis.Options(), dir);
+    bool drained = WaitUntil(
+        [&] {
+          return std::filesystem::exists(kept) && Journals(dir).empty() &&
+                 redis.Integer({"LLEN", "queue:default"}) == 1;
+        },
+        10s);
+    CHECK(drained);
+  }
+  std::string log = capture.Stop();
+  CHECK_MESSAGE(Occurrences(log, "damaged at offset " + std::to_string(last)) == 1, log);
+  CHECK(ReadAll(kept) == data);
+  CHECK(redis.Queue("default") == std::vector<std::string>{SampleJob(0).payload});
+}
+
+TEST_CASE("spool: a directory others can write is warned about, once per client and command") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());  // not started: pushes are spooled
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(chmod(dir.c_str(), 0777) == 0);
+  const std::string warning = "spool directory " + dir + " can be written by others (mode 0777)";
+
+  auto pushed = RunCommand({bin, "push", "WarnJob", "--spool", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(pushed.exit_code == 0, pushed.err);
+  CHECK_MESSAGE(Occurrences(pushed.err, warning) == 1, pushed.err);
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.exit_code == 0);
+  CHECK_MESSAGE(Occurrences(status.err, "reliableq: warning: " + warning) == 1, status.err);
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK_MESSAGE(Occurrences(drained.err, "reliableq: warning: " + warning) == 1, drained.err);
+
+  REQUIRE(chmod(dir.c_str(), 0770) == 0);
+  status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.err.find("can be written by its group (mode 0770)") != std::string::npos);
+  REQUIRE(chmod(dir.c_str(), 0700) == 0);
+  status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.err.empty());
+  pushed = RunCommand({bin, "push", "WarnJob", "--spool", dir, "--redis", redis.Url()});
+  CHECK(pushed.err.find("can be written") == std::string::npos);
+}
+
 // ---------------------------------------------------------------------------
 // The reliableq program.
 
@@ -1282,6 +1457,113 @@ TEST_CASE("spool cli: a job spooled for group A is drained into group A, never a
   CHECK(length("reliableq:{A}:queue:default") == 1);
   CHECK(length("reliableq:{B}:queue:default") == 1);
   CHECK(Journals(dir).empty());
+}
+
+TEST_CASE("spool cli: a flipped bit in a journal is damage: set aside, reported, exit 1") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  const std::string name = journals[0].name;
+  // One bit of its only job's payload: a whole record whose CRC fails.
+  std::string data = ReadAll(journals[0].path);
+  data[data.size() - 2] ^= 0x01;
+  WriteAll(journals[0].path, data);
+  uint64_t job_offset = spool::JournalHeader(kLayout1).size();
+
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK_MESSAGE(drained.err.find("reliableq: damaged: " + name + ": damaged at offset " +
+                                 std::to_string(job_offset)) == 0,
+                drained.err);
+  CHECK(drained.err.find("kept as " + dir + "/" + name + ".corrupt-") != std::string::npos);
+  CHECK(std::count(drained.err.begin(), drained.err.end(), '\n') == 1);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  REQUIRE(Corrupt(dir).size() == 1);
+  std::string kept = dir + "/" + Corrupt(dir)[0];
+  CHECK(ReadAll(kept) == data);
+
+  // It stays a failure until a person has dealt with it.
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.out.find("damaged journal set aside (never drained): " + Corrupt(dir)[0]) !=
+        std::string::npos);
+  drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK(drained.err.find("set aside earlier") != std::string::npos);
+  REQUIRE(unlink(kept.c_str()) == 0);
+  drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+}
+
+TEST_CASE("spool cli: a record a crash cut short is dropped, and the drain says so") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  uint64_t whole = journals[0].bytes;
+  std::string next = JobFrames(0, 1);
+  AppendBytes(journals[0].path, next.substr(0, next.size() / 2));
+
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK(drained.out.find("pushed 1 job") != std::string::npos);
+  CHECK_MESSAGE(drained.out.find("dropped the end of " + journals[0].name +
+                                 ": a record cut short at offset " + std::to_string(whole) +
+                                 " (" + std::to_string(next.size() / 2) + " bytes") !=
+                    std::string::npos,
+                drained.out);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 1);
+  CHECK(Corrupt(dir).empty());
+}
+
+TEST_CASE("spool cli: a symbolic link named like a journal is refused, never followed") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  std::string elsewhere;
+  {
+    auto file = CreateJournal(tmp.path());
+    elsewhere = file->path();
+    REQUIRE(file->Append(JobFrames(0, 1)).ok());
+  }
+  const std::string before = ReadAll(elsewhere);
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string name = std::filesystem::path(elsewhere).filename().string();
+  REQUIRE(symlink(elsewhere.c_str(), (dir + "/" + name).c_str()) == 0);
+
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK_MESSAGE(drained.err == "reliableq: left alone: " + name + ": it is a symbolic link, " +
+                                   "not a regular file: refused, never read or drained\n",
+                drained.err);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(ReadAll(elsewhere) == before);
+
+  // A client's drainer leaves it too, while it drains a journal beside it.
+  {
+    auto orphan = CreateJournal(dir);
+    REQUIRE(orphan->Append(JobFrames(5, 1)).ok());
+  }
+  {
+    auto client = SpoolClient(redis.Options(), dir);
+    REQUIRE(WaitUntil([&] { return Journals(dir).empty(); }, 10s));
+  }
+  CHECK(redis.Queue("default") == std::vector<std::string>{SampleJob(5).payload});
+  CHECK(ReadAll(elsewhere) == before);
+  struct stat st;
+  CHECK((lstat((dir + "/" + name).c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
 }
 
 }  // namespace

@@ -38,15 +38,20 @@ constexpr std::string_view kHelp =
     "                 it if anything\n"
     "  drain DIR      pushes the jobs of every journal of this keyspace (--prefix,\n"
     "                 --group) that no live process holds (a live client drains\n"
-    "                 its own), the same jid and payload with the same script as\n"
-    "                 the push, oldest first; deletes each journal once drained\n"
-    "                 and prints how many jobs it pushed, and how many of them\n"
-    "                 Redis had already (a push of the same jid within the\n"
-    "                 replay window stored it: not stored twice). Journals of\n"
-    "                 another keyspace are left, one line each. Exit status 1\n"
-    "                 when jobs are left: Redis could not be reached (the\n"
-    "                 message says where), refused some (kept), or they belong\n"
-    "                 to another keyspace\n"
+    "                 its own), the same jid and payload, oldest first; deletes\n"
+    "                 each journal once drained and prints how many jobs it\n"
+    "                 pushed, and how many of them Redis had already (a push of\n"
+    "                 the same jid within the replay window stored it: not\n"
+    "                 stored twice). A record cut short by a crash is dropped,\n"
+    "                 one line each. Journals of another keyspace are left, one\n"
+    "                 line each. A damaged journal is set aside as\n"
+    "                 JOURNAL.corrupt-OFFSET, its jobs before the damage drained.\n"
+    "                 Exit status 1 when jobs are left: Redis could not be\n"
+    "                 reached (the message says where), refused some (kept),\n"
+    "                 they belong to another keyspace, or a damaged journal is\n"
+    "                 set aside (until a person deletes it); and for a file\n"
+    "                 named like a journal that is not a regular file (a\n"
+    "                 symbolic link, say: refused)\n"
     "\n"
     "Options:\n"
     "      --json           status prints one JSON object:\n"
@@ -179,9 +184,14 @@ std::string StatusText(const SpoolStatus& status) {
     if (!file.problem.empty()) out += name + ": " + Escaped(file.problem) + "\n";
   }
   for (const std::string& name : status.corrupt_files) {
-    out += "damaged part kept aside (never drained): " + Escaped(name) + "\n";
+    out += "damaged journal set aside (never drained): " + Escaped(name) + "\n";
   }
   return out;
+}
+
+// Once per command, on stderr, before anything else it says.
+void WarnIfWritable(const std::string& warning) {
+  if (!warning.empty()) std::fprintf(stderr, "reliableq: warning: %s\n", Shown(warning).c_str());
 }
 
 int RunStatus(const ParsedArgs& args, const std::string& dir) {
@@ -192,6 +202,7 @@ int RunStatus(const ParsedArgs& args, const std::string& dir) {
   }
   Result<SpoolStatus> status = ReadSpoolStatus(dir);
   if (!status.ok()) return RuntimeError(status.status());
+  WarnIfWritable(status->warning);
   std::string text = args.Has("json") ? StatusJson(*status) : StatusText(*status);
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;
@@ -229,6 +240,7 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   Result<SpoolDrainReport> report = DrainSpool(dir, *redis, options);
   if (!report.ok()) return RuntimeError(report.status());
+  WarnIfWritable(report->warning);
 
   std::string out = "pushed " + Plural(report->pushed, "job", "jobs") + " from spool " +
                     Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
@@ -239,6 +251,9 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   }
   if (report->dropped > 0) {
     out += Plural(report->dropped, "job", "jobs") + " dropped: a rule refused them\n";
+  }
+  for (const std::string& tail : report->dropped_tails) {
+    out += "dropped the end of " + Escaped(tail) + "\n";
   }
   for (const std::string& name : report->live_files) {
     out += "left to the live process that holds it: " + Escaped(name) + "\n";
@@ -252,6 +267,17 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   }
   for (const std::string& problem : report->failed_files) {
     std::fprintf(stderr, "reliableq: left alone: %s\n", Shown(problem).c_str());
+    failed = true;
+  }
+  for (const std::string& damage : report->damaged_files) {
+    std::fprintf(stderr, "reliableq: damaged: %s\n", Shown(damage).c_str());
+    failed = true;
+  }
+  for (const std::string& name : report->corrupt_files) {
+    std::fprintf(stderr,
+                 "reliableq: damaged journal set aside earlier (never drained; look at it, "
+                 "then delete it): %s\n",
+                 Shown(name).c_str());
     failed = true;
   }
   if (report->held > 0) {
