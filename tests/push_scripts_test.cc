@@ -386,17 +386,33 @@ TEST_CASE_FIXTURE(OnceFixture, "push_once.lua writes nothing for bad input or a 
   CheckWrongType(Once({{"j1", "a", {}, "p1"}, {"j2", "b", {}, "p2"}}), "push_once",
                  "rq{t}:pushed:j2", "list", "string");
   CHECK(Snapshot() == before);
+  // One job checks through its writes, and takes back the record and the
+  // push it made when a later write is refused.
+  CheckWrongType(Once({{"j2", "b", {}, "p2"}}), "push_once", "rq{t}:pushed:j2", "list",
+                 "string");
+  CHECK(Snapshot() == before);
   Run({"DEL", "rq{t}:pushed:j2"});
+  Run({"SET", "queue:b", "not a list"});
+  before = Snapshot();
+  CheckWrongType(Once({{"j1", "b", {}, "p1"}}), "push_once", "queue:b", "string", "list");
+  CHECK(Snapshot() == before);
+  Run({"DEL", "queue:b"});
   Run({"SET", "schedule", "not a zset"});
   before = Snapshot();
-  CheckWrongType(Once({{"j1", "a", {}, "p1"}}), "push_once", "schedule", "string", "zset");
+  CheckWrongType(Once({{"j1", "", 1700000200.5, "s1"}}), "push_once", "schedule", "string",
+                 "zset");
+  CheckWrongType(Once({{"j1", "a", {}, "p1"}, {"j2", "a", {}, "p2"}}), "push_once", "schedule",
+                 "string", "zset");
   CHECK(Snapshot() == before);
   Run({"DEL", "schedule"});
   Run({"SET", "queues", "not a set"});
+  Run({"RPUSH", "queue:full", "old1"});
   before = Snapshot();
   CheckWrongType(Once({{"j1", "a", {}, "p1"}}), "push_once", "queues", "string", "set");
+  CheckWrongType(Once({{"j1", "full", {}, "p1"}}), "push_once", "queues", "string", "set");
   CHECK(Snapshot() == before);
-  Run({"DEL", "queues"});
+  CHECK(LRange("queue:full") == Strings{"old1"});
+  Run({"DEL", "queues", "queue:full"});
   before = Snapshot();
 
   auto invalid = [&](const redis::Argv& k, const redis::Argv& a) {
@@ -420,6 +436,10 @@ TEST_CASE_FIXTURE(OnceFixture, "push_once.lua writes nothing for bad input or a 
   }
   CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "schedule"},
                 {"60", wake, scheduled, "soon", "p"})
+            .find("due time must be a number") != std::string::npos);
+  CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "queue:a", "rq{t}:pushed:j2",
+                 "schedule"},
+                {"60", wake, scheduled, "a", "p", "nan", "p"})
             .find("due time must be a number") != std::string::npos);
   CHECK(Snapshot() == before);
   CHECK(Published().empty());
