@@ -284,6 +284,14 @@ std::unique_ptr<JournalFile> CreateJournal(const std::string& dir,
   return std::move(created.value());
 }
 
+// The path of a journal of `dir` whose writer is gone, holding the sample
+// jobs first .. first + count - 1.
+std::string JournalLeftWith(const std::string& dir, int first, int count) {
+  auto file = CreateJournal(dir);
+  REQUIRE(file->Append(JobFrames(first, count)).ok());
+  return file->path();
+}
+
 std::vector<JournalFile::Pending> ReadAllPending(JournalFile* file) {
   uint64_t from = file->drained_upto();
   std::vector<JournalFile::Pending> out;
@@ -447,12 +455,7 @@ TEST_CASE("spool journal: threads appending at once each get their records whole
 
 TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   TempDir tmp;
-  std::string path;
-  {
-    auto file = CreateJournal(tmp.path());
-    path = file->path();
-    REQUIRE(file->Append(JobFrames(0, 3)).ok());
-  }
+  std::string path = JournalLeftWith(tmp.path(), 0, 3);
   uint64_t whole = std::filesystem::file_size(path);
   std::string next = JobFrames(3, 1);
   SUBCASE("a record cut short") { AppendBytes(path, next.substr(0, next.size() / 2)); }
@@ -538,12 +541,7 @@ TEST_CASE("spool journal: a whole record whose CRC fails is damage, wherever it 
 
 TEST_CASE("spool journal: anything but a regular file is refused, a symbolic link never followed") {
   TempDir tmp;
-  std::string elsewhere;
-  {
-    auto file = CreateJournal(tmp.path());
-    elsewhere = file->path();
-    REQUIRE(file->Append(JobFrames(0, 1)).ok());
-  }
+  std::string elsewhere = JournalLeftWith(tmp.path(), 0, 1);
   const uint64_t size = std::filesystem::file_size(elsewhere);
   std::string dir = tmp.Sub("spool");
   REQUIRE(mkdir(dir.c_str(), 0700) == 0);
@@ -1459,20 +1457,28 @@ TEST_CASE("spool cli: a job spooled for group A is drained into group A, never a
   CHECK(Journals(dir).empty());
 }
 
+// `reliableq push --spool DIR` while `redis` is down: the one journal it
+// leaves, with its one job.
+spool::DirectoryEntry SpoolOnePush(const std::string& bin, const std::string& dir,
+                                   const RedisOnPath& redis) {
+  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  return journals[0];
+}
+
 TEST_CASE("spool cli: a flipped bit in a journal is damage: set aside, reported, exit 1") {
   TempDir tmp;
   RedisOnPath redis(tmp.path());
   std::string dir = tmp.Sub("spool");
   std::string bin = BuildPath("RELIABLEQ_BIN");
-  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
-  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
-  auto journals = Journals(dir);
-  REQUIRE(journals.size() == 1);
-  const std::string name = journals[0].name;
+  const spool::DirectoryEntry journal = SpoolOnePush(bin, dir, redis);
+  const std::string name = journal.name;
   // One bit of its only job's payload: a whole record whose CRC fails.
-  std::string data = ReadAll(journals[0].path);
+  std::string data = ReadAll(journal.path);
   data[data.size() - 2] ^= 0x01;
-  WriteAll(journals[0].path, data);
+  WriteAll(journal.path, data);
   uint64_t job_offset = spool::JournalHeader(kLayout1).size();
 
   redis.Start();
@@ -1505,20 +1511,16 @@ TEST_CASE("spool cli: a record a crash cut short is dropped, and the drain says 
   RedisOnPath redis(tmp.path());
   std::string dir = tmp.Sub("spool");
   std::string bin = BuildPath("RELIABLEQ_BIN");
-  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
-  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
-  auto journals = Journals(dir);
-  REQUIRE(journals.size() == 1);
-  uint64_t whole = journals[0].bytes;
+  const spool::DirectoryEntry journal = SpoolOnePush(bin, dir, redis);
   std::string next = JobFrames(0, 1);
-  AppendBytes(journals[0].path, next.substr(0, next.size() / 2));
+  AppendBytes(journal.path, next.substr(0, next.size() / 2));
 
   redis.Start();
   auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
   CHECK_MESSAGE(drained.exit_code == 0, drained.err);
   CHECK(drained.out.find("pushed 1 job") != std::string::npos);
-  CHECK_MESSAGE(drained.out.find("dropped the end of " + journals[0].name +
-                                 ": a record cut short at offset " + std::to_string(whole) +
+  CHECK_MESSAGE(drained.out.find("dropped the end of " + journal.name +
+                                 ": a record cut short at offset " + std::to_string(journal.bytes) +
                                  " (" + std::to_string(next.size() / 2) + " bytes") !=
                     std::string::npos,
                 drained.out);
@@ -1531,12 +1533,7 @@ TEST_CASE("spool cli: a symbolic link named like a journal is refused, never fol
   RedisOnPath redis(tmp.path());
   redis.Start();
   std::string bin = BuildPath("RELIABLEQ_BIN");
-  std::string elsewhere;
-  {
-    auto file = CreateJournal(tmp.path());
-    elsewhere = file->path();
-    REQUIRE(file->Append(JobFrames(0, 1)).ok());
-  }
+  std::string elsewhere = JournalLeftWith(tmp.path(), 0, 1);
   const std::string before = ReadAll(elsewhere);
   std::string dir = tmp.Sub("spool");
   REQUIRE(mkdir(dir.c_str(), 0700) == 0);
@@ -1552,10 +1549,7 @@ TEST_CASE("spool cli: a symbolic link named like a journal is refused, never fol
   CHECK(ReadAll(elsewhere) == before);
 
   // A client's drainer leaves it too, while it drains a journal beside it.
-  {
-    auto orphan = CreateJournal(dir);
-    REQUIRE(orphan->Append(JobFrames(5, 1)).ok());
-  }
+  JournalLeftWith(dir, 5, 1);
   {
     auto client = SpoolClient(redis.Options(), dir);
     REQUIRE(WaitUntil([&] { return Journals(dir).empty(); }, 10s));
