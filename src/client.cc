@@ -123,10 +123,10 @@ class ClientImpl : public Client {
     if (spooled && spool_->bypass()) {
       return spool_->Instead(std::move(encoded->jid), std::move(*spooled));
     }
-    std::vector<QueuePush> pushes;
-    pushes.push_back({encoded->queue, {}});
-    pushes.back().payloads.push_back(std::move(encoded->payload));
-    Pending pending(PushCall(keys_, std::move(pushes)));
+    Pending pending(spool_ ? OnceCall(encoded->jid, encoded->queue, std::nullopt,
+                                      std::move(encoded->payload))
+                           : PushCall(keys_, QueuePushes(encoded->queue,
+                                                         std::move(encoded->payload))));
     Attempt attempt = Run(&pending);
     return Spooling(
         FromAttempt(
@@ -160,27 +160,14 @@ class ClientImpl : public Client {
       for (size_t i = begin; spool_ && i < end; ++i) {
         if (!encoded[i].stopped) spooled.push_back(*ForSpool(encoded[i], std::nullopt));
       }
-      // Queues in the order they first appear, each with its payloads in
-      // input order (the first given is taken first). The payloads move
-      // into the call: nothing reads them afterwards.
-      std::vector<QueuePush> pushes;
-      std::unordered_map<std::string_view, size_t> index;
-      for (size_t i = begin; i < end; ++i) {
-        if (encoded[i].stopped) continue;
-        auto [it, added] = index.try_emplace(encoded[i].queue, pushes.size());
-        if (added) {
-          pushes.push_back({encoded[i].queue, {}});
-          pushes.back().payloads.reserve(end - i);
-        }
-        pushes[it->second].payloads.push_back(std::move(encoded[i].payload));
-      }
+      std::optional<ScriptCall> call = BatchCall(&encoded, begin, end);
       PushResult batch;
       if (not_sent) {
         batch = Failed(PushOutcome::kRefused, {}, *not_sent);
-      } else if (!pushes.empty() && spool_ && spool_->bypass()) {
+      } else if (call && spool_ && spool_->bypass()) {
         batch = spool_->Instead({}, std::move(spooled));
-      } else if (!pushes.empty()) {
-        Pending pending(PushCall(keys_, std::move(pushes)));
+      } else if (call) {
+        Pending pending(*call);
         batch = FromAttempt(
             Run(&pending),
             [&] {
@@ -221,7 +208,9 @@ class ClientImpl : public Client {
     if (spooled && spool_->bypass()) {
       return spool_->Instead(std::move(encoded->jid), std::move(*spooled));
     }
-    Pending pending(ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
+    Pending pending(spool_ ? OnceCall(encoded->jid, encoded->queue, epoch_seconds,
+                                      std::move(encoded->payload))
+                           : ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
     Attempt attempt = Run(&pending);
     if (!attempt.status.ok()) {
       return Spooling(
@@ -260,6 +249,56 @@ class ClientImpl : public Client {
     }
     return FromAttempt(attempt, [&] { return "unique push, key " + e->unique_key; },
                        std::move(e->jid));
+  }
+
+  // With a spool a job may be sent again under its jid (the drain pushes
+  // what a push that was not confirmed spooled, and that push may still
+  // land): push_once.lua stores each jid once within the replay window.
+  ScriptCall OnceCall(std::string_view jid, std::string_view queue, std::optional<double> at,
+                      std::string payload) const {
+    std::vector<OncePush> jobs;
+    jobs.push_back({jid, queue, at, std::move(payload)});
+    return PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
+  }
+
+  static std::vector<QueuePush> QueuePushes(std::string_view queue, std::string payload) {
+    std::vector<QueuePush> pushes;
+    pushes.push_back({queue, {}});
+    pushes.back().payloads.push_back(std::move(payload));
+    return pushes;
+  }
+
+  // The call that pushes jobs [begin, end) of `encoded` but those a
+  // middleware stopped; nullopt when none is left. The payloads move into
+  // the call: nothing reads them afterwards.
+  std::optional<ScriptCall> BatchCall(std::vector<Encoded>* encoded, size_t begin,
+                                      size_t end) const {
+    if (spool_) {
+      // One record per job, in input order.
+      std::vector<OncePush> jobs;
+      for (size_t i = begin; i < end; ++i) {
+        Encoded& e = (*encoded)[i];
+        if (!e.stopped) jobs.push_back({e.jid, e.queue, std::nullopt, std::move(e.payload)});
+      }
+      if (jobs.empty()) return std::nullopt;
+      return PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
+    }
+    // Queues in the order they first appear, each with its payloads in
+    // input order (the first given is taken first).
+    std::vector<QueuePush> pushes;
+    std::unordered_map<std::string_view, size_t> index;
+    for (size_t i = begin; i < end; ++i) {
+      Encoded& e = (*encoded)[i];
+      if (e.stopped) continue;
+      auto [it, added] = index.try_emplace(e.queue, pushes.size());
+      if (added) {
+        pushes.push_back({e.queue, {}});
+        pushes.back().payloads.reserve(end - i);
+      }
+      pushes[it->second].payloads.push_back(std::move(e.payload));
+    }
+    if (pushes.empty()) return std::nullopt;
+    return PushCall(keys_, std::move(pushes));
   }
 
   // The spool's copy of a job about to be pushed (`at`: scheduled for

@@ -17,6 +17,11 @@ Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
                                    std::to_string(client.wait_timeout.count()) +
                                    " ms: it must be more than 0 (WAIT 0 would wait forever)");
   }
+  if (!client.spool_dir.empty() && client.spool_replay_window.count() < 1) {
+    return Status::InvalidArgument("spool_replay_window is " +
+                                   std::to_string(client.spool_replay_window.count()) +
+                                   " s: it must be at least 1 s");
+  }
   // The spool and the client build their keys from these two.
   if (Status s = CheckKeyLayout(client.prefix, options.group); !s.ok()) return s;
   RedisOptions out = options;

@@ -12,7 +12,8 @@
 
 namespace reliableq {
 
-// Checks wait_replicas and wait_timeout, and the key prefix with the queue
+// Checks wait_replicas, wait_timeout and, with a spool, its replay window,
+// and the key prefix with the queue
 // group of `options` (CheckKeyLayout), and returns `options` with the
 // command timeout lengthened by wait_timeout when the client waits for
 // replicas: a round trip's last reply, WAIT's, may come that much later

@@ -100,6 +100,11 @@ class Keys {
   // of jobs discarded as expired.
   std::string Unique(std::string_view key) const { return prefix_ + "unique:" + std::string(key); }
   std::string StatExpired() const { return prefix_ + "stat:expired"; }
+  // The record that job `jid` was pushed by a client with a spool or by a
+  // spool's drain (push_once.lua; reliableq-schema(7), "Client spool"): a
+  // STRING that lives for the replay window, so that the same jid sent again
+  // within it stores nothing.
+  std::string Pushed(std::string_view jid) const { return prefix_ + "pushed:" + std::string(jid); }
   // Periodic jobs (reliableq-schema(7), "Periodic jobs"): the SET of their
   // names, each one's HASH (declaration and bookkeeping), and the ZSET of
   // the ticks pushed for it.

@@ -55,6 +55,22 @@ ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
                     {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
+ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
+                        std::vector<OncePush> jobs) {
+  ScriptCall call{ScriptId::kPushOnce,
+                  {keys.Queues(), keys.Schedule()},
+                  {Count(replay_window.count()), keys.WakeQueue(""), keys.WakeScheduled()}};
+  call.keys.reserve(2 + 2 * jobs.size());
+  call.args.reserve(3 + 2 * jobs.size());
+  for (OncePush& job : jobs) {
+    call.keys.push_back(keys.Pushed(job.jid));
+    call.keys.push_back(job.at ? keys.Schedule() : keys.Queue(job.queue));
+    call.args.push_back(job.at ? FormatEpoch(*job.at) : std::string(job.queue));
+    call.args.push_back(std::move(job.payload));
+  }
+  return call;
+}
+
 ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
                           int64_t ttl_millis, std::string_view queue, std::optional<double> at,
                           std::string payload) {

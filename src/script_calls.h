@@ -8,6 +8,7 @@
 #ifndef RELIABLEQ_SCRIPT_CALLS_H_
 #define RELIABLEQ_SCRIPT_CALLS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,19 @@ ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes);
 // schedule.lua: `payload` into schedule, due at `at`; when it is the
 // earliest, keys.WakeScheduled() hears its time.
 ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload);
+
+// push_once.lua: each job to its queue (`at` empty) or into schedule, due
+// at `at`, unless keys.Pushed(jid) says its jid was pushed within the last
+// `replay_window` (whole seconds, at least 1); all or nothing, in the order
+// given. The payloads are moved into the call.
+struct OncePush {
+  std::string_view jid;
+  std::string_view queue;
+  std::optional<double> at;
+  std::string payload;
+};
+ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
+                        std::vector<OncePush> jobs);
 
 // push_unique.lua: `payload` (of job `jid`) to its queue (`at` empty) or
 // into schedule, due at `at`, unless `unique_key` is held; takes the key

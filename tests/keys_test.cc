@@ -37,6 +37,7 @@ TEST_CASE("reliableq's own keys carry the prefix") {
   CHECK(keys.Paused() == "reliableq:paused");
   CHECK(keys.Limit("api") == "reliableq:limit:api");
   CHECK(keys.Unique("k") == "reliableq:unique:k");
+  CHECK(keys.Pushed("j1") == "reliableq:pushed:j1");
   CHECK(keys.PeriodicTicks("n") == "reliableq:periodic:n:ticks");
   CHECK(keys.Schema() == "reliableq:schema");
   CHECK(keys.WakeQueue("q") == "reliableq:wake:queue:q");
@@ -71,6 +72,7 @@ TEST_CASE("layout 2 puts every key of a group, Sidekiq's included, under P{G}:")
   CHECK(keys.Heartbeat("h:1:abc") == "rq:{eu-1}:heartbeat:h:1:abc");
   CHECK(keys.Registry() == "rq:{eu-1}:registry");
   CHECK(keys.Unique("k") == "rq:{eu-1}:unique:k");
+  CHECK(keys.Pushed("j1") == "rq:{eu-1}:pushed:j1");
   CHECK(keys.WakeQueue("q") == "rq:{eu-1}:wake:queue:q");
   CHECK(keys.WakeScheduled() == "rq:{eu-1}:wake:scheduled");
   CHECK(keys.WakePaused() == "rq:{eu-1}:wake:paused");

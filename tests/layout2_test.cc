@@ -259,6 +259,14 @@ TEST_CASE_FIXTURE(Layout2, "layout 2: every feature of a worker of a group, and 
   auto admin = Admin::Open(GroupOptions(), {});
   REQUIRE(admin.ok());
 
+  // A client with a spool pushes with push_once.lua: the record of its jid
+  // is the group's too (a queue nobody serves, so no count below moves).
+  ClientOptions spooling;
+  spooling.spool_dir = dir_ + "/spool-watched";
+  auto spooled = Client::Open(GroupOptions(), spooling);
+  REQUIRE(spooled.ok());
+  CHECK(Exists(tag + "pushed:" + AcceptedJid((*spooled)->Push(MakeJob("NoopJob", "spooled")))));
+
   // Push and run.
   AcceptedJid((*client)->Push(MakeJob("NoopJob", "default")));
   bool ran = WaitUntil([&] { return Counter("stat:processed") >= 1; }, 10s);

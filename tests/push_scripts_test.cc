@@ -1,5 +1,6 @@
-// push.lua and schedule.lua run by Redis, and the wake-up signals they
-// publish: a second connection subscribes to the channel and checks that
+// push.lua, schedule.lua and push_once.lua run by Redis, and the wake-up
+// signals they publish: a second connection subscribes to the channel and
+// checks that
 // each call publishes exactly when it should (a queue that was empty, a job
 // that is due before every other) and never otherwise, and that a call
 // Redis refuses writes and publishes nothing.
@@ -9,7 +10,9 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "lua_scripts.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
+#include "script_calls.h"
 #include "testutil.h"
 
 namespace reliableq {
@@ -299,6 +303,146 @@ TEST_CASE_FIXTURE(WakeFixture, "the client's pushes publish under its own prefix
   jobs[2].queue = "bulk";
   REQUIRE(client.PushBulk(jobs).ok());
   CHECK(Published() == Strings{"rq{t}:wake:queue:bulk bulk"});
+}
+
+// ------------------------------------------------------------ push_once.lua
+
+struct OnceFixture : WakeFixture {
+  // A job to push now (`at` empty) or for later.
+  struct OnceJob {
+    std::string jid;
+    std::string queue;
+    std::optional<double> at;
+    std::string payload;
+  };
+  Result<redis::ReplyPtr> Once(const std::vector<OnceJob>& jobs, int64_t window = 60) {
+    std::vector<OncePush> pushes;
+    for (const OnceJob& job : jobs) pushes.push_back({job.jid, job.queue, job.at, job.payload});
+    return redis().Eval(PushOnceCall(keys, std::chrono::seconds(window), std::move(pushes)));
+  }
+};
+
+TEST_CASE_FIXTURE(OnceFixture, "push_once.lua stores a jid once while its record lives") {
+  CHECK(IntegerOf(Once({{"j1", "a", {}, "p1"}})) == 1);
+  CHECK(Published() == Strings{"rq{t}:wake:queue:a a"});
+  CHECK(Get("rq{t}:pushed:j1") == "1");
+  long long ttl = Integer({"TTL", "rq{t}:pushed:j1"});
+  CHECK(ttl > 0);
+  CHECK(ttl <= 60);
+  // The same jid again, whatever its payload: nothing written, no wake-up,
+  // and no error: the push that stored it succeeded.
+  auto before = Snapshot();
+  CHECK(IntegerOf(Once({{"j1", "a", {}, "p1 again"}})) == 0);
+  CHECK(Snapshot() == before);
+  CHECK(Published().empty());
+  CHECK(LRange("queue:a") == Strings{"p1"});
+  CHECK(SMembers("queues") == Strings{"a"});
+
+  // A scheduled job too: pushed once, even once it left schedule (a poller
+  // moved it to its queue).
+  CHECK(IntegerOf(Once({{"j2", "", 1700000200.5, "s1"}})) == 1);
+  CHECK(Published() == Strings{keys.WakeScheduled() + " 1700000200.500000"});
+  Run({"ZREM", "schedule", "s1"});
+  CHECK(IntegerOf(Once({{"j2", "", 1700000200.5, "s1"}})) == 0);
+  CHECK(ZRange("schedule").empty());
+  CHECK(Published().empty());
+
+  // The replay window: once the record is gone, the jid is stored again.
+  Run({"DEL", "rq{t}:pushed:j1"});
+  CHECK(IntegerOf(Once({{"j1", "a", {}, "p1"}})) == 1);
+  CHECK(LRange("queue:a") == Strings{"p1", "p1"});
+}
+
+TEST_CASE_FIXTURE(OnceFixture, "push_once.lua pushes the jids of a batch it has not seen, in order") {
+  CHECK(IntegerOf(Once({{"j2", "a", {}, "p2"}})) == 1);
+  Published();
+  // j2 is stored; the others go, each queue woken once when it was empty,
+  // the first given taken first; j4 twice in one call is stored once.
+  CHECK(IntegerOf(Once({{"j1", "a", {}, "p1"},
+                        {"j2", "a", {}, "p2"},
+                        {"j3", "b", {}, "p3"},
+                        {"j4", "b", {}, "p4"},
+                        {"j4", "b", {}, "p4"},
+                        {"j5", "", 1700000300.0, "s5"},
+                        {"j6", "a", {}, "p6"}})) == 5);
+  CHECK(LRange("queue:a") == Strings{"p6", "p1", "p2"});
+  CHECK(LRange("queue:b") == Strings{"p4", "p3"});
+  CHECK(ZRange("schedule") == Strings{"s5"});
+  CHECK(SMembers("queues") == Strings{"a", "b"});
+  CHECK(Published() ==
+        Strings{"rq{t}:wake:queue:b b", keys.WakeScheduled() + " 1700000300.000000"});
+}
+
+TEST_CASE_FIXTURE(OnceFixture, "push_once.lua writes nothing for bad input or a key of the wrong type") {
+  // The first job's key is fine, the second's is not: nothing of either.
+  Run({"SET", "queue:b", "not a list"});
+  auto before = Snapshot();
+  CheckWrongType(Once({{"j1", "a", {}, "p1"}, {"j2", "b", {}, "p2"}}), "push_once", "queue:b",
+                 "string", "list");
+  CHECK(Snapshot() == before);
+  Run({"DEL", "queue:b"});
+  Run({"RPUSH", "rq{t}:pushed:j2", "x"});
+  before = Snapshot();
+  CheckWrongType(Once({{"j1", "a", {}, "p1"}, {"j2", "b", {}, "p2"}}), "push_once",
+                 "rq{t}:pushed:j2", "list", "string");
+  CHECK(Snapshot() == before);
+  // One job checks through its writes, and takes back the record and the
+  // push it made when a later write is refused.
+  CheckWrongType(Once({{"j2", "b", {}, "p2"}}), "push_once", "rq{t}:pushed:j2", "list",
+                 "string");
+  CHECK(Snapshot() == before);
+  Run({"DEL", "rq{t}:pushed:j2"});
+  Run({"SET", "queue:b", "not a list"});
+  before = Snapshot();
+  CheckWrongType(Once({{"j1", "b", {}, "p1"}}), "push_once", "queue:b", "string", "list");
+  CHECK(Snapshot() == before);
+  Run({"DEL", "queue:b"});
+  Run({"SET", "schedule", "not a zset"});
+  before = Snapshot();
+  CheckWrongType(Once({{"j1", "", 1700000200.5, "s1"}}), "push_once", "schedule", "string",
+                 "zset");
+  CheckWrongType(Once({{"j1", "a", {}, "p1"}, {"j2", "a", {}, "p2"}}), "push_once", "schedule",
+                 "string", "zset");
+  CHECK(Snapshot() == before);
+  Run({"DEL", "schedule"});
+  Run({"SET", "queues", "not a set"});
+  Run({"RPUSH", "queue:full", "old1"});
+  before = Snapshot();
+  CheckWrongType(Once({{"j1", "a", {}, "p1"}}), "push_once", "queues", "string", "set");
+  CheckWrongType(Once({{"j1", "full", {}, "p1"}}), "push_once", "queues", "string", "set");
+  CHECK(Snapshot() == before);
+  CHECK(LRange("queue:full") == Strings{"old1"});
+  Run({"DEL", "queues", "queue:full"});
+  before = Snapshot();
+
+  auto invalid = [&](const redis::Argv& k, const redis::Argv& a) {
+    Result<redis::ReplyPtr> reply = redis().Eval(ScriptId::kPushOnce, k, a);
+    REQUIRE_FALSE(reply.ok());
+    CHECK(reply.status().IsInvalidArgument());
+    return reply.status().message();
+  };
+  const std::string wake = keys.WakeQueue("");
+  const std::string scheduled = keys.WakeScheduled();
+  CHECK(invalid({"queues", "schedule"}, {"60", wake, scheduled}).find("want 2 keys") !=
+        std::string::npos);
+  CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1"}, {"60", wake, scheduled, "a", "p"})
+            .find("want 2 keys") != std::string::npos);
+  CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "queue:a"}, {"60", wake, scheduled, "a"})
+            .find("want 2 keys") != std::string::npos);
+  for (const char* ttl : {"0", "-5", "1.5", "x"}) {
+    CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "queue:a"},
+                  {ttl, wake, scheduled, "a", "p"})
+              .find("lifetime must be an integer above 0") != std::string::npos);
+  }
+  CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "schedule"},
+                {"60", wake, scheduled, "soon", "p"})
+            .find("due time must be a number") != std::string::npos);
+  CHECK(invalid({"queues", "schedule", "rq{t}:pushed:j1", "queue:a", "rq{t}:pushed:j2",
+                 "schedule"},
+                {"60", wake, scheduled, "a", "p", "nan", "p"})
+            .find("due time must be a number") != std::string::npos);
+  CHECK(Snapshot() == before);
+  CHECK(Published().empty());
 }
 
 }  // namespace

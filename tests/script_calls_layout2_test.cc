@@ -26,6 +26,10 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
   pushes.push_back({"r", {"{}", "{}"}});
   calls.push_back(PushCall(keys, std::move(pushes)));
   calls.push_back(ScheduleCall(keys, 1.0, "{}"));
+  std::vector<OncePush> once;
+  once.push_back({"j1", "q", std::nullopt, "{}"});
+  once.push_back({"j2", "", 5.0, "{}"});
+  calls.push_back(PushOnceCall(keys, std::chrono::seconds(60), std::move(once)));
   calls.push_back(PushUniqueCall(keys, unique, "j", 0, "q", std::nullopt, "{}"));
   calls.push_back(PushUniqueCall(keys, unique, "j", 0, "q", 5.0, "{}"));
   calls.push_back(ReleaseUniqueCall(unique, "j"));
@@ -63,7 +67,7 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
 TEST_CASE("layout 2: every KEYS entry of every script call carries the group's hash tag") {
   const Keys keys("rq:", "eu-1");
   std::vector<ScriptCall> calls = EveryCall(keys);
-  CHECK(calls.size() == 27);  // every builder, some in two or three modes
+  CHECK(calls.size() == 28);  // every builder, some in two or three modes
   for (const ScriptCall& call : calls) {
     CAPTURE(static_cast<int>(call.script));
     REQUIRE_FALSE(call.keys.empty());

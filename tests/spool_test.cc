@@ -8,7 +8,9 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <rapidjson/document.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +95,9 @@ class RedisOnPath {
     process_.reset();
     unlink(socket_.c_str());
   }
+  // SIGSTOP: it takes connections (the kernel queues them) and commands
+  // (into its socket buffers), and answers none until SIGCONT.
+  void Signal(int signum) { process_->Signal(signum); }
 
   const std::string& socket() const { return socket_; }
   std::string Url() const { return "unix://" + socket_; }
@@ -159,6 +164,47 @@ std::unique_ptr<Client> SpoolClient(const RedisOptions& redis, const std::string
   return std::move(client.value());
 }
 
+// What the process writes to its stderr (a Client's log lines, say) while
+// the object lives goes to a file instead; Stop() gives it back.
+class StderrCapture {
+ public:
+  explicit StderrCapture(std::string path) : path_(std::move(path)) {
+    std::fflush(stderr);
+    saved_ = dup(2);
+    int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    REQUIRE((saved_ >= 0 && fd >= 0));
+    dup2(fd, 2);
+    close(fd);
+  }
+  ~StderrCapture() { Stop(); }
+  std::string Stop() {
+    if (saved_ >= 0) {
+      std::fflush(stderr);
+      dup2(saved_, 2);
+      close(saved_);
+      saved_ = -1;
+    }
+    std::ifstream in(path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;
@@ -179,6 +225,17 @@ std::vector<spool::DirectoryEntry> Journals(const std::string& dir) {
     if (entry.kind == spool::DirectoryEntry::Kind::kJournal) journals.push_back(entry);
   }
   return journals;
+}
+
+// The damaged journals set aside in `dir`.
+std::vector<std::string> Corrupt(const std::string& dir) {
+  std::vector<std::string> names;
+  auto entries = spool::ListDirectory(dir);
+  if (!entries.ok()) return names;
+  for (auto& entry : *entries) {
+    if (entry.kind == spool::DirectoryEntry::Kind::kCorrupt) names.push_back(entry.name);
+  }
+  return names;
 }
 
 // Every job record of every journal of `dir`, read straight from the
@@ -225,6 +282,14 @@ std::unique_ptr<JournalFile> CreateJournal(const std::string& dir,
   auto created = JournalFile::Create(dir, keyspace);
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   return std::move(created.value());
+}
+
+// The path of a journal of `dir` whose writer is gone, holding the sample
+// jobs first .. first + count - 1.
+std::string JournalLeftWith(const std::string& dir, int first, int count) {
+  auto file = CreateJournal(dir);
+  REQUIRE(file->Append(JobFrames(first, count)).ok());
+  return file->path();
 }
 
 std::vector<JournalFile::Pending> ReadAllPending(JournalFile* file) {
@@ -337,11 +402,12 @@ TEST_CASE("spool journal: jobs appended come back in order, and a drain's record
     CHECK_FALSE(file->Drained());
   }
   // Another process's view: the lock is free once the object is gone.
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.empty());
+  CHECK(repair.tail == spool::JournalScan::Tail::kClean);
+  CHECK(repair.what.empty());
   auto pending = ReadAllPending(taken->get());
   REQUIRE(pending.size() == 2);
   CHECK(pending[0].job.jid == "jid3");
@@ -389,12 +455,7 @@ TEST_CASE("spool journal: threads appending at once each get their records whole
 
 TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   TempDir tmp;
-  std::string path;
-  {
-    auto file = CreateJournal(tmp.path());
-    path = file->path();
-    REQUIRE(file->Append(JobFrames(0, 3)).ok());
-  }
+  std::string path = JournalLeftWith(tmp.path(), 0, 3);
   uint64_t whole = std::filesystem::file_size(path);
   std::string next = JobFrames(3, 1);
   SUBCASE("a record cut short") { AppendBytes(path, next.substr(0, next.size() / 2)); }
@@ -406,11 +467,13 @@ TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   CHECK(status->files[0].pending_jobs == 3);
   CHECK(status->files[0].problem.find("cut short") != std::string::npos);
 
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.find("cut short") != std::string::npos);
+  CHECK(repair.tail == spool::JournalScan::Tail::kTorn);
+  CHECK(repair.what.find("cut short") != std::string::npos);
+  CHECK(Corrupt(tmp.path()).empty());
   CHECK(std::filesystem::file_size(path) == whole);
   auto pending = ReadAllPending(taken->get());
   REQUIRE(pending.size() == 3);
@@ -420,7 +483,7 @@ TEST_CASE("spool journal: a torn tail is dropped, never pushed half") {
   CHECK(JobsInJournals(tmp.path()).size() == 4);
 }
 
-TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and set aside") {
+TEST_CASE("spool journal: a whole record whose CRC fails is damage, wherever it is: set aside") {
   TempDir tmp;
   std::string path;
   uint64_t second = 0;
@@ -430,10 +493,19 @@ TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and
     REQUIRE(file->Append(JobFrames(0, 1)).ok());
     REQUIRE(file->Append(JobFrames(1, 2), &second).ok());
   }
-  // One byte of the second record's payload, with a whole record after it.
   std::string data = ReadAll(path);
-  data[second + spool::kFrameHeader + 40] ^= 0x01;
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+  uint64_t damaged = 0;
+  size_t before = 0;  // the jobs before the damage
+  SUBCASE("with a whole record after it") {
+    damaged = second;
+    before = 1;
+  }
+  SUBCASE("in the last record: its job was reported spooled, so no crash cut it short") {
+    damaged = second + JobFrames(1, 1).size();
+    before = 2;
+  }
+  data[damaged + spool::kFrameHeader + 40] ^= 0x01;  // one bit of its payload
+  WriteAll(path, data);
 
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
@@ -441,27 +513,66 @@ TEST_CASE("spool journal: a CRC mismatch inside the file is damage, reported and
   close(fd);
   REQUIRE(scan.ok());
   CHECK(scan->tail == spool::JournalScan::Tail::kCorrupt);
-  CHECK(scan->valid_end == second);
+  CHECK(scan->valid_end == damaged);
 
   auto status = ReadSpoolStatus(tmp.path());
   REQUIRE(status.ok());
   REQUIRE(status->files.size() == 1);
-  CHECK(status->files[0].problem.find("damaged at offset " + std::to_string(second)) !=
+  CHECK(status->files[0].problem.find("damaged at offset " + std::to_string(damaged)) !=
         std::string::npos);
 
-  std::string problem;
-  auto taken = JournalFile::TakeOver(path, &problem);
+  JournalFile::TailRepair repair;
+  auto taken = JournalFile::TakeOver(path, &repair);
   REQUIRE(taken.ok());
   REQUIRE(*taken != nullptr);
-  CHECK(problem.find("moved to") != std::string::npos);
+  CHECK(repair.tail == spool::JournalScan::Tail::kCorrupt);
+  std::string kept = path + ".corrupt-" + std::to_string(damaged);
+  CHECK(repair.what.find("kept as " + kept) != std::string::npos);
+  // The jobs before the damage are drained; the file as it was, keyspace
+  // record and all, is kept.
   auto pending = ReadAllPending(taken->get());
-  REQUIRE(pending.size() == 1);
+  REQUIRE(pending.size() == before);
   CHECK(pending[0].job.jid == "jid0");
-  std::string kept = path + ".corrupt-" + std::to_string(second);
-  CHECK(ReadAll(kept) == data.substr(second));
+  CHECK(ReadAll(kept) == data);
   status = ReadSpoolStatus(tmp.path());
   REQUIRE(status.ok());
   CHECK(status->corrupt_files.size() == 1);
+}
+
+TEST_CASE("spool journal: anything but a regular file is refused, a symbolic link never followed") {
+  TempDir tmp;
+  std::string elsewhere = JournalLeftWith(tmp.path(), 0, 1);
+  const uint64_t size = std::filesystem::file_size(elsewhere);
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string link = dir + "/journal-0000000000001-1-00000001.spool";
+  std::string fifo = dir + "/journal-0000000000002-1-00000002.spool";
+  std::string sub = dir + "/journal-0000000000003-1-00000003.spool";
+  REQUIRE(symlink(elsewhere.c_str(), link.c_str()) == 0);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(mkdir(sub.c_str(), 0700) == 0);
+
+  auto entries = spool::ListDirectory(dir);
+  REQUIRE(entries.ok());
+  REQUIRE(entries->size() == 3);
+  for (const auto& entry : *entries) CHECK(entry.kind == spool::DirectoryEntry::Kind::kNotRegular);
+  CHECK((*entries)[0].type == "a symbolic link");
+  CHECK((*entries)[1].type == "a FIFO");
+  CHECK((*entries)[2].type == "a directory");
+
+  for (const std::string& path : {link, fifo, sub}) {
+    auto taken = JournalFile::TakeOver(path);
+    CHECK_FALSE(taken.ok());
+    CHECK(taken.status().message().find("not a regular file") != std::string::npos);
+    CHECK_FALSE(spool::ReadJournalStart(path).ok());
+  }
+  CHECK(std::filesystem::file_size(elsewhere) == size);
+
+  auto status = ReadSpoolStatus(dir);
+  REQUIRE(status.ok());
+  REQUIRE(status->files.size() == 3);
+  CHECK(status->files[0].problem.find("a symbolic link, not a regular file") != std::string::npos);
+  CHECK(status->pending_jobs == 0);
 }
 
 TEST_CASE("spool journal: its writer holds the lock; other writers get files of their own") {
@@ -1040,6 +1151,186 @@ TEST_CASE("spool client: Open refuses options no connection can use before makin
   CHECK_FALSE(std::filesystem::exists(options.spool_dir));
 }
 
+TEST_CASE("spool stall: pushes and drains sent to a stopped Redis store each jid once") {
+  // Issue 32: Redis stopped (SIGSTOP: it takes connections and commands and
+  // answers none). Each client pushes, times out and spools its job, and
+  // its drainer sends the jobs of the journals the clients before it left,
+  // as every drain does: each send waits in Redis's socket buffers, and
+  // all of them run when it resumes.
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  std::string dir = tmp.Sub("spool");
+  RedisOptions stalled = redis.Options();
+  stalled.connect_timeout = 300ms;
+  stalled.command_timeout = 300ms;
+  // Redis holds the scripts (it served pushes before the stall): the sends
+  // it runs after it resumes are EVALSHAs.
+  REQUIRE(redis.Admin().LoadScripts().ok());
+  redis.Signal(SIGSTOP);
+
+  std::vector<std::string> jids;
+  for (int i = 0; i < 4; ++i) {
+    auto client = SpoolClient(stalled, dir);
+    if (i == 1) {
+      // A bulk push's batch is one script call, spooled as one.
+      auto bulk = client->PushBulk({MakeJob("StallJob", "[10]"), MakeJob("StallJob", "[11]")});
+      REQUIRE(bulk.ok());
+      for (const PushResult& result : *bulk) {
+        REQUIRE(result.outcome == PushOutcome::kSpooled);
+        jids.push_back(result.jid);
+      }
+      continue;
+    }
+    auto pushed = client->Push(MakeJob("StallJob", "[" + std::to_string(i) + "]"));
+    REQUIRE(pushed.ok());
+    REQUIRE(pushed->outcome == PushOutcome::kSpooled);
+    jids.push_back(pushed->jid);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto report = DrainSpool(dir, stalled);
+    REQUIRE(report.ok());
+    CHECK_FALSE(report->stopped.ok());
+  }
+  redis.Signal(SIGCONT);
+  // What waited in its socket buffers runs first.
+  REQUIRE(WaitUntil([&] { return redis.Integer({"LLEN", "queue:default"}) > 0; }, 10s));
+
+  auto report = DrainSpool(dir, redis.Options());
+  REQUIRE(report.ok());
+  CHECK_MESSAGE(report->stopped.ok(), report->stopped.ToString());
+  CHECK(report->pushed == static_cast<int64_t>(jids.size()));
+  // The clients' first sends ran when Redis resumed: the drain found them.
+  CHECK(report->already_stored > 0);
+  CHECK(Journals(dir).empty());
+  std::map<std::string, int> seen;
+  for (const std::string& payload : redis.Queue("default")) {
+    rapidjson::Document job;
+    job.Parse(payload.c_str());
+    REQUIRE(job.IsObject());
+    ++seen[job["jid"].GetString()];
+  }
+  for (const std::string& jid : jids) CHECK_MESSAGE(seen[jid] == 1, jid << " " << seen[jid]);
+  CHECK(seen.size() == jids.size());
+}
+
+TEST_CASE("spool client: a push of a jid its spool's pushes stored stores nothing again") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  auto client = SpoolClient(redis.Options(), tmp.Sub("spool"));
+  Job job = MakeJob("OnceJob", "[1]");
+  job.jid = "once-1";
+  for (int i = 0; i < 2; ++i) CHECK(client->Push(job)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 1);
+  long long ttl = redis.Integer({"TTL", "reliableq:pushed:once-1"});
+  CHECK(ttl > 3500);
+  CHECK(ttl <= 3600);
+
+  // Scheduled: the second payload differs (created_at), and still only one
+  // is stored.
+  Job later = MakeJob("OnceJob", "[2]");
+  later.jid = "once-2";
+  double at = testing::NowSeconds() + 3600;
+  CHECK(client->PushAt(later, at)->outcome == PushOutcome::kAccepted);
+  CHECK(client->PushAt(later, at + 1)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"ZCARD", "schedule"}) == 1);
+
+  // A batch with a jid stored already stores the others, in order.
+  Job fresh = MakeJob("OnceJob", "[3]");
+  fresh.jid = "once-3";
+  auto bulk = client->PushBulk({job, fresh});
+  REQUIRE(bulk.ok());
+  CHECK((*bulk)[0].outcome == PushOutcome::kAccepted);
+  CHECK((*bulk)[1].outcome == PushOutcome::kAccepted);
+  auto queue = redis.Queue("default");
+  REQUIRE(queue.size() == 2);
+  CHECK(queue[0].find("\"jid\":\"once-3\"") != std::string::npos);
+
+  // A client without a spool records nothing: it pays nothing for it.
+  auto plain = Client::Open(redis.Options());
+  REQUIRE(plain.ok());
+  Job other = MakeJob("PlainJob");
+  other.jid = "plain-1";
+  CHECK((*plain)->Push(other)->outcome == PushOutcome::kAccepted);
+  CHECK((*plain)->Push(other)->outcome == PushOutcome::kAccepted);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 4);
+  CHECK(redis.Integer({"EXISTS", "reliableq:pushed:plain-1"}) == 0);
+
+  ClientOptions zero;
+  zero.spool_dir = tmp.Sub("spool");
+  zero.spool_replay_window = 0s;
+  auto refused = Client::Open(redis.Options(), zero);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().IsInvalidArgument());
+}
+
+TEST_CASE("spool client: a damaged journal a process left is set aside and logged, never deleted") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string path;
+  uint64_t last = 0;
+  {
+    auto file = CreateJournal(dir);
+    path = file->path();
+    REQUIRE(file->Append(JobFrames(0, 1)).ok());
+    REQUIRE(file->Append(JobFrames(1, 1), &last).ok());
+  }
+  std::string data = ReadAll(path);
+  data[data.size() - 3] ^= 0x10;  // the last record, whole
+  WriteAll(path, data);
+  redis.Start();
+
+  StderrCapture capture(tmp.Sub("stderr"));
+  std::string kept = path + ".corrupt-" + std::to_string(last);
+  {
+    auto client = SpoolClient(redis.Options(), dir);
+    bool drained = WaitUntil(
+        [&] {
+          return std::filesystem::exists(kept) && Journals(dir).empty() &&
+                 redis.Integer({"LLEN", "queue:default"}) == 1;
+        },
+        10s);
+    CHECK(drained);
+  }
+  std::string log = capture.Stop();
+  CHECK_MESSAGE(Occurrences(log, "damaged at offset " + std::to_string(last)) == 1, log);
+  CHECK(ReadAll(kept) == data);
+  CHECK(redis.Queue("default") == std::vector<std::string>{SampleJob(0).payload});
+}
+
+TEST_CASE("spool: a directory others can write is warned about, once per client and command") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());  // not started: pushes are spooled
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(chmod(dir.c_str(), 0777) == 0);
+  const std::string warning = "spool directory " + dir + " can be written by others (mode 0777)";
+
+  auto pushed = RunCommand({bin, "push", "WarnJob", "--spool", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(pushed.exit_code == 0, pushed.err);
+  CHECK_MESSAGE(Occurrences(pushed.err, warning) == 1, pushed.err);
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.exit_code == 0);
+  CHECK_MESSAGE(Occurrences(status.err, "reliableq: warning: " + warning) == 1, status.err);
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK_MESSAGE(Occurrences(drained.err, "reliableq: warning: " + warning) == 1, drained.err);
+
+  REQUIRE(chmod(dir.c_str(), 0770) == 0);
+  status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.err.find("can be written by its group (mode 0770)") != std::string::npos);
+  REQUIRE(chmod(dir.c_str(), 0700) == 0);
+  status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.err.empty());
+  pushed = RunCommand({bin, "push", "WarnJob", "--spool", dir, "--redis", redis.Url()});
+  CHECK(pushed.err.find("can be written") == std::string::npos);
+}
+
 // ---------------------------------------------------------------------------
 // The reliableq program.
 
@@ -1097,6 +1388,8 @@ TEST_CASE("spool cli: push --spool, spool status, spool drain: messages and exit
                                              {bin, "spool", "status", dir, "extra"},
                                              {bin, "spool", "drain", dir, "--json"},
                                              {bin, "spool", "drain", dir, "--wait-timeout", "5"},
+                                             {bin, "spool", "drain", dir, "--replay-window", "0"},
+                                             {bin, "spool", "status", dir, "--replay-window", "9"},
                                              {bin, "push", "X", "--spool", ""}}) {
     auto bad = RunCommand(args);
     CHECK_MESSAGE(bad.exit_code == 2, args[1] << " " << (args.size() > 2 ? args[2] : ""));
@@ -1162,6 +1455,109 @@ TEST_CASE("spool cli: a job spooled for group A is drained into group A, never a
   CHECK(length("reliableq:{A}:queue:default") == 1);
   CHECK(length("reliableq:{B}:queue:default") == 1);
   CHECK(Journals(dir).empty());
+}
+
+// `reliableq push --spool DIR` while `redis` is down: the one journal it
+// leaves, with its one job.
+spool::DirectoryEntry SpoolOnePush(const std::string& bin, const std::string& dir,
+                                   const RedisOnPath& redis) {
+  auto pushed = RunCommand({bin, "push", "CliJob", "[1]", "--spool", dir, "--redis", redis.Url()});
+  REQUIRE_MESSAGE(pushed.exit_code == 0, pushed.err);
+  auto journals = Journals(dir);
+  REQUIRE(journals.size() == 1);
+  return journals[0];
+}
+
+TEST_CASE("spool cli: a flipped bit in a journal is damage: set aside, reported, exit 1") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  const spool::DirectoryEntry journal = SpoolOnePush(bin, dir, redis);
+  const std::string name = journal.name;
+  // One bit of its only job's payload: a whole record whose CRC fails.
+  std::string data = ReadAll(journal.path);
+  data[data.size() - 2] ^= 0x01;
+  WriteAll(journal.path, data);
+  uint64_t job_offset = spool::JournalHeader(kLayout1).size();
+
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK_MESSAGE(drained.err.find("reliableq: damaged: " + name + ": damaged at offset " +
+                                 std::to_string(job_offset)) == 0,
+                drained.err);
+  CHECK(drained.err.find("kept as " + dir + "/" + name + ".corrupt-") != std::string::npos);
+  CHECK(std::count(drained.err.begin(), drained.err.end(), '\n') == 1);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  REQUIRE(Corrupt(dir).size() == 1);
+  std::string kept = dir + "/" + Corrupt(dir)[0];
+  CHECK(ReadAll(kept) == data);
+
+  // It stays a failure until a person has dealt with it.
+  auto status = RunCommand({bin, "spool", "status", dir});
+  CHECK(status.out.find("damaged journal set aside (never drained): " + Corrupt(dir)[0]) !=
+        std::string::npos);
+  drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK(drained.err.find("set aside earlier") != std::string::npos);
+  REQUIRE(unlink(kept.c_str()) == 0);
+  drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+}
+
+TEST_CASE("spool cli: a record a crash cut short is dropped, and the drain says so") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  std::string dir = tmp.Sub("spool");
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  const spool::DirectoryEntry journal = SpoolOnePush(bin, dir, redis);
+  std::string next = JobFrames(0, 1);
+  AppendBytes(journal.path, next.substr(0, next.size() / 2));
+
+  redis.Start();
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK_MESSAGE(drained.exit_code == 0, drained.err);
+  CHECK(drained.out.find("pushed 1 job") != std::string::npos);
+  CHECK_MESSAGE(drained.out.find("dropped the end of " + journal.name +
+                                 ": a record cut short at offset " + std::to_string(journal.bytes) +
+                                 " (" + std::to_string(next.size() / 2) + " bytes") !=
+                    std::string::npos,
+                drained.out);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 1);
+  CHECK(Corrupt(dir).empty());
+}
+
+TEST_CASE("spool cli: a symbolic link named like a journal is refused, never followed") {
+  TempDir tmp;
+  RedisOnPath redis(tmp.path());
+  redis.Start();
+  std::string bin = BuildPath("RELIABLEQ_BIN");
+  std::string elsewhere = JournalLeftWith(tmp.path(), 0, 1);
+  const std::string before = ReadAll(elsewhere);
+  std::string dir = tmp.Sub("spool");
+  REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+  std::string name = std::filesystem::path(elsewhere).filename().string();
+  REQUIRE(symlink(elsewhere.c_str(), (dir + "/" + name).c_str()) == 0);
+
+  auto drained = RunCommand({bin, "spool", "drain", dir, "--redis", redis.Url()});
+  CHECK(drained.exit_code == 1);
+  CHECK_MESSAGE(drained.err == "reliableq: left alone: " + name + ": it is a symbolic link, " +
+                                   "not a regular file: refused, never read or drained\n",
+                drained.err);
+  CHECK(redis.Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(ReadAll(elsewhere) == before);
+
+  // A client's drainer leaves it too, while it drains a journal beside it.
+  JournalLeftWith(dir, 5, 1);
+  {
+    auto client = SpoolClient(redis.Options(), dir);
+    REQUIRE(WaitUntil([&] { return Journals(dir).empty(); }, 10s));
+  }
+  CHECK(redis.Queue("default") == std::vector<std::string>{SampleJob(5).payload});
+  CHECK(ReadAll(elsewhere) == before);
+  struct stat st;
+  CHECK((lstat((dir + "/" + name).c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
 }
 
 }  // namespace

@@ -138,7 +138,30 @@ struct ClientOptions {
   // the address is not recorded (a spool outlives a failover or a new
   // address), so a drain pushes to the Redis of whoever drains. What a
   // drain does with a job already in Redis or one Redis refuses: spool.h.
+  //
+  // A push that was not confirmed may have landed, or may still land: a
+  // send that sits unanswered in a stalled Redis's socket buffer is run
+  // when Redis resumes, whatever became of its sender. So with a spool,
+  // every push of the Client (Push, PushAt, PushIn, PushBulk) and of every
+  // drain records in Redis that its jid was stored, in the same script as
+  // the push, and a push of a jid recorded within spool_replay_window is a
+  // no-op that reports success: the spool's pushes run a job once however
+  // often they are sent, unless a send comes later than that
+  // (reliableq-schema(7), "Client spool"). A Client without a spool pushes
+  // without the record.
   std::string spool_dir;
+  // With spool_dir: how long the record of each pushed jid lives in Redis,
+  // whole seconds, at least 1 (kInvalidArgument at Open otherwise). A push
+  // sent again after it expired (a journal drained more than this after its
+  // push ran) stores the job a second time. The default, an hour, outlasts
+  // every automatic resend (a live drainer resends within seconds of Redis
+  // answering; another client of the directory at its start or within its
+  // next 2 s scan) with room for a person to run `reliableq spool drain`
+  // after an incident. Each record costs Redis about 130 bytes (key, value
+  // and expiry; the default prefix and a 24-digit jid) for the whole
+  // window: lower it for a client that pushes thousands of jobs a second
+  // (an hour at 1,000 a second keeps 3.6 million records, about 470 MB).
+  std::chrono::seconds spool_replay_window{3600};
   // The most bytes the files of spool_dir may take, all processes' files
   // together (others' as last listed, at most a second ago). A push that
   // would go over is not spooled: it keeps the outcome it had (kRefused, or

@@ -22,17 +22,30 @@
 // or drain without a group, whatever its prefix.
 //
 // What a drain pushes is the job as it would have been pushed: the same
-// jid, the same payload (after the client middleware), into its queue with
-// push.lua or into the schedule with schedule.lua. Then:
+// jid, the same payload (after the client middleware), into its queue or
+// into the schedule, with push_once.lua, which records in Redis that the
+// jid was stored and stores nothing for a jid recorded within the replay
+// window (SpoolDrainOptions::replay_window). Then:
 // - A job whose push may have landed before it was spooled (a reply that
-//   timed out) is pushed again under the same jid: it may run twice. A
-//   drain that crashes between a push and the record of it pushes that job
-//   again too. Jobs are run at least once, never lost.
+//   timed out, or a send still unanswered in a stalled Redis), or that a
+//   drain pushed and crashed before recording it, is pushed again under the
+//   same jid and stored once: Redis finds its record and the push reports
+//   success (counted as already stored). Only a push sent again after the
+//   record expired stores the job a second time. Jobs are run at least
+//   once, never lost.
 // - A job a rule refuses (Redis answers with a refusal of the kRefused kind)
 //   is refused forever: it is dropped from the spool and counted.
 // - A job Redis refuses with another error reply (WRONGTYPE at its queue's
 //   key, OOM, ...) is kept ("held") and tried again later, while the jobs
 //   after it go on; `spool status` shows it with Redis's reason.
+// - A journal is only ever read as a regular file opened without following
+//   symbolic links; anything else named like one is refused and reported.
+// - A journal whose records are damaged (a frame whose checksum fails,
+//   wherever it is) is set aside: the file as it was is copied to
+//   "<journal>.corrupt-<offset>" (never drained: for a person to look at,
+//   then delete), and its whole records before the damage are drained. A
+//   record cut short at the end (a crash during an append: never reported
+//   spooled) is dropped, and reported.
 //
 // Thread safety: plain functions; each call opens what it needs. Running
 // them beside live Clients on the same directory is safe: a file a live
@@ -90,9 +103,12 @@ struct SpoolStatus {
   std::string dir;
   // Every journal, oldest first.
   std::vector<SpoolFileStatus> files;
-  // Damaged tails moved aside ("<journal>.corrupt-<offset>"): never read
+  // Damaged journals set aside ("<journal>.corrupt-<offset>"): never read
   // again; for a person to look at, then delete.
   std::vector<std::string> corrupt_files;
+  // Set when the group or others can write the directory (anyone who can
+  // could plant a journal for a drain to push); "" otherwise. Not escaped.
+  std::string warning;
   // Bytes of every file above (what spool_max_bytes bounds).
   uint64_t total_bytes = 0;
   int64_t pending_jobs = 0;
@@ -113,19 +129,39 @@ struct SpoolDrainOptions {
   // be pushed (and waited for) again by a later drain.
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1000};
+  // As ClientOptions::spool_replay_window: how long Redis keeps the record
+  // of each jid the drain pushes, whole seconds, at least 1.
+  std::chrono::seconds replay_window{3600};
 };
 
 struct SpoolDrainReport {
   int64_t pushed = 0;   // jobs pushed to Redis
+  // Of those, the jobs Redis had stored already under their jid (a push
+  // that was not confirmed had landed, or an earlier drain pushed them):
+  // nothing was stored again.
+  int64_t already_stored = 0;
   int64_t dropped = 0;  // jobs a rule refused, dropped
   int64_t held = 0;     // jobs Redis refused with an error reply, kept
   std::string held_reason;
   int64_t left = 0;       // jobs still pending in the files drained
   int files_removed = 0;  // files drained whole, and deleted
   // Files a live process holds (left to it) and files left alone because
-  // they could not be read or recorded (with the reason).
+  // they could not be read or recorded, or are not regular files (with the
+  // reason).
   std::vector<std::string> live_files;
   std::vector<std::string> failed_files;
+  // Journals this drain found damaged and set aside, "NAME: what was
+  // found and done", and the names of those earlier drains set aside that
+  // the directory still holds: their jobs after the damage are left for a
+  // person. Not escaped.
+  std::vector<std::string> damaged_files;
+  std::vector<std::string> corrupt_files;
+  // The records cut short at a journal's end (a crash during an append;
+  // never reported spooled) that this drain dropped, "NAME: what". Not
+  // escaped.
+  std::vector<std::string> dropped_tails;
+  // As SpoolStatus::warning.
+  std::string warning;
   // Journals of another keyspace with jobs pending, left as they are (a
   // drain of their own keyspace pushes them), one line each: "NAME: N jobs
   // spooled for group 'G' (prefix 'P')". Not escaped.
@@ -143,6 +179,9 @@ struct SpoolDrainReport {
 // Returns the report (a failure to reach Redis is in report.stopped, with
 // the counts so far); the call itself fails only when `dir` cannot be read
 // (kNotFound, kIoError) or the options are unusable (kInvalidArgument).
+// Jobs are left (for a later drain, another keyspace's or a person) when
+// report.stopped, held, failed_files, corrupt_files or
+// other_keyspace_files say so.
 Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& redis,
                                     const SpoolDrainOptions& options = {});
 

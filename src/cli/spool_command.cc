@@ -23,6 +23,7 @@ constexpr std::string_view kVerb = "spool";
 constexpr std::string_view kHelp =
     "usage: reliableq spool status DIR [--json]\n"
     "       reliableq spool drain DIR [--wait-replicas N [--wait-timeout MS]]\n"
+    "                                 [--replay-window SECONDS]\n"
     "\n"
     "A client spool directory (reliableq push --spool DIR, or\n"
     "ClientOptions::spool_dir) holds the pushes that could not reach Redis, one\n"
@@ -37,14 +38,20 @@ constexpr std::string_view kHelp =
     "                 it if anything\n"
     "  drain DIR      pushes the jobs of every journal of this keyspace (--prefix,\n"
     "                 --group) that no live process holds (a live client drains\n"
-    "                 its own), the same jid and payload with the same script as\n"
-    "                 the push, oldest first; deletes each journal once drained\n"
-    "                 and prints how many jobs it pushed. Journals of another\n"
-    "                 keyspace are left, one line each. Exit status 1 when jobs\n"
-    "                 are left: Redis could not be reached (the message says\n"
-    "                 where), refused some (kept), or they belong to another\n"
-    "                 keyspace. A job whose first push may have landed is pushed\n"
-    "                 again under its jid: it may run twice, never not at all\n"
+    "                 its own), the same jid and payload, oldest first; deletes\n"
+    "                 each journal once drained and prints how many jobs it\n"
+    "                 pushed, and how many of them Redis had already (a push of\n"
+    "                 the same jid within the replay window stored it: not\n"
+    "                 stored twice). A record cut short by a crash is dropped,\n"
+    "                 one line each. Journals of another keyspace are left, one\n"
+    "                 line each. A damaged journal is set aside as\n"
+    "                 JOURNAL.corrupt-OFFSET, its jobs before the damage drained.\n"
+    "                 Exit status 1 when jobs are left: Redis could not be\n"
+    "                 reached (the message says where), refused some (kept),\n"
+    "                 they belong to another keyspace, or a damaged journal is\n"
+    "                 set aside (until a person deletes it); and for a file\n"
+    "                 named like a journal that is not a regular file (a\n"
+    "                 symbolic link, say: refused)\n"
     "\n"
     "Options:\n"
     "      --json           status prints one JSON object:\n"
@@ -60,7 +67,11 @@ constexpr std::string_view kHelp =
     "                       it (WAIT); otherwise it stays in the spool\n"
     "      --wait-timeout MS\n"
     "                       drain: how long WAIT waits, in milliseconds (default\n"
-    "                       1000)\n";
+    "                       1000)\n"
+    "      --replay-window SECONDS\n"
+    "                       drain: how long Redis keeps the record of each jid\n"
+    "                       pushed, so that a later push of the same jid stores\n"
+    "                       nothing (default 3600)\n";
 
 std::string Plural(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -173,17 +184,25 @@ std::string StatusText(const SpoolStatus& status) {
     if (!file.problem.empty()) out += name + ": " + Escaped(file.problem) + "\n";
   }
   for (const std::string& name : status.corrupt_files) {
-    out += "damaged part kept aside (never drained): " + Escaped(name) + "\n";
+    out += "damaged journal set aside (never drained): " + Escaped(name) + "\n";
   }
   return out;
 }
 
+// Once per command, on stderr, before anything else it says.
+void WarnIfWritable(const std::string& warning) {
+  if (!warning.empty()) std::fprintf(stderr, "reliableq: warning: %s\n", Shown(warning).c_str());
+}
+
 int RunStatus(const ParsedArgs& args, const std::string& dir) {
-  if (args.Has("wait-replicas") || args.Has("wait-timeout")) {
-    return UsageError(kVerb, "--wait-replicas and --wait-timeout go with drain, not status");
+  if (args.Has("wait-replicas") || args.Has("wait-timeout") || args.Has("replay-window")) {
+    return UsageError(kVerb,
+                      "--wait-replicas, --wait-timeout and --replay-window go with drain, not "
+                      "status");
   }
   Result<SpoolStatus> status = ReadSpoolStatus(dir);
   if (!status.ok()) return RuntimeError(status.status());
+  WarnIfWritable(status->warning);
   std::string text = args.Has("json") ? StatusJson(*status) : StatusText(*status);
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;
@@ -209,16 +228,32 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
     }
     options.wait_timeout = std::chrono::milliseconds(*ms);
   }
+  if (auto text = args.Value("replay-window")) {
+    std::optional<int> seconds = ParseCount(*text);
+    if (!seconds || *seconds == 0) {
+      return UsageError(
+          kVerb, "--replay-window needs a number of seconds above 0, not '" + *text + "'");
+    }
+    options.replay_window = std::chrono::seconds(*seconds);
+  }
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   Result<SpoolDrainReport> report = DrainSpool(dir, *redis, options);
   if (!report.ok()) return RuntimeError(report.status());
+  WarnIfWritable(report->warning);
 
   std::string out = "pushed " + Plural(report->pushed, "job", "jobs") + " from spool " +
                     Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
                     " drained and deleted\n";
+  if (report->already_stored > 0) {
+    out += Plural(report->already_stored, "job was", "jobs were") +
+           " in Redis already (pushed earlier under the same jid): not stored again\n";
+  }
   if (report->dropped > 0) {
     out += Plural(report->dropped, "job", "jobs") + " dropped: a rule refused them\n";
+  }
+  for (const std::string& tail : report->dropped_tails) {
+    out += "dropped the end of " + Escaped(tail) + "\n";
   }
   for (const std::string& name : report->live_files) {
     out += "left to the live process that holds it: " + Escaped(name) + "\n";
@@ -232,6 +267,17 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   }
   for (const std::string& problem : report->failed_files) {
     std::fprintf(stderr, "reliableq: left alone: %s\n", Shown(problem).c_str());
+    failed = true;
+  }
+  for (const std::string& damage : report->damaged_files) {
+    std::fprintf(stderr, "reliableq: damaged: %s\n", Shown(damage).c_str());
+    failed = true;
+  }
+  for (const std::string& name : report->corrupt_files) {
+    std::fprintf(stderr,
+                 "reliableq: damaged journal set aside earlier (never drained; look at it, "
+                 "then delete it): %s\n",
+                 Shown(name).c_str());
     failed = true;
   }
   if (report->held > 0) {
@@ -272,6 +318,7 @@ const Command& SpoolCommand() {
               {.name = "json"},
               {.name = "wait-replicas", .takes_value = true},
               {.name = "wait-timeout", .takes_value = true},
+              {.name = "replay-window", .takes_value = true},
           },
       .run = Run,
   };

@@ -23,6 +23,7 @@ ClientSpoolOptions SpoolOptionsOf(const ClientOptions& options) {
   out.prefix = options.prefix;
   out.wait_replicas = options.wait_replicas;
   out.wait_timeout = options.wait_timeout;
+  out.replay_window = options.spool_replay_window;
   out.clock = options.clock;
   return out;
 }
@@ -38,6 +39,11 @@ Result<std::unique_ptr<ClientSpool>> ClientSpool::Open(const RedisOptions& redis
   if (!connection.ok()) return connection.status();
   std::unique_ptr<ClientSpool> spool(
       new ClientSpool(std::move(options), std::move(connection.value())));
+  // Once per Client: the drainer lists the directory every few seconds.
+  if (std::string warning = WritableByOthers(spool->options_.dir); !warning.empty()) {
+    spool->log_.Log(LogLevel::kWarn, LogEvent("spool_dir_writable").WithError(warning),
+                    "spool: %s", warning.c_str());
+  }
   spool->thread_ = std::thread([raw = spool.get()] { raw->Run(); });
   return spool;
 }
@@ -51,6 +57,7 @@ ClientSpool::ClientSpool(ClientSpoolOptions options, std::unique_ptr<redis::Conn
   drain_config_.keys = Keys::For(options_.prefix, redis_->options());
   drain_config_.wait_replicas = options_.wait_replicas;
   drain_config_.wait_timeout = options_.wait_timeout;
+  drain_config_.replay_window = options_.replay_window;
   drain_config_.keep_waiting = true;
   drain_config_.held_retry = options_.held_retry;
   drain_config_.log = &log_;
@@ -234,9 +241,16 @@ void ClientSpool::Adopt() {
                         [&](const DirectoryEntry& entry) { return entry.path == path; });
   });
   for (const DirectoryEntry& entry : *entries) {
-    if (entry.kind != DirectoryEntry::Kind::kJournal) continue;
-    if (mine != nullptr && entry.path == mine->path()) continue;
+    if (entry.kind == DirectoryEntry::Kind::kCorrupt) continue;
     if (stalled_.count(entry.path) != 0 || foreign_.count(entry.path) != 0) continue;
+    if (entry.kind == DirectoryEntry::Kind::kNotRegular) {
+      std::string error = entry.path + " is " + entry.type + ", not a regular file";
+      log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+               "spool: left alone: %s", error.c_str());
+      stalled_.insert(entry.path);
+      continue;
+    }
+    if (mine != nullptr && entry.path == mine->path()) continue;
     bool known = std::any_of(adopted_.begin(), adopted_.end(),
                              [&](const auto& file) { return file->path() == entry.path; });
     if (known) continue;
@@ -249,8 +263,8 @@ void ClientSpool::Adopt() {
       foreign_.insert(entry.path);
       continue;
     }
-    std::string problem;
-    Result<std::unique_ptr<JournalFile>> taken = JournalFile::TakeOver(entry.path, &problem);
+    JournalFile::TailRepair repair;
+    Result<std::unique_ptr<JournalFile>> taken = JournalFile::TakeOver(entry.path, &repair);
     if (!taken.ok()) {
       std::string error = taken.status().ToString();
       log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
@@ -259,9 +273,12 @@ void ClientSpool::Adopt() {
       continue;
     }
     if (*taken == nullptr) continue;  // its writer lives, or another drainer has it
-    if (!problem.empty()) {
-      log_.Log(LogLevel::kWarn, LogEvent("spool_file_damaged").WithError(problem), "spool: %s: %s",
-               entry.path.c_str(), problem.c_str());
+    if (repair.tail == JournalScan::Tail::kCorrupt) {
+      log_.Log(LogLevel::kError, LogEvent("spool_file_damaged").WithError(repair.what),
+               "spool: %s: %s", entry.path.c_str(), repair.what.c_str());
+    } else if (repair.tail == JournalScan::Tail::kTorn) {
+      log_.Log(LogLevel::kWarn, LogEvent("spool_tail_dropped").WithError(repair.what),
+               "spool: %s: %s", entry.path.c_str(), repair.what.c_str());
     }
     adopted_.push_back(std::move(taken.value()));
   }

@@ -57,6 +57,9 @@ struct ClientSpoolOptions {
   // have them.
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1000};
+  // As ClientOptions::spool_replay_window: how long Redis keeps the record
+  // of each jid drained (DrainConfig).
+  std::chrono::seconds replay_window{3600};
   // Where spooled_at comes from.
   std::shared_ptr<const Clock> clock;
   // The drainer's probe interval while Redis does not answer: it starts at

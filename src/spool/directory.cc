@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <string_view>
@@ -61,8 +62,13 @@ Result<std::vector<DirectoryEntry>> ListDirectory(const std::string& dir) {
     entry.path = dir + "/" + entry.name;
     struct stat st;
     // A file deleted since readdir (drained by another process) is gone.
-    if (stat(entry.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    entry.bytes = static_cast<uint64_t>(st.st_size);
+    if (lstat(entry.path.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      entry.bytes = static_cast<uint64_t>(st.st_size);
+    } else {
+      entry.kind = DirectoryEntry::Kind::kNotRegular;
+      entry.type = FileTypeName(st.st_mode);
+    }
     entries.push_back(std::move(entry));
   }
   closedir(d);
@@ -94,6 +100,16 @@ Status PrepareDirectory(const std::string& dir) {
   return Status::OK();
 }
 
+std::string WritableByOthers(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) == 0) return {};
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  const char* who = (st.st_mode & S_IWOTH) != 0 ? "others" : "its group";
+  return "spool directory " + dir + " can be written by " + who + " (mode " + mode +
+         "): they could plant a journal for a drain to push; make it 0700";
+}
+
 void RemoveStaleTemporaries(const std::string& dir) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
@@ -103,12 +119,13 @@ void RemoveStaleTemporaries(const std::string& dir) {
     if (!StartsWith(name, ".journal-") || !EndsWith(name, ".spool.tmp")) continue;
     std::string path = dir + "/" + std::string(name);
     struct stat st;
-    if (stat(path.c_str(), &st) != 0 || now - st.st_mtime < kStaleTemporarySeconds) continue;
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+    Result<int> fd = OpenRegular(path, O_RDONLY, &st);
+    if (!fd.ok()) continue;
     // Its creator holds the lock for as long as it lives.
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
-    close(fd);
+    if (now - st.st_mtime >= kStaleTemporarySeconds && flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+      unlink(path.c_str());
+    }
+    close(*fd);
   }
   closedir(d);
 }

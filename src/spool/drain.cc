@@ -1,5 +1,6 @@
 #include "spool/drain.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,16 +18,15 @@ using Fate = JournalFile::Fate;
 using Outcome = JournalFile::Outcome;
 using Pending = JournalFile::Pending;
 
-// The script call that would have stored `job`: the one push or schedule
-// that failed, built by the same functions.
-ScriptCall CallFor(const Keys& keys, SpooledJob& job) {
-  if (job.kind == SpooledJob::Kind::kSchedule) {
-    return ScheduleCall(keys, job.at, std::move(job.payload));
-  }
-  std::vector<QueuePush> pushes;
-  pushes.push_back({job.queue, {}});
-  pushes.back().payloads.push_back(std::move(job.payload));
-  return PushCall(keys, std::move(pushes));
+// The script call that stores `job` unless its jid was pushed within the
+// replay window (by the push that spooled it, if it landed after all, or by
+// an earlier drain).
+ScriptCall CallFor(const DrainConfig& config, SpooledJob& job) {
+  std::optional<double> at;
+  if (job.kind == SpooledJob::Kind::kSchedule) at = job.at;
+  std::vector<OncePush> jobs;
+  jobs.push_back({job.jid, job.queue, at, std::move(job.payload)});
+  return PushOnceCall(config.keys, config.replay_window, std::move(jobs));
 }
 
 void AppendCall(const ScriptCall& call, std::string* wire) {
@@ -48,13 +48,14 @@ class ChunkPusher {
   // *noscript says jobs are pending for that alone).
   Status Push(std::vector<Pending>* jobs, std::vector<Outcome>* outcomes, bool* noscript) {
     *noscript = false;
+    already_.assign(jobs->size(), false);
     wire_.clear();
     ends_.clear();
     replies_.clear();
     outcomes->assign(jobs->size(), Outcome{});
     for (size_t i = 0; i < jobs->size(); ++i) {
       (*outcomes)[i].offset = (*jobs)[i].offset;
-      AppendCall(CallFor(config_.keys, (*jobs)[i].job), &wire_);
+      AppendCall(CallFor(config_, (*jobs)[i].job), &wire_);
       ends_.push_back(wire_.size());
     }
     std::string replicas = std::to_string(config_.wait_replicas);
@@ -80,6 +81,8 @@ class ChunkPusher {
       if (reply->type != REDIS_REPLY_ERROR) {
         outcome.fate = Fate::kPushed;
         any_pushed = true;
+        // 0: an earlier push of its jid had stored it.
+        already_[i] = reply->type == REDIS_REPLY_INTEGER && reply->integer == 0;
         continue;
       }
       Status error = redis_->ErrorOf(reply.get());
@@ -115,6 +118,10 @@ class ChunkPusher {
     if (!sent.ok() && failure.ok()) failure = sent;
     return failure;
   }
+
+  // Whether job `i` of the last Push was one an earlier push of its jid
+  // had stored.
+  bool already_stored(size_t i) const { return already_[i]; }
 
  private:
   // OK once WAIT (the round trip's last reply, or sent again) reports
@@ -166,13 +173,17 @@ class ChunkPusher {
   std::string wire_;
   std::vector<size_t> ends_;
   std::vector<redis::ReplyPtr> replies_;
+  std::vector<bool> already_;
 };
 
-void Count(const std::vector<Outcome>& outcomes, DrainCounts* counts) {
-  for (const Outcome& outcome : outcomes) {
+void Count(const std::vector<Outcome>& outcomes, const ChunkPusher& pusher,
+           DrainCounts* counts) {
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& outcome = outcomes[i];
     switch (outcome.fate) {
       case Fate::kPushed:
         ++counts->pushed;
+        if (pusher.already_stored(i)) ++counts->already_stored;
         break;
       case Fate::kDropped:
         ++counts->dropped;
@@ -212,7 +223,7 @@ Status DrainFile(JournalFile* file, redis::Connection* redis, const DrainConfig&
     Status pushed = pusher.Push(&jobs, &outcomes, &noscript);
     s = file->RecordOutcomes(file->drained_upto(), {}, outcomes, now + config.held_retry);
     if (!s.ok()) return s;
-    Count(outcomes, counts);
+    Count(outcomes, pusher, counts);
     if (!pushed.ok()) return pushed;
     if (noscript) {
       s = reload();
@@ -230,7 +241,7 @@ Status DrainFile(JournalFile* file, redis::Connection* redis, const DrainConfig&
     s = file->RecordOutcomes(from, outcomes, {},
                              std::chrono::steady_clock::now() + config.held_retry);
     if (!s.ok()) return s;
-    Count(outcomes, counts);
+    Count(outcomes, pusher, counts);
     if (!pushed.ok()) return pushed;
     if (noscript) {
       s = reload();

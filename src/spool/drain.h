@@ -1,8 +1,8 @@
 // DrainFile: pushes the spooled jobs of one journal file to Redis, oldest
-// first, with the same scripts and payloads a push would have used
-// (push.lua for a job to run now, schedule.lua for a job to run later; the
-// calls come from script_calls.h), and records what became of each in the
-// file. Used by a Client's drainer thread and by `reliableq spool drain`.
+// first, with the same payloads a push would have sent, to its queue or
+// into schedule, with push_once.lua (the call comes from script_calls.h),
+// and records what became of each in the file. Used by a Client's drainer
+// thread and by `reliableq spool drain`.
 //
 // Each job is its own script call, so that one job Redis refuses does not
 // take others with it; up to DrainConfig::chunk_jobs calls go in one round
@@ -18,8 +18,10 @@
 //   READONLY, BUSY, ...), no
 //   reply, no connection
 // A job whose push Redis ran but whose outcome was not recorded before a
-// crash (or whose reply was lost) is pushed again by the next drain under
-// the same jid: it may run twice, never not at all.
+// crash (or whose reply was lost), or whose first push landed after all,
+// is pushed again by the next drain under the same jid; push_once.lua
+// stores it only if no push of that jid ran within the replay window, so it
+// runs once, or twice when that push was longer ago; never not at all.
 //
 // Thread safety: one drain per file at a time (the file's lock makes that
 // so across processes); the connection is the caller's.
@@ -47,6 +49,8 @@ struct DrainConfig {
   // wait_timeout); a round trip's jobs count as pushed only once they have.
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1000};
+  // How long Redis keeps the record of each jid pushed (push_once.lua).
+  std::chrono::seconds replay_window{3600};
   // With wait_replicas: while WAIT falls short, send WAIT again (for as long
   // as the connection holds and `stopping` says no) instead of leaving the
   // jobs pending, which would push them again.
@@ -62,6 +66,8 @@ struct DrainConfig {
 
 struct DrainCounts {
   int64_t pushed = 0;
+  // Of those, the jobs an earlier push of their jid had stored already.
+  int64_t already_stored = 0;
   int64_t dropped = 0;
   int64_t held = 0;  // jobs held (again) in this drain
   std::string last_held_reason;

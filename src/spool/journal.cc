@@ -55,18 +55,18 @@ Status SyncDirectory(const std::string& dir) {
   return Status::OK();
 }
 
-// Copies [from, end) of `fd` into a new file `to`, on disk when it returns.
-Status CopyTail(int fd, const std::string& path, uint64_t from, uint64_t end,
-                const std::string& to) {
+// Copies the first `size` bytes of `fd` into a new file `to`, on disk when
+// it returns.
+Status CopyFile(int fd, const std::string& path, uint64_t size, const std::string& to) {
   int out = open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (out < 0) return ErrnoStatus("cannot create " + to, errno);
   std::string buf;
   Status s;
-  for (uint64_t at = from; at < end && s.ok();) {
-    uint64_t n = std::min(end - at, kReadChunk);
+  for (uint64_t at = 0; at < size && s.ok();) {
+    uint64_t n = std::min(size - at, kReadChunk);
     buf.resize(n);
     s = PreadAll(fd, buf.data(), n, at, path);
-    if (s.ok()) s = PwriteAll(out, buf, at - from, to);
+    if (s.ok()) s = PwriteAll(out, buf, at, to);
     at += n;
   }
   if (s.ok() && fsync(out) != 0) s = ErrnoStatus("cannot sync " + to, errno);
@@ -128,13 +128,14 @@ Result<std::unique_ptr<JournalFile>> JournalFile::Create(const std::string& dir,
 }
 
 Result<std::unique_ptr<JournalFile>> JournalFile::TakeOver(const std::string& path,
-                                                           std::string* problem) {
-  if (problem != nullptr) problem->clear();
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::unique_ptr<JournalFile>();
-    return ErrnoStatus("cannot open " + path, errno);
+                                                           TailRepair* repair) {
+  if (repair != nullptr) *repair = TailRepair{};
+  Result<int> opened_fd = OpenRegular(path, O_RDWR);
+  if (!opened_fd.ok()) {
+    if (opened_fd.status().IsNotFound()) return std::unique_ptr<JournalFile>();
+    return opened_fd.status();
   }
+  int fd = *opened_fd;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int error = errno;
     close(fd);
@@ -144,8 +145,8 @@ Result<std::unique_ptr<JournalFile>> JournalFile::TakeOver(const std::string& pa
   // Another drainer may have drained and deleted it between the open and
   // the lock: then this is no longer the file of that name.
   struct stat opened, named;
-  if (fstat(fd, &opened) != 0 || stat(path.c_str(), &named) != 0 || opened.st_ino != named.st_ino ||
-      opened.st_dev != named.st_dev) {
+  if (fstat(fd, &opened) != 0 || lstat(path.c_str(), &named) != 0 ||
+      opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
     close(fd);
     return std::unique_ptr<JournalFile>();
   }
@@ -157,26 +158,34 @@ Result<std::unique_ptr<JournalFile>> JournalFile::TakeOver(const std::string& pa
   }
   if (scan->tail != JournalScan::Tail::kClean) {
     // Records can be appended again only after a clean end.
+    const std::string at = std::to_string(scan->valid_end);
+    const std::string bytes = std::to_string(size - scan->valid_end);
     std::string what;
     if (scan->tail == JournalScan::Tail::kTorn) {
-      what = "a record cut short at offset " + std::to_string(scan->valid_end) +
-             " (a crash while it was written; never reported spooled) was dropped";
+      what = "a record cut short at offset " + at + " (" + bytes +
+             " bytes: a crash while it was written; never reported spooled) was dropped";
     } else {
-      std::string kept = path + ".corrupt-" + std::to_string(scan->valid_end);
-      Status s = CopyTail(fd, path, scan->valid_end, size, kept);
+      // The whole file as it was, its keyspace record included, so that a
+      // person can tell where its jobs belong.
+      std::string kept = path + ".corrupt-" + at;
+      Status s = CopyFile(fd, path, size, kept);
+      // Its name must outlast a crash before the damaged part is cut off.
+      size_t slash = path.find_last_of('/');
+      if (s.ok()) s = SyncDirectory(slash == std::string::npos ? "." : path.substr(0, slash + 1));
       if (!s.ok()) {
         close(fd);
-        return s.WithContext(path + " is damaged at offset " + std::to_string(scan->valid_end));
+        return s.WithContext(path + " is damaged at offset " + at);
       }
-      what = "damaged at offset " + std::to_string(scan->valid_end) + ": the " +
-             std::to_string(size - scan->valid_end) + " bytes from there were moved to " + kept;
+      what = "damaged at offset " + at + " (the " + bytes +
+             " bytes from there are not drained): the file as it was is kept as " + kept +
+             "; the jobs before the damage are drained";
     }
     if (ftruncate(fd, static_cast<off_t>(scan->valid_end)) != 0 || fsync(fd) != 0) {
       Status s = ErrnoStatus("cannot cut " + path + " back to its whole records", errno);
       close(fd);
       return s;
     }
-    if (problem != nullptr) *problem = what;
+    if (repair != nullptr) *repair = {scan->tail, std::move(what)};
     size = scan->valid_end;
   }
   std::unique_ptr<JournalFile> file(new JournalFile(path, fd, size, scan->start));

@@ -53,17 +53,28 @@ class JournalFile {
   static Result<std::unique_ptr<JournalFile>> Create(const std::string& dir,
                                                      const Keyspace& keyspace);
 
+  // What TakeOver did about a file that did not end cleanly.
+  struct TailRepair {
+    JournalScan::Tail tail = JournalScan::Tail::kClean;
+    // For messages: what was found and done; "" when kClean.
+    std::string what;
+  };
+
   // Opens and locks the journal file `path` that another process left. A
   // null pointer when its writer (or another drainer) still holds it or it
-  // is gone. A torn tail is cut off; a corrupt tail is moved to
-  // "<path>.corrupt-<offset>" (kept for a person to look at; never read
-  // again) and cut off, so that records can be appended again. *problem, when
-  // given, says what was done about the tail ("" when nothing). It does not
-  // look at the file's keyspace: a drainer checks it first
+  // is gone. Anything but a regular file is refused (kIoError), and so is a
+  // symbolic link: a drain never appends to a file that lives elsewhere. A
+  // torn tail is cut off (a crash during an append: never reported
+  // spooled). A damaged one (JournalScan::Tail::kCorrupt) is set aside: the
+  // whole file as it was is copied to "<path>.corrupt-<offset>" (kept for a
+  // person to look at; never read again), and the file is cut back to the
+  // whole records before the damage, so that they are drained and records
+  // can be appended again. *repair, when given, says which and what was
+  // done. It does not look at the file's keyspace: a drainer checks it first
   // (ReadJournalStart, Drains), so that it never locks a journal of another
   // keyspace, which would keep it from that keyspace's own drainers.
   static Result<std::unique_ptr<JournalFile>> TakeOver(const std::string& path,
-                                                       std::string* problem = nullptr);
+                                                       TailRepair* repair = nullptr);
 
   // Closes the file, which releases the lock. Never deletes it.
   ~JournalFile();

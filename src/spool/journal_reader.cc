@@ -33,6 +33,46 @@ Status ErrnoStatus(const std::string& what, int error) {
   return Status::IoError(what + ": " + std::strerror(error));
 }
 
+std::string FileTypeName(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "a regular file";
+    case S_IFLNK:
+      return "a symbolic link";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFSOCK:
+      return "a socket";
+    default:
+      return "a device";
+  }
+}
+
+Result<int> OpenRegular(const std::string& path, int flags, struct stat* st) {
+  int fd = open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int error = errno;
+    if (error == ENOENT) return Status::NotFound("cannot open " + path + ": it is gone");
+    if (error == ELOOP) return Status::IoError(path + " is a symbolic link, not a regular file");
+    if (error == EISDIR) return Status::IoError(path + " is a directory, not a regular file");
+    return ErrnoStatus("cannot open " + path, error);
+  }
+  struct stat own;
+  if (st == nullptr) st = &own;
+  if (fstat(fd, st) != 0) {
+    int error = errno;
+    close(fd);
+    return ErrnoStatus("cannot stat " + path, error);
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return Status::IoError(path + " is " + FileTypeName(st->st_mode) + ", not a regular file");
+  }
+  return fd;
+}
+
 Status PreadAll(int fd, char* buf, size_t n, uint64_t offset, const std::string& path) {
   while (n > 0) {
     ssize_t got = pread(fd, buf, n, static_cast<off_t>(offset));
@@ -131,17 +171,11 @@ Result<JournalStart> ReadJournalStart(int fd, uint64_t size) {
 }
 
 Result<JournalStart> ReadJournalStart(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int error = errno;
-    if (error == ENOENT) return Status::NotFound("cannot open " + path + ": it is gone");
-    return ErrnoStatus("cannot open " + path, error);
-  }
   struct stat st;
-  Result<JournalStart> start =
-      fstat(fd, &st) == 0 ? ReadJournalStart(fd, static_cast<uint64_t>(st.st_size))
-                          : Result<JournalStart>(ErrnoStatus("cannot stat " + path, errno));
-  close(fd);
+  Result<int> fd = OpenRegular(path, O_RDONLY, &st);
+  if (!fd.ok()) return fd.status();
+  Result<JournalStart> start = ReadJournalStart(*fd, static_cast<uint64_t>(st.st_size));
+  close(*fd);
   if (!start.ok()) return start.status().WithContext(path);
   return start;
 }
@@ -190,11 +224,13 @@ Result<JournalScan> ScanJournal(int fd, uint64_t size) {
       if (scan.tail != JournalScan::Tail::kClean) break;
       continue;
     }
-    // A frame that is cut short, or bad: torn when nothing whole can follow
-    // it (it claims to run to the end, or only zeros follow), else corrupt.
+    // A frame that claims to run past the end is what a crash during an
+    // append leaves, and so are zero bytes after the last whole frame. A
+    // frame that is whole and fails its CRC (the last one included) is
+    // damage: its job was reported spooled after an fdatasync, and a
+    // flipped bit does not make it less so.
     uint64_t at = cursor.frame_offset();
-    bool torn = step == FrameReader::Step::kIncomplete ||
-                (cursor.bad_size() != 0 && at + cursor.bad_size() >= size);
+    bool torn = step == FrameReader::Step::kIncomplete;
     if (!torn) {
       Result<bool> zeros = ZeroFrom(fd, path, at, size);
       if (!zeros.ok()) return zeros.status();

@@ -9,6 +9,8 @@
 #ifndef RELIABLEQ_SPOOL_JOURNAL_READER_H_
 #define RELIABLEQ_SPOOL_JOURNAL_READER_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,6 +31,19 @@ inline constexpr uint64_t kDrainReadChunk = 64 << 10;
 
 // kIoError "<what>: <strerror(error)>".
 Status ErrnoStatus(const std::string& what, int error);
+
+// Opens `path` with `flags` (O_RDONLY or O_RDWR; O_CLOEXEC is added) only if
+// it is a regular file, and never through a symbolic link (O_NOFOLLOW, and
+// O_NONBLOCK so that a FIFO planted under a journal's name cannot block the
+// open), so that a drain never reads or appends to a file that lives
+// elsewhere; *st, when given, gets its fstat. The fd, or kNotFound when it is
+// gone, or kIoError: "PATH is a symbolic link, not a regular file", or the
+// open's error.
+Result<int> OpenRegular(const std::string& path, int flags, struct stat* st = nullptr);
+
+// "a symbolic link", "a directory", ...: what a file of `mode` is, for
+// messages about files that are not regular.
+std::string FileTypeName(unsigned mode);
 
 // Reads exactly n bytes at `offset`; a file that ends first is kIoError.
 Status PreadAll(int fd, char* buf, size_t n, uint64_t offset, const std::string& path);

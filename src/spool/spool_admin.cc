@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,11 +30,12 @@ SpoolFileStatus ReadOne(const spool::DirectoryEntry& entry) {
   SpoolFileStatus file;
   file.name = entry.name;
   file.bytes = entry.bytes;
-  int fd = open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    file.problem = std::string("cannot open it: ") + std::strerror(errno);
+  Result<int> opened = spool::OpenRegular(entry.path, O_RDONLY);
+  if (!opened.ok()) {
+    file.problem = opened.status().ToString();
     return file;
   }
+  int fd = *opened;
   // A lock that cannot be shared is held by a writer or a drainer.
   if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
     flock(fd, LOCK_UN);
@@ -62,7 +62,7 @@ SpoolFileStatus ReadOne(const spool::DirectoryEntry& entry) {
         (file.live ? " (being written)" : " (a crash during a write; dropped when drained)");
   } else if (scan->tail == spool::JournalScan::Tail::kCorrupt) {
     file.problem = "damaged at offset " + std::to_string(scan->valid_end) +
-                   " (the jobs before it are drained; the rest is moved aside)";
+                   " (a drain sets the file aside and drains the jobs before it)";
   }
   Result<spool::PendingSummary> pending = spool::SummarizePending(fd, *scan);
   close(fd);
@@ -79,6 +79,11 @@ SpoolFileStatus ReadOne(const spool::DirectoryEntry& entry) {
   return file;
 }
 
+// Why a journal's name on something else is never read or drained.
+std::string NotRegular(const spool::DirectoryEntry& entry) {
+  return "it is " + entry.type + ", not a regular file: refused, never read or drained";
+}
+
 }  // namespace
 
 Result<SpoolStatus> ReadSpoolStatus(const std::string& dir) {
@@ -86,10 +91,18 @@ Result<SpoolStatus> ReadSpoolStatus(const std::string& dir) {
   if (!entries.ok()) return entries.status();
   SpoolStatus status;
   status.dir = dir;
+  status.warning = spool::WritableByOthers(dir);
   for (const spool::DirectoryEntry& entry : *entries) {
     status.total_bytes += entry.bytes;
     if (entry.kind == spool::DirectoryEntry::Kind::kCorrupt) {
       status.corrupt_files.push_back(entry.name);
+      continue;
+    }
+    if (entry.kind == spool::DirectoryEntry::Kind::kNotRegular) {
+      SpoolFileStatus file;
+      file.name = entry.name;
+      file.problem = NotRegular(entry);
+      status.files.push_back(std::move(file));
       continue;
     }
     status.files.push_back(ReadOne(entry));
@@ -103,6 +116,9 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   if (options.wait_replicas < 0 || options.wait_timeout.count() <= 0) {
     return Status::InvalidArgument(
         "wait_replicas must be 0 or more, and wait_timeout more than 0 ms (WAIT 0 waits forever)");
+  }
+  if (options.replay_window.count() < 1) {
+    return Status::InvalidArgument("replay_window must be at least 1 s");
   }
   if (Status s = CheckKeyLayout(options.prefix, redis.group); !s.ok()) return s;
   Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
@@ -120,12 +136,21 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   config.keys = Keys::For(options.prefix, redis);
   config.wait_replicas = options.wait_replicas;
   config.wait_timeout = options.wait_timeout;
+  config.replay_window = options.replay_window;
   // Held jobs of earlier drains get one more try now, not after a wait.
   config.held_retry = std::chrono::milliseconds(0);
   SpoolDrainReport report;
+  report.warning = spool::WritableByOthers(dir);
   spool::DrainCounts counts;
   for (const spool::DirectoryEntry& entry : *entries) {
-    if (entry.kind != spool::DirectoryEntry::Kind::kJournal) continue;
+    if (entry.kind == spool::DirectoryEntry::Kind::kNotRegular) {
+      report.failed_files.push_back(entry.name + ": " + NotRegular(entry));
+      continue;
+    }
+    if (entry.kind == spool::DirectoryEntry::Kind::kCorrupt) {
+      report.corrupt_files.push_back(entry.name);
+      continue;
+    }
     // Its keyspace first, without taking its lock (record.h, Drains).
     Result<spool::JournalStart> start = spool::ReadJournalStart(entry.path);
     if (!start.ok() && start.status().IsNotFound()) continue;  // drained meanwhile
@@ -140,9 +165,9 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
       }
       continue;
     }
-    std::string problem;
+    spool::JournalFile::TailRepair repair;
     Result<std::unique_ptr<spool::JournalFile>> taken =
-        spool::JournalFile::TakeOver(entry.path, &problem);
+        spool::JournalFile::TakeOver(entry.path, &repair);
     if (!taken.ok()) {
       report.failed_files.push_back(entry.name + ": " + taken.status().ToString());
       continue;
@@ -151,6 +176,11 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
       // Deleted since the listing (another drain finished it) or held.
       if (access(entry.path.c_str(), F_OK) == 0) report.live_files.push_back(entry.name);
       continue;
+    }
+    if (repair.tail == spool::JournalScan::Tail::kCorrupt) {
+      report.damaged_files.push_back(entry.name + ": " + repair.what);
+    } else if (repair.tail == spool::JournalScan::Tail::kTorn) {
+      report.dropped_tails.push_back(entry.name + ": " + repair.what);
     }
     spool::JournalFile* file = taken->get();
     if (report.stopped.ok() && file->HasWork(std::chrono::steady_clock::now())) {
@@ -172,17 +202,18 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
       report.failed_files.push_back(entry.name + ": " + removed.status().ToString());
     // What is left in it: scan again, as `spool status` would.
     struct stat st;
-    int fd = open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fstat(fd, &st) == 0) {
-      Result<spool::JournalScan> scan = spool::ScanJournal(fd, static_cast<uint64_t>(st.st_size));
+    Result<int> fd = spool::OpenRegular(file->path(), O_RDONLY, &st);
+    if (fd.ok()) {
+      Result<spool::JournalScan> scan = spool::ScanJournal(*fd, static_cast<uint64_t>(st.st_size));
       if (scan.ok()) {
-        Result<spool::PendingSummary> pending = spool::SummarizePending(fd, *scan);
+        Result<spool::PendingSummary> pending = spool::SummarizePending(*fd, *scan);
         if (pending.ok()) report.left += pending->jobs;
       }
+      close(*fd);
     }
-    if (fd >= 0) close(fd);
   }
   report.pushed = counts.pushed;
+  report.already_stored = counts.already_stored;
   report.dropped = counts.dropped;
   report.held_reason = counts.last_held_reason;
   return report;

@@ -10,17 +10,21 @@ the jobs. Outages, in the order --outages gives:
   stop  SIGSTOP redis-server for --outage-seconds, then SIGCONT. Connections
         still open and pushes time out: a push whose reply did not come is
         spooled, and when Redis resumes it runs the command it had queued,
-        so the drain pushes a job that is already there (same jid): it may
-        run twice, which is allowed and counted.
+        so the drain pushes a job that is already there (same jid), which
+        Redis stores only once (push_once.lua). Meanwhile --stall-pushes
+        `reliableq push --spool` processes push in two waves into a spool of
+        their own (chaos StallPushes: the second wave sends the first wave's
+        jobs again), drained with `reliableq spool drain` once Redis is back.
   kill  SIGKILL redis-server, and start it again on its AOF after
         --outage-seconds. Connections are refused meanwhile.
 
 After each outage it measures how long after Redis answered again the spool
 held no job (`reliableq spool status DIR --json`, every 100 ms), and waits
 for that before the next outage. The run fails on any job lost among the
-pushes reported accepted or spooled, on a duplicate that neither the spool
-nor a worker taken for dead during an outage explains, on a producer whose
-spool did not empty, and on anything the default mode fails on.
+pushes reported accepted or spooled, on a duplicate that no worker taken for
+dead during an outage explains (a spooled push run twice, from a replay of
+its jid, fails it), on a producer whose spool did not empty, and on anything
+the default mode fails on.
 """
 
 import json
@@ -88,9 +92,13 @@ class OutageChaos(base.Chaos):
             self.event('redis_kill', pid)
         self.log('%s redis-server (pid %d) for %.0f s' % (
             'SIGSTOP' if kind == 'stop' else 'SIGKILL', pid, a.outage_seconds))
+        stalled = base.StallPushes(self, a.stall_pushes) if kind == 'stop' and a.stall_pushes \
+            else None
         end = time.monotonic() + a.outage_seconds
         while time.monotonic() < end:
             self.tend_workers()
+            if stalled is not None:
+                stalled.tick()
             n = self.spooled_now()
             if n is not None:
                 record['peak_spooled'] = max(record['peak_spooled'], n)
@@ -102,6 +110,8 @@ class OutageChaos(base.Chaos):
         record['back_at'] = time.time()
         self.redis.outages.append((record['down_at'], record['back_at']))
         self.event('redis_ready', self.redis.proc.pid)
+        if stalled is not None:
+            stalled.finish()
         # How long until the spool holds nothing (bounded).
         deadline = time.monotonic() + a.drain_timeout
         left = None
@@ -205,9 +215,12 @@ class OutageChaos(base.Chaos):
             by_outcome[name] = by_outcome.get(name, 0) + 1
 
         duplicated, causes, unexplained = self.explain_duplicates(
-            runs, by_job, lambda job_id, _ok, lower, higher: self.explain_outage(
-                job_id, outcome.get(job_id), lower, higher))
+            runs, by_job, lambda _job_id, _ok, lower, higher: self.explain_outage(lower, higher))
         self.report_unasked_exits()
+        stall = self.stall_report(runs, unexplained)
+        if a.stall_pushes and 'stop' in a.outages and not stall['spooled']:
+            self.problems.append('no push made while Redis was stopped was spooled: the stall '
+                                 'did not happen as planned')
 
         report = {
             'mode': 'outage',
@@ -230,6 +243,7 @@ class OutageChaos(base.Chaos):
             'most_runs_of_one_job': max(runs.values(), default=0),
             'duplicate_runs_by_cause': causes,
             'unexplained_duplicates': len(unexplained),
+            'spool_stall': stall,
             'workers_taken_for_dead': self.count_in_logs(
                 base.HEARTBEAT_GONE, {w.pid for w in self.workers}),
             'stranded_working_lists': stranded_keys,
@@ -249,13 +263,12 @@ class OutageChaos(base.Chaos):
         self.details = {'lost': lost, 'unexplained': unexplained, 'phantom': phantom}
         return report
 
-    def explain_outage(self, job_id, outcome, lower, higher):
+    def explain_outage(self, lower, higher):
+        # A spooled job pushed again under its jid (by the drain, after a
+        # first push that timed out had landed after all) is stored once:
+        # two runs of the same attempt are no longer explained.
         if higher['rc'] > lower['rc']:
             return 'retry'
-        if higher['ic'] == lower['ic'] and outcome == 'spooled':
-            # The drain pushed it again under its jid, after a first push
-            # that timed out had landed after all.
-            return 'spool: pushed again'
         if higher['ic'] > lower['ic']:
             for down, back in self.redis.outages:
                 if lower['end'] >= down - 1.0 and lower['start'] <= back + 10.0:
@@ -284,5 +297,6 @@ def print_report(report, details, work):
     print('executed more than once:  %d (one job at most %d times); extra runs by cause: %s; '
           'unexplained: %d' % (r['executed_more_than_once'], r['most_runs_of_one_job'],
                                r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
+    base.print_stall(r)
     print('workers taken for dead:   %d' % r['workers_taken_for_dead'])
     base.print_findings(r, details, work)
