@@ -1,7 +1,7 @@
 // HTTP handlers' client: real POSTs to an HTTP server in this process, on a
 // loopback port of its own.
 //
-// The server is cpp-httplib's, not the project's civetweb listener: the
+// The server is cpp-httplib's, not the project's own listener: the
 // keep-alive test counts the client ports the server sees, which
 // HttpRequest does not carry.
 
