@@ -4,21 +4,13 @@
 #include <algorithm>
 
 #include "admin_impl.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "redis/reply.h"
 
 namespace reliableq::admin_internal {
 
-namespace {
-
-Status CheckName(std::string_view name) {
-  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
-  return Status::OK();
-}
-
-}  // namespace
-
 Result<bool> AdminImpl::PauseQueue(std::string_view name) {
-  if (Status s = CheckName(name); !s.ok()) return s;
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   std::string key = keys_.Paused();
   Result<redis::ReplyPtr> added = redis_->Command({"SADD", key, name});
   if (!added.ok()) return added.status().WithContext("pausing queue");
@@ -26,7 +18,7 @@ Result<bool> AdminImpl::PauseQueue(std::string_view name) {
 }
 
 Result<bool> AdminImpl::ResumeQueue(std::string_view name) {
-  if (Status s = CheckName(name); !s.ok()) return s;
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   std::string key = keys_.Paused();
   Result<redis::ReplyPtr> removed = redis_->Command({"SREM", key, name});
   if (!removed.ok()) return removed.status().WithContext("resuming queue");

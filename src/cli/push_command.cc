@@ -179,7 +179,7 @@ int Run(const ParsedArgs& args) {
     return UsageError(kVerb, *problem);
   }
   if (auto queue = args.Value("queue")) job.queue = *queue;
-  if (job.queue.empty()) return UsageError(kVerb, "the queue name is empty");
+  if (Status s = CheckQueueName(job.queue); !s.ok()) return UsageError(kVerb, s.message());
   if (auto retry = args.Value("retry")) {
     Result<Retry> parsed = Retry::Parse(*retry);
     if (!parsed.ok()) return UsageError(kVerb, parsed.status().message());

@@ -17,6 +17,7 @@
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
 #include "cli/periodic_options.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/external_handlers.h"
@@ -140,6 +141,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       QueueSpec queue;
       queue.name = spec.substr(0, comma);
       if (queue.name.empty()) return "empty queue name in -q '" + spec + "'";
+      if (Status s = CheckQueueName(queue.name); !s.ok()) return "-q: " + s.message();
       if (comma != std::string::npos) {
         std::optional<int> weight = ParseCount(std::string_view(spec).substr(comma + 1));
         if (!weight || *weight > kMaxQueueWeight) {

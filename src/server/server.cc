@@ -16,7 +16,7 @@
 // the process is unsure what Redis holds (a lost reply, a lost heartbeat,
 // quiet, stop) it reconciles from Redis.
 
-#include "server/options_check.h"  // kMaxQueues, kMaxQueueNameBytes
+#include "server/options_check.h"  // kMaxQueues
 #include "server/server_impl.h"
 #include "text_escape.h"
 
@@ -230,8 +230,7 @@ void ServerImpl::DiscoverQueues() {
 }
 
 void ServerImpl::AddQueue(std::string_view name) {
-  if (phase_ != Phase::kRunning || !queues_.Matches(name) ||
-      name.size() > kMaxQueueNameBytes) {
+  if (phase_ != Phase::kRunning || !queues_.Matches(name) || !CheckQueueName(name).ok()) {
     return;
   }
   if (queues_.size() >= kMaxQueues) {
