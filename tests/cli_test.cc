@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -411,6 +412,38 @@ TEST_CASE_FIXTURE(RedisFixture, "limits lists each limiter with its counts; stat
   CHECK(ParseJson(stats.out)["parked"].GetInt64() == 4);
   Outcome stats_text = RunCli(With({"stats"}, server().Url()));
   CHECK(stats_text.out.find("parked:       4\n") != std::string::npos);
+}
+
+TEST_CASE("usage errors come before any I/O: an unreachable Redis, no spool made") {
+  // Nothing listens there: a verb that connected first would exit 1.
+  const std::string url = "unix:///nonexistent.sock";
+  char templ[] = "/tmp/reliableq-usage-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string spool = std::string(templ) + "/spool";
+  const std::string long_queue(120 * 1024, 'q');
+  const std::vector<std::vector<std::string>> cases = {
+      {"push", "A", "--jid", "bad\x01jid"},
+      {"push", "A", "--extra", R"({"jid":"x"})"},
+      {"push", "A", "--extra", R"({"unique_key":"x"})"},
+      {"push", "A", "--unique", "--unique-key", "has\"quote"},
+      {"push", "A", "-q", long_queue},
+      {"push", "A", "-q", "bad\xff"},
+      {"queue", "pause", std::string(1001, 'q')},
+      {"queue", "clear", std::string(1001, 'q'), "--yes"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> with_spool = args;
+    if (args[0] == "push") with_spool.insert(with_spool.end(), {"--spool", spool});
+    CAPTURE(args[0] + " " + args[args.size() > 2 ? 2 : 1].substr(0, 40));
+    CheckUsageError(RunCli(With(with_spool, url)), args[0]);
+    struct stat st;
+    CHECK(stat(spool.c_str(), &st) != 0);
+  }
+  CheckUsageError(RunCli(With({"push", "A", "-q", long_queue}, url)), "push",
+                  "the queue name is longer than 1000 bytes");
+  CheckUsageError(RunCli(With({"worker", "-r", "x.so", "-q", std::string(1001, 'q')}, url)),
+                  "worker", "longer than 1000 bytes");
+  rmdir(templ);
 }
 
 TEST_CASE("an unreachable Redis is a runtime error naming it, quickly") {

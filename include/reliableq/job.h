@@ -113,6 +113,12 @@ struct Job {
   std::optional<Uniqueness> unique;
 };
 
+// OK when Client::Push would take `job` (before any client middleware):
+// the same checks, the reason of the first that fails otherwise
+// (kInvalidArgument). Pure: a program checks its input with it before it
+// connects or spools anything.
+Status CheckJob(const Job& job);
+
 }  // namespace reliableq
 
 #endif  // RELIABLEQ_JOB_H_

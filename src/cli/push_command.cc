@@ -209,6 +209,8 @@ int Run(const ParsedArgs& args) {
   }
 
   if (int status = ReadFlowOptions(args, &job); status != kExitOk) return status;
+  // Every rule the client applies, before anything connects or spools.
+  if (Status s = CheckJob(job); !s.ok()) return UsageError(kVerb, s.message());
 
   std::optional<int> wait_replicas;
   if (auto text = args.Value("wait-replicas")) {
