@@ -620,6 +620,62 @@ TEST_CASE("worker -C: a bad config file is a usage error naming file, line and k
   CHECK(std::system(cmd.c_str()) == 0);
 }
 
+TEST_CASE("worker and web warn once at start about secrets every user can read") {
+  char templ[] = "/tmp/reliableq-secrets-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string dir = templ;
+  auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+    std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    REQUIRE(chmod(path.c_str(), mode) == 0);
+    return path;
+  };
+  // Nothing listens at the URL and the plugin does not exist: each run
+  // stops (exit 1) right after the start-up checks, where the warning is.
+  const std::string url = "unix:///nonexistent.sock";
+  auto warnings = [](const Outcome& outcome, const std::string& path) {
+    size_t count = 0;
+    for (size_t at = outcome.err.find("'" + path + "' holds a secret and every user can read it");
+         at != std::string::npos; at = outcome.err.find("'" + path + "' holds", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  std::string open_password = write("open-password", "pw\n", 0644);
+  std::string closed_password = write("closed-password", "pw\n", 0640);
+  Outcome open = RunCli(With({"worker", "-r", "/nonexistent/x.so", "--redis-password-file",
+                              open_password}, url));
+  CHECK(open.exit_code == 1);
+  CHECK_MESSAGE(warnings(open, open_password) == 1, open.err);
+  CHECK_MESSAGE(open.err.find("(mode 0644)") != std::string::npos, open.err);
+  CHECK(open.err.find("pw\n") == std::string::npos);
+  Outcome closed = RunCli(With({"worker", "-r", "/nonexistent/x.so", "--redis-password-file",
+                                closed_password}, url));
+  CHECK_MESSAGE(warnings(closed, closed_password) == 0, closed.err);
+  // A config file whose redis URL holds the password; in the JSON log too.
+  std::string config = write("w.yml", "redis: redis://:s3cret@127.0.0.1:1/0\n", 0644);
+  Outcome json = RunCli({"worker", "-C", config, "-r", "/nonexistent/x.so", "--log-format",
+                         "json"});
+  CHECK_MESSAGE(warnings(json, config) == 1, json.err);
+  CHECK(json.err.find("\"event\":\"secret_file_readable\"") != std::string::npos);
+  CHECK(json.err.find("s3cret") == std::string::npos);
+  std::string by_environment = write("env.yml", "redis: redis://:${HOME}@127.0.0.1:1/0\n", 0644);
+  Outcome env = RunCli({"worker", "-C", by_environment, "-r", "/nonexistent/x.so"});
+  CHECK_MESSAGE(warnings(env, by_environment) == 0, env.err);
+  // reliableq web: its token and users files.
+  std::string token = write("token", "tok\n", 0604);
+  std::string users = write("users", "alice:pw\n", 0644);
+  Outcome web = RunCli(With({"web", "--token-file", token, "--basic-auth-file", users}, url));
+  CHECK(web.exit_code == 1);
+  CHECK_MESSAGE(warnings(web, token) == 1, web.err);
+  CHECK_MESSAGE(warnings(web, users) == 1, web.err);
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
 TEST_CASE("worker and web refuse a --log-format other than text or json") {
   CheckUsageError(RunCli({"worker", "-r", "x.so", "--log-format", "xml"}), "worker",
                   "--log-format must be text or json, not 'xml'");
