@@ -14,6 +14,7 @@
 #include "job_codec.h"
 #include "keys.h"
 #include "admin_impl.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "process_entry.h"
 #include "recovery.h"
 #include "redis/connection.h"
@@ -493,7 +494,7 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
 }
 
 Result<int64_t> AdminImpl::ClearQueue(std::string_view name) {
-  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   std::string key = keys_.Queue(name);
   // Sidekiq's Queue#clear, with the size read in the same step.
   Result<std::pair<int64_t, int64_t>> cleared = Clear(key, name);

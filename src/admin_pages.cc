@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "admin_impl.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "job_codec.h"
 #include "keys.h"
 #include "redis/errors.h"
@@ -273,7 +274,7 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
   if (offset < 0 || limit < 0) {
     return Status::InvalidArgument("the offset and the limit must not be negative");
   }
-  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   std::string key = keys_.Queue(name);
   std::string start = std::to_string(offset);
   std::string stop = limit > 0 ? std::to_string(offset + limit - 1) : "-1";

@@ -7,16 +7,12 @@
 #include <vector>
 
 #include "admin_impl.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "redis/reply.h"
 
 namespace reliableq::admin_internal {
 
 namespace {
-
-Status CheckName(std::string_view name) {
-  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
-  return Status::OK();
-}
 
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -73,7 +69,7 @@ std::string CloseNames(std::string_view name, std::vector<std::string> known) {
 }  // namespace
 
 Result<PauseChange> AdminImpl::PauseQueue(std::string_view name, PauseOptions options) {
-  if (Status s = CheckName(name); !s.ok()) return s;
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   if (!options.allow_unknown) {
     if (Status s = CheckKnown(name); !s.ok()) return s;
   }
@@ -81,7 +77,7 @@ Result<PauseChange> AdminImpl::PauseQueue(std::string_view name, PauseOptions op
 }
 
 Result<PauseChange> AdminImpl::ResumeQueue(std::string_view name) {
-  if (Status s = CheckName(name); !s.ok()) return s;
+  if (Status s = CheckQueueName(name); !s.ok()) return s;
   return ChangePause(name, false);
 }
 

@@ -2,7 +2,20 @@
 
 #include <string>
 
+#include "codec/utf8.h"
+
 namespace reliableq {
+
+Status CheckQueueName(std::string_view name) {
+  if (name.empty()) return Status::InvalidArgument("the queue name is empty");
+  if (name.size() > kMaxQueueNameBytes) {
+    return Status::InvalidArgument("the queue name is longer than " +
+                                   std::to_string(kMaxQueueNameBytes) + " bytes (" +
+                                   std::to_string(name.size()) + ")");
+  }
+  if (!codec::IsValidUtf8(name)) return Status::InvalidArgument("the queue name is not UTF-8");
+  return Status::OK();
+}
 
 Result<Retry> Retry::Parse(std::string_view text) {
   if (text == "true") return Enabled();

@@ -148,8 +148,7 @@ Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<d
                               std::string* jid) {
   if (job.job_class.empty()) return Status::InvalidArgument("the job class is empty");
   if (!IsValidUtf8(job.job_class)) return Status::InvalidArgument("the job class is not UTF-8");
-  if (job.queue.empty()) return Status::InvalidArgument("the queue name is empty");
-  if (!IsValidUtf8(job.queue)) return Status::InvalidArgument("the queue name is not UTF-8");
+  if (Status queue = CheckQueueName(job.queue); !queue.ok()) return queue;
   if (!job.jid.empty() && !IsPrintableAscii(job.jid)) {
     return Status::InvalidArgument("the jid must be printable ASCII");
   }

@@ -145,6 +145,23 @@ Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_a
   return copy;
 }
 
+Status CheckJob(const Job& job) {
+  // No rule depends on the time or on the key prefix.
+  constexpr double kAnyTime = 1700000000;
+  Job with_fields;
+  const Job* encoded = &job;
+  if (HasFlowFields(job)) {
+    std::string unique_key;
+    Result<Job> copy = JobWithFlowFields(Keys(), job, kAnyTime, &unique_key);
+    if (!copy.ok()) return copy.status();
+    with_fields = std::move(copy.value());
+    encoded = &with_fields;
+  } else if (Status s = CheckNoUniqueFields(job.extra); !s.ok()) {
+    return s;
+  }
+  return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
+}
+
 std::optional<PushResult> UniquePushRefusal(const redisReply& reply, const std::string& jid,
                                             const std::string& key) {
   if (reply.type == REDIS_REPLY_INTEGER && reply.integer == 1) return std::nullopt;

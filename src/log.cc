@@ -12,6 +12,7 @@
 #include <ctime>
 #include <string>
 
+#include "reliableq/redis_options.h"  // RedactUrls
 #include "text_escape.h"
 
 namespace reliableq {
@@ -81,6 +82,14 @@ void PutField(JsonWriter& writer, const char* key, std::string_view text, std::s
   PutString(writer, text, scratch);
 }
 
+// `text` with the secrets of the URLs in it masked (RedactUrls: user info
+// and query values), or "" when it names no URL: a log line may quote a
+// handler's or a server's URL, whoever wrote the message.
+std::string Masked(std::string_view text) {
+  if (text.find("://") == std::string_view::npos) return {};
+  return RedactUrls(text);
+}
+
 }  // namespace
 
 std::optional<LogFormat> LogFormatNamed(std::string_view name) {
@@ -133,6 +142,8 @@ void Logger::Log(LogLevel level, const LogEvent& event, const char* format, ...)
     // characters, so the whole line is escaped at once; most lines need
     // nothing.
     std::string_view text(line, used);
+    std::string masked = Masked(text);
+    if (!masked.empty()) text = masked;
     std::string escaped;
     if (NeedsEscaping(text)) {
       AppendEscaped(text, &escaped);
@@ -159,7 +170,9 @@ void Logger::Log(LogLevel level, const LogEvent& event, const char* format, ...)
   writer.Int(static_cast<int>(getpid()));
   PutField(writer, "tid", thread, &scratch);
   PutField(writer, "event", event.name, &scratch);
-  PutField(writer, "msg", std::string_view(line, length), &scratch);
+  std::string_view message(line, length);
+  std::string masked = Masked(message);
+  PutField(writer, "msg", masked.empty() ? message : masked, &scratch);
   if (t_in_job) {
     PutField(writer, "jid", t_jid, &scratch);
     PutField(writer, "class", t_job_class, &scratch);
@@ -174,7 +187,10 @@ void Logger::Log(LogLevel level, const LogEvent& event, const char* format, ...)
     // Microseconds, as the text format shows them.
     writer.Double(std::round(event.duration * 1e6) / 1e6);
   }
-  if (event.has_error) PutField(writer, "error", event.error, &scratch);
+  if (event.has_error) {
+    std::string error = Masked(event.error);
+    PutField(writer, "error", error.empty() ? event.error : error, &scratch);
+  }
   writer.EndObject();
   Emit(level, std::string_view(buffer.GetString(), buffer.GetSize()));
 }

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -413,6 +414,38 @@ TEST_CASE_FIXTURE(RedisFixture, "limits lists each limiter with its counts; stat
   CHECK(stats_text.out.find("parked:       4\n") != std::string::npos);
 }
 
+TEST_CASE("usage errors come before any I/O: an unreachable Redis, no spool made") {
+  // Nothing listens there: a verb that connected first would exit 1.
+  const std::string url = "unix:///nonexistent.sock";
+  char templ[] = "/tmp/reliableq-usage-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string spool = std::string(templ) + "/spool";
+  const std::string long_queue(120 * 1024, 'q');
+  const std::vector<std::vector<std::string>> cases = {
+      {"push", "A", "--jid", "bad\x01jid"},
+      {"push", "A", "--extra", R"({"jid":"x"})"},
+      {"push", "A", "--extra", R"({"unique_key":"x"})"},
+      {"push", "A", "--unique", "--unique-key", "has\"quote"},
+      {"push", "A", "-q", long_queue},
+      {"push", "A", "-q", "bad\xff"},
+      {"queue", "pause", std::string(1001, 'q')},
+      {"queue", "clear", std::string(1001, 'q'), "--yes"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> with_spool = args;
+    if (args[0] == "push") with_spool.insert(with_spool.end(), {"--spool", spool});
+    CAPTURE(args[0] + " " + args[args.size() > 2 ? 2 : 1].substr(0, 40));
+    CheckUsageError(RunCli(With(with_spool, url)), args[0]);
+    struct stat st;
+    CHECK(stat(spool.c_str(), &st) != 0);
+  }
+  CheckUsageError(RunCli(With({"push", "A", "-q", long_queue}, url)), "push",
+                  "the queue name is longer than 1000 bytes");
+  CheckUsageError(RunCli(With({"worker", "-r", "x.so", "-q", std::string(1001, 'q')}, url)),
+                  "worker", "longer than 1000 bytes");
+  rmdir(templ);
+}
+
 TEST_CASE("an unreachable Redis is a runtime error naming it, quickly") {
   const std::string url = "unix:///nonexistent.sock";
   for (const std::vector<std::string>& args :
@@ -583,6 +616,62 @@ TEST_CASE("worker -C: a bad config file is a usage error naming file, line and k
   std::string good = write("good.yml", "concurrency: 5\n");
   CheckUsageError(RunCli({"worker", "-C", good, "-r", "x.so", "-c", "0"}), "worker",
                   "concurrency must be an integer from 1 to 1000, not '0'");
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("worker and web warn once at start about secrets every user can read") {
+  char templ[] = "/tmp/reliableq-secrets-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string dir = templ;
+  auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+    std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    REQUIRE(chmod(path.c_str(), mode) == 0);
+    return path;
+  };
+  // Nothing listens at the URL and the plugin does not exist: each run
+  // stops (exit 1) right after the start-up checks, where the warning is.
+  const std::string url = "unix:///nonexistent.sock";
+  auto warnings = [](const Outcome& outcome, const std::string& path) {
+    size_t count = 0;
+    for (size_t at = outcome.err.find("'" + path + "' holds a secret and every user can read it");
+         at != std::string::npos; at = outcome.err.find("'" + path + "' holds", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  std::string open_password = write("open-password", "pw\n", 0644);
+  std::string closed_password = write("closed-password", "pw\n", 0640);
+  Outcome open = RunCli(With({"worker", "-r", "/nonexistent/x.so", "--redis-password-file",
+                              open_password}, url));
+  CHECK(open.exit_code == 1);
+  CHECK_MESSAGE(warnings(open, open_password) == 1, open.err);
+  CHECK_MESSAGE(open.err.find("(mode 0644)") != std::string::npos, open.err);
+  CHECK(open.err.find("pw\n") == std::string::npos);
+  Outcome closed = RunCli(With({"worker", "-r", "/nonexistent/x.so", "--redis-password-file",
+                                closed_password}, url));
+  CHECK_MESSAGE(warnings(closed, closed_password) == 0, closed.err);
+  // A config file whose redis URL holds the password; in the JSON log too.
+  std::string config = write("w.yml", "redis: redis://:s3cret@127.0.0.1:1/0\n", 0644);
+  Outcome json = RunCli({"worker", "-C", config, "-r", "/nonexistent/x.so", "--log-format",
+                         "json"});
+  CHECK_MESSAGE(warnings(json, config) == 1, json.err);
+  CHECK(json.err.find("\"event\":\"secret_file_readable\"") != std::string::npos);
+  CHECK(json.err.find("s3cret") == std::string::npos);
+  std::string by_environment = write("env.yml", "redis: redis://:${HOME}@127.0.0.1:1/0\n", 0644);
+  Outcome env = RunCli({"worker", "-C", by_environment, "-r", "/nonexistent/x.so"});
+  CHECK_MESSAGE(warnings(env, by_environment) == 0, env.err);
+  // reliableq web: its token and users files.
+  std::string token = write("token", "tok\n", 0604);
+  std::string users = write("users", "alice:pw\n", 0644);
+  Outcome web = RunCli(With({"web", "--token-file", token, "--basic-auth-file", users}, url));
+  CHECK(web.exit_code == 1);
+  CHECK_MESSAGE(warnings(web, token) == 1, web.err);
+  CHECK_MESSAGE(warnings(web, users) == 1, web.err);
   std::string cmd = "rm -rf '" + dir + "'";
   CHECK(std::system(cmd.c_str()) == 0);
 }

@@ -356,7 +356,17 @@ TEST_CASE_FIXTURE(HandlersFixture, "the example webhook server answers HTTP hand
       10s));
   ServerOptions opts = Options();
   opts.http_handlers["WebhookJob"] = {"http://127.0.0.1:" + port + "/jobs"};
+  // A token in a handler URL's query is a secret: the start-up log names
+  // the handler with its value masked.
+  opts.http_handlers["TokenJob"] = {"http://127.0.0.1:" + port + "/hook?token=hunter2"};
   RunningServer server(opts, HandlerRegistry());
+  bool described = false;
+  for (const std::string& line : log_->Lines()) {
+    described = described || line.find("TokenJob: POST http://127.0.0.1:" + port +
+                                       "/hook?token=***") != std::string::npos;
+    CHECK_MESSAGE(line.find("hunter2") == std::string::npos, line);
+  }
+  CHECK(described);
 
   std::string jid = Push("WebhookJob", R"(["order.paid", {"order": "A-17"}])");
   REQUIRE(WaitUntil([&] { return ReadFile(ledger).find(jid) != std::string::npos; }));

@@ -1,7 +1,7 @@
 // HTTP handlers' client: real POSTs to an HTTP server in this process, on a
 // loopback port of its own.
 //
-// The server is cpp-httplib's, not the project's civetweb listener: the
+// The server is cpp-httplib's, not the project's own listener: the
 // keep-alive test counts the client ports the server sees, which
 // HttpRequest does not carry.
 
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "exec/curl_library.h"
+#include "reliableq/redis_options.h"  // RedactUrls
 
 using namespace reliableq;
 using namespace std::chrono_literals;
@@ -403,12 +404,15 @@ TEST_CASE("HttpCaller::CheckUrl takes http and https URLs with a host, and only 
   }
   Status status = HttpCaller::CheckUrl("ftp://user:secret@h/x");
   CHECK(status.message().find("secret") == std::string::npos);
-  CHECK(status.message().find("ftp://***@h/x") != std::string::npos);
+  CHECK(status.message().find("ftp://user:***@h/x") != std::string::npos);
 }
 
-TEST_CASE("HttpCaller::RedactUrl hides the userinfo") {
-  CHECK(HttpCaller::RedactUrl("http://user:secret@h:1/x") == "http://***@h:1/x");
-  CHECK(HttpCaller::RedactUrl("https://token@h/x") == "https://***@h/x");
-  CHECK(HttpCaller::RedactUrl("https://h/x@y") == "https://h/x@y");  // '@' in the path
-  CHECK(HttpCaller::RedactUrl("http://h/x") == "http://h/x");
+TEST_CASE("a handler URL is shown with its user info and query values masked") {
+  CHECK(reliableq::RedactUrls("http://user:secret@h:1/x") == "http://user:***@h:1/x");
+  CHECK(reliableq::RedactUrls("https://token@h/x") == "https://***@h/x");
+  CHECK(reliableq::RedactUrls("https://h/x?token=s3cret&v=2#top") == "https://h/x?token=***&v=***#top");
+  CHECK(reliableq::RedactUrls("http://h/x") == "http://h/x");
+  Status status = HttpCaller::CheckUrl("ftp://h/x?token=s3cret");
+  CHECK(status.message().find("s3cret") == std::string::npos);
+  CHECK(status.message().find("ftp://h/x?token=***") != std::string::npos);
 }

@@ -878,3 +878,42 @@ TEST_CASE("a lone surrogate read from an escape is written as that escape") {
 
 }  // namespace
 }  // namespace reliableq
+
+TEST_CASE("one queue name limit: 1 to 1,000 bytes of UTF-8, wherever a name enters") {
+  CHECK(reliableq::CheckQueueName("default").ok());
+  CHECK(reliableq::CheckQueueName("card:*").ok());
+  CHECK(reliableq::CheckQueueName(std::string(reliableq::kMaxQueueNameBytes, 'q')).ok());
+  for (const std::string& bad :
+       {std::string(), std::string(reliableq::kMaxQueueNameBytes + 1, 'q'),
+        std::string(120 * 1024, 'q'), std::string("bad\xff")}) {
+    reliableq::Status status = reliableq::CheckQueueName(bad);
+    CHECK(status.code() == reliableq::Status::Code::kInvalidArgument);
+    CHECK(status.message().size() < 100);  // the name is not quoted
+  }
+  // The client's encoding refuses what no worker serves.
+  reliableq::Job job;
+  job.job_class = "A";
+  job.queue = std::string(120 * 1024, 'q');
+  CHECK_FALSE(reliableq::EncodeJob(job, 1700000000, 1700000000).ok());
+}
+
+TEST_CASE("CheckJob applies the client's rules without connecting") {
+  reliableq::Job job;
+  job.job_class = "A";
+  CHECK(reliableq::CheckJob(job).ok());
+  job.jid = "bad\x01jid";
+  CHECK(reliableq::CheckJob(job).IsInvalidArgument());
+  job.jid.clear();
+  job.extra = R"({"jid":"x"})";
+  CHECK(reliableq::CheckJob(job).IsInvalidArgument());
+  job.extra = R"({"unique_key":"x"})";
+  CHECK(reliableq::CheckJob(job).IsInvalidArgument());
+  job.extra = "{}";
+  job.unique = reliableq::Uniqueness{.key = "has\"quote"};
+  CHECK(reliableq::CheckJob(job).IsInvalidArgument());
+  job.unique = reliableq::Uniqueness{};
+  job.expires_in = 60;
+  CHECK(reliableq::CheckJob(job).ok());
+  job.queue = std::string(120 * 1024, 'q');
+  CHECK(reliableq::CheckJob(job).message().find("longer than 1000 bytes") != std::string::npos);
+}

@@ -50,7 +50,7 @@ TEST_CASE("LabelBounder maps known names to themselves and anything else to othe
 }
 
 TEST_CASE("WorkerMetrics text has the decided names, labels and types") {
-  WorkerMetrics metrics({"HardJob", "EasyJob"}, 7);
+  WorkerMetrics metrics({"HardJob", "EasyJob"}, {"default", "low"}, 7);
   metrics.JobFinished("HardJob", 0, "default", JobResult::kSucceeded, 0.002, 0.5);
   metrics.JobFinished("HardJob", 0, "default", JobResult::kRetried, 0.004, 1.5);
   metrics.JobFinished("EasyJob", 1, "low", JobResult::kDiscarded, 0.001, -1);
@@ -137,7 +137,7 @@ TEST_CASE("WorkerMetrics text has the decided names, labels and types") {
 }
 
 TEST_CASE("WorkerMetrics counts parked jobs by limit and reason") {
-  WorkerMetrics metrics({"Mailer"}, 1);
+  WorkerMetrics metrics({"Mailer"}, {"default"}, 1);
   metrics.JobParked("mail", "rate");
   metrics.JobParked("mail", "rate");
   metrics.JobParked("mail", "concurrency");
@@ -148,12 +148,33 @@ TEST_CASE("WorkerMetrics counts parked jobs by limit and reason") {
 }
 
 TEST_CASE("WorkerMetrics counts a queue index past its slots under other") {
-  WorkerMetrics metrics({"HardJob"}, 1);
+  WorkerMetrics metrics({"HardJob"}, {"default"}, 1);
   metrics.JobFinished("HardJob", WorkerMetrics::kQueueSlots + 5, "q1005", JobResult::kSucceeded,
                       0.001, -1);
   std::string text = metrics.Serialize();
   CHECK(Sample(text, "reliableq_jobs_processed_total{class=\"HardJob\",queue=\"other\"}") == 1);
   CHECK(text.find("q1005") == std::string::npos);
+}
+
+TEST_CASE("WorkerMetrics labels a namespace's queues with its spec, whoever names them") {
+  WorkerMetrics metrics({"HardJob"}, {"default", "card:*"}, 1);
+  // 999 queues a pusher made up in the namespace: one series.
+  for (uint32_t queue = 1; queue < WorkerMetrics::kQueueSlots; ++queue) {
+    metrics.JobFinished("HardJob", queue, "card:" + std::to_string(queue), JobResult::kSucceeded,
+                        0.001, 0.01);
+  }
+  metrics.JobFinished("HardJob", 0, "default", JobResult::kSucceeded, 0.001, 0.01);
+  std::string text = metrics.Serialize();
+  CHECK(Sample(text, "reliableq_jobs_processed_total{class=\"HardJob\",queue=\"card:*\"}") == 999);
+  CHECK(Sample(text, "reliableq_job_pickup_latency_seconds_count{queue=\"card:*\"}") == 999);
+  CHECK(Sample(text, "reliableq_jobs_processed_total{class=\"HardJob\",queue=\"default\"}") == 1);
+  CHECK(text.find("card:1") == std::string::npos);
+  CHECK(text.size() < 64 * 1024);
+  LabelBounder queues = LabelBounder::ForQueues({"mail", "card:*", "card:visa:*"});
+  CHECK(queues.Bound("mail") == "mail");
+  CHECK(queues.Bound("card:visa:1") == "card:*");  // the first namespace that matches
+  CHECK(queues.Bound("card:*") == "card:*");
+  CHECK(queues.Bound("mailer") == "other");
 }
 
 TEST_CASE("the janitor's pass record") {
@@ -233,7 +254,7 @@ TEST_CASE("ParseProcStat reads CPU time and start time") {
 }
 
 TEST_CASE("a Tally adds its jobs to the shared series in batches") {
-  WorkerMetrics metrics({"HardJob", "EasyJob"}, 2);
+  WorkerMetrics metrics({"HardJob", "EasyJob"}, {"default"}, 2);
   const std::string hard = "reliableq_jobs_processed_total{class=\"HardJob\",queue=\"default\"}";
   const std::string easy = "reliableq_jobs_processed_total{class=\"EasyJob\",queue=\"default\"}";
   const std::string hard_failed = "reliableq_jobs_failed_total{class=\"HardJob\",queue=\"default\"}";

@@ -122,8 +122,8 @@ TEST_CASE("a bad URL's error masks its password") {
       {"redis://:%zzs3cret@h", "redis://:***@h"},            // the bad escape itself
       {"http://u:s3cret@h", "http://u:***@h"},               // an unknown scheme
       {":s3cret@h:6379", ":***@h:6379"},                     // no scheme at all
-      {"unix:///s?password=s3cret&bogus=1", "unix:///s?password=***&bogus=1"},
-      {"unix:///s?db=x&password=s3cret", "unix:///s?db=x&password=***"},
+      {"unix:///s?password=s3cret&bogus=1", "unix:///s?password=***&bogus=***"},
+      {"unix:///s?db=x&password=s3cret", "unix:///s?db=***&password=***"},
       {"unix:///s?password=%zs3cret", "unix:///s?password=***"},
   };
   for (const auto& [url, shown] : cases) {
@@ -160,13 +160,24 @@ TEST_CASE("RedactUrls masks the password of every URL in a text") {
         "unexpected argument 'redis://u:***@h:1/0'");
   CHECK(RedactUrls("unknown command 'rediss://:s3cret@h'") == "unknown command 'rediss://:***@h'");
   CHECK(RedactUrls("a redis://:one@a and unix:///s?password=two&db=1 too") ==
-        "a redis://:***@a and unix:///s?password=***&db=1 too");
+        "a redis://:***@a and unix:///s?password=***&db=*** too");
   CHECK(RedactUrls("x redis://:s3cret@h\nredis://h:1 y") == "x redis://:***@h\nredis://h:1 y");
-  // Text without a URL, or a URL without a password, is kept.
+  // Text without a URL, or a URL without secrets, is kept.
   for (const char* kept : {"", "plain text", "mail me@example.com", "redis://h:6379/0",
-                           "unix:///tmp/r.sock?db=2", "see 'reliableq --help'"}) {
+                           "unix:///tmp/r.sock", "see 'reliableq --help'", "http://h/x?a=&b="}) {
     CHECK(RedactUrls(kept) == kept);
   }
+}
+
+TEST_CASE("RedactUrls masks the value of every query parameter, up to the URL's end") {
+  using reliableq::RedactUrls;
+  CHECK(RedactUrls("handler Hook: POST https://h/jobs?token=s3cret") ==
+        "handler Hook: POST https://h/jobs?token=***");
+  CHECK(RedactUrls("handler URL 'https://h/j?sig=abc&key=def#frag': no host") ==
+        "handler URL 'https://h/j?sig=***&key=***#frag': no host");
+  CHECK(RedactUrls("see http://h/?s3cret and then") == "see http://h/?*** and then");
+  CHECK(RedactUrls("<http://u:pw@h/x?t=1>") == "<http://u:***@h/x?t=***>");
+  CHECK(RedactUrls("a http://h/?t=1\nb http://h/?u=2") == "a http://h/?t=***\nb http://h/?u=***");
 }
 
 TEST_CASE("REDIS_URL is the default") {
@@ -231,7 +242,7 @@ TEST_CASE("bad redis+sentinel:// URLs are rejected with a reason, passwords mask
       {"redis+sentinel://h/m?bogus=1", "unknown parameter 'bogus'"},
       {"redis+sentinel://h/m?sentinel_timeout=0", "sentinel_timeout must be"},
       {"redis+sentinel://:s3cret@h:x/m", "redis+sentinel://:***@h:x/m"},
-      {"redis+sentinel://h/m?sentinel_password=s3cret&x=1", "sentinel_password=***&x=1"},
+      {"redis+sentinel://h/m?sentinel_password=s3cret&x=1", "sentinel_password=***&x=***"},
   };
   for (const auto& [url, expected] : cases) {
     CAPTURE(url);
@@ -242,7 +253,7 @@ TEST_CASE("bad redis+sentinel:// URLs are rejected with a reason, passwords mask
     CHECK_MESSAGE(message.find("s3cret") == std::string::npos, message);
   }
   CHECK(reliableq::RedactUrls("x redis+sentinel://h/m?sentinel_password=s3cret&db=1") ==
-        "x redis+sentinel://h/m?sentinel_password=***&db=1");
+        "x redis+sentinel://h/m?sentinel_password=***&db=***");
 }
 
 TEST_CASE("redis+cluster:// URLs name seed nodes and the group") {
@@ -327,7 +338,7 @@ TEST_CASE("bad cluster URLs and groups are rejected with a one-line reason") {
       {"rediss+cluster://u:s3cret@/g", "no host (redis[s]+cluster://"},
       {"redis+cluster://h:1,,h:2/g", "no host (redis[s]+cluster://"},
       {"redis+sentinel://:s3cret@/m", "no host (redis[s]+sentinel://"},
-      {"rediss+cluster://u:s3cret@h/a?group=b", "rediss+cluster://u:***@h/a?group=b"},
+      {"rediss+cluster://u:s3cret@h/a?group=b", "rediss+cluster://u:***@h/a?group=***"},
   };
   for (const auto& [url, expected] : cases) {
     CAPTURE(url);

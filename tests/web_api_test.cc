@@ -440,6 +440,13 @@ TEST_CASE_FIXTURE(WebFixture, "POSTs without the CSRF token, from another origin
                                      {{"X-CSRF-Token", Csrf()}, {"Origin", "http://evil.test"}});
     REQUIRE(cross);
     CHECK(cross->status == 403);
+    // The same host and port under another scheme is another origin: this
+    // server speaks http only.
+    httplib::Result other_scheme = PostJson(
+        "/api/sets/dead/retry", body,
+        {{"X-CSRF-Token", Csrf()}, {"Origin", "https://127.0.0.1:" + std::to_string(port())}});
+    REQUIRE(other_scheme);
+    CHECK(other_scheme->status == 403);
     httplib::Result form =
         client().Post("/api/sets/dead/retry", {{"X-CSRF-Token", Csrf()}}, body, "text/plain");
     REQUIRE(form);
@@ -515,6 +522,24 @@ TEST_CASE_FIXTURE(WebFixture, "basic and token authentication") {
   for (const std::string& line : Log()) {
     CHECK(line.find("s3cret") == std::string::npos);
     CHECK(line.find("tok-123") == std::string::npos);
+  }
+}
+
+TEST_CASE_FIXTURE(WebFixture, "the authentication scheme is case-insensitive (RFC 7235)") {
+  web::WebOptions options;
+  options.users = {{"alice", "pw"}};
+  options.token = "tok-123";
+  Start(options);
+  for (const char* header : {"bearer tok-123", "BEARER tok-123", "Bearer  tok-123",
+                             "basic YWxpY2U6cHc=", "BASIC YWxpY2U6cHc="}) {
+    httplib::Result result = client().Get("/api/session", {{"Authorization", header}});
+    REQUIRE(result);
+    CHECK_MESSAGE(result->status == 200, header);
+  }
+  for (const char* header : {"bearer nope", "bearertok-123", "basic YWxpY2U6bm8=", "tok-123"}) {
+    httplib::Result result = client().Get("/api/session", {{"Authorization", header}});
+    REQUIRE(result);
+    CHECK_MESSAGE(result->status == 401, header);
   }
 }
 

@@ -352,7 +352,7 @@ TEST_CASE("each resource limit is checked, its edge passes and one past it fails
     options.queues = {{std::string(kMaxQueueNameBytes, 'q'), 0}};
     CHECK(CheckServerOptions(options).ok());
     options.queues = {{std::string(kMaxQueueNameBytes + 1, 'q'), 0}};
-    CheckRejected(options, "a queue name is longer than 1000 bytes");
+    CheckRejected(options, "the queue name is longer than 1000 bytes");
   }
   SUBCASE("every duration") {
     options.shutdown_timeout = kMaxDuration;

@@ -11,6 +11,7 @@
 #define RELIABLEQ_JOB_H_
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -72,12 +73,24 @@ struct Uniqueness {
   std::chrono::milliseconds ttl{0};
 };
 
+// The most bytes a queue name may have: it is part of every Redis key of
+// the queue, and workers serve no longer name.
+inline constexpr size_t kMaxQueueNameBytes = 1000;
+
+// OK for a queue name of 1 to kMaxQueueNameBytes bytes of UTF-8 (or a
+// worker's namespace spec, "card:*"); kInvalidArgument saying which rule it
+// breaks otherwise, without quoting the name (it may be long). The one
+// check of every place a queue name enters: Client::Push and PushBulk,
+// Admin's queue calls, a worker's queues, the reliableq(1) verbs and
+// `reliableq web`.
+Status CheckQueueName(std::string_view name);
+
 struct Job {
   // The `class` field: the name a handler is registered under. Required.
   std::string job_class;
   // The `args` field as JSON text. Must be a JSON array.
   std::string args = "[]";
-  // The queue to push to. Required, non-empty.
+  // The queue to push to. Required: see CheckQueueName.
   std::string queue = "default";
   // The `retry` field; Sidekiq's default is true.
   Retry retry = Retry::Enabled();
@@ -99,6 +112,12 @@ struct Job {
   // Not for PushBulk (kInvalidArgument), and never spooled.
   std::optional<Uniqueness> unique;
 };
+
+// OK when Client::Push would take `job` (before any client middleware):
+// the same checks, the reason of the first that fails otherwise
+// (kInvalidArgument). Pure: a program checks its input with it before it
+// connects or spools anything.
+Status CheckJob(const Job& job);
 
 }  // namespace reliableq
 

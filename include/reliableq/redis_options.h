@@ -176,12 +176,15 @@ struct RedisOptions {
   std::string Describe() const;
 };
 
-// `text` with the password of every URL in it masked as "***", for messages
-// that may quote a URL (a mistyped argument, say). A URL runs from its
-// "scheme://" to the end of the line or the next URL; masked are the part
-// of its user info after the first ':' up to the last '@' (all of it when
-// it has no ':', since a lone user info is the password) and the value of
-// each password= query parameter. Text that is not a URL is kept.
+// `text` with the secrets of every URL in it masked as "***", for messages
+// and logs that may quote a URL (a mistyped argument, an HTTP handler's
+// URL, say): the one masking function of the program and the library. A
+// URL runs from its "scheme://" to the end of the line or the next URL;
+// masked are the part of its user info after the first ':' up to the last
+// '@' (all of it when it has no ':', since a lone user info is the
+// password) and the value of every query parameter (a parameter without
+// '=' whole), "?token=***&db=***": the query ends at a '#', a blank, a
+// quote or an angle bracket. Text that is not a URL is kept.
 std::string RedactUrls(std::string_view text);
 
 }  // namespace reliableq

@@ -385,8 +385,8 @@ int RunDrain(const Flags& flags) {
 }
 
 // Serves POST /jobs with 200 on 127.0.0.1 (a free port, printed) until
-// TERM or INT. civetweb gives each open connection a thread, and a worker
-// -c 25 keeps up to 25 alive: 32 threads.
+// TERM or INT. A worker -c 25 keeps up to 25 connections alive and posts on
+// them at once: a handler thread each.
 int RunHttpSink() {
   HttpRoutes routes;
   routes.Post("/jobs", [](const HttpRequest&, HttpResponse& response) {

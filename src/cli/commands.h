@@ -149,6 +149,16 @@ Result<std::string> ReadBoundedFile(std::string_view what, const std::string& pa
 Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
                                    size_t max_bytes);
 
+// Warns, as ssh does for keys, when a file that holds a secret can be read
+// by every user of the host (mode o+r): one warning line per file, in the
+// log's `format`, on stderr (where the log of `worker` and `web` goes).
+// Looks at the files of --redis-password-file, --basic-auth-file and
+// --token-file in `args`, and at `config` (-C) when `config_holds_secret`.
+// A file that cannot be stat'ed is left to the code that reads it.
+void WarnReadableSecrets(const ParsedArgs& args, LogFormat format,
+                         const std::optional<std::string>& config = std::nullopt,
+                         bool config_holds_secret = false);
+
 // --log-format text|json into `format`; the usage problem, if any.
 std::optional<std::string> ReadLogFormat(const ParsedArgs& args, LogFormat* format);
 

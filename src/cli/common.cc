@@ -1,5 +1,7 @@
 // What every verb shares: the global options, error reporting, output.
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -120,6 +122,31 @@ Result<std::string> ReadBoundedFile(std::string_view what, const std::string& pa
 Result<std::string> ReadSecretFile(std::string_view option, const std::string& path,
                                    size_t max_bytes) {
   return ReadBoundedFile("--" + std::string(option) + " '" + path + "'", path, max_bytes);
+}
+
+namespace {
+
+void WarnIfReadableByAll(const Logger& log, std::string_view what, const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0) return;
+  log.Log(LogLevel::kWarn, LogEvent("secret_file_readable"),
+          "%s '%s' holds a secret and every user can read it (mode %04o): chmod o-r it",
+          std::string(what).c_str(), Shown(path).c_str(),
+          static_cast<unsigned>(st.st_mode & 07777));
+}
+
+}  // namespace
+
+void WarnReadableSecrets(const ParsedArgs& args, LogFormat format,
+                         const std::optional<std::string>& config, bool config_holds_secret) {
+  const Logger log(LogLevel::kWarn, {}, format);
+  if (config && config_holds_secret) WarnIfReadableByAll(log, "config file", *config);
+  for (std::string_view option : {kRedisConnection.password_file, std::string_view("basic-auth-file"),
+                                  std::string_view("token-file")}) {
+    if (std::optional<std::string> path = args.Value(option)) {
+      WarnIfReadableByAll(log, "--" + std::string(option), *path);
+    }
+  }
 }
 
 std::optional<std::string> ReadLogFormat(const ParsedArgs& args, LogFormat* format) {

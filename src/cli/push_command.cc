@@ -179,7 +179,7 @@ int Run(const ParsedArgs& args) {
     return UsageError(kVerb, *problem);
   }
   if (auto queue = args.Value("queue")) job.queue = *queue;
-  if (job.queue.empty()) return UsageError(kVerb, "the queue name is empty");
+  if (Status s = CheckQueueName(job.queue); !s.ok()) return UsageError(kVerb, s.message());
   if (auto retry = args.Value("retry")) {
     Result<Retry> parsed = Retry::Parse(*retry);
     if (!parsed.ok()) return UsageError(kVerb, parsed.status().message());
@@ -209,6 +209,8 @@ int Run(const ParsedArgs& args) {
   }
 
   if (int status = ReadFlowOptions(args, &job); status != kExitOk) return status;
+  // Every rule the client applies, before anything connects or spools.
+  if (Status s = CheckJob(job); !s.ok()) return UsageError(kVerb, s.message());
 
   std::optional<int> wait_replicas;
   if (auto text = args.Value("wait-replicas")) {

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/queue_table.h"
 #include "reliableq/admin.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "text_escape.h"
 
 namespace reliableq::cli {
@@ -133,7 +134,7 @@ int RunQueue(const ParsedArgs& args) {
   if (words.size() < 2) return UsageError(kQueueVerb, verb + " needs a queue NAME");
   if (words.size() > 2) return UsageError(kQueueVerb, "unexpected argument '" + words[2] + "'");
   const std::string& name = words[1];
-  if (name.empty()) return UsageError(kQueueVerb, "the queue name is empty");
+  if (Status s = CheckQueueName(name); !s.ok()) return UsageError(kQueueVerb, s.message());
   if (verb == "clear" && !args.Has("yes")) {
     return UsageError(kQueueVerb,
                       "clear deletes every job of queue '" + name + "': add --yes to confirm");

@@ -136,6 +136,8 @@ int Run(const ParsedArgs& args) {
                                  "or --insecure-no-auth)");
   }
 
+  WarnReadableSecrets(args, options.log_format);
+
   // SIGINT and SIGTERM wait for sigwait below: blocked before the
   // listener's threads start, which inherit the mask.
   sigset_t stop;

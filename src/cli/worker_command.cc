@@ -17,6 +17,7 @@
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
 #include "cli/periodic_options.h"
+#include "reliableq/job.h"  // CheckQueueName
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
 #include "server/external_handlers.h"
@@ -140,6 +141,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       QueueSpec queue;
       queue.name = spec.substr(0, comma);
       if (queue.name.empty()) return "empty queue name in -q '" + spec + "'";
+      if (Status s = CheckQueueName(queue.name); !s.ok()) return "-q: " + s.message();
       if (comma != std::string::npos) {
         std::optional<int> weight = ParseCount(std::string_view(spec).substr(comma + 1));
         if (!weight || *weight > kMaxQueueWeight) {
@@ -230,8 +232,10 @@ constexpr size_t kMaxConfigBytes = 1024 * 1024;
 
 // The command line with the config file's values under it (-C). Each key of
 // the file is checked on its own first, so that a value out of range is
-// reported with the file, line and key it came from.
-Result<ParsedArgs> WithConfigFile(const ParsedArgs& args) {
+// reported with the file, line and key it came from. `*holds_password`:
+// the file's own text has the password of its Redis URL (not one that an
+// environment variable brings).
+Result<ParsedArgs> WithConfigFile(const ParsedArgs& args, bool* holds_password) {
   std::optional<std::string> path = args.Value("config");
   if (!path) return args;
   Result<std::string> text = ReadBoundedFile("config file " + *path, *path, kMaxConfigBytes);
@@ -246,6 +250,8 @@ Result<ParsedArgs> WithConfigFile(const ParsedArgs& args) {
     if (!problem && entry.option == "redis") {
       if (Result<RedisOptions> redis = RedisFromArgs(alone); !redis.ok()) {
         problem = redis.status().message();
+      } else if (!redis->password.empty() && text->find(redis->password) != std::string::npos) {
+        *holds_password = true;
       }
     }
     if (problem) return Status::InvalidArgument(entry.where + ": " + *problem);
@@ -300,7 +306,8 @@ int Run(const ParsedArgs& args) {
   if (!args.positionals().empty()) {
     return UsageError(kVerb, "unexpected argument '" + args.positionals()[0] + "'");
   }
-  Result<ParsedArgs> effective = WithConfigFile(args);
+  bool config_holds_password = false;
+  Result<ParsedArgs> effective = WithConfigFile(args, &config_holds_password);
   if (!effective.ok()) return UsageError(kVerb, effective.status().message());
   ServerOptions options;
   if (auto problem = ReadOptions(*effective, &options)) return UsageError(kVerb, *problem);
@@ -313,6 +320,7 @@ int Run(const ParsedArgs& args) {
   // The rest of the limits (--prefix, --tag, --label), and the same checks
   // Server::Open makes, so that none of them fails later with exit 1.
   if (Status s = CheckServerOptions(options); !s.ok()) return UsageError(kVerb, s.message());
+  WarnReadableSecrets(*effective, options.log_format, args.Value("config"), config_holds_password);
 
   InstallEarlySignals();
   // Without handlers every job would fail and, in the end, land in the

@@ -26,6 +26,10 @@ namespace reliableq::cli {
 
 class YamlDocument;
 
+// The deepest nesting of collections a document may have; a config file
+// needs four levels.
+inline constexpr int kMaxYamlDepth = 64;
+
 class YamlNode {
  public:
   bool IsNull() const;
@@ -53,7 +57,9 @@ class YamlNode {
 class YamlDocument {
  public:
   // The first document of `text`. A second document is an error, as is
-  // anything libyaml refuses: kInvalidArgument "LINE: not YAML: <problem>".
+  // anything libyaml refuses: kInvalidArgument "LINE: not YAML: <problem>",
+  // and collections nested deeper than kMaxYamlDepth: "LINE: nested deeper
+  // than 64 levels", as soon as the parser reaches that depth.
   static Result<std::unique_ptr<YamlDocument>> Load(std::string_view text);
   ~YamlDocument();
   YamlDocument(const YamlDocument&) = delete;

@@ -1,9 +1,9 @@
 #include "exec/curl_library.h"
 
-#include <dlfcn.h>
-
 #include <memory>
 #include <string>
+
+#include "dynamic_library.h"
 
 namespace reliableq {
 
@@ -14,13 +14,6 @@ constexpr const char* kPackageHint = " (Debian's package libcurl4 provides it)";
 // CURLOPT_PROTOCOLS_STR, which keeps requests and redirects to http and
 // https, came with 7.85.0; curl_multi_poll and curl_multi_wakeup with 7.68.
 constexpr unsigned kOldestVersion = 0x075500;
-
-// Sets `*slot` to the function `name` of `handle`; false when it is absent.
-template <typename Function>
-bool Resolve(void* handle, const char* name, Function* slot) {
-  *slot = reinterpret_cast<Function>(dlsym(handle, name));
-  return *slot != nullptr;
-}
 
 }  // namespace
 
@@ -47,7 +40,7 @@ Result<const CurlLibrary*> CurlLibrary::Open() {
   };
   const char* missing = nullptr;
 #define RELIABLEQ_RESOLVE(member, name) \
-  if (missing == nullptr && !Resolve(handle, name, &curl->member)) missing = name
+  if (missing == nullptr && !ResolveFunction(handle, name, &curl->member)) missing = name
   RELIABLEQ_RESOLVE(global_init, "curl_global_init");
   RELIABLEQ_RESOLVE(version_info, "curl_version_info");
   RELIABLEQ_RESOLVE(easy_init, "curl_easy_init");

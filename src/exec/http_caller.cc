@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "exec/curl_library.h"
+#include "reliableq/redis_options.h"  // RedactUrls
 #include "version.h"
 
 namespace reliableq {
@@ -317,8 +318,8 @@ HttpCallOutcome HttpCaller::Post(const HttpCallRequest& request, std::stop_token
     outcome.redirect_not_followed = not_followed && status >= 300 && status < 400;
     return finish(HttpCallOutcome::End::kResponse);
   }
-  outcome.error = WithoutCredentials(
-      error_buffer[0] != '\0' ? error_buffer : curl_.easy_strerror(result), request.url);
+  outcome.error = RedactUrls(WithoutCredentials(
+      error_buffer[0] != '\0' ? error_buffer : curl_.easy_strerror(result), request.url));
   // The request's own timeout, rather than the connect timeout alone: it
   // had run out (libcurl's clock started after this one).
   if (result == CURLE_OPERATION_TIMEDOUT && request.timeout.count() > 0 &&
@@ -331,7 +332,7 @@ HttpCallOutcome HttpCaller::Post(const HttpCallRequest& request, std::stop_token
 
 Status HttpCaller::CheckUrl(std::string_view url) {
   if (url.empty()) return Status::InvalidArgument("handler URL is empty");
-  const std::string named = "handler URL " + RedactUrl(url);
+  const std::string named = "handler URL " + RedactUrls(url);
   if (std::any_of(url.begin(), url.end(),
                   [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; })) {
     return Status::InvalidArgument(named + ": holds a space or a control character");
@@ -382,14 +383,6 @@ Status HttpCaller::CheckUrl(std::string_view url) {
     }
   }
   return Status::OK();
-}
-
-std::string HttpCaller::RedactUrl(std::string_view url) {
-  Userinfo userinfo = FindUserinfo(url);
-  if (userinfo.begin == userinfo.end) return std::string(url);
-  std::string redacted(url);
-  redacted.replace(userinfo.begin, userinfo.end - userinfo.begin, "***");
-  return redacted;
 }
 
 }  // namespace reliableq

@@ -22,12 +22,12 @@
 // which resends a 301/302/303 as a GET), and only to http or https. Proxy
 // variables (http_proxy, https_proxy, no_proxy) apply as they do to curl.
 //
-// Credentials: a URL may hold "user:password@"; they are sent (basic
-// authentication) but never appear in an outcome's error or description,
-// nor in CheckUrl's and RedactUrl's text.
+// Credentials: a URL may hold "user:password@", and a token in its query;
+// they are sent but never appear in an outcome's error or description, nor
+// in CheckUrl's text (RedactUrls, redis_options.h, masks both wherever a
+// URL is shown).
 //
-// Thread safety: Post from any number of threads at once; CheckUrl and
-// RedactUrl are pure.
+// Thread safety: Post from any number of threads at once; CheckUrl is pure.
 
 #ifndef RELIABLEQ_EXEC_HTTP_CALLER_H_
 #define RELIABLEQ_EXEC_HTTP_CALLER_H_
@@ -101,10 +101,6 @@ class HttpCaller {
   // host (and, if any, a port 1..65535); kInvalidArgument with the reason
   // otherwise, naming the URL without its credentials.
   static Status CheckUrl(std::string_view url);
-
-  // `url` with its "user:password@" replaced by "***@", for messages and
-  // logs; unchanged when it has none.
-  static std::string RedactUrl(std::string_view url);
 
  private:
   struct Channel;

@@ -1,51 +1,88 @@
 #include "http/listener.h"
 
-#include <civetweb.h>
-
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
-#include <chrono>
-#include <thread>
+#include <cstring>
+#include <exception>
+
+#include "http/mhd_library.h"
 
 namespace reliableq {
 
 namespace {
 
-// What civetweb reports while mg_start runs (why a bind failed), for the
-// error Start returns; civetweb calls its log callback on the thread that
-// called mg_start.
-thread_local std::string* start_errors = nullptr;
-
-int CaptureLog(const struct mg_connection*, const char* message) {
-  if (start_errors != nullptr && message != nullptr) {
-    if (!start_errors->empty()) start_errors->append("; ");
-    start_errors->append(message);
-  }
-  return 1;  // handled: civetweb writes nothing to stderr
-}
-
-// Opens a connection to host:port and closes it at once: it ends the wait
-// of civetweb's accepting thread, which looks at its stop flag only between
-// waits.
-void Poke(const std::string& host, int port) {
+// A bound, listening, non-blocking socket on `where`; kIoError naming it
+// and the reason otherwise. Bound here rather than by libmicrohttpd, so that
+// the error says why (a port in use, an address this host does not have).
+Result<int> Listen(const HttpAddress& where) {
+  auto fail = [&where](const char* why) {
+    return Status::IoError("cannot listen on " + where.ToString() + ": " + why);
+  };
   struct addrinfo hints = {};
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   struct addrinfo* found = nullptr;
-  std::string service = std::to_string(port);
-  const char* name = host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host.c_str();
-  if (getaddrinfo(name, service.c_str(), &hints, &found) != 0) return;
-  int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    (void)connect(fd, found->ai_addr, found->ai_addrlen);
-    close(fd);
+  std::string service = std::to_string(where.port);
+  if (int rc = getaddrinfo(where.host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return fail(gai_strerror(rc));
+  }
+  int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+    int error = errno;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(found);
+    return fail(std::strerror(error));
   }
   freeaddrinfo(found);
+  return fd;
+}
+
+int BoundPort(int fd) {
+  struct sockaddr_storage address = {};
+  socklen_t size = sizeof address;
+  if (getsockname(fd, reinterpret_cast<struct sockaddr*>(&address), &size) != 0) return 0;
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const struct sockaddr_in6*>(&address)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<const struct sockaddr_in*>(&address)->sin_port);
+}
+
+std::string AddressText(const struct sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address == nullptr) return text;
+  if (address->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const struct sockaddr_in6*>(address)->sin6_addr, text,
+              sizeof text);
+  } else if (address->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const struct sockaddr_in*>(address)->sin_addr, text,
+              sizeof text);
+  }
+  return text;
+}
+
+// Whether the request's Content-Length is over `limit`.
+bool DeclaresMoreThan(const HttpRequest& request, size_t limit) {
+  std::string text = request.Header("Content-Length");
+  uint64_t length = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), length);
+  return error == std::errc::result_out_of_range ||
+         (error == std::errc() && end == text.data() + text.size() && length > limit);
+}
+
+enum MHD_Result AddPair(void* list, enum MHD_ValueKind, const char* key, const char* value) {
+  static_cast<HttpHeaders*>(list)->emplace_back(key != nullptr ? key : "",
+                                                value != nullptr ? value : "");
+  return MHD_YES;
 }
 
 }  // namespace
@@ -104,12 +141,10 @@ bool HttpRequest::HasHeader(std::string_view name) const {
 }
 
 std::optional<std::string> HttpRequest::Param(std::string_view name) const {
-  std::string key(name);
-  std::string value(query.size() + 1, '\0');
-  int length = mg_get_var(query.data(), query.size(), key.c_str(), value.data(), value.size());
-  if (length < 0) return std::nullopt;
-  value.resize(static_cast<size_t>(length));
-  return value;
+  for (const auto& [key, value] : params) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
 }
 
 bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std::string>* captures) {
@@ -162,101 +197,179 @@ void HttpRoutes::FillError(const HttpRequest& request, HttpResponse& response) c
   }
 }
 
-int HttpListener::Serve(::mg_connection* connection, void* data) {
-  const HttpListener& self = *static_cast<const HttpListener*>(data);
-  const struct mg_request_info* info = mg_get_request_info(connection);
+// One request on its way through: read on libmicrohttpd's thread, run on a
+// handler thread, answered on libmicrohttpd's thread again.
+struct HttpListener::Exchange {
+  ::MHD_Connection* connection = nullptr;
   HttpRequest request;
   HttpResponse response;
-  request.method = info->request_method != nullptr ? info->request_method : "";
-  request.path = info->local_uri != nullptr ? info->local_uri : "/";
-  request.query = info->query_string != nullptr ? info->query_string : "";
-  request.remote_addr = info->remote_addr;
-  for (int i = 0; i < info->num_headers; ++i) {
-    request.headers.emplace_back(info->http_headers[i].name, info->http_headers[i].value);
-  }
-  size_t limit = self.routes_.max_body();
-  bool too_large = info->content_length > 0 && static_cast<uint64_t>(info->content_length) > limit;
-  char chunk[8192];
-  int n;
-  while (!too_large && (n = mg_read(connection, chunk, sizeof chunk)) > 0) {
-    request.body.append(chunk, static_cast<size_t>(n));
-    too_large = request.body.size() > limit;
-  }
-  if (too_large) {
-    response.status = 413;
-    self.routes_.FillError(request, response);
-  } else {
-    self.routes_.Handle(request, response);
+  bool too_large = false;
+  // Set by the handler thread before it resumes the connection.
+  std::atomic<bool> answered{false};
+};
+
+struct ListenerCallbacks {
+  using Exchange = HttpListener::Exchange;
+
+  // Called when a request's head has come, for each piece of its body,
+  // once it is whole, and again after a handler thread answered it.
+  static enum MHD_Result Access(void* data, struct MHD_Connection* connection, const char* url,
+                                const char* method, const char*, const char* upload,
+                                size_t* upload_size, void** state) {
+    HttpListener& self = *static_cast<HttpListener*>(data);
+    auto* exchange = static_cast<Exchange*>(*state);
+    if (exchange == nullptr) {
+      exchange = new Exchange();
+      *state = exchange;
+      exchange->connection = connection;
+      Begin(self, connection, url, method, exchange->request);
+      // Refused before its body is read: the connection closes after.
+      if (DeclaresMoreThan(exchange->request, self.routes_.max_body())) {
+        return TooLarge(self, *exchange);
+      }
+      return MHD_YES;
+    }
+    if (*upload_size > 0) {
+      std::string& body = exchange->request.body;
+      if (!exchange->too_large) body.append(upload, *upload_size);
+      exchange->too_large = exchange->too_large || body.size() > self.routes_.max_body();
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    if (exchange->answered.load(std::memory_order_acquire)) return Respond(self, *exchange);
+    if (exchange->too_large) return TooLarge(self, *exchange);
+    {
+      std::lock_guard<std::mutex> lock(self.mutex_);
+      if (!self.stopping_) {
+        // Suspended first: a handler thread may resume it as soon as it is
+        // in the queue.
+        self.mhd_->suspend_connection(connection);
+        self.waiting_.push_back(exchange);
+        self.work_ready_.notify_one();
+        return MHD_YES;
+      }
+    }
+    exchange->response.status = 503;
+    self.routes_.FillError(exchange->request, exchange->response);
+    return Respond(self, *exchange);
   }
 
-  mg_response_header_start(connection, response.status);
-  mg_response_header_add(connection, "Content-Type", response.content_type.c_str(), -1);
-  std::string length = std::to_string(response.body.size());
-  mg_response_header_add(connection, "Content-Length", length.c_str(), -1);
-  for (const auto& [name, value] : self.routes_.default_headers()) {
-    mg_response_header_add(connection, name.c_str(), value.c_str(), -1);
+  static void Completed(void*, struct MHD_Connection*, void** state,
+                        enum MHD_RequestTerminationCode) {
+    delete static_cast<Exchange*>(*state);
+    *state = nullptr;
   }
-  for (const auto& [name, value] : response.headers) {
-    mg_response_header_add(connection, name.c_str(), value.c_str(), -1);
+
+  static void Begin(const HttpListener& self, struct MHD_Connection* connection, const char* url,
+                    const char* method, HttpRequest& request) {
+    request.method = method != nullptr ? method : "";
+    request.path = url != nullptr && *url != '\0' ? url : "/";
+    self.mhd_->get_connection_values(connection, MHD_HEADER_KIND, &AddPair, &request.headers);
+    self.mhd_->get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &AddPair,
+                                     &request.params);
+    const union MHD_ConnectionInfo* info =
+        self.mhd_->get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    request.remote_addr = AddressText(info != nullptr ? info->client_addr : nullptr);
   }
-  // A body left unread would be taken for the next request.
-  if (too_large) mg_response_header_add(connection, "Connection", "close", -1);
-  mg_response_header_send(connection);
-  if (request.method != "HEAD" && !response.body.empty()) {
-    mg_write(connection, response.body.data(), response.body.size());
+
+  static enum MHD_Result TooLarge(const HttpListener& self, Exchange& exchange) {
+    exchange.too_large = true;
+    exchange.response.status = 413;
+    self.routes_.FillError(exchange.request, exchange.response);
+    return Respond(self, exchange);
   }
-  return response.status;
+
+  static enum MHD_Result Respond(const HttpListener& self, Exchange& exchange) {
+    const HttpResponse& response = exchange.response;
+    struct MHD_Response* reply = self.mhd_->create_response_from_buffer(
+        response.body.size(), const_cast<char*>(response.body.data()), MHD_RESPMEM_MUST_COPY);
+    if (reply == nullptr) return MHD_NO;
+    self.mhd_->add_response_header(reply, "Content-Type", response.content_type.c_str());
+    for (const auto& [name, value] : self.routes_.default_headers()) {
+      self.mhd_->add_response_header(reply, name.c_str(), value.c_str());
+    }
+    for (const auto& [name, value] : response.headers) {
+      self.mhd_->add_response_header(reply, name.c_str(), value.c_str());
+    }
+    // A body left unread would be taken for the next request.
+    if (exchange.too_large || !self.keep_alive_) {
+      self.mhd_->add_response_header(reply, "Connection", "close");
+    }
+    enum MHD_Result queued =
+        self.mhd_->queue_response(exchange.connection, static_cast<unsigned>(response.status), reply);
+    self.mhd_->destroy_response(reply);
+    return queued;
+  }
+};
+
+void HttpListener::Work() {
+  for (;;) {
+    Exchange* exchange = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+      if (waiting_.empty()) return;
+      exchange = waiting_.front();
+      waiting_.pop_front();
+    }
+    try {
+      routes_.Handle(exchange->request, exchange->response);
+    } catch (const std::exception&) {
+      exchange->response = HttpResponse();
+      exchange->response.status = 500;
+      routes_.FillError(exchange->request, exchange->response);
+    }
+    // Nothing here touches the exchange after the resume: libmicrohttpd's
+    // thread answers it and then frees it.
+    ::MHD_Connection* connection = exchange->connection;
+    exchange->answered.store(true, std::memory_order_release);
+    mhd_->resume_connection(connection);
+  }
 }
 
 Result<std::unique_ptr<HttpListener>> HttpListener::Start(const HttpAddress& where, int threads,
                                                           HttpRoutes routes, bool keep_alive) {
+  Result<const MhdLibrary*> mhd = MhdLibrary::Load();
+  if (!mhd.ok()) return mhd.status();
+  Result<int> fd = Listen(where);
+  if (!fd.ok()) return fd.status();
   std::unique_ptr<HttpListener> listener(new HttpListener());
+  listener->mhd_ = *mhd;
   listener->routes_ = std::move(routes);
-  std::string ports = where.ToString();
-  std::string thread_count = std::to_string(threads < 1 ? 1 : threads);
-  // A client that stops sending ties up a thread for no longer than this;
-  // TCP_NODELAY: a response's head and body go out in separate writes, and
-  // the body must not wait for the client's delayed ACK.
-  const char* options[] = {"listening_ports", ports.c_str(),
-                           "num_threads", thread_count.c_str(),
-                           "request_timeout_ms", "3000",
-                           "enable_keep_alive", keep_alive ? "yes" : "no",
-                           "keep_alive_timeout_ms", "2000",
-                           "tcp_nodelay", "1",
-                           nullptr};
-  struct mg_callbacks callbacks = {};
-  callbacks.log_message = CaptureLog;
-  std::string errors;
-  start_errors = &errors;
-  listener->context_ = mg_start(&callbacks, nullptr, options);
-  start_errors = nullptr;
-  if (listener->context_ == nullptr) {
-    return Status::IoError("cannot listen on " + where.ToString() + ": " +
-                           (errors.empty() ? "the address cannot be bound" : errors));
-  }
-  mg_set_request_handler(listener->context_, "/", &HttpListener::Serve, listener.get());
-  struct mg_server_port bound[4] = {};
-  int count = mg_get_server_ports(listener->context_, 4, bound);
+  listener->keep_alive_ = keep_alive;
   listener->host_ = where.host;
-  listener->port_ = count > 0 ? bound[0].port : where.port;
+  listener->port_ = BoundPort(*fd);
+  for (int i = 0; i < std::max(threads, 1); ++i) {
+    listener->workers_.emplace_back(&HttpListener::Work, listener.get());
+  }
+  // One thread of libmicrohttpd's reads every connection (epoll), and hands
+  // whole requests to the workers above; suspended meanwhile, a connection
+  // neither times out nor is read.
+  listener->daemon_ = listener->mhd_->start_daemon(
+      MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, nullptr, nullptr,
+      &ListenerCallbacks::Access, listener.get(), MHD_OPTION_LISTEN_SOCKET, *fd,
+      MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      kMaxConnectionsPerClient, MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned>(kIdleTimeout.count()), MHD_OPTION_NOTIFY_COMPLETED,
+      &ListenerCallbacks::Completed, listener.get(), MHD_OPTION_END);
+  if (listener->daemon_ == nullptr) {
+    close(*fd);
+    return Status::IoError("cannot serve HTTP on " + where.ToString() +
+                           ": libmicrohttpd did not start");
+  }
   return listener;
 }
 
 HttpListener::~HttpListener() {
-  if (context_ == nullptr) return;
-  // mg_stop waits for civetweb's threads, which look at the stop flag
-  // between waits of up to 2 s; poking the port ends the accepting
-  // thread's wait, so that a stop takes milliseconds, not seconds.
-  std::atomic<bool> stopped{false};
-  std::thread stopper([this, &stopped] {
-    mg_stop(context_);
-    stopped = true;
-  });
-  for (int i = 0; i < 300 && !stopped; ++i) {
-    Poke(host_, port_);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
   }
-  stopper.join();
+  work_ready_.notify_all();
+  // The workers answer every waiting request before they end, so that no
+  // connection is suspended when the daemon stops (libmicrohttpd's rule).
+  for (std::thread& worker : workers_) worker.join();
+  if (daemon_ != nullptr) mhd_->stop_daemon(daemon_);
 }
 
 std::string HttpListener::address() const { return HttpAddress{host_, port_}.ToString(); }

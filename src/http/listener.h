@@ -1,7 +1,8 @@
-// HttpListener: an HTTP server (civetweb) on threads of its own, for the
-// worker's /metrics and /healthz and for `reliableq web`. The socket is bound
-// before Start returns, so a taken port or a bad address is an error the
-// caller reports at once, and a client may connect as soon as it returns.
+// HttpListener: an HTTP server (GNU libmicrohttpd) on threads of its own,
+// for the worker's /metrics and /healthz and for `reliableq web`. The socket
+// is bound before Start returns, so a taken port or a bad address is an
+// error the caller reports at once, and a client may connect as soon as it
+// returns.
 //
 //   auto where = HttpAddress::Parse("127.0.0.1:9100");
 //   HttpRoutes routes;
@@ -10,10 +11,16 @@
 //   });
 //   auto listener = HttpListener::Start(*where, 1, std::move(routes));
 //
-// civetweb rather than cpp-httplib: Debian builds cpp-httplib with OpenSSL
-// support, whose library initialises OpenSSL when it is loaded, which costs
-// every process of the program about 3 MB of resident memory, with or
-// without --http; civetweb loads nothing it does not use.
+// One thread reads every connection as its bytes come (libmicrohttpd's
+// event loop, epoll on Linux); a request is handed to the handler threads
+// only once it is whole. So a client that opens connections and sends
+// nothing, or a header a byte at a time, holds no handler thread: it holds
+// a connection, and those are bounded (kMaxConnections in all,
+// kMaxConnectionsPerClient from one address, each closed after
+// kIdleTimeout without a byte). libmicrohttpd rather than civetweb, which
+// gave each connection a thread from accept to its response: 8 clients
+// that sent half a request made the server unavailable for 3 s at a time.
+// It is loaded with dlopen (http/mhd_library.h).
 //
 // Handlers run on the listener's threads, never on a libuv loop: whatever
 // they read from a worker must be safe to read from another thread.
@@ -23,18 +30,22 @@
 #ifndef RELIABLEQ_HTTP_LISTENER_H_
 #define RELIABLEQ_HTTP_LISTENER_H_
 
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "reliableq/status.h"
 
-struct mg_connection;
-struct mg_context;
+struct MHD_Daemon;
 
 namespace reliableq {
 
@@ -56,7 +67,7 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 struct HttpRequest {
   std::string method;       // "GET", "POST", ...
   std::string path;         // URL-decoded, without the query
-  std::string query;        // as sent, without the "?"
+  HttpHeaders params;       // the query's parameters, URL-decoded, in order
   std::string remote_addr;  // the client's address
   std::string body;
   HttpHeaders headers;
@@ -91,7 +102,7 @@ using HttpRouteHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 // is literal but for segments "*", each of which matches one non-empty
 // segment of the path and is captured ("/api/sets/*" matches
 // "/api/sets/dead"). Not std::regex: libstdc++'s matcher recurses once per
-// character, and a long path overflowed the stack of civetweb's threads.
+// character, and a long path overflowed the stack of the server's threads.
 class HttpRoutes {
  public:
   void Get(std::string_view pattern, HttpRouteHandler handler);
@@ -127,19 +138,30 @@ class HttpRoutes {
 // the path, then each segment a "*" matched.
 bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std::string>* captures);
 
+class MhdLibrary;
+
 class HttpListener {
  public:
-  // Binds `where` and serves `routes` on `threads` threads (at least 1)
-  // until destroyed. civetweb gives a connection a thread for as long as it
-  // is open: a client that sends nothing holds one for up to 3 s, and with
-  // `keep_alive` an idle kept-alive connection for up to 2 s; without it
-  // every response closes its connection, so a scraper's connection never
-  // holds the thread a health probe needs. kIoError naming the address and
-  // the reason (a port in use, an address this host does not have).
+  // Open connections, in all and from one client address; a connection
+  // past either is closed at once. Idle connections cost a socket and a
+  // buffer, not a thread.
+  static constexpr unsigned kMaxConnections = 256;
+  static constexpr unsigned kMaxConnectionsPerClient = 32;
+  // A connection that sends nothing for this long is closed, whether in
+  // the middle of a request or kept alive between two.
+  static constexpr std::chrono::seconds kIdleTimeout{10};
+
+  // Binds `where` and serves `routes` on `threads` handler threads (at
+  // least 1) until destroyed: at most that many requests run at once, and
+  // the others wait, read, for a thread. Without `keep_alive` every
+  // response closes its connection. kIoError naming the address and the
+  // reason (a port in use, an address this host does not have);
+  // kNotFound when libmicrohttpd cannot be loaded.
   static Result<std::unique_ptr<HttpListener>> Start(const HttpAddress& where, int threads,
                                                      HttpRoutes routes, bool keep_alive = true);
 
-  // Stops accepting, lets running requests finish, joins the threads.
+  // Stops accepting, lets running and waiting requests finish, joins the
+  // threads.
   ~HttpListener();
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
@@ -150,13 +172,26 @@ class HttpListener {
   std::string address() const;
 
  private:
-  HttpListener() = default;
-  static int Serve(::mg_connection* connection, void* listener);
+  struct Exchange;
+  // libmicrohttpd's callbacks, on its thread (listener.cc).
+  friend struct ListenerCallbacks;
 
-  ::mg_context* context_ = nullptr;
+  HttpListener() = default;
+  // A handler thread: runs waiting exchanges until the destructor.
+  void Work();
+
+  const MhdLibrary* mhd_ = nullptr;
+  ::MHD_Daemon* daemon_ = nullptr;
   HttpRoutes routes_;
+  bool keep_alive_ = true;
   std::string host_;
   int port_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<Exchange*> waiting_;  // guarded by mutex_
+  bool stopping_ = false;          // guarded by mutex_
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace reliableq

@@ -1,8 +1,10 @@
 // LabelBounder: keeps the label values of a metric to a set known up front.
-// Class names come from job payloads, which anyone who can push a job
-// chooses: each distinct value would be a new time series, so a worker that
-// labelled by them as they came could be made to grow without bound. Names
-// in the set map to themselves, anything else to "other".
+// Class names come from job payloads, and the queues of a namespace
+// (`-q 'card:*'`) from whoever pushes to a new queue of it: each distinct
+// value would be a new time series, so a worker that labelled by them as
+// they came could be made to grow without bound. Names in the set map to
+// themselves, a queue a namespace matches to the namespace's spec
+// ("card:*"), anything else to "other".
 //
 // Pure and immutable after construction: any thread may call the readers.
 
@@ -12,6 +14,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace reliableq {
@@ -24,6 +27,10 @@ class LabelBounder {
   // Duplicates are kept once. A name equal to "other" is allowed and then
   // shares the "other" index.
   explicit LabelBounder(std::vector<std::string> names);
+  // A worker's queue specs (QueueSpec::name): a name ending in "*" is a
+  // namespace, the label of every name that starts with what precedes the
+  // "*" (the first namespace given that matches) unless it is in the set.
+  static LabelBounder ForQueues(std::vector<std::string> specs);
 
   // Number of indexes: the names, plus one for "other" (other_index()).
   size_t size() const { return names_.size() + 1; }
@@ -37,6 +44,9 @@ class LabelBounder {
 
  private:
   std::vector<std::string> names_;  // sorted, unique, without "other"
+  // ForQueues: each namespace's prefix and the index of its spec, in the
+  // order given.
+  std::vector<std::pair<std::string, size_t>> namespaces_;
 };
 
 }  // namespace reliableq

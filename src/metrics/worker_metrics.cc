@@ -54,8 +54,10 @@ struct WorkerMetrics::Row {
   std::unique_ptr<std::atomic<Cell*>[]> cells;  // by class index
 };
 
-WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, int concurrency)
+WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, std::vector<std::string> queues,
+                             int concurrency)
     : classes_(std::move(classes)),
+      queues_(LabelBounder::ForQueues(std::move(queues))),
       registry_(std::make_shared<prometheus::Registry>()),
       rows_(new std::atomic<Row*>[kQueueSlots + 1]) {
   for (size_t i = 0; i <= kQueueSlots; ++i) rows_[i].store(nullptr, std::memory_order_relaxed);
@@ -157,7 +159,8 @@ WorkerMetrics::Row* WorkerMetrics::RowFor(uint32_t queue, std::string_view queue
   row = rows_[slot].load(std::memory_order_relaxed);
   if (row != nullptr) return row;
   row = &row_store_.emplace_back();
-  row->queue = slot == kQueueSlots ? std::string(LabelBounder::kOther) : std::string(queue_name);
+  // Queues of one label share its series (Family::Add finds them).
+  row->queue = std::string(slot == kQueueSlots ? LabelBounder::kOther : queues_.Bound(queue_name));
   row->pickup = &pickup_->Add({{"queue", row->queue}}, kPickupBuckets);
   row->cells.reset(new std::atomic<Cell*>[classes_.size()]);
   for (size_t i = 0; i < classes_.size(); ++i) row->cells[i].store(nullptr, std::memory_order_relaxed);

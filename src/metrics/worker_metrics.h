@@ -11,8 +11,9 @@
 // looked up in a table indexed by the class's place among the registered
 // classes and the queue's index, filled on first use under a mutex and read
 // lock-free after that, so the common case neither allocates nor locks.
-// Class labels are bounded (label_bounder.h): an unregistered class is
-// counted under "other".
+// Class and queue labels are bounded (label_bounder.h): an unregistered
+// class is counted under "other", a queue of a namespace under the
+// namespace's spec ("card:*").
 //
 // Thread safety: every method may be called from any thread; a Tally
 // belongs to one thread.
@@ -57,8 +58,10 @@ class WorkerMetrics {
   // given by a server, which serves at most kMaxQueues) counts as "other".
   static constexpr size_t kQueueSlots = 1000;
 
-  // `classes`: the registered job classes (the class label's values).
-  WorkerMetrics(std::vector<std::string> classes, int concurrency);
+  // `classes`: the registered job classes (the class label's values);
+  // `queues`: the worker's queue specs (the queue label's values).
+  WorkerMetrics(std::vector<std::string> classes, std::vector<std::string> queues,
+                int concurrency);
   ~WorkerMetrics();
   WorkerMetrics(const WorkerMetrics&) = delete;
   WorkerMetrics& operator=(const WorkerMetrics&) = delete;
@@ -143,6 +146,7 @@ class WorkerMetrics {
   Cell* CellFor(Row* row, size_t class_index);
 
   const LabelBounder classes_;
+  const LabelBounder queues_;
   std::shared_ptr<prometheus::Registry> registry_;
   ProcessCollector process_;
 

@@ -29,26 +29,40 @@ std::string MaskUserInfo(std::string_view url) {
   return std::string(user) + std::string(kMask) + std::string(url.substr(at));
 }
 
-// `url` with the value of every password=VALUE and sentinel_password=VALUE
-// of its query masked up to the next '&'.
-std::string MaskQueryPassword(std::string url) {
-  for (std::string_view key :
-       {std::string_view("password="), std::string_view("sentinel_password=")}) {
-    for (size_t at = url.find(key); at != std::string::npos; at = url.find(key, at + 1)) {
-      if (at == 0 || (url[at - 1] != '?' && url[at - 1] != '&')) continue;
-      size_t value = at + key.size();
-      size_t end = url.find('&', value);
-      url.replace(value, (end == std::string::npos ? url.size() : end) - value, kMask);
+// `url` (what follows "scheme://", its user info masked) with the value of
+// every parameter of its query masked, "?token=***&db=***": any of them
+// may be a secret (a handler URL's ?token=, a Redis URL's ?password=). The
+// query runs from the first '?' after the user info to a '#', a blank, a
+// quote or an angle bracket, which no URL holds unescaped (what follows is
+// the message around it); a parameter without '=' is all value.
+std::string MaskQueryValues(std::string url) {
+  size_t at = url.rfind('@');
+  size_t query = url.find('?', at == std::string::npos ? 0 : at + 1);
+  if (query == std::string::npos) return url;
+  size_t end = std::min(url.find_first_of("# \t\r\n\"'<>`", query), url.size());
+  std::string out = url.substr(0, query + 1);
+  for (size_t item = query + 1; item <= end;) {
+    size_t next = std::min(url.find('&', item), end);
+    std::string_view parameter(url.data() + item, next - item);
+    size_t equals = parameter.find('=');
+    if (equals == std::string_view::npos) {
+      if (!parameter.empty()) out += kMask;
+    } else {
+      out += parameter.substr(0, equals + 1);
+      if (equals + 1 < parameter.size()) out += kMask;
     }
+    if (next < end) out += '&';
+    item = next + 1;
   }
-  return url;
+  out += url.substr(end);
+  return out;
 }
 
 // One URL as it may be shown: "scheme://" kept, its password masked.
 std::string Redacted(std::string_view url) {
   size_t scheme = url.find("://");
   size_t body = scheme == std::string_view::npos ? 0 : scheme + 3;
-  return std::string(url.substr(0, body)) + MaskQueryPassword(MaskUserInfo(url.substr(body)));
+  return std::string(url.substr(0, body)) + MaskQueryValues(MaskUserInfo(url.substr(body)));
 }
 
 // The URL is shown with its password masked: error messages end up in
@@ -450,7 +464,7 @@ std::string RedactUrls(std::string_view text) {
     }
     end = std::min(end, text.find('\n', body));
     out.append(text.substr(done, body - done));
-    out += MaskQueryPassword(MaskUserInfo(text.substr(body, end - body)));
+    out += MaskQueryValues(MaskUserInfo(text.substr(body, end - body)));
     done = end;
     sep = next;
   }

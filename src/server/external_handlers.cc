@@ -12,6 +12,7 @@
 #include "exec/command_runner.h"
 #include "exec/http_caller.h"
 #include "exec/process_guard.h"
+#include "reliableq/redis_options.h"  // RedactUrls
 
 namespace reliableq {
 
@@ -314,7 +315,7 @@ Result<std::shared_ptr<const ExternalHandlers>> ExternalHandlers::Open(
     };
   }
   for (const auto& [job_class, target] : options.http_handlers) {
-    handlers->descriptions_.push_back(job_class + ": POST " + HttpCaller::RedactUrl(target.url));
+    handlers->descriptions_.push_back(job_class + ": POST " + RedactUrls(target.url));
     handlers->handlers_[job_class] = [raw, target](const JobView& job) {
       raw->PostJob(target, job);
     };

@@ -47,12 +47,7 @@ Status CheckQueues(const std::vector<QueueSpec>& queues) {
   }
   std::set<std::string_view> seen;
   for (const QueueSpec& q : queues) {
-    if (q.name.empty()) return Status::InvalidArgument("a queue name is empty");
-    // The name is not echoed: it may be long.
-    if (q.name.size() > kMaxQueueNameBytes) {
-      return Status::InvalidArgument("a queue name is longer than " +
-                                     std::to_string(kMaxQueueNameBytes) + " bytes");
-    }
+    if (Status s = CheckQueueName(q.name); !s.ok()) return s;
     if (q.weight < 0 || q.weight > kMaxQueueWeight) {
       return Status::InvalidArgument("queue weights must be from 0 to " +
                                      std::to_string(kMaxQueueWeight) + ", not " +

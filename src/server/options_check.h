@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 
+#include "reliableq/job.h"  // kMaxQueueNameBytes, CheckQueueName
 #include "reliableq/server.h"
 #include "reliableq/status.h"
 
@@ -22,8 +23,6 @@ inline constexpr int kMaxConcurrency = 1000;
 inline constexpr size_t kMaxQueues = 1000;
 // A queue's weight: each weighted fetch shuffles sum-of-weights entries.
 inline constexpr int kMaxQueueWeight = 1000;
-// The bytes of a queue name (it is part of Redis keys).
-inline constexpr size_t kMaxQueueNameBytes = 1000;
 // The bytes of the key prefix. It is also part of the connections' CLIENT
 // SETNAME, which Redis refuses outside printable ASCII.
 inline constexpr size_t kMaxPrefixBytes = 128;

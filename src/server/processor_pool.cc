@@ -78,7 +78,10 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
     if (external) {
       for (std::string& name : external->Classes()) classes.push_back(std::move(name));
     }
-    config.metrics = std::make_shared<WorkerMetrics>(std::move(classes), options.concurrency);
+    std::vector<std::string> queues;
+    for (const QueueSpec& queue : options.queues) queues.push_back(queue.name);
+    config.metrics = std::make_shared<WorkerMetrics>(std::move(classes), std::move(queues),
+                                                     options.concurrency);
   }
   config.threads = options.concurrency;
   config.registry = std::move(registry);

@@ -18,7 +18,7 @@
 
 #include <algorithm>
 
-#include "server/options_check.h"  // kMaxQueues, kMaxQueueNameBytes
+#include "server/options_check.h"  // kMaxQueues
 #include "server/server_impl.h"
 #include "text_escape.h"
 
@@ -278,8 +278,7 @@ void ServerImpl::DiscoverQueues() {
 }
 
 void ServerImpl::AddQueue(std::string_view name) {
-  if (phase_ != Phase::kRunning || !queues_.Matches(name) ||
-      name.size() > kMaxQueueNameBytes) {
+  if (phase_ != Phase::kRunning || !queues_.Matches(name) || !CheckQueueName(name).ok()) {
     return;
   }
   if (queues_.size() >= kMaxQueues) {

@@ -5,6 +5,7 @@
 // audit entry, whether it worked or not.
 
 
+#include "reliableq/job.h"  // CheckQueueName
 #include "web/json_out.h"
 #include "web/web_context.h"
 
@@ -142,7 +143,8 @@ void Signal(Call& call) {
 
 void ClearQueue(Call& call) {
   std::optional<std::string> name = StringField(call.body, "name");
-  if (!name || name->empty()) return SendError(call.response, 400, "the body needs \"name\": s");
+  if (!name) return SendError(call.response, 400, "the body needs \"name\": s");
+  if (Status s = CheckQueueName(*name); !s.ok()) return SendError(call.response, 400, s.message());
   auto admin = BorrowAdmin(call);
   if (!admin) return;
   Result<int64_t> cleared = (*admin)->ClearQueue(*name);
@@ -163,7 +165,8 @@ void ClearQueue(Call& call) {
 void SetQueuePaused(Call& call, bool pause) {
   const char* action = pause ? "pause" : "resume";
   std::optional<std::string> name = StringField(call.body, "name");
-  if (!name || name->empty()) return SendError(call.response, 400, "the body needs \"name\": s");
+  if (!name) return SendError(call.response, 400, "the body needs \"name\": s");
+  if (Status s = CheckQueueName(*name); !s.ok()) return SendError(call.response, 400, s.message());
   auto admin = BorrowAdmin(call);
   if (!admin) return;
   Result<PauseChange> change =

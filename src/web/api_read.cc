@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "reliableq/job.h"  // CheckQueueName
 #include "version.h"
 #include "web/json_out.h"
 #include "web/web_context.h"
@@ -246,8 +247,9 @@ void Queues(Call& call) {
 }
 
 void Queue(Call& call) {
-  std::string name = call.request.Param("name").value_or("");
-  if (name.empty()) return SendError(call.response, 400, "name is missing");
+  std::optional<std::string> name = call.request.Param("name");
+  if (!name) return SendError(call.response, 400, "name is missing");
+  if (Status s = CheckQueueName(*name); !s.ok()) return SendError(call.response, 400, s.message());
   std::optional<int64_t> page = IntParam(call.request, call.response, "page", 1, 1'000'000'000);
   if (!page) return;
   std::optional<int64_t> per_page =
@@ -255,13 +257,13 @@ void Queue(Call& call) {
   if (!per_page) return;
   auto admin = Borrow(call);
   if (!admin) return;
-  Result<QueuePage> listing = (*admin)->ListQueue(name, (*page - 1) * *per_page, *per_page);
+  Result<QueuePage> listing = (*admin)->ListQueue(*name, (*page - 1) * *per_page, *per_page);
   if (!listing.ok()) return SendStatus(call.response, listing.status());
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("name");
-  WriteString(w, name);
+  WriteString(w, *name);
   w.Key("size");
   w.Int64(listing->stats.size);
   w.Key("latency");

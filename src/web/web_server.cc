@@ -13,6 +13,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <strings.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <utility>
@@ -56,18 +59,33 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
+// The credentials of an Authorization header of `scheme` (compared without
+// regard to case, RFC 7235) after the spaces that follow it; nullopt for
+// another scheme.
+std::optional<std::string_view> Credentials(std::string_view header, std::string_view scheme) {
+  if (header.size() <= scheme.size() || header[scheme.size()] != ' ' ||
+      strncasecmp(header.data(), scheme.data(), scheme.size()) != 0) {
+    return std::nullopt;
+  }
+  header.remove_prefix(scheme.size());
+  header.remove_prefix(std::min(header.find_first_not_of(' '), header.size()));
+  return header;
+}
+
 // Who sent `request`, or nullopt when the server has authentication and the
 // request does not carry valid credentials.
 std::optional<std::string> Authenticate(const Context& context, const HttpRequest& request) {
   const WebOptions& options = context.options;
   if (options.users.empty() && options.token.empty()) return request.remote_addr;
   std::string header = request.Header("Authorization");
-  if (!options.token.empty() && header.starts_with("Bearer ")) {
-    if (SameSecret(std::string_view(header).substr(7), options.token)) return "token";
+  if (std::optional<std::string_view> token = Credentials(header, "Bearer");
+      token && !options.token.empty()) {
+    if (SameSecret(*token, options.token)) return "token";
     return std::nullopt;
   }
-  if (!options.users.empty() && header.starts_with("Basic ")) {
-    std::optional<std::string> decoded = Base64Decode(std::string_view(header).substr(6));
+  if (std::optional<std::string_view> basic = Credentials(header, "Basic");
+      basic && !options.users.empty()) {
+    std::optional<std::string> decoded = Base64Decode(*basic);
     if (!decoded) return std::nullopt;
     size_t colon = decoded->find(':');
     if (colon == std::string::npos) return std::nullopt;
@@ -83,13 +101,13 @@ std::optional<std::string> Authenticate(const Context& context, const HttpReques
 }
 
 // Browsers send Origin with every cross-site POST; one that is present must
-// name this server as the browser reached it (its Host header).
+// name this server as the browser reached it: its scheme (http, the only one
+// it speaks) and its Host header. An https:// page of the same host and
+// port is another origin.
 bool SameOrigin(const HttpRequest& request) {
   if (!request.HasHeader("Origin")) return true;
-  std::string origin = request.Header("Origin");
   std::string host = request.Header("Host");
-  if (host.empty()) return false;
-  return origin == "http://" + host || origin == "https://" + host;
+  return !host.empty() && request.Header("Origin") == "http://" + host;
 }
 
 // The host part of a Host header ("[::1]:7480" -> "::1").

@@ -13,12 +13,22 @@ web_pages     100,000 entries in `dead`, 1,000 in `retry`, 20 processes with
               one keep-alive connection: p50/p99/max milliseconds of each
               (--quick: 5,000 dead entries and 20 GETs each). The tree's build
               only.
+web_idle      5,000 entries in `dead`, 20 processes: `reliableq web` (its
+              default 8 threads), then 100 GETs each of the page, the
+              overview's JSON and /healthz, each on a new connection as a
+              browser's or a scraper's come (--quick: 20), first alone,
+              then while 16 clients hold connections that sent
+              "GET / HTTP/1.1\r\n" and nothing more, each opening a new one
+              as soon as the server closes it: p50/p99/max ms of each, and
+              the GETs that got no answer within 10 s (counted as 10 s).
+              Runs for --baseline builds too.
 """
 
 import http.client
 import json
 import os
 import random
+import socket
 import subprocess
 import threading
 import time
@@ -209,6 +219,39 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+def put_times(out, key, times):
+    """The p50, p99 and max of `times` (ms) as KEY_p50_ms, ..._p99_ms, ..._max_ms."""
+    out[key + "_p50_ms"] = round(percentile(times, 0.5), 2)
+    out[key + "_p99_ms"] = round(percentile(times, 0.99), 2)
+    out[key + "_max_ms"] = round(max(times), 2)
+
+
+def start_web(r, port):
+    """`reliableq web` on 127.0.0.1:`port`, returned once /healthz answers."""
+    web = subprocess.Popen([r.paths["worker"], "web", "--redis", r.redis.url,
+                            "--http", "127.0.0.1:%d" % port],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            timed_gets(port, "/healthz", 1)
+            return web
+        except (OSError, BenchError):
+            if web.poll() is not None or time.monotonic() > deadline:
+                stop_web(web)
+                raise BenchError("reliableq web did not start (exit %s)" % web.poll())
+            time.sleep(0.05)
+
+
+def stop_web(web):
+    web.terminate()
+    try:
+        web.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        web.kill()
+        web.wait()
+
+
 def web_pages(bench):
     r = bench.runner
     if bench.system != "reliableq":
@@ -222,19 +265,8 @@ def web_pages(bench):
         dead, RETRY_ENTRIES, FAKE_PROCESSES))
     seed(r.redis, dead)
     port = free_port()
-    web = subprocess.Popen([r.paths["worker"], "web", "--redis", r.redis.url,
-                            "--http", "127.0.0.1:%d" % port],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    web = start_web(r, port)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                timed_gets(port, "/healthz", 1)
-                break
-            except (OSError, BenchError):
-                if web.poll() is not None or time.monotonic() > deadline:
-                    raise BenchError("reliableq web did not start (exit %s)" % web.poll())
-                time.sleep(0.05)
         # The dashboard's pages are one embedded document and script; what
         # they show comes from the JSON calls.
         dead_page = "/api/sets/dead?per_page=%d&page=" % PER_PAGE
@@ -251,19 +283,110 @@ def web_pages(bench):
         for name, path in pages:
             # The first GET warms the connection and Redis' pages.
             timed_gets(port, path, 1)
-            times = timed_gets(port, path, requests)
-            out["%s_p50_ms" % name] = round(percentile(times, 0.5), 2)
-            out["%s_p99_ms" % name] = round(percentile(times, 0.99), 2)
-            out["%s_max_ms" % name] = round(max(times), 2)
+            put_times(out, name, timed_gets(port, path, requests))
             worst = max(worst, out["%s_p99_ms" % name])
         out["worst_p99_ms"] = round(worst, 2)
         out["target_p99_ms"] = TARGET_WEB_P99_MS
         out["met"] = worst < TARGET_WEB_P99_MS
         bench.emit(out)
     finally:
-        web.terminate()
+        stop_web(web)
+
+
+# --- web_idle ----------------------------------------------------------------
+
+IDLE_CLIENTS = 16
+IDLE_PROBE_TIMEOUT_S = 10.0
+IDLE_REQUESTS = 100
+QUICK_IDLE_REQUESTS = 20
+
+
+class IdleClients:
+    """`count` threads, each holding a connection that sent a request line
+    and nothing more; when the server closes it, a new one. Stopped by
+    stop(), within a second."""
+
+    def __init__(self, port, count):
+        self.port = port
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self.hold, daemon=True) for _ in range(count)]
+        self.connections = 0
+
+    def hold(self):
+        while not self.done.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"GET / HTTP/1.1\r\n")
+                    self.connections += 1
+                    while not self.done.is_set():
+                        try:
+                            if not s.recv(1):
+                                break
+                        except socket.timeout:
+                            continue
+            except OSError:
+                self.done.wait(0.05)
+
+    def start(self):
+        for thread in self.threads:
+            thread.start()
+        time.sleep(0.5)
+
+    def stop(self):
+        self.done.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+
+
+def fresh_gets(port, path, count):
+    """`count` GETs of `path`, each on a new connection; milliseconds each,
+    IDLE_PROBE_TIMEOUT_S for one that got no answer; and how many did not."""
+    times, failed = [], 0
+    for _ in range(count):
+        start = time.perf_counter()
         try:
-            web.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            web.kill()
-            web.wait()
+            connection = http.client.HTTPConnection("127.0.0.1", port,
+                                                    timeout=IDLE_PROBE_TIMEOUT_S)
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            ok = response.status == 200
+        except OSError:
+            ok = False
+        elapsed = (time.perf_counter() - start) * 1000
+        if not ok:
+            failed += 1
+            elapsed = max(elapsed, IDLE_PROBE_TIMEOUT_S * 1000)
+        times.append(elapsed)
+    return times, failed
+
+
+def web_idle(bench):
+    r = bench.runner
+    r.flush()
+    requests = QUICK_IDLE_REQUESTS if bench.quick else IDLE_REQUESTS
+    bench.step("web_idle: %d idle clients" % IDLE_CLIENTS)
+    seed(r.redis, QUICK_DEAD_ENTRIES)
+    port = free_port()
+    web = start_web(r, port)
+    try:
+        out = dict(scenario="web_idle", system=bench.system, idle_clients=IDLE_CLIENTS,
+                   requests_each=requests)
+        pages = [("page", "/"), ("overview_json", "/api/overview"), ("healthz", "/healthz")]
+        for phase in ("alone", "idle16"):
+            idle = IdleClients(port, IDLE_CLIENTS) if phase == "idle16" else None
+            if idle:
+                idle.start()
+            try:
+                for name, path in pages:
+                    times, failed = fresh_gets(port, path, requests)
+                    put_times(out, "%s_%s" % (name, phase), times)
+                    out["%s_%s_unanswered" % (name, phase)] = failed
+            finally:
+                if idle:
+                    idle.stop()
+                    out["idle_connections_opened"] = idle.connections
+        bench.emit(out)
+    finally:
+        stop_web(web)
