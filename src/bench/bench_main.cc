@@ -10,10 +10,12 @@
 //                            -- WORKER...
 //   reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]
 //                            [--producer client|sidekiq] [--idle-seconds S]
+//                            [--idle-traffic-per-sec R [--idle-traffic-queue Q]]
 //                            [--ready blocked|registered|idle] --record FILE
 //                            [--log FILE] -- WORKER...
 //   reliableq-bench recovery --redis URL [--jobs N] [--queue Q] [--cap-seconds S]
-//                            [--log FILE] -- WORKER... -- IDLE WORKER...
+//                            [--min-redis-uptime S] [--log FILE]
+//                            -- WORKER... -- IDLE WORKER...
 //   reliableq-bench schedule --redis URL [--jobs N] [--ahead-ms MS] [--spread-ms MS]
 //                            [--min-lead-ms MS] [--producer client|ruby]
 //                            --record FILE [--log FILE] -- WORKER...
@@ -61,11 +63,13 @@ constexpr const char kUsage[] =
     "                                -- WORKER COMMAND...\n"
     "       reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]\n"
     "                                [--producer client|sidekiq] [--idle-seconds S]\n"
+    "                                [--idle-traffic-per-sec R [--idle-traffic-queue Q]]\n"
     "                                [--ready blocked|registered|idle] --record FILE\n"
     "                                [--timeout SEC] [--log FILE]\n"
     "                                -- WORKER COMMAND...\n"
     "       reliableq-bench recovery --redis URL [--jobs N] [--queue Q] [--sleep-ms MS]\n"
-    "                                [--cap-seconds S] [--poll-ms MS] [--log FILE]\n"
+    "                                [--cap-seconds S] [--poll-ms MS] [--min-redis-uptime S]\n"
+    "                                [--log FILE]\n"
     "                                -- WORKER COMMAND... -- IDLE WORKER COMMAND...\n"
     "       reliableq-bench schedule --redis URL [--jobs N] [--queue Q] [--ahead-ms MS]\n"
     "                                [--spread-ms MS] [--min-lead-ms MS]\n"

@@ -7,7 +7,11 @@
 // started, and the clients carrying its CLIENT SETNAME), its RSS, and with
 // --idle-seconds S the CPU time Redis spends on it over S seconds: Redis's
 // CPU over S seconds with the idle worker, minus the same with no worker,
-// measured once the worker has stopped.
+// measured once the worker has stopped. With --idle-traffic-per-sec R both
+// windows carry the same steady traffic: R Sidekiq-format pushes a second
+// (below) to --idle-traffic-queue, a queue the worker does not serve, from
+// a connection of their own; the pushes' own cost is in both windows, so
+// what is left is what that traffic costs Redis through the idle worker.
 //
 // Producers:
 //   client   reliableq's Client::Push (push.lua, and whatever wake-up it
@@ -18,6 +22,7 @@
 //            notify-keyspace-events enables them) can tell the worker.
 // The result names Redis's notify-keyspace-events as it was at the end.
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -58,6 +63,54 @@ Status PushLikeSidekiq(redis::Connection* redis, const std::string& job_class,
   return Status::OK();
 }
 
+// Sidekiq-format pushes at a steady rate on a connection and a thread of
+// their own, from construction to Stop().
+class SteadyTraffic {
+ public:
+  SteadyTraffic(const RedisOptions& options, std::string queue, int64_t per_second)
+      : options_(options), queue_(std::move(queue)), per_second_(per_second) {
+    if (per_second_ > 0) thread_ = std::thread([this] { Run(); });
+  }
+  ~SteadyTraffic() { Stop(); }
+  SteadyTraffic(const SteadyTraffic&) = delete;
+  SteadyTraffic& operator=(const SteadyTraffic&) = delete;
+
+  // Ends the pushes; the first failure, if any.
+  Status Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+  int64_t pushed() const { return pushed_; }
+
+ private:
+  void Run() {
+    Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(options_);
+    if (!redis.ok()) {
+      status_ = redis.status();
+      return;
+    }
+    // A fixed schedule, as the measured pushes: a slow push does not thin
+    // out the traffic.
+    auto every = std::chrono::microseconds(1000000 / per_second_);
+    auto start = Clock::now();
+    for (int64_t i = 0; !stop_ && !g_interrupted; ++i) {
+      std::this_thread::sleep_until(start + i * every);
+      status_ = PushLikeSidekiq(redis->get(), "NoopJob", queue_);
+      if (!status_.ok()) return;
+      ++pushed_;
+    }
+  }
+
+  const RedisOptions options_;
+  const std::string queue_;
+  const int64_t per_second_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> pushed_{0};
+  Status status_;
+  std::thread thread_;
+};
+
 // notify-keyspace-events as Redis has it now ("?" when unreadable).
 std::string NotifySetting(redis::Connection* redis) {
   Result<redis::ReplyPtr> reply = redis->Command({"CONFIG", "GET", "notify-keyspace-events"});
@@ -77,6 +130,8 @@ int RunLatency(const Flags& flags) {
   std::string record = flags.Get("record", "");
   std::string ready = flags.Get("ready", "blocked");
   int64_t idle_seconds = flags.Int("idle-seconds", 0, 0);
+  int64_t traffic_per_second = flags.Int("idle-traffic-per-sec", 0, 0);
+  std::string traffic_queue = flags.Get("idle-traffic-queue", "elsewhere");
   auto timeout = std::chrono::seconds(flags.Int("timeout", 120, 1));
   Keys keys = KeysFrom(flags, *options);
   if (record.empty() || flags.command().empty()) {
@@ -116,12 +171,17 @@ int RunLatency(const Flags& flags) {
   if (!idle_sample.ok()) return Fail(idle_sample.status(), "read the worker's memory");
   double idle_cpu = 0;
   double idle_worker_cpu = 0;
+  int64_t traffic_pushed = 0;
   if (idle_seconds > 0) {
     progress.Show("Redis's idle CPU with the idle worker, " + std::to_string(idle_seconds) + " s",
                   true);
+    SteadyTraffic traffic(*options, traffic_queue, traffic_per_second);
     double before = RedisCpuSeconds(redis->get());
     if (!SleepUnlessInterrupted(std::chrono::seconds(idle_seconds))) return 130;
     idle_cpu = RedisCpuSeconds(redis->get()) - before;
+    Status traffic_ok = traffic.Stop();
+    if (!traffic_ok.ok()) return Fail(traffic_ok, "idle traffic");
+    traffic_pushed = traffic.pushed();
     Result<ProcessSample> after = worker.Sample();
     if (!after.ok()) return Fail(after.status(), "the worker exited while idle");
     idle_worker_cpu = after->cpu_seconds - idle_sample->cpu_seconds;
@@ -168,11 +228,16 @@ int RunLatency(const Flags& flags) {
   // Redis's CPU with no worker is measured last, so that a worker that
   // fails to start fails the run at once.
   double baseline_cpu = 0;
+  int64_t traffic_pushed_without = 0;
   if (idle_seconds > 0) {
     progress.Show("Redis's idle CPU with no worker, " + std::to_string(idle_seconds) + " s", true);
+    SteadyTraffic traffic(*options, traffic_queue, traffic_per_second);
     double before = RedisCpuSeconds(redis->get());
     if (!SleepUnlessInterrupted(std::chrono::seconds(idle_seconds))) return 130;
     baseline_cpu = RedisCpuSeconds(redis->get()) - before;
+    Status traffic_ok = traffic.Stop();
+    if (!traffic_ok.ok()) return Fail(traffic_ok, "idle traffic");
+    traffic_pushed_without = traffic.pushed();
     progress.Done();
   }
 
@@ -194,6 +259,12 @@ int RunLatency(const Flags& flags) {
         .Add("idle_redis_cpu_with_worker_ms", idle_cpu * 1000)
         .Add("idle_redis_cpu_without_ms", baseline_cpu * 1000)
         .Add("idle_worker_cpu_ms", idle_worker_cpu * 1000);
+    if (traffic_per_second > 0) {
+      line.Add("idle_traffic_per_sec", traffic_per_second)
+          .Add("idle_traffic_queue", traffic_queue)
+          .Add("idle_traffic_pushed_with_worker", traffic_pushed)
+          .Add("idle_traffic_pushed_without", traffic_pushed_without);
+    }
   }
   if (after.ok()) line.Add("rss_kb", after->vm_hwm_kb);
   line.Add("worker_exit", static_cast<int64_t>(exit_status.value_or(-1))).Print();

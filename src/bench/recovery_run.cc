@@ -5,9 +5,9 @@
 // another queue starts first and stays up, so that a janitor runs; then
 // the worker under test starts (with a concurrency of at least N), takes
 // all N jobs into its working list and starts them. Once Redis has been up
-// for --min-redis-uptime seconds (a janitor may trust client ids only on a
-// server that has been up longer than the heartbeat TTL), it is killed
-// with SIGKILL, and Redis is polled every --poll-ms until all N jobs are
+// for --min-redis-uptime seconds (tools/bench kills on a Redis up for 31 s,
+// longer than the heartbeat TTL, and on one it started 5 s before), it is
+// killed with SIGKILL, and Redis is polled every --poll-ms until all N jobs are
 // back in the queue and its working list is empty, for at most
 // --cap-seconds. The idle worker serves another queue so that a recovered
 // job stays in the queue where the poll sees it.
@@ -130,14 +130,18 @@ int RunRecovery(const Flags& flags) {
   // A fetched job starts at once on a free thread; this leaves time for the
   // last of them.
   std::this_thread::sleep_for(milliseconds(300));
+  // Steps of 20 ms: a kill that waited is within about that of the second
+  // Redis's uptime reaches --min-redis-uptime (INFO counts whole seconds).
   double waited_for_uptime = 0;
+  double uptime_at_kill = 0;
   while (true) {
     Result<double> uptime = ReadInfoField(redis->get(), "server", "uptime_in_seconds");
     if (!uptime.ok()) return Fail(uptime.status(), "INFO server");
+    uptime_at_kill = *uptime;
     if (*uptime >= static_cast<double>(min_uptime)) break;
     progress.Show("waiting until Redis has been up " + std::to_string(min_uptime) + " s");
-    if (!SleepUnlessInterrupted(milliseconds(200))) return 130;
-    waited_for_uptime += 0.2;
+    if (!SleepUnlessInterrupted(milliseconds(20))) return 130;
+    waited_for_uptime += 0.02;
   }
   Result<redis::ReplyPtr> ttl = (*redis)->Command({"PTTL", heartbeat_key});
   if (!ttl.ok()) return Fail(ttl.status(), "PTTL");
@@ -176,6 +180,8 @@ int RunRecovery(const Flags& flags) {
       .Add("heartbeat_ttl_left_ms",
            static_cast<int64_t>((*ttl)->type == REDIS_REPLY_INTEGER ? (*ttl)->integer : -1))
       .Add("waited_for_redis_uptime_seconds", waited_for_uptime)
+      .Add("min_redis_uptime_seconds", min_uptime)
+      .Add("redis_uptime_at_kill_seconds", uptime_at_kill)
       .Add("killed_exit", static_cast<int64_t>(killed_exit.value_or(-1)))
       .Add("worker_exit", static_cast<int64_t>(idle_exit.value_or(-1)))
       .Print();

@@ -25,14 +25,18 @@ EXPECTED = {
     "drain_c25": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
     "drain_c10": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
     "drain_c100": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "processed", "concurrency"],
-    "latency": ["jobs", "p50_ms", "p99_ms", "max_ms", "idle_rss_kb", "rss_kb"],
+    "latency": ["jobs", "p50_ms", "p99_ms", "max_ms", "idle_rss_kb", "rss_kb", "plain_p50_ms",
+                "plain_p99_ms", "plain_max_ms", "plain_p99_vs_client_p99"],
     "drain_10_queues": ["jobs", "seconds", "jobs_per_sec", "rss_kb", "queues"],
     "drain_1m": ["jobs", "seconds", "jobs_per_sec", "ratio_vs_baseline"],
     "rss": ["idle_rss_kb", "load_rss_kb"],
     "queues_500": ["queues", "connections", "idle_rss_kb", "idle_seconds", "client_p50_ms",
-                   "client_p99_ms", "notify_p50_ms", "notify_p99_ms", "poll_p50_ms",
-                   "poll_p99_ms"],
+                   "client_p99_ms", "notify_p50_ms", "notify_p99_ms", "plain_p50_ms",
+                   "plain_p99_ms", "plain_p99_vs_client_p99", "traffic_idle_seconds",
+                   "traffic_idle_traffic_per_sec", "traffic_idle_traffic_pushed_with_worker",
+                   "traffic_idle_traffic_pushed_without"],
     "recovery": ["jobs", "cap_seconds", "back"],
+    "recovery_young_redis": ["jobs", "cap_seconds", "back", "redis_uptime_at_kill_seconds"],
     "schedule_lateness": ["jobs", "p50_ms", "p99_ms", "max_ms", "ruby_p50_ms", "ruby_p99_ms"],
     "handlers": ["jobs", "cpp_jobs_per_sec", "command_jobs_per_sec", "http_jobs_per_sec",
                  "command_vs_cpp", "http_vs_cpp"],
@@ -57,7 +61,7 @@ EXPECTED = {
 
 # Numeric fields that may be negative: a difference of two noisy figures.
 SIGNED = {
-    "queues_500": ["idle_redis_cpu_ms"],
+    "queues_500": ["idle_redis_cpu_ms", "traffic_idle_redis_cpu_ms"],
     "push_wait": ["single8_wait_us_per_round_trip"],
 }
 
@@ -101,7 +105,7 @@ def main():
                     problems.append("%s is %r, not a number" % (field, obj.get(field)))
             if obj.get("system") is None:
                 problems.append("no system")
-            if scenario == "recovery":
+            if scenario in ("recovery", "recovery_young_redis"):
                 # Jobs that were not back within the cap have no seconds.
                 if not isinstance(obj.get("recovered"), bool):
                     problems.append("recovered is %r, not true or false" % obj.get("recovered"))
