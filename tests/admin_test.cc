@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "lua_scripts.h"
 #include "redis/connection.h"
 #include "testutil.h"

@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "cluster_servers.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "redis/reply.h"
 #include "reliableq/admin.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "testutil.h"
 
 using namespace reliableq;

@@ -1,4 +1,4 @@
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 #include "backtrace_decode.h"
 #include "reliableq/handler.h"

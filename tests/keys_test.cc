@@ -1,4 +1,4 @@
-#include "keys.h"
+#include "protocol/keys.h"
 
 #include <doctest/doctest.h>
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/limit_gate.h"
 
 using namespace reliableq;

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "testutil.h"

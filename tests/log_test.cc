@@ -2,7 +2,7 @@
 // remote signal name) cannot forge a log line or reach a terminal raw, in
 // text or in JSON; a JSON line carries the job's fields apart.
 
-#include "log.h"
+#include "base/log.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>

@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
 

@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "job_codec.h"
-#include "keys.h"
-#include "log.h"
+#include "codec/job_codec.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "testutil.h"
 #include "uv/event_loop.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layout_version.h"
+#include "protocol/layout_version.h"
 #include "redis/reply.h"
 #include "testutil.h"
 

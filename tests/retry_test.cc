@@ -1,4 +1,4 @@
-#include "retry.h"
+#include "protocol/retry.h"
 
 #include <doctest/doctest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "lua_scripts.h"
 #include "redis/connection.h"
 #include "testutil.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "backtrace_decode.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "log_capture.h"
 #include "process.h"
 #include "reliableq/admin.h"

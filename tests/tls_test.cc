@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "log_capture.h"
 #include "process.h"
 #include "redis/async_connection.h"

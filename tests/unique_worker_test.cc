@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "testutil.h"
 #include "web/web_server.h"

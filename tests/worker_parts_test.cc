@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
-#include "script_calls.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 #include "server/options_check.h"
 #include "server/poller.h"
 #include "server/prefetch.h"

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "keys.h"
-#include "log.h"  // LogFormatNamed
+#include "protocol/keys.h"
+#include "base/log.h"  // LogFormatNamed
 #include "server/options_check.h"  // kMaxDuration
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "migrate/key_map.h"
 #include "migrate/migration.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

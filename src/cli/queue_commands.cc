@@ -13,7 +13,7 @@
 #include "cli/queue_table.h"
 #include "reliableq/admin.h"
 #include "reliableq/job.h"  // CheckQueueName
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/queue_table.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 

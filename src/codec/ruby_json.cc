@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq::codec {
 

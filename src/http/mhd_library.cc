@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "dynamic_library.h"
+#include "base/dynamic_library.h"
 
 namespace reliableq {
 

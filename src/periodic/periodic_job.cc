@@ -6,7 +6,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
 #include "reliableq/periodic.h"

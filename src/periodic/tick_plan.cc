@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 

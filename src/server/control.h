@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "uv/handles.h"
 
 namespace reliableq {

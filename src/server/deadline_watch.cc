@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 

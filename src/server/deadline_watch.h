@@ -16,7 +16,7 @@
 #include <chrono>
 #include <memory>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "reliableq/clock.h"
 #include "reliableq/server.h"

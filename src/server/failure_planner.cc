@@ -2,8 +2,8 @@
 
 #include <random>
 
-#include "job_codec.h"
-#include "retry.h"
+#include "codec/job_codec.h"
+#include "protocol/retry.h"
 
 namespace reliableq {
 

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
 #include "server/worker_jobs.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 

@@ -18,7 +18,7 @@
 #include <random>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"

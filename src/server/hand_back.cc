@@ -1,6 +1,6 @@
 #include "server/hand_back.h"
 
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 

@@ -20,8 +20,8 @@
 #include <functional>
 #include <string>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/outcomes.h"

@@ -6,10 +6,10 @@
 
 #include <cstdio>
 
-#include "job_codec.h"
-#include "process_entry.h"
+#include "codec/job_codec.h"
+#include "protocol/process_entry.h"
 #include "redis/reply.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "version.h"
 
 namespace reliableq {

@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/fetcher.h"
 #include "server/push_tracking.h"

@@ -28,9 +28,9 @@
 #include <memory>
 #include <random>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
-#include "recovery.h"
+#include "protocol/recovery.h"
 #include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "uv/handles.h"

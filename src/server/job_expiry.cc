@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "server/worker_jobs.h"
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <random>
 
-#include "job_codec.h"  // FormatEpoch
+#include "codec/job_codec.h"  // FormatEpoch
 #include "server/job_expiry.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

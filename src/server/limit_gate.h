@@ -32,14 +32,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/limits.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 

@@ -26,7 +26,7 @@
 #include <string>
 
 #include "http/listener.h"
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "server/processor_pool.h"

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "http/listener.h"
-#include "keys.h"
+#include "protocol/keys.h"
 
 namespace reliableq {
 

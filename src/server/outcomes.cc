@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "keys.h"
-#include "script_calls.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 

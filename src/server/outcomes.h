@@ -28,7 +28,7 @@
 #include <memory>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "reliableq/admin.h"

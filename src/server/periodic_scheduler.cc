@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "job_codec.h"
-#include "script_calls.h"
-#include "text_escape.h"
+#include "codec/job_codec.h"
+#include "protocol/script_calls.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

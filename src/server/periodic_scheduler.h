@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <memory>
 
-#include "job_codec.h"
-#include "keys.h"
-#include "script_calls.h"
+#include "codec/job_codec.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 

@@ -29,8 +29,8 @@
 #include <string>
 #include <string_view>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/admin.h"
 #include "reliableq/clock.h"

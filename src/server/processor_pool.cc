@@ -12,10 +12,10 @@
 #include <system_error>
 #include <typeinfo>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "server/failure_planner.h"
 #include "server/job_expiry.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "reliableq/clock.h"
 #include "reliableq/handler.h"

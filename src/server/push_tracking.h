@@ -35,7 +35,7 @@
 #include <cstdint>
 #include <string>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 
 namespace reliableq {

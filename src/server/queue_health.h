@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/clock.h"
 #include "server/queue_set.h"
 

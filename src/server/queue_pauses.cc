@@ -1,7 +1,7 @@
 #include "server/queue_pauses.h"
 
 #include "redis/reply.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "server/queue_set.h"

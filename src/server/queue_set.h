@@ -38,7 +38,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "reliableq/server.h"
 
 namespace reliableq {

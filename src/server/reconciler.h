@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/admin.h"
 #include "reliableq/clock.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/fetcher.h"
 #include "server/outcomes.h"
 #include "server/processor_pool.h"

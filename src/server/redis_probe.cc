@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "layout_version.h"
+#include "protocol/layout_version.h"
 #include "version.h"
 #include "redis/reply.h"
 

@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

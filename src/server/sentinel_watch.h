@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "redis/discovery.h"
 #include "uv/event_loop.h"

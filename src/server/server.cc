@@ -20,7 +20,7 @@
 
 #include "server/options_check.h"  // kMaxQueues
 #include "server/server_impl.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include "job_codec.h"      // NewJid
-#include "process_entry.h"  // ProcessHostname
+#include "codec/job_codec.h"      // NewJid
+#include "protocol/process_entry.h"  // ProcessHostname
 #include "server/options_check.h"
 #include "server/redis_probe.h"
 #include "server/server_impl.h"

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string_view>
 
-#include "log.h"
+#include "base/log.h"
 #include "uv/event_loop.h"
 
 namespace reliableq {

@@ -1,6 +1,6 @@
 #include "server/state_dump.h"
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 

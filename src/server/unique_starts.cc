@@ -2,8 +2,8 @@
 
 #include <rapidjson/document.h>
 
-#include "script_calls.h"
-#include "text_escape.h"
+#include "protocol/script_calls.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/worker_jobs.h"
 

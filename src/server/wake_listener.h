@@ -41,8 +41,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/queue_set.h"
 #include "uv/event_loop.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "retry.h"
+#include "protocol/retry.h"
 
 namespace reliableq {
 

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
 #include "reliableq/clock.h"

@@ -8,7 +8,7 @@
 
 #include "redis/errors.h"
 #include "redis/reply.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq::spool {
 

@@ -34,8 +34,8 @@
 #include <functional>
 #include <string>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/status.h"
 #include "spool/journal.h"

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "reliableq/spool.h"
 #include "spool/directory.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "http/listener.h"
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/admin.h"
 #include "web/web_server.h"
 

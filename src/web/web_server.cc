@@ -20,7 +20,7 @@
 #include <cstring>
 #include <utility>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 #include "web/web_context.h"
 
 namespace reliableq::web {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "codec/utf8.h"
+#include "base/utf8.h"
 #include "fuzz_support.h"
 
 using namespace reliableq;

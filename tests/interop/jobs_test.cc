@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "interop_util.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"

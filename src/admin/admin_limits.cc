@@ -1,0 +1,107 @@
+// Admin: the limiters of the `limits` hash (reliableq/limits.h; the
+// worker's side is LimitGate) with what each holds now.
+
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "admin/admin_impl.h"
+#include "redis/reply.h"
+
+namespace reliableq::admin_internal {
+
+namespace {
+
+int64_t IntMember(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsInt64()) return 0;
+  return std::max<int64_t>(0, it->value.GetInt64());
+}
+
+// The terms of `info` from the JSON a worker wrote (LimitDefinitionJson);
+// a definition it cannot read leaves them empty.
+void ReadDefinition(std::string_view json, LimitInfo* info) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return;
+  auto classes = doc.FindMember("classes");
+  if (classes != doc.MemberEnd() && classes->value.IsArray()) {
+    for (const rapidjson::Value& c : classes->value.GetArray()) {
+      if (c.IsString()) info->classes.emplace_back(c.GetString(), c.GetStringLength());
+    }
+  }
+  info->concurrency = IntMember(doc, "concurrency");
+  info->rate = IntMember(doc, "rate");
+  auto period = doc.FindMember("period");
+  if (period != doc.MemberEnd() && period->value.IsNumber() && period->value.GetDouble() > 0) {
+    info->period = period->value.GetDouble();
+  }
+}
+
+}  // namespace
+
+Result<std::vector<LimitInfo>> AdminImpl::ListLimits() {
+  Result<redis::ReplyPtr> all = redis_->Command({"HGETALL", keys_.Limits()});
+  if (!all.ok()) return all.status().WithContext("reading limits");
+  if (Status s = CheckReply(all->get(), "HGETALL " + keys_.Limits()); !s.ok()) return s;
+  std::vector<std::string> pairs = StringArray(all->get());
+  std::vector<LimitInfo> limits;
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    LimitInfo info;
+    info.name = pairs[i];
+    ReadDefinition(pairs[i + 1], &info);
+    limits.push_back(std::move(info));
+  }
+  std::sort(limits.begin(), limits.end(),
+            [](const LimitInfo& a, const LimitInfo& b) { return a.name < b.name; });
+  if (limits.empty()) return limits;
+
+  const double now = clock_->Now();
+  std::deque<std::string> texts;  // the pipeline's arguments point into these
+  std::vector<redis::Argv> commands;
+  for (const LimitInfo& info : limits) {
+    commands.push_back({"HLEN", texts.emplace_back(keys_.Limit(info.name))});
+    commands.push_back({"LLEN", texts.emplace_back(keys_.LimitWaiting(info.name))});
+    // The window limit_acquire.lua counts: starts after now - period.
+    const std::string& starts = texts.emplace_back(keys_.LimitStarts(info.name));
+    const std::string& after = texts.emplace_back("(" + ScoreText(now - info.period));
+    commands.push_back({"ZCOUNT", starts, after, "+inf"});
+  }
+  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
+  if (!replies.ok()) return replies.status().WithContext("reading limits");
+  for (size_t i = 0; i < replies->size(); ++i) {
+    Status s = CheckReply((*replies)[i].get(),
+                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
+    if (!s.ok()) return s;
+  }
+  for (size_t i = 0; i < limits.size(); ++i) {
+    limits[i].running = CounterValue((*replies)[3 * i].get());
+    limits[i].parked = CounterValue((*replies)[3 * i + 1].get());
+    limits[i].window_starts = limits[i].period > 0 ? CounterValue((*replies)[3 * i + 2].get()) : 0;
+  }
+  return limits;
+}
+
+Result<int64_t> AdminImpl::CountParked() {
+  Result<redis::ReplyPtr> names = redis_->Command({"HKEYS", keys_.Limits()});
+  if (!names.ok()) return names.status().WithContext("reading limits");
+  if (Status s = CheckReply(names->get(), "HKEYS " + keys_.Limits()); !s.ok()) return s;
+  std::deque<std::string> keys;
+  std::vector<redis::Argv> commands;
+  for (const std::string& name : StringArray(names->get())) {
+    commands.push_back({"LLEN", keys.emplace_back(keys_.LimitWaiting(name))});
+  }
+  if (commands.empty()) return int64_t{0};
+  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
+  if (!replies.ok()) return replies.status().WithContext("reading limits");
+  int64_t parked = 0;
+  for (size_t i = 0; i < replies->size(); ++i) {
+    Status s = CheckReply((*replies)[i].get(), "LLEN " + std::string(commands[i][1]));
+    if (!s.ok()) return s;
+    parked += CounterValue((*replies)[i].get());
+  }
+  return parked;
+}
+
+}  // namespace reliableq::admin_internal

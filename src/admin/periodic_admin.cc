@@ -1,0 +1,55 @@
+// Admin::ListPeriodic: the periodic jobs as Redis records them.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "admin/admin_impl.h"
+#include "periodic/cron.h"
+
+namespace reliableq::admin_internal {
+
+Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
+  const std::string directory = keys_.Periodic();
+  // Command returns an error reply as its Status: each names the key read.
+  Result<redis::ReplyPtr> names = redis_->Command({"SMEMBERS", directory});
+  if (!names.ok()) return names.status().WithContext("SMEMBERS " + directory);
+  std::vector<std::string> sorted = StringArray(names->get());
+  std::sort(sorted.begin(), sorted.end());
+  const auto now = static_cast<int64_t>(std::floor(clock_->Now()));
+  std::vector<PeriodicInfo> jobs;
+  for (const std::string& name : sorted) {
+    const std::string key = keys_.PeriodicJob(name);
+    Result<redis::ReplyPtr> hash = redis_->Command({"HGETALL", key});
+    if (!hash.ok()) return hash.status().WithContext("HGETALL " + key);
+    std::vector<std::string> fields = StringArray(hash->get());
+    if (fields.empty()) continue;
+    PeriodicInfo info;
+    info.name = name;
+    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+      const std::string& field = fields[i];
+      const std::string& value = fields[i + 1];
+      if (field == "cron") info.cron = value;
+      if (field == "timezone") info.time_zone = value;
+      if (field == "class") info.job_class = value;
+      if (field == "queue") info.queue = value;
+      if (field == "args") info.args = value;
+      if (field == "retry") info.retry = value;
+      if (field == "catch_up") info.catch_up = value == "true";
+      if (field == "declared_by") info.declared_by = value;
+      if (field == "declared_at") info.declared_at = std::strtod(value.c_str(), nullptr);
+      if (field == "last_tick") info.last_tick = std::strtoll(value.c_str(), nullptr, 10);
+      if (field == "last_pushed_at") info.last_pushed_at = std::strtod(value.c_str(), nullptr);
+    }
+    Result<CronSchedule> cron = CronSchedule::Parse(info.cron, info.time_zone);
+    if (cron.ok()) info.next_tick = cron->Next(now).value_or(0);
+    const std::string ticks = keys_.PeriodicTicks(name);
+    Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", ticks});
+    if (!count.ok()) return count.status().WithContext("ZCARD " + ticks);
+    info.ticks_recorded = CounterValue(count->get());
+    jobs.push_back(std::move(info));
+  }
+  return jobs;
+}
+
+}  // namespace reliableq::admin_internal
