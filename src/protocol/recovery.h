@@ -32,7 +32,8 @@
 
 #include "protocol/keys.h"
 #include "redis/connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
+#include "reliableq/recovery.h"
 #include "reliableq/status.h"
 
 namespace reliableq {

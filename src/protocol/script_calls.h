@@ -18,7 +18,8 @@
 
 #include "protocol/keys.h"
 #include "redis/script_call.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
+#include "reliableq/recovery.h"
 
 namespace reliableq {
 

@@ -94,8 +94,8 @@ Status CheckServerOptions(const ServerOptions& options) {
   if (options.max_interruptions < 0) {
     return Status::InvalidArgument("max interruptions must be >= 0");
   }
-  if (options.dead_max_jobs < 0) return Status::InvalidArgument("dead max jobs must be >= 0");
-  if (options.dead_timeout.count() < 0 || options.dead_timeout > kMaxDeadTimeout) {
+  if (options.dead_set.max_jobs < 0) return Status::InvalidArgument("dead max jobs must be >= 0");
+  if (options.dead_set.timeout.count() < 0 || options.dead_set.timeout > kMaxDeadTimeout) {
     return Status::InvalidArgument("dead timeout must be from 0 to 10 years");
   }
   if (options.prefix.size() > kMaxPrefixBytes || !IsPrintableAscii(options.prefix)) {

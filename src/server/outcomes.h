@@ -31,7 +31,7 @@
 #include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
 #include "server/processor_pool.h"
 #include "server/queue_set.h"

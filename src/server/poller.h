@@ -32,7 +32,7 @@
 #include "protocol/keys.h"
 #include "base/log.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
 #include "uv/handles.h"
 

@@ -27,7 +27,7 @@
 
 #include "base/log.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
 #include "protocol/script_calls.h"
 #include "server/fetcher.h"

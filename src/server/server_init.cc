@@ -49,7 +49,7 @@ Status ServerImpl::Init() {
   uv::EventLoop& loop_ref = *loop_;
   const Logger& log = *log_;
   const Clock& clock = *clock_;
-  const DeadSetLimits dead_limits{options_.dead_max_jobs, options_.dead_timeout};
+  const DeadSetLimits dead_limits = options_.dead_set;
 
   control_ = std::make_unique<Control>(
       loop_ref, options_.handle_signals, log,
