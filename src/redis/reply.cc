@@ -4,7 +4,8 @@
 
 namespace reliableq::redis {
 
-const char* TypeName(const redisReply* reply) {
+const char* TypeName(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
   if (reply == nullptr) return "no reply";
   switch (reply->type) {
     case REDIS_REPLY_STRING: return "string";
@@ -17,7 +18,8 @@ const char* TypeName(const redisReply* reply) {
   return "unknown";
 }
 
-Result<int64_t> ToInteger(const redisReply* reply) {
+Result<int64_t> ToInteger(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
   if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER) return int64_t{reply->integer};
   if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
     std::string_view text = View(reply);
@@ -28,7 +30,8 @@ Result<int64_t> ToInteger(const redisReply* reply) {
   return Status::Protocol(std::string("expected an integer reply, got ") + TypeName(reply));
 }
 
-Result<std::string> ToString(const redisReply* reply) {
+Result<std::string> ToString(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
   if (reply != nullptr &&
       (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)) {
     return std::string(View(reply));

@@ -30,18 +30,35 @@ struct ReaderDeleter {
 using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
 inline ReaderPtr NewReader() { return ReaderPtr(redisReaderCreate()); }
 
+// A reply as the connection layer hands it to the other layers, which pass
+// it to a reader (below, or a script's reader in src/protocol/) and never
+// look inside: replies are read in two layers (docs/hacking.md). Empty when
+// there is no reply. A view: the reply it names must outlive it.
+class ReplyRef {
+ public:
+  ReplyRef() = default;
+  ReplyRef(const redisReply* reply) : reply_(reply) {}       // NOLINT: implicit
+  ReplyRef(const ReplyPtr& reply) : reply_(reply.get()) {}  // NOLINT: implicit
+  explicit operator bool() const { return reply_ != nullptr; }
+  // For the readers of src/redis/ and src/protocol/ only.
+  const redisReply* raw() const { return reply_; }
+
+ private:
+  const redisReply* reply_ = nullptr;
+};
+
 inline std::string_view View(const redisReply* reply) {
   return {reply->str, static_cast<size_t>(reply->len)};
 }
 
 // An integer reply, or a string reply holding a whole number.
-Result<int64_t> ToInteger(const redisReply* reply);
+Result<int64_t> ToInteger(ReplyRef reply);
 
 // A bulk or status string reply; nil is kNotFound.
-Result<std::string> ToString(const redisReply* reply);
+Result<std::string> ToString(ReplyRef reply);
 
 // For messages: the reply type's name ("array", "nil", ...).
-const char* TypeName(const redisReply* reply);
+const char* TypeName(ReplyRef reply);
 
 // The value of `field` in the text of an INFO reply ("field:value" lines),
 // or empty.
