@@ -19,7 +19,7 @@
 #include <mutex>
 #include <string>
 
-#include "codec/job_codec.h"
+#include "codec/jid.h"
 
 namespace reliableq {
 

@@ -18,8 +18,10 @@
 //
 // Thread safety: every function may be called from any thread.
 //
-// Implemented in job_codec.cc and, by concern, in src/codec/ (jids, UTF-8,
-// the Ruby JSON writer, the payload rewriter, backtraces).
+// Implemented in job_codec.cc, on the parts in src/codec/ (the Ruby JSON
+// reader and writer, the payload rewriter, backtraces). New jids and the
+// whole-value writer have headers of their own, which this one includes for
+// its users: jid.h and json_writer.h.
 
 #ifndef RELIABLEQ_CODEC_JOB_CODEC_H_
 #define RELIABLEQ_CODEC_JOB_CODEC_H_
@@ -34,21 +36,15 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/jid.h"
+#include "codec/json_writer.h"
 #include "reliableq/job.h"
 #include "reliableq/status.h"
 
 namespace reliableq {
 
-// Deeper nesting (the job object counts as level 1) is refused, as Ruby's
-// JSON parser refuses it by default: Sidekiq could not read such a job.
-inline constexpr int kMaxJsonDepth = 100;
-
 // Sidekiq cuts error messages to this many characters.
 inline constexpr size_t kMaxErrorMessageChars = 10000;
-
-// A new job id: 24 lowercase hex digits from 12 random bytes (getrandom(2),
-// /dev/urandom where that is missing). Different in a forked child.
-std::string NewJid();
 
 // Epoch seconds as a JSON float with exactly 6 decimals, e.g.
 // "1700000000.123456". There is always a fractional part: Sidekiq 8 reads an
@@ -131,39 +127,6 @@ struct FailureInfo {
 // as Sidekiq would: see DecodeJob. kCorruption when `raw` does not decode or
 // its retry_count is neither null nor an integer below 2^63 - 1.
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
-
-// `value` as Ruby's JSON.generate writes it (see the top of this file).
-// Precondition: `value` nests at most kMaxJsonDepth deep.
-std::string ToJson(const rapidjson::Value& value);
-
-class WideIntegers;
-
-// As ToJson(value), for a `value` parsed from the text `wide` was found in
-// and possibly changed since: a double that stands where that text has a
-// wide integer, and still equals the double that integer reads as, is
-// written as the integer's literal. Integers code left where they were
-// (client middleware adding fields, say) thus stay exact; one moved
-// elsewhere is written as a float.
-std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide);
-
-// The integer literals of a JSON text beyond the int64 and uint64 ranges,
-// which a rapidjson DOM can hold only as the nearest double (Ruby reads them
-// as Integers), each with where it stands. EncodeJob and RecordFailure keep
-// such literals by themselves; this is for payloads that pass through a DOM.
-class WideIntegers {
- public:
-  // Those of `json` (under a name an object gives twice, those of its last
-  // value, which Ruby and DecodeJob keep); none when it is not valid JSON.
-  static WideIntegers Find(std::string_view json);
-
-  bool empty() const { return literals_.empty(); }
-
- private:
-  friend std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide);
-
-  // Literal by path of member names and array indices.
-  std::map<std::string, std::string, std::less<>> literals_;
-};
 
 }  // namespace reliableq
 
