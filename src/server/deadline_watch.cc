@@ -21,10 +21,13 @@ std::string_view StringField(const rapidjson::Document& document, const char* na
 }  // namespace
 
 DeadlineWatch::DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                             const Clock& clock, const Logger& log)
-    : pool_(pool), on_overrun_(on_overrun), clock_(clock), log_(log), timer_(loop, [this] {
-        Check();
-      }) {}
+                             const Clock& clock, const Logger& log, WorkerMetrics* metrics)
+    : pool_(pool),
+      on_overrun_(on_overrun),
+      clock_(clock),
+      log_(log),
+      metrics_(metrics),
+      timer_(loop, [this] { Check(); }) {}
 
 void DeadlineWatch::Start() { timer_.Start(kTick, kTick); }
 

@@ -33,12 +33,12 @@ class DeadlineWatch {
   // time, to the millisecond).
   static constexpr std::chrono::milliseconds kTick{100};
 
+  // metrics: counts the overruns there (null: none).
   DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                const Clock& clock, const Logger& log);
+                const Clock& clock, const Logger& log, WorkerMetrics* metrics);
 
   void Start();
   void Stop();
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void Check();
@@ -47,7 +47,7 @@ class DeadlineWatch {
   const OverrunAction on_overrun_;
   const Clock& clock_;
   const Logger& log_;
-  WorkerMetrics* metrics_ = nullptr;
+  WorkerMetrics* const metrics_;  // null: none
   uv::Timer timer_;
 };
 

@@ -15,10 +15,12 @@ constexpr std::chrono::milliseconds kLongestPause{2000};
 
 Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
                  QueueHealth& health, const ProcessorPool& pool, int concurrency,
-                 const Clock& clock, const Logger& log, Events events)
+                 const Clock& clock, const Logger& log, Events events, Optional optional)
     : command_(command),
       queues_(queues),
       health_(health),
+      extra_held_(std::move(optional.extra_held)),
+      metrics_(optional.metrics),
       pool_(pool),
       clock_(clock),
       log_(log),

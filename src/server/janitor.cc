@@ -108,7 +108,7 @@ Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
                  std::unique_ptr<redis::Connection> redis, const Keys& keys,
                  const std::string& identity, int max_interruptions,
                  const DeadSetLimits& dead_limits, std::chrono::milliseconds interval,
-                 const Clock& clock, const Logger& log)
+                 const Clock& clock, const Logger& log, WorkerMetrics* metrics)
     : loop_(loop),
       redis_options_(std::move(redis_options)),
       redis_(std::move(redis)),
@@ -117,7 +117,8 @@ Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
       clock_(clock),
       log_(log),
       timer_(loop, [this] { BeginPass(); }),
-      random_(std::random_device{}()) {}
+      random_(std::random_device{}()),
+      metrics_(metrics) {}
 
 void Janitor::Start() {
   stopped_ = false;

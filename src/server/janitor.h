@@ -51,14 +51,13 @@ class Janitor {
   Janitor(uv::EventLoop& loop, RedisOptions redis_options,
           std::unique_ptr<redis::Connection> redis, const Keys& keys,
           const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
-          std::chrono::milliseconds interval, const Clock& clock, const Logger& log);
+          std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+          WorkerMetrics* metrics);
 
   // A pass now, then about one every interval until Stop().
   void Start();
   // No new pass; one running finishes (the loop waits for it).
   void Stop();
-  // Counts the passes it runs there (null: none). Before Start.
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void Schedule(std::chrono::milliseconds delay);
@@ -92,7 +91,7 @@ class Janitor {
   std::chrono::steady_clock::time_point lease_read_at_;
   // Why the pass's record was not written (OK when it was, or none was due).
   Status record_status_;
-  WorkerMetrics* metrics_ = nullptr;
+  WorkerMetrics* const metrics_;  // null: none
 };
 
 }  // namespace reliableq

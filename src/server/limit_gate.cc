@@ -58,7 +58,7 @@ std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view
 
 LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
                      std::string identity, std::vector<Limit> limits, const Clock& clock,
-                     const Logger& log, Admit admit)
+                     const Logger& log, Admit admit, WorkerMetrics* metrics)
     : command_(command),
       queues_(queues),
       keys_(keys),
@@ -68,6 +68,7 @@ LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, co
       clock_(clock),
       log_(log),
       admit_(std::move(admit)),
+      metrics_(metrics),
       owed_(limits_.size()) {}
 
 LimitTerms LimitGate::Terms(size_t limit) const {

@@ -74,7 +74,7 @@ class LimitGate {
 
   LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
             std::string identity, std::vector<Limit> limits, const Clock& clock, const Logger& log,
-            Admit admit);
+            Admit admit, WorkerMetrics* metrics);
 
   // Leaves in `jobs` those of unlimited classes, to start now; sends the
   // others to limit_acquire.lua.
@@ -100,8 +100,6 @@ class LimitGate {
   // Per queue, the payloads waiting for an acquire reply.
   void AddPending(PayloadsByQueue* per_queue) const;
   size_t pending() const { return pending_; }
-  // Counts the parked jobs there (null: none).
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   struct Held {
@@ -122,7 +120,7 @@ class LimitGate {
   const Clock& clock_;
   const Logger& log_;
   Admit admit_;
-  WorkerMetrics* metrics_ = nullptr;
+  WorkerMetrics* const metrics_;  // null: none
 
   uint64_t next_slot_ = 1;
   std::unordered_map<uint64_t, Held> held_;

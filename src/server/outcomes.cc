@@ -22,7 +22,8 @@ constexpr std::string_view kStatsTtlSeconds = "157680000";
 
 Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
                    ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys,
-                   const Clock& clock, const Logger& log, std::function<void()> on_round_over)
+                   const Clock& clock, const Logger& log, std::function<void()> on_round_over,
+                   Optional optional)
     : command_(command),
       queues_(queues),
       pool_(pool),
@@ -33,6 +34,8 @@ Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const Q
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),
+      metrics_(optional.metrics),
+      on_slot_freed_(std::move(optional.on_slot_freed)),
       retry_timer_(loop, [this] {
         if (!closed_) on_round_over_();
       }) {}

@@ -49,12 +49,13 @@ struct PeriodicScheduler::Batch {
 PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command,
                                      const Keys& keys, std::string identity,
                                      const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                                     const Logger& log)
+                                     const Logger& log, WorkerMetrics* metrics)
     : command_(command),
       keys_(keys),
       identity_(std::move(identity)),
       clock_(clock),
       log_(log),
+      metrics_(metrics),
       timer_(loop, [this] { Turn(); }) {
   for (const PeriodicJob& job : jobs) {
     Result<CronSchedule> cron = CronSchedule::Parse(job.cron, job.time_zone);

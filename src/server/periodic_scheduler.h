@@ -50,7 +50,7 @@ class PeriodicScheduler {
   // does not is logged and left out.
   PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
                     std::string identity, const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                    const Logger& log);
+                    const Logger& log, WorkerMetrics* metrics);
   ~PeriodicScheduler();
 
   // Declares the jobs, sets each cursor to now and begins pushing ticks.
@@ -58,7 +58,6 @@ class PeriodicScheduler {
   void Start();
   // No new submissions; replies still on their way are ignored.
   void Stop();
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   struct Entry;
@@ -78,7 +77,7 @@ class PeriodicScheduler {
   const std::string identity_;
   const Clock& clock_;
   const Logger& log_;
-  WorkerMetrics* metrics_ = nullptr;
+  WorkerMetrics* const metrics_;  // null: none
   std::vector<std::unique_ptr<Entry>> entries_;
   uv::Timer timer_;
   bool running_ = false;

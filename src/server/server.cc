@@ -31,6 +31,12 @@ namespace server_detail {
 // ---------------------------------------------------------------------------
 // Control
 
+void ServerImpl::OnQuietRequest() {
+  log_->Log(LogLevel::kInfo, "quiet", "quiet: no new jobs; jobs not started go back to their queues");
+  if (notifier_) notifier_->Status("quiet: no new jobs");
+  EnterQuiet();
+}
+
 void ServerImpl::OnStopRequest() {
   if (phase_ == Phase::kStopped) return;
   if (++stop_seen_ == 1) {
@@ -250,6 +256,11 @@ void ServerImpl::OnPaused() {
   if (set_aside) reconciler_->Request();
 }
 
+void ServerImpl::OnResumed(const std::vector<uint32_t>& resumed) {
+  for (uint32_t queue : resumed) idle_fetch_->Wake(queue);
+  FetchMore();
+}
+
 bool ServerImpl::SetAsidePaused(std::vector<FetchedJob>* jobs) {
   auto first_paused = std::stable_partition(jobs->begin(), jobs->end(), [this](const FetchedJob& job) {
     return !queues_.paused(job.queue);
@@ -420,7 +431,9 @@ void ServerImpl::CloseAll() {
   close_timer_->Close();
   if (endpoint_) endpoint_->Close();
   notifier_.reset();  // its watchdog timer would keep the loop running
-  control_->CloseSignals();
+  // Built last: absent when Init failed before (the metrics endpoint could
+  // not listen).
+  if (control_) control_->CloseSignals();
 }
 
 Status ServerImpl::Run() {
