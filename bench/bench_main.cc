@@ -50,7 +50,14 @@
 #include "reliableq/job.h"
 #include "reliableq/redis_options.h"
 
+// The HTTP layer's classes are in reliableq::http, in older revisions in
+// reliableq itself: named unqualified, they are found in either (see
+// meson.build on building against older revisions).
+namespace reliableq::http {}
+
 namespace reliableq::bench {
+
+using namespace reliableq::http;
 
 namespace {
 

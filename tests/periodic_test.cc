@@ -12,6 +12,9 @@
 #include "periodic/tick_plan.h"
 
 namespace reliableq {
+
+using namespace periodic;
+
 namespace {
 
 CronSchedule Cron(std::string_view text, std::string_view zone = "UTC") {

@@ -41,7 +41,7 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
       if (field == "last_tick") info.last_tick = std::strtoll(value.c_str(), nullptr, 10);
       if (field == "last_pushed_at") info.last_pushed_at = std::strtod(value.c_str(), nullptr);
     }
-    Result<CronSchedule> cron = CronSchedule::Parse(info.cron, info.time_zone);
+    Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(info.cron, info.time_zone);
     if (cron.ok()) info.next_tick = cron->Next(now).value_or(0);
     const std::string ticks = keys_.PeriodicTicks(name);
     Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", ticks});

@@ -5,7 +5,7 @@
 
 #include "base/dynamic_library.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 namespace {
 
@@ -86,4 +86,4 @@ bool CurlList::Append(const char* line) {
   return true;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::exec

@@ -5,7 +5,7 @@
 
 #include "base/dynamic_library.h"
 
-namespace reliableq {
+namespace reliableq::http {
 
 namespace {
 
@@ -51,4 +51,4 @@ Result<const MhdLibrary*> MhdLibrary::Open() {
   return static_cast<const MhdLibrary*>(mhd.release());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::http

@@ -21,7 +21,7 @@ std::string_view StringField(const rapidjson::Document& document, const char* na
 }  // namespace
 
 DeadlineWatch::DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                             const Clock& clock, const Logger& log, WorkerMetrics* metrics)
+                             const Clock& clock, const Logger& log, metrics::WorkerMetrics* metrics)
     : pool_(pool),
       on_overrun_(on_overrun),
       clock_(clock),

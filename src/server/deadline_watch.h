@@ -35,7 +35,7 @@ class DeadlineWatch {
 
   // metrics: counts the overruns there (null: none).
   DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                const Clock& clock, const Logger& log, WorkerMetrics* metrics);
+                const Clock& clock, const Logger& log, metrics::WorkerMetrics* metrics);
 
   void Start();
   void Stop();
@@ -47,7 +47,7 @@ class DeadlineWatch {
   const OverrunAction on_overrun_;
   const Clock& clock_;
   const Logger& log_;
-  WorkerMetrics* const metrics_;  // null: none
+  metrics::WorkerMetrics* const metrics_;  // null: none
   uv::Timer timer_;
 };
 

@@ -46,7 +46,7 @@ class Fetcher {
   // The parts a worker may go without.
   struct Optional {
     // Observes each fetch's round trip there (null: none).
-    WorkerMetrics* metrics = nullptr;
+    metrics::WorkerMetrics* metrics = nullptr;
     // Jobs held outside the pool (waiting for a limiter's reply), counted
     // by the prefetch as held (null: none).
     std::function<size_t()> extra_held;
@@ -80,7 +80,7 @@ class Fetcher {
   const QueueSet& queues_;
   QueueHealth& health_;
   const std::function<size_t()> extra_held_;
-  WorkerMetrics* const metrics_;
+  metrics::WorkerMetrics* const metrics_;
   const ProcessorPool& pool_;
   const Clock& clock_;
   const Logger& log_;

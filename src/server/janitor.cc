@@ -108,7 +108,7 @@ Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
                  std::unique_ptr<redis::Connection> redis, const Keys& keys,
                  const std::string& identity, int max_interruptions,
                  const DeadSetLimits& dead_limits, std::chrono::milliseconds interval,
-                 const Clock& clock, const Logger& log, WorkerMetrics* metrics)
+                 const Clock& clock, const Logger& log, metrics::WorkerMetrics* metrics)
     : loop_(loop),
       redis_options_(std::move(redis_options)),
       redis_(std::move(redis)),

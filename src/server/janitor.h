@@ -52,7 +52,7 @@ class Janitor {
           std::unique_ptr<redis::Connection> redis, const Keys& keys,
           const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
           std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
-          WorkerMetrics* metrics);
+          metrics::WorkerMetrics* metrics);
 
   // A pass now, then about one every interval until Stop().
   void Start();
@@ -91,7 +91,7 @@ class Janitor {
   std::chrono::steady_clock::time_point lease_read_at_;
   // Why the pass's record was not written (OK when it was, or none was due).
   Status record_status_;
-  WorkerMetrics* const metrics_;  // null: none
+  metrics::WorkerMetrics* const metrics_;  // null: none
 };
 
 }  // namespace reliableq

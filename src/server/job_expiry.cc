@@ -55,7 +55,7 @@ JobFlow ReadJobFlow(const rapidjson::Value& job) {
 }
 
 bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_class,
-                      std::string_view queue, double now, const Logger& log, WorkerMetrics* metrics,
+                      std::string_view queue, double now, const Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done) {
   JobFlow flow = ReadJobFlow(document);
   done->unique = flow.unique;

@@ -58,7 +58,7 @@ std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view
 
 LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
                      std::string identity, std::vector<Limit> limits, const Clock& clock,
-                     const Logger& log, Admit admit, WorkerMetrics* metrics)
+                     const Logger& log, Admit admit, metrics::WorkerMetrics* metrics)
     : command_(command),
       queues_(queues),
       keys_(keys),

@@ -74,7 +74,7 @@ class LimitGate {
 
   LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
             std::string identity, std::vector<Limit> limits, const Clock& clock, const Logger& log,
-            Admit admit, WorkerMetrics* metrics);
+            Admit admit, metrics::WorkerMetrics* metrics);
 
   // Leaves in `jobs` those of unlimited classes, to start now; sends the
   // others to limit_acquire.lua.
@@ -120,7 +120,7 @@ class LimitGate {
   const Clock& clock_;
   const Logger& log_;
   Admit admit_;
-  WorkerMetrics* const metrics_;  // null: none
+  metrics::WorkerMetrics* const metrics_;  // null: none
 
   uint64_t next_slot_ = 1;
   std::unordered_map<uint64_t, Held> held_;

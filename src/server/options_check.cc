@@ -134,7 +134,7 @@ Status CheckServerOptions(const ServerOptions& options) {
     }
   }
   if (!options.http_address.empty()) {
-    if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
+    if (Result<http::HttpAddress> where = http::HttpAddress::Parse(options.http_address); !where.ok()) {
       return where.status();
     }
   }

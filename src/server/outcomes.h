@@ -50,7 +50,7 @@ class Outcomes {
   // The parts a worker may go without.
   struct Optional {
     // Observes each ack round's round trip there (null: none).
-    WorkerMetrics* metrics = nullptr;
+    metrics::WorkerMetrics* metrics = nullptr;
     // Called with the limiter slot (FinishedJob::limit_slot) of each job
     // whose outcome is sent for the first time, after it is sent (null:
     // the worker has no limits).
@@ -104,7 +104,7 @@ class Outcomes {
   const Clock& clock_;
   const Logger& log_;
   std::function<void()> on_round_over_;
-  WorkerMetrics* const metrics_;
+  metrics::WorkerMetrics* const metrics_;
   const std::function<void(uint64_t)> on_slot_freed_;
   uv::Timer retry_timer_;
   bool closed_ = false;

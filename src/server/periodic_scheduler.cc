@@ -27,8 +27,8 @@ std::string ReplyString(const redisReply* r) {
 
 struct PeriodicScheduler::Entry {
   PeriodicJob job;
-  CronSchedule cron;
-  PeriodicDefinition definition;
+  periodic::CronSchedule cron;
+  periodic::PeriodicDefinition definition;
   int64_t cursor = 0;              // every tick up to here is handled
   bool declared = false;           // periodic_declare.lua answered this run
   bool catch_up_owed = false;      // the catch-up tick is still to submit
@@ -49,7 +49,7 @@ struct PeriodicScheduler::Batch {
 PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command,
                                      const Keys& keys, std::string identity,
                                      const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                                     const Logger& log, WorkerMetrics* metrics)
+                                     const Logger& log, metrics::WorkerMetrics* metrics)
     : command_(command),
       keys_(keys),
       identity_(std::move(identity)),
@@ -58,14 +58,14 @@ PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection
       metrics_(metrics),
       timer_(loop, [this] { Turn(); }) {
   for (const PeriodicJob& job : jobs) {
-    Result<CronSchedule> cron = CronSchedule::Parse(job.cron, job.time_zone);
+    Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(job.cron, job.time_zone);
     Status checked = cron.ok() ? CheckPeriodicJob(job) : cron.status();
     if (!checked.ok()) {
       log_.Log(LogLevel::kError, LogEvent("periodic_invalid").WithError(checked.message()),
                "%s: left out", checked.message().c_str());
       continue;
     }
-    entries_.push_back(std::unique_ptr<Entry>(new Entry{job, *cron, DefinitionOf(job)}));
+    entries_.push_back(std::unique_ptr<Entry>(new Entry{job, *cron, periodic::DefinitionOf(job)}));
   }
 }
 
@@ -112,7 +112,7 @@ void PeriodicScheduler::Turn() {
 }
 
 void PeriodicScheduler::Declare(Entry& entry) {
-  const PeriodicDefinition& d = entry.definition;
+  const periodic::PeriodicDefinition& d = entry.definition;
   ScriptCall call = PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
                                         {{"cron", d.cron},
                                          {"timezone", d.time_zone},
@@ -159,7 +159,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       entry.catch_up_owed = false;
     }
   }
-  OwedTicks owed = TicksOwed(entry.cron, entry.cursor, now, kMaxTicksPerTurn);
+  periodic::OwedTicks owed = periodic::TicksOwed(entry.cron, entry.cursor, now, kMaxTicksPerTurn);
   if (owed.skipped > 0) {
     log_.Log(LogLevel::kWarn, "periodic_skipped",
              "periodic job %s: %lld ticks from %lld to %lld skipped (more than %zu owed at "
@@ -178,7 +178,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
   for (size_t i = 0; i < batch->ticks.size(); ++i) {
     int64_t tick = batch->ticks[i];
     std::string jid;
-    Result<std::string> payload = TickPayload(entry.job, tick, at);
+    Result<std::string> payload = periodic::TickPayload(entry.job, tick, at);
     Status sent;
     if (!payload.ok()) {
       sent = payload.status();

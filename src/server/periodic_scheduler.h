@@ -50,7 +50,7 @@ class PeriodicScheduler {
   // does not is logged and left out.
   PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
                     std::string identity, const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                    const Logger& log, WorkerMetrics* metrics);
+                    const Logger& log, metrics::WorkerMetrics* metrics);
   ~PeriodicScheduler();
 
   // Declares the jobs, sets each cursor to now and begins pushing ticks.
@@ -77,7 +77,7 @@ class PeriodicScheduler {
   const std::string identity_;
   const Clock& clock_;
   const Logger& log_;
-  WorkerMetrics* const metrics_;  // null: none
+  metrics::WorkerMetrics* const metrics_;  // null: none
   std::vector<std::unique_ptr<Entry>> entries_;
   uv::Timer timer_;
   bool running_ = false;

@@ -36,18 +36,18 @@ double PickupLatency(const rapidjson::Document& document, double started_at) {
   return started_at >= at ? started_at - at : 0;
 }
 
-JobResult ResultOf(const FinishedJob& done) {
-  if (done.outcome == Outcome::kSucceeded) return JobResult::kSucceeded;
-  if (done.outcome == Outcome::kInvalid) return JobResult::kDead;
+metrics::JobResult ResultOf(const FinishedJob& done) {
+  if (done.outcome == Outcome::kSucceeded) return metrics::JobResult::kSucceeded;
+  if (done.outcome == Outcome::kInvalid) return metrics::JobResult::kDead;
   switch (done.action) {
     case FailureAction::kRetry:
-      return JobResult::kRetried;
+      return metrics::JobResult::kRetried;
     case FailureAction::kDead:
-      return JobResult::kDead;
+      return metrics::JobResult::kDead;
     case FailureAction::kDrop:
       break;
   }
-  return JobResult::kDiscarded;
+  return metrics::JobResult::kDiscarded;
 }
 
 bool AnyClassTimeout(const HandlerRegistry& registry) {
@@ -80,7 +80,7 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
     }
     std::vector<std::string> queues;
     for (const QueueSpec& queue : options.queues) queues.push_back(queue.name);
-    config.metrics = std::make_shared<WorkerMetrics>(std::move(classes), std::move(queues),
+    config.metrics = std::make_shared<metrics::WorkerMetrics>(std::move(classes), std::move(queues),
                                                      options.concurrency);
   }
   config.threads = options.concurrency;
@@ -166,7 +166,7 @@ struct ProcessorPool::State {
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
   // `tally`: the thread's (metrics off: one that does nothing).
-  FinishedJob Run(Slot& slot, const std::string& queue, WorkerMetrics::Tally& tally);
+  FinishedJob Run(Slot& slot, const std::string& queue, metrics::WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
   // Publishes, under mu, the job's deadline (with a timeout) and whether
@@ -203,7 +203,7 @@ Status ProcessorPool::Start() {
 void ProcessorPool::State::Loop(int slot_index) {
   SetLogThreadName("p" + std::to_string(slot_index));
   Slot& slot = slots[static_cast<size_t>(slot_index)];
-  WorkerMetrics::Tally tally(config.metrics.get());
+  metrics::WorkerMetrics::Tally tally(config.metrics.get());
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
     while (!stopping && (ready.empty() || config.clock->Monotonic() >= lease)) {
@@ -302,7 +302,7 @@ void ProcessorPool::State::MarkSlot(Slot& slot, std::optional<std::chrono::milli
 }
 
 FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
-                                      WorkerMetrics::Tally& tally) {
+                                      metrics::WorkerMetrics::Tally& tally) {
   const FetchedJob& job = slot.job;
   const double started_at = slot.started_at;
   // The payload itself moves into the outcome under the lock (Loop): the
@@ -314,7 +314,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     done.outcome = Outcome::kInvalid;
     done.error = decoded.status().message();
     if (config.metrics) {
-      tally.Add(LabelBounder::kOther, job.queue, queue, ResultOf(done), 0, -1, started_at);
+      tally.Add(metrics::LabelBounder::kOther, job.queue, queue, ResultOf(done), 0, -1, started_at);
     }
     return done;
   }
@@ -399,7 +399,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
                         "done: %.6f sec", now - started_at);
       }
       if (config.metrics) {
-        tally.Add(view.job_class(), job.queue, queue, JobResult::kSucceeded, now - started_at,
+        tally.Add(view.job_class(), job.queue, queue, metrics::JobResult::kSucceeded, now - started_at,
                   PickupLatency(decoded->document, started_at), now);
       }
     }

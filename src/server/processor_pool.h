@@ -59,7 +59,7 @@ struct ProcessorConfig {
   std::shared_ptr<const Logger> log;
   std::shared_ptr<const Clock> clock;
   // Null: no metrics, and no cost for them. Shared like the above.
-  std::shared_ptr<WorkerMetrics> metrics;
+  std::shared_ptr<metrics::WorkerMetrics> metrics;
   // Classes run by programs and URLs, after the registry's; null: none.
   std::shared_ptr<const ExternalHandlers> external;
   // Which timeout a job has (empty: the jobs' own `timeout` fields only).

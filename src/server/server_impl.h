@@ -124,7 +124,7 @@ class ServerImpl final : public Server {
   QueueSet queues_;
   // The processors' configuration, until Init builds the pool with it.
   ProcessorConfig pool_config_;
-  std::shared_ptr<WorkerMetrics> metrics_;  // null without http_address
+  std::shared_ptr<metrics::WorkerMetrics> metrics_;  // null without http_address
 
   // In the order Init builds them (each after what it uses), so destroyed
   // each before what it uses. Declared first, destroyed last: every handle

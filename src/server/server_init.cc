@@ -55,7 +55,7 @@ Status ServerImpl::Init() {
   const Logger& log = *log_;
   const Clock& clock = *clock_;
   const DeadSetLimits dead_limits = options_.dead_set;
-  WorkerMetrics* const metrics = metrics_.get();
+  metrics::WorkerMetrics* const metrics = metrics_.get();
 
   // The loop's own handles, each calling the shell.
   finished_ = std::make_unique<uv::Wakeup>(loop_ref, [this] { OnFinished(); });
