@@ -109,7 +109,8 @@ class LimitGate {
     std::string holder;
   };
   void Acquire(size_t limit, FetchedJob job);
-  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s, redisReply* reply);
+  // `read`: limit_acquire.lua's reply, or why there is none.
+  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, Result<LimitAcquireReply> read);
   void SendRelease(size_t limit, std::vector<std::string> holders);
   LimitTerms Terms(size_t limit) const;
 
