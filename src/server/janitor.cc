@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "redis/reply.h"
-#include "server/limit_gate.h"  // ReapLimits
+#include "server/limit_reaper.h"
 
 namespace reliableq {
 

@@ -1,7 +1,8 @@
-// The janitor's pass over limits (ReapLimits in limit_gate.h): for each
-// limiter declared in `limits`, the holders' processes are read from its
-// holders hash and limit_reap.lua frees the slots of those without a
-// heartbeat key, in one atomic step per limiter.
+// For each limiter declared in `limits`, the holders' processes are read
+// from its holders hash and limit_reap.lua frees the slots of those without
+// a heartbeat key, in one atomic step per limiter.
+
+#include "server/limit_reaper.h"
 
 #include <rapidjson/document.h>
 
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "server/limit_gate.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 
