@@ -1,6 +1,8 @@
 #include "protocol/script_calls.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 
 #include "codec/job_codec.h"
 
@@ -29,6 +31,47 @@ void AddQueuedMembers(const Keys& keys, size_t fixed_keys, std::vector<QueuedMem
 }
 
 std::string Count(int64_t n) { return std::to_string(n); }
+
+// A script's reply of another shape than its header documents.
+Status Unexpected(std::string_view script, redis::ReplyRef reply, std::string_view want) {
+  std::string got = redis::TypeName(reply);
+  if (reply && reply.raw()->type == REDIS_REPLY_ARRAY) {
+    got += " of " + std::to_string(reply.raw()->elements);
+  }
+  return Status::Protocol("unexpected reply from " + std::string(script) + ": want " +
+                          std::string(want) + ", got " + got);
+}
+
+// The array `reply` when it has `least` to `most` elements, else null.
+const redisReply* ArrayOf(redis::ReplyRef reply, size_t least, size_t most) {
+  const redisReply* r = reply.raw();
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < least || r->elements > most) {
+    return nullptr;
+  }
+  return r;
+}
+
+// A reply that is an integer count ("what the LREM returned") as "removed
+// something".
+Result<bool> RemovedAny(std::string_view script, redis::ReplyRef reply) {
+  Result<int64_t> n = redis::ToInteger(reply);
+  if (!n.ok()) return Unexpected(script, reply, "an integer");
+  return *n > 0;
+}
+
+// An array of `count` integers.
+Result<std::vector<int64_t>> Integers(std::string_view script, redis::ReplyRef reply, size_t count,
+                                      std::string_view want) {
+  const redisReply* r = ArrayOf(reply, count, count);
+  if (r == nullptr) return Unexpected(script, reply, want);
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < count; ++i) {
+    Result<int64_t> n = redis::ToInteger(r->element[i]);
+    if (!n.ok()) return Unexpected(script, reply, want);
+    values.push_back(*n);
+  }
+  return values;
+}
 
 }  // namespace
 
@@ -92,6 +135,10 @@ ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload)
   return ScriptCall{ScriptId::kAckUnique, {std::string(working_key)}, {std::string(payload)}};
 }
 
+Result<bool> ReadAckUniqueReply(redis::ReplyRef reply) {
+  return RemovedAny("ack_unique.lua", reply);
+}
+
 ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid) {
   return ScriptCall{ScriptId::kReleaseUnique, {std::string(unique_key)}, {std::string(jid)}};
 }
@@ -103,6 +150,8 @@ ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_ke
                     {std::string(payload), resent_unconfirmed ? "2" : "1"}};
 }
 
+Result<bool> ReadDiscardReply(redis::ReplyRef reply) { return RemovedAny("discard.lua", reply); }
+
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
                      size_t max) {
   ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};
@@ -112,6 +161,26 @@ ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_v
     call.keys.emplace_back(working);
   }
   return call;
+}
+
+Result<FetchReply> ReadFetchReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{i, payload, ...} with skipped pairs as {-i, reason}";
+  const redisReply* r = ArrayOf(reply, 0, SIZE_MAX);
+  if (r == nullptr || r->elements % 2 != 0) return Unexpected("fetch.lua", reply, kWant);
+  FetchReply read;
+  read.jobs.reserve(r->elements / 2);
+  for (size_t i = 0; i < r->elements; i += 2) {
+    // A 1-based index into the pairs; negative for a pair skipped.
+    Result<int64_t> pair = redis::ToInteger(r->element[i]);
+    Result<std::string> text = redis::ToString(r->element[i + 1]);
+    if (!pair.ok() || *pair == 0 || !text.ok()) return Unexpected("fetch.lua", reply, kWant);
+    if (*pair < 0) {
+      read.skipped.push_back({static_cast<size_t>(-*pair) - 1, std::move(*text)});
+    } else {
+      read.jobs.push_back({static_cast<size_t>(*pair) - 1, std::move(*text)});
+    }
+  }
+  return read;
 }
 
 ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields) {
@@ -130,6 +199,25 @@ ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields
   return call;
 }
 
+Result<HeartbeatReply> ReadHeartbeatReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{existed, signal or nil}";
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("heartbeat.lua", reply, kWant);
+  Result<int64_t> existed = redis::ToInteger(r->element[0]);
+  if (!existed.ok()) return Unexpected("heartbeat.lua", reply, kWant);
+  HeartbeatReply read;
+  read.existed = *existed == 1;
+  if (r->elements == 2) {
+    Result<std::string> signal = redis::ToString(r->element[1]);
+    if (signal.ok()) {
+      read.signal = std::move(*signal);
+    } else if (!signal.status().IsNotFound()) {
+      return Unexpected("heartbeat.lua", reply, kWant);
+    }
+  }
+  return read;
+}
+
 ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                       const std::vector<std::string>& queues, bool force) {
   ScriptCall call{ScriptId::kForget,
@@ -138,6 +226,12 @@ ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                   {std::string(identity), force ? "1" : "0"}};
   for (const std::string& queue : queues) call.keys.push_back(keys.Working(identity, queue));
   return call;
+}
+
+Result<bool> ReadForgetReply(redis::ReplyRef reply) {
+  Result<int64_t> forgotten = redis::ToInteger(reply);
+  if (!forgotten.ok()) return Unexpected("forget.lua", reply, "1 or 0");
+  return *forgotten == 1;
 }
 
 ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
@@ -180,6 +274,12 @@ ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::stri
   return call;
 }
 
+Result<RequeueReply> ReadRequeueReply(redis::ReplyRef reply) {
+  auto counts = Integers("requeue.lua", reply, 3, "{requeued, dead, kept}");
+  if (!counts.ok()) return counts.status();
+  return RequeueReply{(*counts)[0], (*counts)[1], (*counts)[2]};
+}
+
 ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
                        const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
   return ScriptCall{ScriptId::kRecover,
@@ -198,6 +298,12 @@ ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const
                    std::string(wake_prefix)}};
   AddQueuedMembers(keys, 3, std::move(members), &call);
   return call;
+}
+
+Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply) {
+  auto counts = Integers("promote.lua", reply, 3, "{promoted, dead, skipped}");
+  if (!counts.ok()) return counts.status();
+  return PromoteReply{(*counts)[0], (*counts)[1], (*counts)[2]};
 }
 
 ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
@@ -239,6 +345,32 @@ ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
                      keys.WakeScheduled()}};
 }
 
+Result<LimitAcquireReply> ReadLimitAcquireReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant =
+      "{'start'}, {'waiting', holders}, {'scheduled', at} or {'gone'}";
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("limit_acquire.lua", reply, kWant);
+  Result<std::string> answer = redis::ToString(r->element[0]);
+  if (!answer.ok()) return Unexpected("limit_acquire.lua", reply, kWant);
+  using Answer = LimitAcquireReply::Answer;
+  LimitAcquireReply read;
+  if (*answer == "start") {
+    read.answer = Answer::kStart;
+  } else if (*answer == "waiting") {
+    read.answer = Answer::kWaiting;
+  } else if (*answer == "gone") {
+    read.answer = Answer::kGone;
+  } else if (*answer == "scheduled" && r->elements == 2) {
+    read.answer = Answer::kScheduled;
+    Result<std::string> at = redis::ToString(r->element[1]);
+    if (!at.ok()) return Unexpected("limit_acquire.lua", reply, kWant);
+    read.at = std::move(*at);
+  } else {
+    return Unexpected("limit_acquire.lua", reply, kWant);
+  }
+  return read;
+}
+
 ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
                             std::vector<std::string> holders, double now) {
   ScriptCall call{ScriptId::kLimitRelease,
@@ -261,6 +393,12 @@ ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
   return call;
 }
 
+Result<LimitReapReply> ReadLimitReapReply(redis::ReplyRef reply) {
+  auto counts = Integers("limit_reap.lua", reply, 2, "{holders removed, jobs moved back}");
+  if (!counts.ok()) return counts.status();
+  return LimitReapReply{(*counts)[0], (*counts)[1]};
+}
+
 std::string LimitHolder(uint64_t n, std::string_view identity) {
   return std::to_string(n) + "@" + std::string(identity);
 }
@@ -275,6 +413,31 @@ ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
                      FormatEpoch(tick.now)}};
 }
 
+Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant =
+      "{'pushed'}, {'undeclared'}, {'conflict', declared_by}, {'duplicate'}, {'too_late'} or "
+      "{'superseded', tick}";
+  using Outcome = PeriodicTickReply::Outcome;
+  static const std::pair<std::string_view, Outcome> kOutcomes[] = {
+      {"pushed", Outcome::kPushed},     {"undeclared", Outcome::kUndeclared},
+      {"conflict", Outcome::kConflict}, {"duplicate", Outcome::kDuplicate},
+      {"too_late", Outcome::kTooLate},  {"superseded", Outcome::kSuperseded}};
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("periodic.lua", reply, kWant);
+  Result<std::string> word = redis::ToString(r->element[0]);
+  if (!word.ok()) return Unexpected("periodic.lua", reply, kWant);
+  auto found = std::find_if(std::begin(kOutcomes), std::end(kOutcomes),
+                            [&](const auto& known) { return known.first == *word; });
+  if (found == std::end(kOutcomes)) return Unexpected("periodic.lua", reply, kWant);
+  PeriodicTickReply read;
+  read.outcome = found->second;
+  if (read.outcome == Outcome::kConflict && r->elements == 2) {
+    Result<std::string> declarer = redis::ToString(r->element[1]);
+    if (declarer.ok()) read.declarer = std::move(*declarer);
+  }
+  return read;
+}
+
 ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
                                std::string_view identity, double now,
                                std::vector<std::pair<std::string, std::string>> fields) {
@@ -286,6 +449,16 @@ ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::str
     call.args.push_back(std::move(value));
   }
   return call;
+}
+
+Result<PeriodicDeclareReply> ReadPeriodicDeclareReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{previous digest, previous declared_by}";
+  const redisReply* r = ArrayOf(reply, 2, 2);
+  if (r == nullptr) return Unexpected("periodic_declare.lua", reply, kWant);
+  Result<std::string> digest = redis::ToString(r->element[0]);
+  Result<std::string> declarer = redis::ToString(r->element[1]);
+  if (!digest.ok() || !declarer.ok()) return Unexpected("periodic_declare.lua", reply, kWant);
+  return PeriodicDeclareReply{std::move(*digest), std::move(*declarer)};
 }
 
 }  // namespace reliableq

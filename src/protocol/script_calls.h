@@ -1,7 +1,9 @@
 // Script calls: the one place that builds the KEYS and ARGV of each script
 // in lua/, in the order its header documents, for every caller (the worker,
-// the janitor pass, Admin). A script's contract changes here and in its
-// .lua file, nowhere else. Pure: building a call does no I/O.
+// the janitor pass, Admin), and beside it the one reader of the script's
+// reply (a kProtocol Status for a reply of another shape). A script's
+// contract changes here and in its .lua file, nowhere else. Pure: building
+// a call or reading a reply does no I/O.
 //
 // Thread safety: plain functions over values.
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "protocol/keys.h"
+#include "redis/reply.h"
 #include "redis/script_call.h"
 #include "reliableq/dead_set.h"
 #include "reliableq/recovery.h"
@@ -64,17 +67,35 @@ ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid);
 // ack_unique.lua: the ack of a succeeded job that holds a unique key until
 // its success.
 ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload);
+// Its reply: whether the job was still in the working list (and was removed).
+Result<bool> ReadAckUniqueReply(redis::ReplyRef reply);
 
 // discard.lua: an expired job out of its working list, counted in
 // `expired_key` (Keys::StatExpired; `resent_unconfirmed`: only if it was
 // still there).
 ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
                        std::string_view payload, bool resent_unconfirmed);
+// Its reply: whether the job was still in the working list (and was removed).
+Result<bool> ReadDiscardReply(redis::ReplyRef reply);
 
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
 // in the order given.
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
                      size_t max);
+// Its reply. `pair` is an index into the call's `pairs` (0 for the first).
+struct FetchedPayload {
+  size_t pair = 0;
+  std::string payload;
+};
+struct SkippedPair {
+  size_t pair = 0;
+  std::string reason;  // names the key and its type
+};
+struct FetchReply {
+  std::vector<FetchedPayload> jobs;  // oldest first
+  std::vector<SkippedPair> skipped;  // pairs not fetched from: a key of another type
+};
+Result<FetchReply> ReadFetchReply(redis::ReplyRef reply);
 
 // heartbeat.lua: what one beat writes.
 struct BeatFields {
@@ -90,11 +111,20 @@ struct BeatFields {
   std::vector<std::pair<std::string, std::string>> work;
 };
 ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields);
+// Its reply.
+struct HeartbeatReply {
+  bool existed = false;  // the heartbeat key was there before the beat
+  std::string signal;    // the signal popped; empty: none
+};
+Result<HeartbeatReply> ReadHeartbeatReply(redis::ReplyRef reply);
 
 // forget.lua: unregisters `identity`, whose working lists are those of
 // `queues`; `force` also when its heartbeat exists.
 ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
                       const std::vector<std::string>& queues, bool force);
+// Its reply: whether the process was forgotten (false: its heartbeat is
+// there, without `force`, or a working list is not empty).
+Result<bool> ReadForgetReply(redis::ReplyRef reply);
 
 // drop_heartbeat.lua: deletes the heartbeat key of `identity` only while it
 // holds `beat_client` (> 0), the id its registry entry named, and the
@@ -127,6 +157,13 @@ enum class RequeueMode { kKeep, kInterrupt };
 ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,
                        std::vector<std::string> listed);
+// Its reply: how many jobs went back to the queue, to dead, and stayed.
+struct RequeueReply {
+  int64_t requeued = 0;
+  int64_t dead = 0;
+  int64_t kept = 0;
+};
+Result<RequeueReply> ReadRequeueReply(redis::ReplyRef reply);
 
 // recover.lua: one batch of a dead process's working list for `queue`.
 struct RecoverBatch {
@@ -150,6 +187,14 @@ struct QueuedMember {
 // queue found empty is announced on `wake_prefix` + its name (empty: not).
 ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
                        std::string_view wake_prefix, std::vector<QueuedMember> members);
+// Its reply: members pushed to their queues, sent to dead, and no longer in
+// the set (promoted or deleted by somebody else).
+struct PromoteReply {
+  int64_t promoted = 0;
+  int64_t dead = 0;
+  int64_t skipped = 0;
+};
+Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply);
 
 // retry_now.lua: entries of `set` to their queues now; `decrement_retry`
 // for Sidekiq's "Retry now" (retry_count - 1).
@@ -180,6 +225,14 @@ ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
                             std::string_view working_key, std::string payload,
                             std::string_view holder, std::optional<double> now,
                             double jitter_seconds);
+// Its reply: the job may start, was parked (on a full limiter, or in
+// schedule on a full rate window), or is gone from the working list.
+struct LimitAcquireReply {
+  enum class Answer { kStart, kWaiting, kScheduled, kGone };
+  Answer answer = Answer::kStart;
+  std::string at;  // kScheduled: when the job is due, epoch seconds as text
+};
+Result<LimitAcquireReply> ReadLimitAcquireReply(redis::ReplyRef reply);
 
 // limit_release.lua: `holders` of limiter `limit` given back; parked jobs
 // move back to their queues while it has room.
@@ -190,6 +243,12 @@ ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
 // of `identities`, read from its holders) has no heartbeat key.
 ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
                          const std::vector<std::string>& identities, double now);
+// Its reply: the holders freed, and the parked jobs moved back.
+struct LimitReapReply {
+  int64_t removed = 0;
+  int64_t moved = 0;
+};
+Result<LimitReapReply> ReadLimitReapReply(redis::ReplyRef reply);
 
 // "<n>@<identity>", the holder name limit_reap.lua parses.
 std::string LimitHolder(uint64_t n, std::string_view identity);
@@ -209,12 +268,25 @@ struct PeriodicTick {
 // too late.
 inline constexpr int64_t kPeriodicTicksKept = 1000;
 ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick);
+// Its reply: what became of the tick (see the script).
+struct PeriodicTickReply {
+  enum class Outcome { kPushed, kUndeclared, kConflict, kDuplicate, kTooLate, kSuperseded };
+  Outcome outcome = Outcome::kPushed;
+  std::string declarer;  // kConflict: whose declaration is recorded ("": unknown)
+};
+Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply);
 
 // periodic_declare.lua: records `fields` (name, value pairs) as the
 // declaration of `name` by `identity`.
 ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
                                std::string_view identity, double now,
                                std::vector<std::pair<std::string, std::string>> fields);
+// Its reply: the declaration it replaced ("" each when there was none).
+struct PeriodicDeclareReply {
+  std::string previous_digest;
+  std::string previous_declarer;
+};
+Result<PeriodicDeclareReply> ReadPeriodicDeclareReply(redis::ReplyRef reply);
 
 }  // namespace reliableq
 

@@ -128,8 +128,8 @@ class Connection {
   // Status: FromErrorReply, told whether this connection was made without
   // cluster options, so that MOVED and ASK then say that the server is a
   // cluster node.
-  Status ErrorOf(const redisReply* reply) const {
-    return FromErrorReply(View(reply), options_.cluster.seeds.empty());
+  Status ErrorOf(ReplyRef reply) const {
+    return FromErrorReply(View(reply.raw()), options_.cluster.seeds.empty());
   }
 
   // How far the last Command, Pipeline or Eval got (for Eval, its last

@@ -1,6 +1,7 @@
 #include "redis/reply.h"
 
 #include <charconv>
+#include <utility>
 
 namespace reliableq::redis {
 
@@ -54,6 +55,50 @@ std::string_view InfoField(std::string_view info, std::string_view field) {
     at = end + 1;
   }
   return {};
+}
+
+bool IsErrorReply(ReplyRef reply) { return reply && reply.raw()->type == REDIS_REPLY_ERROR; }
+
+bool IsNilReply(ReplyRef reply) { return reply && reply.raw()->type == REDIS_REPLY_NIL; }
+
+Result<std::vector<std::string>> ToStrings(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
+    return Status::Protocol(std::string("expected an array of strings, got ") + TypeName(ref));
+  }
+  std::vector<std::string> strings;
+  strings.reserve(reply->elements);
+  for (size_t i = 0; i < reply->elements; ++i) {
+    Result<std::string> text = ToString(reply->element[i]);
+    if (!text.ok()) {
+      return Status::Protocol(std::string("expected an array of strings, got an array holding ") +
+                              TypeName(reply->element[i]));
+    }
+    strings.push_back(std::move(*text));
+  }
+  return strings;
+}
+
+Result<std::string> ReadConfigValue(ReplyRef reply) {
+  Result<std::vector<std::string>> pair = ToStrings(reply);
+  if (!pair.ok() || pair->size() != 2) {
+    return Status::Protocol(
+        "expected CONFIG GET's {name, value}, got " +
+        (pair.ok() ? std::to_string(pair->size()) + " strings" : pair.status().message()));
+  }
+  return std::move((*pair)[1]);
+}
+
+Result<std::vector<std::string>> ReadTrackingFlags(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (reply != nullptr && reply->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+      Result<std::string> name = ToString(reply->element[i]);
+      if (name.ok() && *name == "flags") return ToStrings(reply->element[i + 1]);
+    }
+  }
+  return Status::Protocol(
+      std::string("expected CLIENT TRACKINGINFO's fields with \"flags\", got ") + TypeName(ref));
 }
 
 }  // namespace reliableq::redis

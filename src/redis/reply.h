@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reliableq/status.h"
 
@@ -63,6 +64,23 @@ const char* TypeName(ReplyRef reply);
 // The value of `field` in the text of an INFO reply ("field:value" lines),
 // or empty.
 std::string_view InfoField(std::string_view info, std::string_view field);
+
+// Readers of command replies, for the layers that do not look inside one;
+// kProtocol for a reply of another shape.
+
+// An error reply (a Pipeline's replies keep them in place), and nil.
+bool IsErrorReply(ReplyRef reply);
+bool IsNilReply(ReplyRef reply);
+
+// An array of strings: SMEMBERS, HKEYS, HGETALL (field, value, ...),
+// ZRANGE (with WITHSCORES: member, score, ...).
+Result<std::vector<std::string>> ToStrings(ReplyRef reply);
+
+// CONFIG GET of one parameter: its value.
+Result<std::string> ReadConfigValue(ReplyRef reply);
+
+// CLIENT TRACKINGINFO: its "flags" ("on", "off", "broken_redirect", ...).
+Result<std::vector<std::string>> ReadTrackingFlags(ReplyRef reply);
 
 }  // namespace reliableq::redis
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "protocol/script_calls.h"
-
 namespace reliableq {
 
 namespace {
@@ -50,19 +48,26 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
       FetchCall(pairs, wanted),
-      [this, order = std::move(order), wanted, sent_at](const Status& s, redisReply* r) {
+      [this, order = std::move(order), wanted, sent_at](const Status& s, redis::ReplyRef r) {
         auto now = clock_.Monotonic();
         prefetch_.OnReply(sent_at, now, pool_.finished_total());
         if (metrics_ != nullptr && s.ok()) {
           metrics_->FetchRoundTrip(std::chrono::duration<double>(now - sent_at).count());
         }
-        OnReply(s, r, order, wanted);
+        FetchReply fetched;
+        if (s.ok()) {
+          // A reply of another shape (a broken script) brings no job, as an
+          // empty one does.
+          Result<FetchReply> read = ReadFetchReply(r);
+          if (read.ok()) fetched = std::move(*read);
+        }
+        OnReply(s, std::move(fetched), order, wanted);
       });
   if (!sent.ok()) in_flight_ = false;
   return sent.ok();
 }
 
-void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,
+void Fetcher::OnReply(const Status& status, FetchReply fetched, const std::vector<uint32_t>& order,
                       size_t wanted) {
   in_flight_ = false;
   if (!status.ok()) {
@@ -80,29 +85,18 @@ void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector
   }
   pause_ = std::chrono::milliseconds(0);
   std::vector<FetchedJob> jobs;
-  size_t skipped = 0;
-  if (reply->type == REDIS_REPLY_ARRAY) {
-    jobs.reserve(reply->elements / 2);
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-      // A 1-based index into `order`; negative for a pair fetch.lua skipped
-      // (the reports come first).
-      int64_t pair = reply->element[i]->integer;
-      const redisReply* text = reply->element[i + 1];
-      size_t at = static_cast<size_t>(pair < 0 ? -pair : pair);
-      if (pair == 0 || at > order.size()) continue;
-      if (pair < 0) {
-        health_.Broken(order[at - 1], std::string_view(text->str, text->len));
-        ++skipped;
-        continue;
-      }
-      jobs.push_back({order[at - 1], std::string(text->str, text->len)});
-    }
+  jobs.reserve(fetched.jobs.size());
+  for (FetchedPayload& job : fetched.jobs) {
+    if (job.pair < order.size()) jobs.push_back({order[job.pair], std::move(job.payload)});
+  }
+  for (const SkippedPair& skipped : fetched.skipped) {
+    if (skipped.pair < order.size()) health_.Broken(order[skipped.pair], skipped.reason);
   }
   if (health_.any_broken()) {
     // Every queue fetch.lua did not report was usable.
     std::vector<bool> reported(queues_.size(), false);
-    for (size_t i = 0; i < 2 * skipped; i += 2) {
-      reported[order[static_cast<size_t>(-reply->element[i]->integer) - 1]] = true;
+    for (const SkippedPair& skipped : fetched.skipped) {
+      if (skipped.pair < order.size()) reported[order[skipped.pair]] = true;
     }
     for (uint32_t q : order) {
       if (!reported[q]) health_.Working(q);

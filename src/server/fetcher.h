@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "metrics/worker_metrics.h"
+#include "protocol/script_calls.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/prefetch.h"
@@ -73,7 +74,7 @@ class Fetcher {
   const Prefetch& prefetch() const { return prefetch_; }
 
  private:
-  void OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,
+  void OnReply(const Status& status, FetchReply fetched, const std::vector<uint32_t>& order,
                size_t wanted);
 
   redis::AsyncConnection& command_;

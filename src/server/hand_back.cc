@@ -85,10 +85,10 @@ void HandBack::Attempt() {
 void HandBack::Forget() {
   Status sent = command_.Eval(
       ForgetCall(keys_, identity_, queues_.names(), /*force=*/true),
-      [this](const Status& s, redisReply* r) {
+      [this](const Status& s, redis::ReplyRef r) {
         in_flight_ = false;
-        bool forgotten = s.ok() && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-        if (forgotten) {
+        Result<bool> forgotten = s.ok() ? ReadForgetReply(r) : Result<bool>(s);
+        if (forgotten.ok() && *forgotten) {
           log_.Log(LogLevel::kInfo, "stopped", "stopped %s", identity_.c_str());
           on_over_(Status::OK());
         } else if (attempts_ < kMaxAttempts) {

@@ -114,7 +114,7 @@ void Heartbeat::Beat() {
   again_ = false;
 
   auto ping_sent = clock_.Monotonic();
-  command_.Command({"PING"}, [this, ping_sent](const Status& s, redisReply*) {
+  command_.Command({"PING"}, [this, ping_sent](const Status& s, redis::ReplyRef) {
     if (s.ok()) {
       rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Monotonic() -
                                                                       ping_sent)
@@ -160,13 +160,13 @@ void Heartbeat::Beat() {
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
       std::move(call), [this, published = std::move(published), queue_count = queues.size(),
-                        sent_at](const Status& s, redisReply* r) mutable {
+                        sent_at](const Status& s, redis::ReplyRef r) mutable {
         OnReply(s, r, std::move(published), queue_count, sent_at);
       });
   if (!sent.ok()) in_flight_ = false;
 }
 
-void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+void Heartbeat::OnReply(const Status& status, redis::ReplyRef reply, std::set<int64_t> published,
                         size_t queue_count,
                         std::chrono::steady_clock::time_point sent_at) {
   in_flight_ = false;
@@ -177,13 +177,11 @@ void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_
              error.c_str());
     return;  // the connection's own recovery will beat again
   }
-  bool existed = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
-                 reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1;
-  std::string signal;
-  if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2) {
-    Result<std::string> popped = redis::ToString(reply->element[1]);
-    if (popped.ok()) signal = std::move(popped.value());
-  }
+  // A reply of another shape (a broken script) reads as a key that was
+  // not there, and no signal.
+  Result<HeartbeatReply> read = ReadHeartbeatReply(reply);
+  bool existed = read.ok() && read->existed;
+  std::string signal = read.ok() ? std::move(read->signal) : std::string();
   published_ = std::move(published);
   published_queues_ = queue_count;
   Found found = !registered_ ? Found::kFirst : existed ? Found::kAlive : Found::kDeclaredDead;

@@ -96,7 +96,7 @@ class Heartbeat {
   int64_t rtt_us() const { return rtt_us_; }
 
  private:
-  void OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+  void OnReply(const Status& status, redis::ReplyRef reply, std::set<int64_t> published,
                size_t queue_count,
                std::chrono::steady_clock::time_point sent_at);
   std::string InfoJson(const std::vector<std::string>& queues) const;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "redis/errors.h"
-#include "server/limit_gate.h"  // ReapLimits
+#include "redis/reply.h"
+#include "server/limit_reaper.h"
 
 namespace reliableq {
 
@@ -181,16 +181,16 @@ void Janitor::RunPass() {
     result_ = lease.status();
     return;
   }
-  const redisReply* set = (*lease)[0].get();
-  const redisReply* pttl = (*lease)[1].get();
-  if (set->type == REDIS_REPLY_ERROR) {
-    result_ = redis::FromErrorReply(redis::View(set));
+  redis::ReplyRef set = (*lease)[0];
+  if (redis::IsErrorReply(set)) {
+    result_ = redis_->ErrorOf(set);
     return;
   }
-  if (pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0) {
-    lease_left_ = std::chrono::milliseconds(std::min<int64_t>(pttl->integer, interval_.count()));
+  Result<int64_t> pttl = redis::ToInteger((*lease)[1]);
+  if (pttl.ok() && *pttl >= 0) {
+    lease_left_ = std::chrono::milliseconds(std::min<int64_t>(*pttl, interval_.count()));
   }
-  if (set->type == REDIS_REPLY_NIL) {
+  if (redis::IsNilReply(set)) {
     result_ = RecoveryReport{};
     return;
   }
@@ -214,8 +214,8 @@ void Janitor::WriteRecord(double at) {
   record_status_ = written.status();
   if (!written.ok()) return;
   for (const redis::ReplyPtr& reply : *written) {
-    if (reply->type == REDIS_REPLY_ERROR) {
-      record_status_ = redis::FromErrorReply(redis::View(reply.get()));
+    if (redis::IsErrorReply(reply)) {
+      record_status_ = redis_->ErrorOf(reply);
       return;
     }
   }

@@ -69,7 +69,7 @@ class Janitor {
   // On the thread pool, after a pass it ran.
   void WriteRecord(double at);
   // On the thread pool, after the recovery: the limiter slots of dead
-  // processes (limit_gate.h, ReapLimits).
+  // processes (limit_reaper.h).
   void ReapSlots(double now);
 
   uv::EventLoop& loop_;

@@ -110,13 +110,14 @@ void LimitGate::Acquire(size_t limit, FetchedJob job) {
                                      holder, std::nullopt, JitterSeconds(terms.period_seconds));
   waiting_reply_.emplace(slot, std::move(job));
   ++pending_;
-  Status sent = command_.Eval(call, [this, limit, slot](const Status& s, redisReply* reply) {
+  Status sent = command_.Eval(call, [this, limit, slot](const Status& s, redis::ReplyRef reply) {
     auto found = waiting_reply_.find(slot);
     if (found == waiting_reply_.end()) return;
     FetchedJob job = std::move(found->second);
     waiting_reply_.erase(found);
     --pending_;
-    OnAcquired(limit, slot, std::move(job), s, reply);
+    OnAcquired(limit, slot, std::move(job),
+               s.ok() ? ReadLimitAcquireReply(reply) : Result<LimitAcquireReply>(s));
   });
   if (!sent.ok()) {
     // Not sent: no slot taken; the job stays in the working list for the
@@ -126,20 +127,20 @@ void LimitGate::Acquire(size_t limit, FetchedJob job) {
   }
 }
 
-void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s,
-                           redisReply* reply) {
+void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job,
+                           Result<LimitAcquireReply> read) {
   const Limit& l = limits_[limit];
+  const Status& s = read.status();
   std::string holder = LimitHolder(slot, identity_);
   bool lost = !s.ok() && (s.IsIoError() || s.IsTimeout() || s.IsShutdown());
-  if (!lost && (!s.ok() || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
-                reply->element[0]->type != REDIS_REPLY_STRING)) {
+  if (!lost && !s.ok()) {
     // Refused (a key of the wrong type, OOM, READONLY): the script wrote
     // nothing and the job is still in our working list. Held, and tried
     // again on the next beat; the release of a slot never taken is a no-op
-    // HDEL, sent in case an unexpected reply hid one.
+    // HDEL, sent in case an unexpected reply (kProtocol) hid one.
     if (!acquire_refused_logged_) {
       acquire_refused_logged_ = true;
-      std::string error = s.ok() ? "unexpected reply" : s.ToString();
+      std::string error = s.ToString();
       log_.Log(LogLevel::kWarn, LogEvent("limit_acquire_failed").WithError(error),
                "limit %s: acquire refused (%s); the job waits in this process and is tried "
                "again on each beat (logged once until an acquire succeeds)",
@@ -164,8 +165,8 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     return;
   }
   acquire_refused_logged_ = false;
-  std::string_view answer(reply->element[0]->str, reply->element[0]->len);
-  if (answer == "start") {
+  using Answer = LimitAcquireReply::Answer;
+  if (read->answer == Answer::kStart) {
     job.limit_slot = slot;
     held_.emplace(slot, Held{limit, std::move(holder)});
     std::vector<FetchedJob> start;
@@ -173,16 +174,13 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     if (!admit_(&start)) Release(slot);
     return;
   }
-  if (answer == "gone") return;  // recovered by a janitor: not ours any more
-  const char* reason = answer == "waiting" ? "concurrency" : "rate";
+  if (read->answer == Answer::kGone) return;  // recovered by a janitor: not ours any more
+  const char* reason = read->answer == Answer::kWaiting ? "concurrency" : "rate";
   if (metrics_ != nullptr) metrics_->JobParked(l.name, reason);
   if (log_.Enabled(LogLevel::kDebug)) {
-    std::string detail = reply->elements > 1 && reply->element[1]->type == REDIS_REPLY_STRING
-                             ? std::string(reply->element[1]->str, reply->element[1]->len)
-                             : std::string();
     log_.Log(LogLevel::kDebug, LogEvent("job_parked").WithQueue(queues_[job.queue].name),
              "limit %s: job parked (%s full)%s%s", l.name.c_str(), reason,
-             detail.empty() ? "" : ", back at ", detail.c_str());
+             read->at.empty() ? "" : ", back at ", read->at.c_str());
   }
 }
 
@@ -227,7 +225,7 @@ void LimitGate::Flush() {
 void LimitGate::SendRelease(size_t limit, std::vector<std::string> holders) {
   ScriptCall call = LimitReleaseCall(keys_, Terms(limit), holders, clock_.Now());
   auto kept = std::make_shared<std::vector<std::string>>(std::move(holders));
-  Status sent = command_.Eval(call, [this, limit, kept](const Status& s, redisReply*) {
+  Status sent = command_.Eval(call, [this, limit, kept](const Status& s, redis::ReplyRef) {
     if (s.ok()) {
       release_error_logged_ = false;
       return;
@@ -256,7 +254,7 @@ void LimitGate::Declare() {
     argv.push_back(LimitDefinitionJson(l));
   }
   std::vector<std::string_view> views(argv.begin(), argv.end());
-  command_.Command(views, [this](const Status& s, redisReply*) {
+  command_.Command(views, [this](const Status& s, redis::ReplyRef) {
     if (!s.ok()) {
       std::string error = s.ToString();
       log_.Log(LogLevel::kWarn, LogEvent("limits_not_declared").WithError(error),

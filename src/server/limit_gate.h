@@ -12,7 +12,7 @@
 //   and counted as held (AddPending), so that a reconcile keeps it;
 // - a slot whose acquire reply was lost is given back (the release is
 //   idempotent), so no slot of a live process leaks; the slots of a dead
-//   one are the janitor's (limit_reap.lua, ReapLimits);
+//   one are the janitor's (limit_reap.lua, limit_reaper.h);
 // - a job whose acquire Redis refused (an error reply: nothing written)
 //   stays held and is tried again on the next beat, rather than lying in
 //   the working list unheld until some reconcile.
@@ -36,7 +36,6 @@
 #include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
-#include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/limits.h"
 #include "protocol/script_calls.h"
@@ -107,7 +106,8 @@ class LimitGate {
     std::string holder;
   };
   void Acquire(size_t limit, FetchedJob job);
-  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s, redisReply* reply);
+  // `read`: limit_acquire.lua's reply, or why there is none.
+  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, Result<LimitAcquireReply> read);
   void SendRelease(size_t limit, std::vector<std::string> holders);
   LimitTerms Terms(size_t limit) const;
 
@@ -136,12 +136,6 @@ class LimitGate {
   bool release_error_logged_ = false;
   bool acquire_refused_logged_ = false;
 };
-
-// The janitor's pass over limits: frees the slots of dead processes and
-// moves parked jobs back while there is room (limit_reap.lua per limiter
-// in `limits`). Blocking; on the janitor's thread. Returns the number of
-// slots freed.
-Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now);
 
 }  // namespace reliableq
 

@@ -94,12 +94,13 @@ void Outcomes::SendScriptedOutcome(FinishedJob job) {
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
     return command_.Eval(call, [this, settle = std::move(settle), expired, maybe_applied](
-                                   const Status& s, redisReply* reply) {
+                                   const Status& s, redis::ReplyRef reply) {
       if (!s.ok()) {
         settle(s, std::vector<size_t>{0});
         return;
       }
-      bool removed = reply != nullptr && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
+      Result<bool> read = expired ? ReadDiscardReply(reply) : ReadAckUniqueReply(reply);
+      bool removed = read.ok() && *read;
       // stat:processed counts executions; an expired job never ran.
       if (!expired && (!maybe_applied || removed)) ++uncounted_processed_;
       settle(s, {});
@@ -249,7 +250,7 @@ void Outcomes::SendFailure(FinishedJob job, double now) {
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redisReply*) {
+    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redis::ReplyRef) {
       settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
     });
   });

@@ -18,11 +18,6 @@ constexpr int64_t kMaxSleepMillis = 60000;
 // After a failed call (Redis down, a refused script): try again this soon.
 constexpr milliseconds kRetryDelay{1000};
 
-std::string ReplyString(const redisReply* r) {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return "";
-  return std::string(r->str, r->len);
-}
-
 }  // namespace
 
 struct PeriodicScheduler::Entry {
@@ -123,18 +118,20 @@ void PeriodicScheduler::Declare(Entry& entry) {
                                          {"catch_up", entry.job.catch_up ? "true" : "false"}});
   entry.declared = true;  // a failure below sets it back
   uint64_t run = run_;
-  Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redisReply* r) {
+  Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redis::ReplyRef r) {
     if (run != run_) return;
-    if (!s.ok() || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    Result<PeriodicDeclareReply> read =
+        s.ok() ? ReadPeriodicDeclareReply(r) : Result<PeriodicDeclareReply>(s);
+    if (!read.ok()) {
       entry.declared = false;
-      std::string why = s.ok() ? "unexpected reply" : s.ToString();
+      std::string why = read.status().ToString();
       log_.Log(LogLevel::kWarn, LogEvent("periodic_declare_failed").WithError(why),
                "periodic job %s: declaring failed: %s; trying again", entry.job.name.c_str(),
                why.c_str());
       return;
     }
-    std::string previous = ReplyString(r->element[0]);
-    std::string declarer = ReplyString(r->element[1]);
+    const std::string& previous = read->previous_digest;
+    const std::string& declarer = read->previous_declarer;
     if (!previous.empty() && previous != entry.definition.digest) {
       log_.Log(LogLevel::kWarn, "periodic_conflict",
                "periodic job %s: this worker's declaration (digest %s, cron \"%s\") replaces "
@@ -192,40 +189,44 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
           entry.job.name,  entry.definition.digest, tick, batch->catch_up_first && i == 0,
           entry.job.queue, std::move(*payload),     jid,  at};
       sent = command_.Eval(PeriodicTickCall(keys_, std::move(call)),
-                           [this, &entry, batch, i](const Status& s, redisReply* r) {
-                             OnTickReply(entry, batch, i, s, r);
+                           [this, &entry, batch, i](const Status& s, redis::ReplyRef r) {
+                             OnTickReply(
+                                 entry, batch, i,
+                                 s.ok() ? ReadPeriodicTickReply(r) : Result<PeriodicTickReply>(s));
                            });
     }
-    if (!sent.ok()) OnTickReply(entry, batch, i, sent, nullptr);
+    if (!sent.ok()) OnTickReply(entry, batch, i, sent);
   }
 }
 
 void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                                    const Status& status, redisReply* reply) {
+                                    const Result<PeriodicTickReply>& read) {
   if (batch->run != run_) return;
   const std::string& name = entry.job.name;
   const int64_t tick = batch->ticks[index];
-  std::string outcome;
-  if (status.ok() && reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1) {
-    outcome = ReplyString(reply->element[0]);
-  }
-  if (outcome == "pushed") {
+  using Outcome = PeriodicTickReply::Outcome;
+  if (!read.ok()) {
+    std::string why = read.status().ToString();
+    log_.Log(LogLevel::kWarn, LogEvent("periodic_failed").WithError(why),
+             "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
+             static_cast<long long>(tick), why.c_str());
+  } else if (read->outcome == Outcome::kPushed) {
     batch->handled[index] = true;
     entry.conflict_with.clear();
     log_.Log(LogLevel::kDebug, "periodic_pushed", "periodic job %s: tick %lld pushed%s",
              name.c_str(), static_cast<long long>(tick),
              batch->catch_up_first && index == 0 ? " (catch-up)" : "");
     if (metrics_) metrics_->PeriodicPushed(name);
-  } else if (outcome == "duplicate" || outcome == "superseded") {
+  } else if (read->outcome == Outcome::kDuplicate || read->outcome == Outcome::kSuperseded) {
     batch->handled[index] = true;
-  } else if (outcome == "too_late") {
+  } else if (read->outcome == Outcome::kTooLate) {
     batch->handled[index] = true;
     log_.Log(LogLevel::kWarn, "periodic_skipped",
              "periodic job %s: tick %lld skipped: older than every tick Redis keeps a record of",
              name.c_str(), static_cast<long long>(tick));
-  } else if (outcome == "conflict") {
+  } else if (read->outcome == Outcome::kConflict) {
     batch->handled[index] = true;
-    std::string declarer = reply->elements >= 2 ? ReplyString(reply->element[1]) : "";
+    const std::string& declarer = read->declarer;
     if (declarer != entry.conflict_with) {
       entry.conflict_with = declarer;
       log_.Log(LogLevel::kWarn, "periodic_conflict",
@@ -235,14 +236,9 @@ void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& 
                entry.definition.digest.c_str());
     }
     TakeOverIfGone(entry, declarer);
-  } else if (outcome == "undeclared") {
+  } else if (read->outcome == Outcome::kUndeclared) {
     // The record is gone (a FLUSHDB): declare again, then the tick.
     entry.declared = false;
-  } else {
-    std::string why = status.ok() ? "unexpected reply" : status.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("periodic_failed").WithError(why),
-             "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
-             static_cast<long long>(tick), why.c_str());
   }
   if (--batch->remaining == 0) Finish(entry, *batch);
 }
@@ -256,9 +252,10 @@ void PeriodicScheduler::TakeOverIfGone(Entry& entry, const std::string& declarer
   if (declarer.empty() || declarer == identity_) return;
   Entry* target = &entry;
   command_.Command({"EXISTS", keys_.Heartbeat(declarer)},
-                   [this, target, declarer](const Status& s, redisReply* reply) {
-                     if (!s.ok() || !running_ || reply->type != REDIS_REPLY_INTEGER ||
-                         reply->integer != 0 || target->conflict_with != declarer) {
+                   [this, target, declarer](const Status& s, redis::ReplyRef reply) {
+                     Result<int64_t> exists = s.ok() ? redis::ToInteger(reply) : Result<int64_t>(s);
+                     if (!exists.ok() || !running_ || *exists != 0 ||
+                         target->conflict_with != declarer) {
                        return;
                      }
                      log_.Log(LogLevel::kWarn, "periodic_takeover",

@@ -34,6 +34,7 @@
 #include "metrics/worker_metrics.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
+#include "protocol/script_calls.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/periodic.h"
@@ -66,8 +67,9 @@ class PeriodicScheduler {
   void Turn();
   void Declare(Entry& entry);
   void SubmitOwed(Entry& entry, int64_t now);
+  // `read`: periodic.lua's reply for the tick, or why there is none.
   void OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                   const Status& status, redisReply* reply);
+                   const Result<PeriodicTickReply>& read);
   void Finish(Entry& entry, const Batch& batch);
   void TakeOverIfGone(Entry& entry, const std::string& declarer);
   void Arm();

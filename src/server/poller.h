@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/keys.h"
 #include "base/log.h"
@@ -88,7 +89,8 @@ class Poller {
   // Promotes the due members of the sets in `mask` (bit 1 << Set), batch
   // after batch while one is full, then reads the heads.
   void Pass(unsigned mask);
-  void Promote(std::string_view set, redisReply* members, std::function<void(bool, bool)> done);
+  void Promote(std::string_view set, std::vector<std::string> members,
+               std::function<void(bool, bool)> done);
   // Arms the timer for `due` (epoch seconds; kNever: none), capped by a
   // fresh fallback wait.
   void Sleep(double due);

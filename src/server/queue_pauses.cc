@@ -5,28 +5,6 @@
 
 namespace reliableq {
 
-namespace {
-
-// The members of an SMEMBERS reply; nullopt when it is not an array (an
-// error reply, the key of another type).
-std::optional<std::vector<std::string>> Members(const redisReply* reply) {
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return std::nullopt;
-  std::vector<std::string> names;
-  names.reserve(reply->elements);
-  for (size_t i = 0; i < reply->elements; ++i) {
-    const redisReply* name = reply->element[i];
-    if (name->type == REDIS_REPLY_STRING) names.emplace_back(redis::View(name));
-  }
-  return names;
-}
-
-std::string ErrorOf(const redisReply* reply) {
-  if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) return std::string(redis::View(reply));
-  return "not a set";
-}
-
-}  // namespace
-
 QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
                          const Logger& log, Events events)
     : command_(command),
@@ -38,10 +16,10 @@ QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, Queu
 Status QueuePauses::Load(redis::Connection& connection) {
   Result<redis::ReplyPtr> reply = connection.Command({"SMEMBERS", key_});
   if (!reply.ok()) return reply.status();
-  std::optional<std::vector<std::string>> names = Members(reply->get());
-  if (!names) {
+  Result<std::vector<std::string>> names = redis::ToStrings(*reply);
+  if (!names.ok()) {
     return Status::Script("cannot read the paused queues at " + key_ + ": " +
-                          ErrorOf(reply->get()));
+                          names.status().message());
   }
   Apply({names->begin(), names->end()});
   return Status::OK();
@@ -50,14 +28,15 @@ Status QueuePauses::Load(redis::Connection& connection) {
 void QueuePauses::Refresh() {
   if (!command_.ready()) return;
   uint64_t messages_before = messages_;
-  command_.Command({"SMEMBERS", key_}, [this, messages_before](const Status& s, redisReply* reply) {
+  command_.Command({"SMEMBERS", key_}, [this, messages_before](const Status& s,
+                                                               redis::ReplyRef reply) {
     if (!s.ok()) return;  // the connection's own handling reports it
     if (messages_ != messages_before) return;
-    std::optional<std::vector<std::string>> names = Members(reply);
-    if (!names) {
+    Result<std::vector<std::string>> names = redis::ToStrings(reply);
+    if (!names.ok()) {
       if (!read_failure_logged_) {
         read_failure_logged_ = true;
-        std::string error = ErrorOf(reply);
+        std::string error = names.status().message();
         log_.Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(error),
                  "cannot read the paused queues at %s: %s; pauses stay as they were",
                  Escaped(key_).c_str(), Escaped(error).c_str());

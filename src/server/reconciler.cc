@@ -16,7 +16,7 @@ void Reconciler::FenceStaleClients() {
   for (const StaleClient& stale : stale_clients_) {
     if (stale.server != parts_.command.server()) continue;
     parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(stale.id)},
-                           [](const Status&, redisReply*) {});
+                           [](const Status&, redis::ReplyRef) {});
   }
   stale_clients_.clear();
 }
@@ -66,16 +66,18 @@ void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
     const ServedQueue& q = parts_.queues[i];
     ScriptCall call = RequeueCall(parts_.queues.keys(), q.working_key, q.name, mode, parts_.max_interruptions, now,
                                   parts_.dead_limits, std::move(listed[i]));
-    Status sent = parts_.command.Eval(call, [this, i, finish_one](const Status& s, redisReply* r) {
-      if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-          (r->element[0]->integer > 0 || r->element[1]->integer > 0)) {
-        parts_.log.Log(
-            LogLevel::kInfo, LogEvent("reconcile_handed_back").WithQueue(parts_.queues[i].name),
-            "handed back to queue %s: %lld jobs, to the dead set: %lld",
-            parts_.queues[i].name.c_str(), r->element[0]->integer, r->element[1]->integer);
-      }
-      finish_one(s);
-    });
+    Status sent =
+        parts_.command.Eval(call, [this, i, finish_one](const Status& s, redis::ReplyRef r) {
+          Result<RequeueReply> read = s.ok() ? ReadRequeueReply(r) : Result<RequeueReply>(s);
+          if (read.ok() && (read->requeued > 0 || read->dead > 0)) {
+            parts_.log.Log(LogLevel::kInfo,
+                           LogEvent("reconcile_handed_back").WithQueue(parts_.queues[i].name),
+                           "handed back to queue %s: %lld jobs, to the dead set: %lld",
+                           parts_.queues[i].name.c_str(), static_cast<long long>(read->requeued),
+                           static_cast<long long>(read->dead));
+          }
+          finish_one(s);
+        });
     if (!sent.ok()) finish_one(sent);
   }
 }

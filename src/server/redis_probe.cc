@@ -16,10 +16,8 @@ namespace {
 // not say.
 std::optional<std::string> ConfigValue(redis::Connection& connection, const char* name) {
   Result<redis::ReplyPtr> reply = connection.Command({"CONFIG", "GET", name});
-  if (!reply.ok() || (*reply)->type != REDIS_REPLY_ARRAY || (*reply)->elements != 2) {
-    return std::nullopt;
-  }
-  Result<std::string> value = redis::ToString((*reply)->element[1]);
+  if (!reply.ok()) return std::nullopt;
+  Result<std::string> value = redis::ReadConfigValue(*reply);
   if (!value.ok()) return std::nullopt;
   return *value;
 }
@@ -37,10 +35,8 @@ Status AddToGroups(const RedisOptions& options, const Keys& keys) {
   if (!connection.ok()) return connection.status().WithContext("listing the group");
   const std::string directory = keys.Groups();
   Result<redis::ReplyPtr> added = (*connection)->Command({"SADD", directory, keys.group()});
+  // An error reply (WRONGTYPE) comes back as the Status (connection.h).
   if (!added.ok()) return added.status().WithContext("SADD " + directory);
-  if ((*added)->type == REDIS_REPLY_ERROR) {
-    return Status::Script("SADD " + directory + ": " + std::string(redis::View(added->get())));
-  }
   return Status::OK();
 }
 
@@ -70,8 +66,8 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
     // worker would run, then fail every command forever. Refused before
     // anything is written. A server whose ACL refuses INFO cluster passes.
     Result<redis::ReplyPtr> cluster = (*probe)->Command({"INFO", "cluster"});
-    if (cluster.ok() && (*cluster)->type != REDIS_REPLY_ERROR &&
-        redis::View(cluster->get()).find("cluster_enabled:1") != std::string_view::npos) {
+    Result<std::string> info = cluster.ok() ? redis::ToString(*cluster) : cluster.status();
+    if (info.ok() && redis::InfoField(*info, "cluster_enabled") == "1") {
       return Status::InvalidArgument(
           "Redis at " + options.Describe() +
           " is a node of a Redis Cluster (cluster_enabled:1), which a redis:// URL does not "

@@ -52,7 +52,7 @@ class SentinelWatch {
 
  private:
   void Connect();
-  void OnMessage(const redisReply& message);
+  void OnMessage(redis::ReplyRef message);
   void Retry();
 
   uv::EventLoop& loop_;

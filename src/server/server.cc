@@ -21,6 +21,7 @@
 #include "server/options_check.h"  // kMaxQueues
 #include "server/server_impl.h"
 #include "base/text_escape.h"
+#include "redis/reply.h"
 
 namespace reliableq {
 
@@ -279,12 +280,11 @@ bool ServerImpl::SetAsidePaused(std::vector<FetchedJob>* jobs) {
 
 void ServerImpl::DiscoverQueues() {
   if (queues_.namespaces().empty() || !command_->ready()) return;
-  command_->Command({"SMEMBERS", keys_.Queues()}, [this](const Status& s, redisReply* reply) {
-    if (!s.ok() || reply->type != REDIS_REPLY_ARRAY) return;
-    for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* name = reply->element[i];
-      if (name->type == REDIS_REPLY_STRING) AddQueue(std::string_view(name->str, name->len));
-    }
+  command_->Command({"SMEMBERS", keys_.Queues()}, [this](const Status& s, redis::ReplyRef reply) {
+    if (!s.ok()) return;
+    Result<std::vector<std::string>> names = redis::ToStrings(reply);
+    if (!names.ok()) return;
+    for (const std::string& name : *names) AddQueue(name);
   });
 }
 

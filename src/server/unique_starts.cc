@@ -44,7 +44,7 @@ void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
         UniqueUntilStart(fetched.payload, unique_prefix_);
     if (!unique) continue;
     Status sent = command_.Eval(ReleaseUniqueCall(unique->first, unique->second),
-                                [this, key = unique->first](const Status& s, redisReply*) {
+                                [this, key = unique->first](const Status& s, redis::ReplyRef) {
                                   if (!s.ok() && !s.IsShutdown()) LogFailure(key, s);
                                 });
     if (!sent.ok()) LogFailure(unique->first, sent);

@@ -102,7 +102,7 @@ class WakeListener {
 
  private:
   void Connect();
-  void OnMessage(const redisReply& message);
+  void OnMessage(redis::ReplyRef message);
   void OnQueueEvent(std::string_view queue_name, std::string_view event);
   // Sends the (un)subscriptions that bring the idle channels to want_idle_.
   void Update();
