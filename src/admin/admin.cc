@@ -26,21 +26,6 @@ namespace reliableq {
 
 namespace admin_internal {
 
-// A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
-int64_t CounterValue(const redisReply* reply) {
-  Result<int64_t> value = redis::ToInteger(reply);
-  return value.ok() ? *value : 0;
-}
-
-std::vector<std::string> StringArray(const redisReply* reply) {
-  std::vector<std::string> out;
-  if (reply->type != REDIS_REPLY_ARRAY) return out;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    out.emplace_back(redis::View(reply->element[i]));
-  }
-  return out;
-}
-
 // Seconds since the job in `payload` was enqueued, as Sidekiq's queue
 // latency: enqueued_at is float seconds, or (Sidekiq 8) integer
 // milliseconds, told apart by being an integer above 1e12. Unknown or in the
@@ -82,11 +67,6 @@ std::string GlobLiteral(std::string_view text) {
   return out;
 }
 
-double ParseScore(const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_STRING) return 0;
-  return std::strtod(reply->str, nullptr);
-}
-
 std::string StringMember(const rapidjson::Value& object, const char* name) {
   auto it = object.FindMember(name);
   if (it == object.MemberEnd() || !it->value.IsString()) return {};
@@ -124,31 +104,27 @@ SetEntry MakeEntry(std::string payload, double score) {
   return entry;
 }
 
-// The entries of a flat WITHSCORES reply (member, score, member, ...).
-std::vector<SetEntry> EntriesOf(const redisReply* reply) {
+std::vector<SetEntry> EntriesOf(redis::ReplyRef reply) {
   std::vector<SetEntry> entries;
-  if (reply->type != REDIS_REPLY_ARRAY) return entries;
-  for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-    entries.push_back(
-        MakeEntry(std::string(redis::View(reply->element[i])), ParseScore(reply->element[i + 1])));
+  for (redis::ScoredMember& member : redis::ScoredMembers(reply)) {
+    entries.push_back(MakeEntry(std::move(member.member), member.score));
   }
   return entries;
+}
+
+QueueStats ReadQueueStats(std::string name, redis::ReplyRef size, redis::ReplyRef oldest,
+                          double now) {
+  QueueStats queue;
+  queue.name = std::move(name);
+  queue.size = redis::CounterValue(size);
+  std::vector<std::string> jobs = redis::StringArray(oldest);
+  if (jobs.size() == 1) queue.latency = Latency(jobs[0], now);
+  return queue;
 }
 
 // The queue a job of `entry` is pushed to, as QueueOf chooses it.
 std::string TargetQueue(const SetEntry& entry) {
   return entry.queue.empty() ? "default" : entry.queue;
-}
-
-// The two counters a move script returns ({moved, missing}).
-Result<std::pair<int64_t, int64_t>> MoveCounts(const redisReply* reply, std::string_view what) {
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-      reply->element[0]->type != REDIS_REPLY_INTEGER ||
-      reply->element[1]->type != REDIS_REPLY_INTEGER) {
-    return Status::Protocol(std::string(what) + ": unexpected reply of type " +
-                            redis::TypeName(reply));
-  }
-  return std::make_pair(int64_t{reply->element[0]->integer}, int64_t{reply->element[1]->integer});
 }
 
 std::string GoneMessage(JobSet set, std::string_view jid) {
@@ -160,8 +136,8 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
 // one rather than report a figure built on a key of the wrong type. The
 // connection maps it: it knows whether a MOVED means a cluster node met
 // without cluster options.
-Status AdminImpl::CheckReply(const redisReply* reply, std::string_view what) const {
-  if (reply->type != REDIS_REPLY_ERROR) return Status::OK();
+Status AdminImpl::CheckReply(redis::ReplyRef reply, std::string_view what) const {
+  if (!redis::IsError(reply)) return Status::OK();
   return redis_->ErrorOf(reply).WithContext(std::string(what));
 }
 
@@ -179,32 +155,24 @@ Result<Stats> AdminImpl::GetStats() {
   if (!first.ok()) return first.status().WithContext("reading stats");
   const std::vector<redis::ReplyPtr>& r = *first;
   // Each error names the key read, as it is in this layout and group.
-  for (size_t i = 0; i < r.size(); ++i) {
-    Status s = CheckReply(r[i].get(), std::string(reads[i][0]) + " " + std::string(reads[i][1]));
-    if (!s.ok()) return s;
-  }
+  if (Status s = redis_->FirstError(r, reads); !s.ok()) return s;
 
   Stats stats;
-  stats.processed = CounterValue(r[0].get());
-  stats.failed = CounterValue(r[1].get());
-  stats.expired = CounterValue(r[8].get());
-  std::vector<std::string> queues = StringArray(r[2].get());
+  stats.processed = redis::CounterValue(r[0]);
+  stats.failed = redis::CounterValue(r[1]);
+  stats.expired = redis::CounterValue(r[8]);
+  std::vector<std::string> queues = redis::StringArray(r[2]);
   std::sort(queues.begin(), queues.end());
-  stats.scheduled = r[3]->integer;
-  stats.retries = r[4]->integer;
-  stats.dead = r[5]->integer;
-  std::vector<std::string> processes = StringArray(r[6].get());
+  stats.scheduled = redis::CounterValue(r[3]);
+  stats.retries = redis::CounterValue(r[4]);
+  stats.dead = redis::CounterValue(r[5]);
+  std::vector<std::string> processes = redis::StringArray(r[6]);
   stats.processes = static_cast<int64_t>(processes.size());
   std::vector<std::string> working;
-  {
-    std::vector<std::string> flat = StringArray(r[7].get());
-    for (size_t i = 0; i + 1 < flat.size(); i += 2) {
-      ProcessEntry entry;
-      if (!DecodeProcessEntry(flat[i + 1], &entry)) continue;
-      for (const std::string& queue : entry.queues) {
-        working.push_back(keys_.Working(flat[i], queue));
-      }
-    }
+  for (const auto& [identity, json] : redis::FieldValues(r[7])) {
+    ProcessEntry entry;
+    if (!DecodeProcessEntry(json, &entry)) continue;
+    for (const std::string& queue : entry.queues) working.push_back(keys_.Working(identity, queue));
   }
 
   // The second round trip needs the names read by the first. The key
@@ -221,33 +189,21 @@ Result<Stats> AdminImpl::GetStats() {
   }
   for (const std::string& key : working) commands.push_back({"LLEN", key});
   Result<std::vector<redis::ReplyPtr>> second = redis_->Pipeline(commands);
-  if (!second.ok()) return second.status().WithContext("reading stats");
-  for (size_t i = 0; i < second->size(); ++i) {
-    std::string what(commands[i][0]);
-    what += " ";
-    what += commands[i][1];
-    Status s = CheckReply((*second)[i].get(), what);
-    if (!s.ok()) return s;
-  }
+  if (Status s = Failed(second, commands, "reading stats"); !s.ok()) return s;
 
   const double now = clock_->Now();
   size_t next = 0;
   for (const std::string& queue : queues) {
-    QueueStats q;
-    q.name = queue;
-    q.size = (*second)[next++]->integer;
-    const redisReply* oldest = (*second)[next++].get();
-    if (oldest->type == REDIS_REPLY_ARRAY && oldest->elements == 1) {
-      q.latency = Latency(redis::View(oldest->element[0]), now);
-    }
+    QueueStats q = ReadQueueStats(queue, (*second)[next], (*second)[next + 1], now);
+    next += 2;
     stats.enqueued += q.size;
     stats.queues.push_back(std::move(q));
   }
   for (size_t i = 0; i < processes.size(); ++i) {
-    stats.busy += CounterValue((*second)[next++].get());
+    stats.busy += redis::CounterValue((*second)[next++]);
   }
   for (size_t i = 0; i < working.size(); ++i) {
-    stats.in_progress += (*second)[next++]->integer;
+    stats.in_progress += redis::CounterValue((*second)[next++]);
   }
   if (Status s = MarkPaused(&stats.queues); !s.ok()) return s;
   Result<int64_t> parked = CountParked();
@@ -274,7 +230,7 @@ Result<std::vector<SetEntry>> AdminImpl::Range(JobSet set, int64_t offset, int64
   Result<redis::ReplyPtr> reply =
       redis_->Command({command, SetKey(set), start, stop, "WITHSCORES"});
   if (!reply.ok()) return reply.status().WithContext("reading " + std::string(SetKey(set)));
-  return EntriesOf(reply->get());
+  return EntriesOf(*reply);
 }
 
 Result<SetListing> AdminImpl::List(JobSet set, int64_t limit) {
@@ -284,7 +240,7 @@ Result<SetListing> AdminImpl::List(JobSet set, int64_t limit) {
   Result<std::vector<SetEntry>> entries = Range(set, 0, limit);
   if (!entries.ok()) return entries.status();
   SetListing listing;
-  listing.size = (*size)->integer;
+  listing.size = redis::CounterValue(*size);
   listing.entries = std::move(entries.value());
   // The set may have grown between the two reads.
   listing.size = std::max(listing.size, static_cast<int64_t>(listing.entries.size()));
@@ -306,14 +262,11 @@ Result<SetEntry> AdminImpl::Find(JobSet set, std::string_view jid) {
     Result<redis::ReplyPtr> reply =
         redis_->Command({"ZSCAN", SetKey(set), cursor, "MATCH", pattern, "COUNT", kScanCount});
     if (!reply.ok()) return reply.status().WithContext("searching " + std::string(SetKey(set)));
-    const redisReply* r = reply->get();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
-      return Status::Protocol("ZSCAN answered " + std::string(redis::TypeName(r)));
-    }
-    cursor = std::string(redis::View(r->element[0]));
+    Result<redis::ScanPage> page = redis::ReadScanPage(*reply, "ZSCAN");
+    if (!page.ok()) return page.status();
+    cursor = std::move(page->cursor);
     // ZSCAN may return a member more than once.
-    for (SetEntry& entry : EntriesOf(r->element[1])) {
+    for (SetEntry& entry : EntriesOf(page->items)) {
       if (entry.jid != jid || !seen.insert(entry.payload).second) continue;
       found.push_back(std::move(entry));
     }
@@ -338,7 +291,9 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::PushNow(JobSet set,
                                  std::move(moves));
   Result<redis::ReplyPtr> reply = redis_->Eval(call);
   if (!reply.ok()) return reply.status().WithContext("retry_now.lua");
-  return MoveCounts(reply->get(), "retry_now.lua");
+  Result<RetryNowReply> moved = ReadRetryNowReply(*reply);
+  if (!moved.ok()) return moved.status();
+  return std::make_pair(moved->moved, moved->missing);
 }
 
 Result<SetEntry> AdminImpl::RetryNow(JobSet set, std::string_view jid) {
@@ -365,7 +320,7 @@ Result<BulkResult> AdminImpl::RetryAll(JobSet set) {
   // towards the size the set had at the start, so the walk ends even while
   // others keep adding members.
   int64_t offset = 0;
-  for (int64_t read = 0; read < (*size)->integer;) {
+  for (int64_t read = 0; read < redis::CounterValue(*size);) {
     Result<std::vector<SetEntry>> page = Range(set, offset, kBulkBatch);
     if (!page.ok()) return page.status();
     if (page->empty()) break;
@@ -392,7 +347,7 @@ Result<SetEntry> AdminImpl::Delete(JobSet set, std::string_view jid) {
   if (!entry.ok()) return entry.status();
   Result<redis::ReplyPtr> removed = redis_->Command({"ZREM", SetKey(set), entry->payload});
   if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(SetKey(set)));
-  if ((*removed)->integer != 1) return Status::NotFound(GoneMessage(set, jid));
+  if (redis::CounterValue(*removed) != 1) return Status::NotFound(GoneMessage(set, jid));
   return entry;
 }
 
@@ -408,7 +363,9 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::Clear(std::string_view key,
                                                      std::string_view queue) {
   Result<redis::ReplyPtr> reply = redis_->Eval(ClearCall(keys_, key, queue));
   if (!reply.ok()) return reply.status().WithContext("clearing " + std::string(key));
-  return MoveCounts(reply->get(), "clear.lua");
+  Result<ClearReply> cleared = ReadClearReply(*reply);
+  if (!cleared.ok()) return cleared.status();
+  return std::make_pair(cleared->size, cleared->removed);
 }
 
 Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(JobSet from,
@@ -420,7 +377,9 @@ Result<std::pair<int64_t, int64_t>> AdminImpl::MoveToDead(JobSet from,
   Result<redis::ReplyPtr> reply = redis_->Eval(
       KillCall(keys_, clock_->Now(), limits, std::move(payloads), SetKey(from)));
   if (!reply.ok()) return reply.status().WithContext("kill.lua");
-  return MoveCounts(reply->get(), "kill.lua");
+  Result<KillReply> killed = ReadKillReply(*reply);
+  if (!killed.ok()) return killed.status();
+  return std::make_pair(killed->killed, killed->missing);
 }
 
 Status CheckLimits(const DeadSetLimits& limits) {
@@ -446,7 +405,7 @@ Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
   Result<redis::ReplyPtr> size = redis_->Command({"ZCARD", keys_.Retry()});
   if (!size.ok()) return size.status().WithContext("reading retry");
   BulkResult result;
-  for (int64_t read = 0; read < (*size)->integer;) {
+  for (int64_t read = 0; read < redis::CounterValue(*size);) {
     Result<std::vector<SetEntry>> page = Range(JobSet::kRetry, 0, kBulkBatch);
     if (!page.ok()) return page.status();
     if (page->empty()) break;
@@ -461,7 +420,7 @@ Result<BulkResult> AdminImpl::KillAll(const DeadSetLimits& limits) {
 Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
   Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", keys_.Queues()});
   if (!members.ok()) return members.status().WithContext("reading queues");
-  std::vector<std::string> names = StringArray(members->get());
+  std::vector<std::string> names = redis::StringArray(*members);
   std::sort(names.begin(), names.end());
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
@@ -471,23 +430,11 @@ Result<std::vector<QueueStats>> AdminImpl::ListQueues() {
     commands.push_back({"LRANGE", key, "-1", "-1"});
   }
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return replies.status().WithContext("reading queues");
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(),
-                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-  }
+  if (Status s = Failed(replies, commands, "reading queues"); !s.ok()) return s;
   const double now = clock_->Now();
   std::vector<QueueStats> queues;
   for (size_t i = 0; i < names.size(); ++i) {
-    QueueStats q;
-    q.name = names[i];
-    q.size = (*replies)[2 * i]->integer;
-    const redisReply* oldest = (*replies)[2 * i + 1].get();
-    if (oldest->type == REDIS_REPLY_ARRAY && oldest->elements == 1) {
-      q.latency = Latency(redis::View(oldest->element[0]), now);
-    }
-    queues.push_back(std::move(q));
+    queues.push_back(ReadQueueStats(names[i], (*replies)[2 * i], (*replies)[2 * i + 1], now));
   }
   if (Status s = MarkPaused(&queues); !s.ok()) return s;
   return queues;

@@ -26,18 +26,16 @@ namespace reliableq::admin_internal {
 // well under a millisecond, and the set is walked in few round trips.
 inline constexpr int64_t kBulkBatch = 100;
 
-// A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
-int64_t CounterValue(const redisReply* reply);
-// The strings of an array reply (none for any other reply).
-std::vector<std::string> StringArray(const redisReply* reply);
 // Seconds since the job in `payload` was enqueued (Sidekiq's latency).
 double Latency(std::string_view payload, double now);
 // An entry read from a member and its score.
 SetEntry MakeEntry(std::string payload, double score);
-// The entries of a flat WITHSCORES reply (member, score, member, ...).
-std::vector<SetEntry> EntriesOf(const redisReply* reply);
-// The two counters a move script returns ({moved, missing}).
-Result<std::pair<int64_t, int64_t>> MoveCounts(const redisReply* reply, std::string_view what);
+// The entries of a WITHSCORES reply (redis::ScoredMembers).
+std::vector<SetEntry> EntriesOf(redis::ReplyRef reply);
+// A queue's stats from the replies of LLEN and LRANGE -1 -1 (its oldest
+// job) of its key; paused is left false.
+QueueStats ReadQueueStats(std::string name, redis::ReplyRef size, redis::ReplyRef oldest,
+                          double now);
 // `score` in fixed notation, the shortest text that reads back as the same
 // double (so ZRANGEBYSCORE with it meets the member's exact score).
 std::string ScoreText(double score);
@@ -126,7 +124,7 @@ class AdminImpl final : public Admin {
 
   // A reply read on redis_ (a pipelined error reply comes in place) as a
   // Status naming `what` when it is an error; OK otherwise.
-  Status CheckReply(const redisReply* reply, std::string_view what) const;
+  Status CheckReply(redis::ReplyRef reply, std::string_view what) const;
   // The first error of a pipeline's `replies`, named by its command and
   // first argument, or their failure in the context `what`; OK otherwise.
   Status Failed(const Result<std::vector<redis::ReplyPtr>>& replies,

@@ -44,13 +44,12 @@ void ReadDefinition(std::string_view json, LimitInfo* info) {
 Result<std::vector<LimitInfo>> AdminImpl::ListLimits() {
   Result<redis::ReplyPtr> all = redis_->Command({"HGETALL", keys_.Limits()});
   if (!all.ok()) return all.status().WithContext("reading limits");
-  if (Status s = CheckReply(all->get(), "HGETALL " + keys_.Limits()); !s.ok()) return s;
-  std::vector<std::string> pairs = StringArray(all->get());
+  if (Status s = CheckReply(*all, "HGETALL " + keys_.Limits()); !s.ok()) return s;
   std::vector<LimitInfo> limits;
-  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+  for (auto& [name, definition] : redis::FieldValues(*all)) {
     LimitInfo info;
-    info.name = pairs[i];
-    ReadDefinition(pairs[i + 1], &info);
+    info.name = std::move(name);
+    ReadDefinition(definition, &info);
     limits.push_back(std::move(info));
   }
   std::sort(limits.begin(), limits.end(),
@@ -69,16 +68,12 @@ Result<std::vector<LimitInfo>> AdminImpl::ListLimits() {
     commands.push_back({"ZCOUNT", starts, after, "+inf"});
   }
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return replies.status().WithContext("reading limits");
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(),
-                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-  }
+  if (Status s = Failed(replies, commands, "reading limits"); !s.ok()) return s;
   for (size_t i = 0; i < limits.size(); ++i) {
-    limits[i].running = CounterValue((*replies)[3 * i].get());
-    limits[i].parked = CounterValue((*replies)[3 * i + 1].get());
-    limits[i].window_starts = limits[i].period > 0 ? CounterValue((*replies)[3 * i + 2].get()) : 0;
+    limits[i].running = redis::CounterValue((*replies)[3 * i]);
+    limits[i].parked = redis::CounterValue((*replies)[3 * i + 1]);
+    limits[i].window_starts =
+        limits[i].period > 0 ? redis::CounterValue((*replies)[3 * i + 2]) : 0;
   }
   return limits;
 }
@@ -86,21 +81,17 @@ Result<std::vector<LimitInfo>> AdminImpl::ListLimits() {
 Result<int64_t> AdminImpl::CountParked() {
   Result<redis::ReplyPtr> names = redis_->Command({"HKEYS", keys_.Limits()});
   if (!names.ok()) return names.status().WithContext("reading limits");
-  if (Status s = CheckReply(names->get(), "HKEYS " + keys_.Limits()); !s.ok()) return s;
+  if (Status s = CheckReply(*names, "HKEYS " + keys_.Limits()); !s.ok()) return s;
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
-  for (const std::string& name : StringArray(names->get())) {
+  for (const std::string& name : redis::StringArray(*names)) {
     commands.push_back({"LLEN", keys.emplace_back(keys_.LimitWaiting(name))});
   }
   if (commands.empty()) return int64_t{0};
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return replies.status().WithContext("reading limits");
+  if (Status s = Failed(replies, commands, "reading limits"); !s.ok()) return s;
   int64_t parked = 0;
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(), "LLEN " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-    parked += CounterValue((*replies)[i].get());
-  }
+  for (const redis::ReplyPtr& reply : *replies) parked += redis::CounterValue(reply);
   return parked;
 }
 

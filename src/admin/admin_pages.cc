@@ -75,11 +75,6 @@ std::vector<std::string> StringsMember(const rapidjson::Value& object, const cha
   return out;
 }
 
-std::string Text(const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_STRING && reply->type != REDIS_REPLY_STATUS) return {};
-  return std::string(redis::View(reply));
-}
-
 double ToDouble(const std::string& text) {
   if (text.empty()) return 0;
   return std::strtod(text.c_str(), nullptr);
@@ -90,12 +85,7 @@ double ToDouble(const std::string& text) {
 Status AdminImpl::Failed(const Result<std::vector<redis::ReplyPtr>>& replies,
                          const std::vector<redis::Argv>& commands, std::string_view what) const {
   if (!replies.ok()) return replies.status().WithContext(std::string(what));
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(),
-                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
+  return redis_->FirstError(*replies, commands);
 }
 
 namespace {
@@ -139,8 +129,8 @@ Result<SetListing> AdminImpl::ListPage(JobSet set, int64_t offset, int64_t limit
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
   if (Status s = Failed(replies, commands, "reading " + key); !s.ok()) return s;
   SetListing listing;
-  listing.size = (*replies)[0]->integer;
-  listing.entries = EntriesOf((*replies)[1].get());
+  listing.size = redis::CounterValue((*replies)[0]);
+  listing.entries = EntriesOf((*replies)[1]);
   return listing;
 }
 
@@ -150,7 +140,7 @@ Result<SetEntry> AdminImpl::FindAt(JobSet set, const EntryRef& ref) {
       redis_->Command({"ZRANGEBYSCORE", SetKey(set), score, score, "WITHSCORES"});
   if (!reply.ok()) return reply.status().WithContext("reading " + std::string(SetKey(set)));
   std::optional<SetEntry> best;
-  for (SetEntry& entry : EntriesOf(reply->get())) {
+  for (SetEntry& entry : EntriesOf(*reply)) {
     if (entry.jid != ref.jid) continue;
     if (!best || entry.payload < best->payload) best = std::move(entry);
   }
@@ -178,7 +168,8 @@ Status AdminImpl::Apply(JobSet set, SetAction action, std::vector<SetEntry> entr
       for (const SetEntry& e : batch) zrem.push_back(e.payload);
       Result<redis::ReplyPtr> removed = redis_->Command(zrem);
       if (!removed.ok()) return removed.status().WithContext("ZREM " + std::string(SetKey(set)));
-      counts = {(*removed)->integer, static_cast<int64_t>(batch.size()) - (*removed)->integer};
+      int64_t done = redis::CounterValue(*removed);
+      counts = {done, static_cast<int64_t>(batch.size()) - done};
     } else {
       Result<std::pair<int64_t, int64_t>> moved = action == SetAction::kRetry
                                                       ? PushNow(set, batch)
@@ -217,7 +208,7 @@ Result<ActionResult> AdminImpl::ActOn(JobSet set, SetAction action,
   std::set<std::string> taken;
   for (size_t i = 0; i < refs.size(); ++i) {
     std::optional<SetEntry> best;
-    for (SetEntry& entry : EntriesOf((*replies)[i].get())) {
+    for (SetEntry& entry : EntriesOf((*replies)[i])) {
       if (entry.jid != refs[i].jid || taken.count(entry.payload) != 0) continue;
       if (!best || entry.payload < best->payload) best = std::move(entry);
     }
@@ -258,7 +249,7 @@ Result<ActionResult> AdminImpl::ActOnAll(JobSet set, SetAction action,
   if (!size.ok()) return size.status().WithContext("reading " + std::string(SetKey(set)));
   // As KillAll: every page starts at the front, which the last one emptied;
   // bounded by the size the set had at the start.
-  for (int64_t read = 0; read < (*size)->integer;) {
+  for (int64_t read = 0; read < redis::CounterValue(*size);) {
     Result<std::vector<SetEntry>> page = Range(set, 0, kBulkBatch);
     if (!page.ok()) return page.status();
     if (page->empty()) break;
@@ -286,14 +277,9 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
   if (Status s = Failed(replies, commands, "reading " + key); !s.ok()) return s;
   QueuePage page;
-  page.stats.name = std::string(name);
-  page.stats.size = (*replies)[0]->integer;
-  const redisReply* oldest = (*replies)[1].get();
-  if (oldest->type == REDIS_REPLY_ARRAY && oldest->elements == 1) {
-    page.stats.latency = Latency(redis::View(oldest->element[0]), clock_->Now());
-  }
-  page.stats.paused = (*replies)[3]->integer == 1;
-  std::vector<std::string> jobs = StringArray((*replies)[2].get());
+  page.stats = ReadQueueStats(std::string(name), (*replies)[0], (*replies)[1], clock_->Now());
+  page.stats.paused = redis::CounterValue((*replies)[3]) == 1;
+  std::vector<std::string> jobs = redis::StringArray((*replies)[2]);
   for (size_t i = 0; i < jobs.size(); ++i) {
     page.jobs.push_back({offset + static_cast<int64_t>(i), std::move(jobs[i])});
   }
@@ -303,7 +289,7 @@ Result<QueuePage> AdminImpl::ListQueue(std::string_view name, int64_t offset, in
 Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
   Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", keys_.Processes()});
   if (!members.ok()) return members.status().WithContext("reading processes");
-  std::vector<std::string> identities = StringArray(members->get());
+  std::vector<std::string> identities = redis::StringArray(*members);
   std::sort(identities.begin(), identities.end());
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
@@ -319,11 +305,8 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
   for (size_t i = 0; i < identities.size(); ++i) {
     ProcessInfo p;
     p.identity = identities[i];
-    const redisReply* fields = (*replies)[3 * i].get();
-    auto field = [&](size_t k) {
-      return fields->type == REDIS_REPLY_ARRAY && k < fields->elements ? Text(fields->element[k])
-                                                                       : std::string();
-    };
+    const std::vector<std::string> fields = redis::StringArray((*replies)[3 * i]);
+    auto field = [&](size_t k) { return k < fields.size() ? fields[k] : std::string(); };
     p.info = field(0);
     rapidjson::Document info;
     info.Parse<rapidjson::kParseIterativeFlag>(p.info.data(), p.info.size());
@@ -341,14 +324,13 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
     p.beat = ToDouble(field(2));
     p.quiet = field(3) == "true";
     p.rss_kb = static_cast<int64_t>(ToDouble(field(4)));
-    std::vector<std::string> work = StringArray((*replies)[3 * i + 1].get());
-    for (size_t k = 0; k + 1 < work.size(); k += 2) {
-      p.jobs.push_back(ReadWork(work[k], work[k + 1]));
+    for (auto& [thread, work] : redis::FieldValues((*replies)[3 * i + 1])) {
+      p.jobs.push_back(ReadWork(std::move(thread), work));
     }
     std::sort(p.jobs.begin(), p.jobs.end(),
               [](const auto& a, const auto& b) { return a.thread < b.thread; });
-    const redisReply* ttl = (*replies)[3 * i + 2].get();
-    if (ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0) p.heartbeat_ttl_ms = ttl->integer;
+    Result<int64_t> ttl = redis::ToInteger((*replies)[3 * i + 2]);
+    if (ttl.ok() && *ttl >= 0) p.heartbeat_ttl_ms = *ttl;
     processes.push_back(std::move(p));
   }
   return processes;
@@ -357,7 +339,7 @@ Result<std::vector<ProcessInfo>> AdminImpl::ListProcesses() {
 Status AdminImpl::SignalProcess(std::string_view identity, ProcessSignal signal) {
   Result<redis::ReplyPtr> member = redis_->Command({"SISMEMBER", keys_.Processes(), identity});
   if (!member.ok()) return member.status().WithContext("reading processes");
-  if ((*member)->integer != 1) {
+  if (redis::CounterValue(*member) != 1) {
     return Status::NotFound("no process " + std::string(identity) + " in " + keys_.Processes());
   }
   std::string key = keys_.Signals(identity);
@@ -393,8 +375,8 @@ Result<std::vector<Orphan>> AdminImpl::ListOrphans(int64_t jobs_per_process) {
   size_t next = 0;
   for (Orphan& orphan : orphans) {
     for (const QueueRecovery& q : orphan.recovery.queues) {
-      orphan.total += (*replies)[next++]->integer;
-      for (std::string& payload : StringArray((*replies)[next++].get())) {
+      orphan.total += redis::CounterValue((*replies)[next++]);
+      for (std::string& payload : redis::StringArray((*replies)[next++])) {
         if (static_cast<int64_t>(orphan.jobs.size()) >= jobs_per_process) break;
         orphan.jobs.push_back({q.queue, std::move(payload)});
       }
@@ -410,8 +392,8 @@ Result<JanitorRecord> AdminImpl::ReadJanitorRecord() {
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
   if (Status s = Failed(replies, commands, "reading the janitor's record"); !s.ok()) return s;
   JanitorRecord record;
-  if ((*replies)[0]->type == REDIS_REPLY_STRING) record.last = Text((*replies)[0].get());
-  record.passes = StringArray((*replies)[1].get());
+  if (Result<std::string> last = redis::ToString((*replies)[0]); last.ok()) record.last = *last;
+  record.passes = redis::StringArray((*replies)[1]);
   return record;
 }
 
@@ -421,16 +403,15 @@ Status AdminImpl::AppendAudit(std::string_view entry_json) {
       {"MULTI"}, {"LPUSH", key, entry_json}, {"LTRIM", key, "0", "999"}, {"EXEC"}};
   Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
   if (!replies.ok()) return replies.status().WithContext("writing the audit trail");
-  const redisReply* exec = replies->back().get();
-  if (exec->type != REDIS_REPLY_ARRAY) {
+  Result<std::vector<redis::ReplyRef>> ran = redis::ExecReplies(replies->back());
+  if (!ran.ok()) {
     for (const redis::ReplyPtr& r : *replies) {
-      if (Status s = CheckReply(r.get(), "writing the audit trail"); !s.ok()) return s;
+      if (Status s = CheckReply(r, "writing the audit trail"); !s.ok()) return s;
     }
-    return Status::Protocol("writing the audit trail: EXEC answered " +
-                            std::string(redis::TypeName(exec)));
+    return ran.status().WithContext("writing the audit trail");
   }
-  for (size_t i = 0; i < exec->elements; ++i) {
-    if (Status s = CheckReply(exec->element[i], "writing the audit trail"); !s.ok()) return s;
+  for (redis::ReplyRef r : *ran) {
+    if (Status s = CheckReply(r, "writing the audit trail"); !s.ok()) return s;
   }
   return Status::OK();
 }
@@ -440,28 +421,22 @@ Result<std::vector<std::string>> AdminImpl::ReadAudit(int64_t limit) {
   Result<redis::ReplyPtr> reply =
       redis_->Command({"LRANGE", keys_.Audit(), "0", std::to_string(limit - 1)});
   if (!reply.ok()) return reply.status().WithContext("reading the audit trail");
-  return StringArray(reply->get());
+  return redis::StringArray(*reply);
 }
 
 Result<RedisServerInfo> AdminImpl::ServerInfo() {
   Result<redis::ReplyPtr> reply = redis_->Command({"INFO"});
   if (!reply.ok()) return reply.status().WithContext("INFO");
+  Result<std::string> text = redis::ToString(*reply);
+  if (!text.ok()) return text.status().WithContext("INFO");
+  auto number = [&](std::string_view field) {
+    return std::atoll(std::string(redis::InfoField(*text, field)).c_str());
+  };
   RedisServerInfo info;
-  std::string_view text = redis::View(reply->get());
-  while (!text.empty()) {
-    size_t eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string_view name = line.substr(0, colon);
-    std::string value(line.substr(colon + 1));
-    if (name == "redis_version") info.version = value;
-    if (name == "uptime_in_seconds") info.uptime_seconds = std::atoll(value.c_str());
-    if (name == "used_memory_human") info.used_memory_human = value;
-    if (name == "connected_clients") info.connected_clients = std::atoll(value.c_str());
-  }
+  info.version = redis::InfoField(*text, "redis_version");
+  info.uptime_seconds = number("uptime_in_seconds");
+  info.used_memory_human = redis::InfoField(*text, "used_memory_human");
+  info.connected_clients = number("connected_clients");
   return info;
 }
 

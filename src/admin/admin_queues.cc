@@ -93,7 +93,7 @@ Status AdminImpl::CheckKnown(std::string_view name) {
     return s;
   }
   for (const redis::ReplyPtr& reply : *known) {
-    if (reply->integer > 0) return Status::OK();
+    if (redis::CounterValue(reply) > 0) return Status::OK();
   }
   // Only to suggest names: a failed read suggests none.
   commands = {{"SMEMBERS", queues}, {"SMEMBERS", paused}};
@@ -101,7 +101,7 @@ Status AdminImpl::CheckKnown(std::string_view name) {
   std::vector<std::string> candidates;
   if (names.ok()) {
     for (const redis::ReplyPtr& reply : *names) {
-      for (std::string& candidate : StringArray(reply.get())) {
+      for (std::string& candidate : redis::StringArray(reply)) {
         candidates.push_back(std::move(candidate));
       }
     }
@@ -124,15 +124,15 @@ Result<PauseChange> AdminImpl::ChangePause(std::string_view name, bool pause) {
   std::string channel = keys_.WakePaused();
   std::string message = (pause ? "pause " : "resume ") + std::string(name);
   Result<redis::ReplyPtr> told = redis_->Command({"PUBLISH", channel, message});
-  return PauseChange{.changed = (*changed)->integer == 1,
-                     .workers_told = told.ok() ? (*told)->integer : 0};
+  return PauseChange{.changed = redis::CounterValue(*changed) == 1,
+                     .workers_told = told.ok() ? redis::CounterValue(*told) : 0};
 }
 
 Status AdminImpl::MarkPaused(std::vector<QueueStats>* queues) {
   std::string key = keys_.Paused();
   Result<redis::ReplyPtr> members = redis_->Command({"SMEMBERS", key});
   if (!members.ok()) return members.status().WithContext("reading the paused queues");
-  std::vector<std::string> paused = StringArray(members->get());
+  std::vector<std::string> paused = redis::StringArray(*members);
   std::sort(paused.begin(), paused.end());
   std::vector<QueueStats> merged;
   merged.reserve(queues->size() + paused.size());

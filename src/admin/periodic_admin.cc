@@ -14,7 +14,7 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
   // Command returns an error reply as its Status: each names the key read.
   Result<redis::ReplyPtr> names = redis_->Command({"SMEMBERS", directory});
   if (!names.ok()) return names.status().WithContext("SMEMBERS " + directory);
-  std::vector<std::string> sorted = StringArray(names->get());
+  std::vector<std::string> sorted = redis::StringArray(*names);
   std::sort(sorted.begin(), sorted.end());
   const auto now = static_cast<int64_t>(std::floor(clock_->Now()));
   std::vector<PeriodicInfo> jobs;
@@ -22,13 +22,11 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
     const std::string key = keys_.PeriodicJob(name);
     Result<redis::ReplyPtr> hash = redis_->Command({"HGETALL", key});
     if (!hash.ok()) return hash.status().WithContext("HGETALL " + key);
-    std::vector<std::string> fields = StringArray(hash->get());
+    std::vector<std::pair<std::string, std::string>> fields = redis::FieldValues(*hash);
     if (fields.empty()) continue;
     PeriodicInfo info;
     info.name = name;
-    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-      const std::string& field = fields[i];
-      const std::string& value = fields[i + 1];
+    for (const auto& [field, value] : fields) {
       if (field == "cron") info.cron = value;
       if (field == "timezone") info.time_zone = value;
       if (field == "class") info.job_class = value;
@@ -46,7 +44,7 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
     const std::string ticks = keys_.PeriodicTicks(name);
     Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", ticks});
     if (!count.ok()) return count.status().WithContext("ZCARD " + ticks);
-    info.ticks_recorded = CounterValue(count->get());
+    info.ticks_recorded = redis::CounterValue(*count);
     jobs.push_back(std::move(info));
   }
   return jobs;

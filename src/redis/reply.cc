@@ -1,6 +1,9 @@
 #include "redis/reply.h"
 
 #include <charconv>
+#include <cstdlib>
+
+#include "redis/errors.h"
 
 namespace reliableq::redis {
 
@@ -54,6 +57,90 @@ std::string_view InfoField(std::string_view info, std::string_view field) {
     at = end + 1;
   }
   return {};
+}
+
+bool IsError(ReplyRef reply) { return reply && reply.raw()->type == REDIS_REPLY_ERROR; }
+
+std::string_view ErrorText(ReplyRef reply) {
+  return IsError(reply) ? View(reply.raw()) : std::string_view();
+}
+
+bool IsNil(ReplyRef reply) { return reply && reply.raw()->type == REDIS_REPLY_NIL; }
+
+int64_t CounterValue(ReplyRef reply) {
+  Result<int64_t> value = ToInteger(reply);
+  return value.ok() ? *value : 0;
+}
+
+Result<std::vector<std::string>> ToStrings(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
+    return Status::Protocol(std::string("expected an array reply, got ") + TypeName(ref));
+  }
+  std::vector<std::string> out;
+  out.reserve(reply->elements);
+  for (size_t i = 0; i < reply->elements; ++i) {
+    const redisReply* element = reply->element[i];
+    bool text = element->type == REDIS_REPLY_STRING || element->type == REDIS_REPLY_STATUS;
+    out.emplace_back(text ? View(element) : std::string_view());
+  }
+  return out;
+}
+
+std::vector<std::string> StringArray(ReplyRef reply) {
+  Result<std::vector<std::string>> strings = ToStrings(reply);
+  return strings.ok() ? std::move(strings.value()) : std::vector<std::string>();
+}
+
+std::vector<std::pair<std::string, std::string>> FieldValues(ReplyRef reply) {
+  std::vector<std::string> flat = StringArray(reply);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  pairs.reserve(flat.size() / 2);
+  for (size_t i = 0; i + 1 < flat.size(); i += 2) {
+    pairs.emplace_back(std::move(flat[i]), std::move(flat[i + 1]));
+  }
+  return pairs;
+}
+
+std::vector<ScoredMember> ScoredMembers(ReplyRef ref) {
+  std::vector<ScoredMember> members;
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return members;
+  members.reserve(reply->elements / 2);
+  for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+    const redisReply* score = reply->element[i + 1];
+    members.push_back({std::string(View(reply->element[i])),
+                       score->type == REDIS_REPLY_STRING ? std::strtod(score->str, nullptr) : 0});
+  }
+  return members;
+}
+
+Result<ScanPage> ReadScanPage(ReplyRef ref, std::string_view command) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_STRING) {
+    return Status::Protocol(std::string(command) + " answered an unexpected reply (" +
+                            TypeName(ref) + ")");
+  }
+  return ScanPage{std::string(View(reply->element[0])), reply->element[1]};
+}
+
+Result<std::vector<ReplyRef>> ExecReplies(ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (IsNil(ref)) return Status::Refused("EXEC answered nil: a watched key changed, nothing ran");
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
+    return Status::Protocol(std::string("EXEC answered ") + TypeName(ref));
+  }
+  return std::vector<ReplyRef>(reply->element, reply->element + reply->elements);
+}
+
+Result<int64_t> ReadWaitReply(ReplyRef ref) {
+  if (IsError(ref)) return FromErrorReply(ErrorText(ref));
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string("WAIT answered ") + TypeName(ref));
+  }
+  return int64_t{reply->integer};
 }
 
 }  // namespace reliableq::redis
