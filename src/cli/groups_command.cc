@@ -51,28 +51,6 @@ struct GroupInfo {
   std::optional<Status> error;  // why the group could not be read
 };
 
-// The first error reply `connection` read, named by its command and key.
-Status CheckReplies(const redis::Connection& connection,
-                    const std::vector<redis::ReplyPtr>& replies,
-                    const std::vector<redis::Argv>& commands) {
-  for (size_t i = 0; i < replies.size(); ++i) {
-    if (replies[i]->type == REDIS_REPLY_ERROR) {
-      return connection.ErrorOf(replies[i].get())
-          .WithContext(std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    }
-  }
-  return Status::OK();
-}
-
-std::vector<std::string> Strings(const redisReply* reply) {
-  std::vector<std::string> out;
-  if (reply->type != REDIS_REPLY_ARRAY) return out;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    out.emplace_back(redis::View(reply->element[i]));
-  }
-  return out;
-}
-
 // The directory, read on a connection routed to its own slot.
 Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const Keys& keys) {
   RedisOptions routed = redis;
@@ -81,12 +59,9 @@ Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const 
   if (!connection.ok()) return connection.status();
   Result<redis::ReplyPtr> members = (*connection)->Command({"SMEMBERS", keys.Groups()});
   if (!members.ok()) return members.status().WithContext("SMEMBERS " + keys.Groups());
-  if ((*members)->type != REDIS_REPLY_ARRAY) {
-    return Status::Protocol("SMEMBERS " + keys.Groups() + " answered " +
-                            redis::TypeName(members->get()));
-  }
-  std::vector<std::string> names = Strings(members->get());
-  std::sort(names.begin(), names.end());
+  Result<std::vector<std::string>> names = redis::ToStrings(*members);
+  if (!names.ok()) return names.status().WithContext("SMEMBERS " + keys.Groups());
+  std::sort(names->begin(), names->end());
   return names;
 }
 
@@ -108,13 +83,15 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
       {"GET", schema}, {"SMEMBERS", queues_key}, {"HKEYS", registry}};
   Result<std::vector<redis::ReplyPtr>> first = (*connection)->Pipeline(reads);
   if (!first.ok()) return first.status();
-  if (Status s = CheckReplies(**connection, *first, reads); !s.ok()) return s;
-  if ((*first)[0]->type == REDIS_REPLY_STRING) info.layout = redis::View((*first)[0].get());
+  if (Status s = (*connection)->FirstError(*first, reads); !s.ok()) return s;
+  if (Result<std::string> layout = redis::ToString((*first)[0]); layout.ok()) {
+    info.layout = std::move(*layout);
+  }
   std::vector<std::string> key_names;
-  for (const std::string& queue : Strings((*first)[1].get()))
+  for (const std::string& queue : redis::StringArray((*first)[1]))
     key_names.push_back(keys.Queue(queue));
   const size_t queues = key_names.size();
-  for (const std::string& identity : Strings((*first)[2].get())) {
+  for (const std::string& identity : redis::StringArray((*first)[2])) {
     key_names.push_back(keys.Heartbeat(identity));
   }
   std::vector<redis::Argv> commands;
@@ -124,10 +101,9 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
   if (commands.empty()) return info;
   Result<std::vector<redis::ReplyPtr>> second = (*connection)->Pipeline(commands);
   if (!second.ok()) return second.status();
-  if (Status s = CheckReplies(**connection, *second, commands); !s.ok()) return s;
+  if (Status s = (*connection)->FirstError(*second, commands); !s.ok()) return s;
   for (size_t i = 0; i < second->size(); ++i) {
-    int64_t n = (*second)[i]->type == REDIS_REPLY_INTEGER ? (*second)[i]->integer : 0;
-    (i < queues ? info.queued : info.processes) += n;
+    (i < queues ? info.queued : info.processes) += redis::CounterValue((*second)[i]);
   }
   return info;
 }

@@ -217,13 +217,12 @@ class ClientImpl : public Client {
           FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid)),
           std::move(spooled));
     }
-    if (attempt.reply->type != REDIS_REPLY_INTEGER) {
+    Status answered = spool_ ? ReadPushOnceReply(attempt.reply).status()
+                             : ReadScheduleReply(attempt.reply).status();
+    if (!answered.ok()) {
       // Redis ran something and answered oddly: the job may be stored.
-      return Spooling(
-          Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid),
-                 Status::Protocol(std::string("schedule.lua answered ") +
-                                  redis::TypeName(attempt.reply.get()))),
-          std::move(spooled));
+      return Spooling(Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid), answered),
+                      std::move(spooled));
     }
     return Spooling(
         FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid)),
@@ -245,7 +244,8 @@ class ClientImpl : public Client {
                                    at, std::move(e->payload)));
     Attempt attempt = Run(&pending);
     if (attempt.status.ok()) {
-      if (auto other = UniquePushRefusal(*attempt.reply, e->jid, e->unique_key)) return *other;
+      Result<PushUniqueReply> reply = ReadPushUniqueReply(attempt.reply);
+      if (auto other = UniquePushRefusal(reply, e->jid, e->unique_key)) return *other;
     }
     return FromAttempt(attempt, [&] { return "unique push, key " + e->unique_key; },
                        std::move(e->jid));
@@ -497,11 +497,11 @@ class ClientImpl : public Client {
       Attempt& attempt = p->attempt;
       if (at < replies_.size()) {
         redis::ReplyPtr& reply = replies_[at];
-        if (reply->type != REDIS_REPLY_ERROR) {
+        if (!redis::IsErrorReply(reply)) {
           attempt = {Status::OK(), false, std::move(reply), confirmation};
           continue;
         }
-        std::string_view text = redis::View(reply.get());
+        std::string_view text = redis::ErrorText(reply);
         if (redis::ParseRedirect(text) || redis::IsTryAgainReply(text)) {
           attempt = Resend(wire, at, std::move(reply), wait);  // NOSCRIPT: a new node
         } else {
@@ -548,38 +548,36 @@ class ClientImpl : public Client {
   // What the round trip's WAIT, reply `at` of replies_, says about the
   // writes before it; `sent` is how the round trip ended.
   Confirmation Confirm(size_t at, const Status& sent) const {
-    return Confirm(at < replies_.size() ? replies_[at].get() : nullptr, sent);
+    return Confirm(at < replies_.size() ? redis::ReplyRef(replies_[at]) : redis::ReplyRef(), sent);
   }
 
   // What the reply of a WAIT says about the writes before it on its
   // connection; null when it was lost (`sent`: how).
-  Confirmation Confirm(const redisReply* reply, const Status& sent) const {
+  Confirmation Confirm(redis::ReplyRef reply, const Status& sent) const {
     Confirmation out;
-    if (reply == nullptr) {
+    if (!reply) {
       // The calls' replies came and WAIT's did not: what they stored is on
       // the master, and whether a replica has it is unknown.
       Status why = sent.ok() ? Status::Protocol("no reply to WAIT") : sent;
       out.unconfirmed = why.WithContext("stored on the master, but WAIT's reply was lost");
       return out;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      // For example a managed Redis that refuses WAIT, or a replica
-      // (writable, or just demoted) that cannot run it.
-      out.unconfirmed = redis::FromErrorReply(redis::View(reply))
-                            .WithContext("stored on the master, but WAIT failed");
+    Result<int64_t> acknowledged = redis::ReadWaitReply(reply);
+    if (!acknowledged.ok()) {
+      // An error reply: for example a managed Redis that refuses WAIT, or a
+      // replica (writable, or just demoted) that cannot run it.
+      out.unconfirmed =
+          redis::IsErrorReply(reply)
+              ? acknowledged.status().WithContext("stored on the master, but WAIT failed")
+              : Status::Protocol("stored on the master, but " + acknowledged.status().message());
       return out;
     }
-    if (reply->type != REDIS_REPLY_INTEGER) {
-      out.unconfirmed = Status::Protocol(std::string("stored on the master, but WAIT answered ") +
-                                         redis::TypeName(reply));
-      return out;
-    }
-    if (reply->integer >= options_.wait_replicas) {
-      out.replicas = static_cast<int>(std::min<long long>(reply->integer, INT_MAX));
+    if (*acknowledged >= options_.wait_replicas) {
+      out.replicas = static_cast<int>(std::min<int64_t>(*acknowledged, INT_MAX));
       return out;
     }
     out.unconfirmed = Status::Timeout(
-        "stored on the master, but only " + std::to_string(reply->integer) + " of " +
+        "stored on the master, but only " + std::to_string(*acknowledged) + " of " +
         std::to_string(options_.wait_replicas) + " replicas confirmed it within " +
         std::to_string(options_.wait_timeout.count()) + " ms");
     return out;

@@ -162,20 +162,20 @@ Status CheckJob(const Job& job) {
   return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
 }
 
-std::optional<PushResult> UniquePushRefusal(const redisReply& reply, const std::string& jid,
-                                            const std::string& key) {
-  if (reply.type == REDIS_REPLY_INTEGER && reply.integer == 1) return std::nullopt;
+std::optional<PushResult> UniquePushRefusal(const Result<PushUniqueReply>& reply,
+                                            const std::string& jid, const std::string& key) {
+  if (reply.ok() && reply->pushed) return std::nullopt;
   PushResult result;
   result.jid = jid;
-  if (reply.type == REDIS_REPLY_STRING) {
+  if (reply.ok()) {
     result.outcome = PushOutcome::kDuplicate;
-    result.duplicate_of.assign(reply.str, reply.len);
+    result.duplicate_of = reply->holder;
     result.reason = Status::Refused("unique key " + key + " is held by job " + result.duplicate_of);
     return result;
   }
   // Redis ran something and answered oddly: the job may be stored.
   result.outcome = PushOutcome::kNotConfirmed;
-  result.reason = Status::Protocol("push_unique.lua answered an unexpected reply");
+  result.reason = reply.status();
   return result;
 }
 

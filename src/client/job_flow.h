@@ -7,13 +7,12 @@
 #ifndef RELIABLEQ_CLIENT_JOB_FLOW_H_
 #define RELIABLEQ_CLIENT_JOB_FLOW_H_
 
-#include <hiredis/hiredis.h>
-
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "protocol/keys.h"
+#include "protocol/script_calls.h"
 #include "reliableq/job.h"
 #include "reliableq/push_result.h"
 #include "reliableq/status.h"
@@ -50,11 +49,11 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
 Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_at,
                               std::string* unique_key);
 
-// What push_unique.lua's `reply` says when it did not store job `jid`: the
-// holder's jid (a string) is kDuplicate, anything but the integer 1 is
-// kNotConfirmed; nullopt when the job was stored.
-std::optional<PushResult> UniquePushRefusal(const redisReply& reply, const std::string& jid,
-                                            const std::string& key);
+// What push_unique.lua's `reply` (as ReadPushUniqueReply read it) says when
+// it did not store job `jid`: another holder of `key` is kDuplicate, a reply
+// it could not read is kNotConfirmed; nullopt when the job was stored.
+std::optional<PushResult> UniquePushRefusal(const Result<PushUniqueReply>& reply,
+                                            const std::string& jid, const std::string& key);
 
 }  // namespace reliableq
 

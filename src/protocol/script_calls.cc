@@ -73,6 +73,27 @@ Result<std::vector<int64_t>> Integers(std::string_view script, redis::ReplyRef r
   return values;
 }
 
+// The integer reply of `script`; kProtocol naming the reply otherwise.
+Result<int64_t> IntegerReply(redis::ReplyRef ref, std::string_view script) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string(script) + " answered " + redis::TypeName(ref));
+  }
+  return int64_t{reply->integer};
+}
+
+// The two counters `script` returns ({moved, missing} and the like).
+Result<std::pair<int64_t, int64_t>> TwoCounters(redis::ReplyRef ref, std::string_view script) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string(script) + ": unexpected reply of type " +
+                            redis::TypeName(ref));
+  }
+  return std::make_pair(int64_t{reply->element[0]->integer}, int64_t{reply->element[1]->integer});
+}
+
 }  // namespace
 
 ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
@@ -98,6 +119,12 @@ ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
                     {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
+Result<ScheduleReply> ReadScheduleReply(redis::ReplyRef reply) {
+  Result<int64_t> added = IntegerReply(reply, "schedule.lua");
+  if (!added.ok()) return added.status();
+  return ScheduleReply{.added = *added == 1};
+}
+
 ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
                         std::vector<OncePush> jobs) {
   ScriptCall call{ScriptId::kPushOnce,
@@ -112,6 +139,12 @@ ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
     call.args.push_back(std::move(job.payload));
   }
   return call;
+}
+
+Result<PushOnceReply> ReadPushOnceReply(redis::ReplyRef reply) {
+  Result<int64_t> pushed = IntegerReply(reply, "push_once.lua");
+  if (!pushed.ok()) return pushed.status();
+  return PushOnceReply{.pushed = *pushed};
 }
 
 ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
@@ -129,6 +162,17 @@ ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::st
       {std::string(unique_key), keys.Queues(), keys.Queue(queue)},
       {"now", std::string(jid), Count(ttl_millis), std::move(payload), std::string(queue),
        keys.WakeQueue(queue)}};
+}
+
+Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) {
+    return PushUniqueReply{true, {}};
+  }
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    return PushUniqueReply{false, std::string(redis::View(reply))};
+  }
+  return Status::Protocol("push_unique.lua answered an unexpected reply");
 }
 
 ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload) {
@@ -315,11 +359,23 @@ ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool
   return call;
 }
 
+Result<RetryNowReply> ReadRetryNowReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "retry_now.lua");
+  if (!counts.ok()) return counts.status();
+  return RetryNowReply{.moved = counts->first, .missing = counts->second};
+}
+
 ScriptCall ClearCall(const Keys& keys, std::string_view key, std::string_view queue) {
   if (queue.empty()) return ScriptCall{ScriptId::kClear, {std::string(key)}, {"zset"}};
   return ScriptCall{ScriptId::kClear,
                     {std::string(key), keys.Queues()},
                     {"list", std::string(queue)}};
+}
+
+Result<ClearReply> ReadClearReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "clear.lua");
+  if (!counts.ok()) return counts.status();
+  return ClearReply{.size = counts->first, .removed = counts->second};
 }
 
 ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, std::vector<std::string> entries,
@@ -329,6 +385,12 @@ ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, s
                   {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
   for (std::string& entry : entries) call.args.push_back(std::move(entry));
   return call;
+}
+
+Result<KillReply> ReadKillReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "kill.lua");
+  if (!counts.ok()) return counts.status();
+  return KillReply{.killed = counts->first, .missing = counts->second};
 }
 
 ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,

@@ -39,6 +39,11 @@ ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes);
 // schedule.lua: `payload` into schedule, due at `at`; when it is the
 // earliest, keys.WakeScheduled() hears its time.
 ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload);
+// Its reply: kProtocol "schedule.lua answered <type>" unless an integer.
+struct ScheduleReply {
+  bool added = false;  // false: it was scheduled already (its time is now `at`)
+};
+Result<ScheduleReply> ReadScheduleReply(redis::ReplyRef reply);
 
 // push_once.lua: each job to its queue (`at` empty) or into schedule, due
 // at `at`, unless keys.Pushed(jid) says its jid was pushed within the last
@@ -52,6 +57,11 @@ struct OncePush {
 };
 ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
                         std::vector<OncePush> jobs);
+// Its reply: kProtocol "push_once.lua answered <type>" unless an integer.
+struct PushOnceReply {
+  int64_t pushed = 0;  // 0: every jid was pushed already
+};
+Result<PushOnceReply> ReadPushOnceReply(redis::ReplyRef reply);
 
 // push_unique.lua: `payload` (of job `jid`) to its queue (`at` empty) or
 // into schedule, due at `at`, unless `unique_key` is held; takes the key
@@ -59,6 +69,13 @@ ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
 ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
                           int64_t ttl_millis, std::string_view queue, std::optional<double> at,
                           std::string payload);
+// Its reply: the integer 1 (pushed) or the holder's jid (a string);
+// kProtocol for anything else.
+struct PushUniqueReply {
+  bool pushed = false;
+  std::string holder;  // the jid of the job holding the key, when not pushed
+};
+Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef reply);
 
 // release_unique.lua: releases unique key `unique_key` while it holds `jid`
 // (a job unique until it starts, as it is fetched).
@@ -200,16 +217,35 @@ Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply);
 // for Sidekiq's "Retry now" (retry_count - 1).
 ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
                         std::vector<QueuedMember> entries);
+// Its reply, {moved, missing}: missing entries had left the set.
+struct RetryNowReply {
+  int64_t moved = 0;
+  int64_t missing = 0;
+};
+Result<RetryNowReply> ReadRetryNowReply(redis::ReplyRef reply);
 
 // clear.lua: deletes a whole job set (`queue` empty: `key` is a ZSET), or
 // the queue `queue` (`key` is its LIST) and its name in `queues`.
 ScriptCall ClearCall(const Keys& keys, std::string_view key, std::string_view queue);
+// Its reply, {size, removed}: what the key held, and the keys and names
+// removed (0: there was nothing to clear).
+struct ClearReply {
+  int64_t size = 0;
+  int64_t removed = 0;
+};
+Result<ClearReply> ReadClearReply(redis::ReplyRef reply);
 
 // kill.lua: entries of `from` (keys.Retry() when not given, or schedule for the dashboard's kill of
 // a scheduled job) to dead.
 ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits,
                     std::vector<std::string> entries,
                     std::optional<std::string_view> from = std::nullopt);
+// Its reply, {killed, missing}: missing entries had left `from`.
+struct KillReply {
+  int64_t killed = 0;
+  int64_t missing = 0;
+};
+Result<KillReply> ReadKillReply(redis::ReplyRef reply);
 
 // limit_acquire.lua: the job `payload`, fetched into `working_key`, takes
 // a slot of limiter `limit` as `holder` ("<n>@<identity>"), or is parked.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reliableq/status.h"
@@ -81,6 +82,54 @@ Result<std::string> ReadConfigValue(ReplyRef reply);
 
 // CLIENT TRACKINGINFO: its "flags" ("on", "off", "broken_redirect", ...).
 Result<std::vector<std::string>> ReadTrackingFlags(ReplyRef reply);
+
+// --- Replies of plain commands, read for the layers above (Admin, Client,
+// the spool, migrate, the CLI). Each is named after the reply it reads. ---
+
+// The text of an error reply ("ERR ..."), for FromErrorReply; empty for any
+// other reply.
+std::string_view ErrorText(ReplyRef reply);
+
+// A counter as Sidekiq reads it (`to_i`): absent or not a number is 0.
+// For GET of a stat and the counts LLEN, ZCARD, SISMEMBER, EXISTS, SADD,
+// PUBLISH and the like answer.
+int64_t CounterValue(ReplyRef reply);
+
+// The elements of an array reply (SMEMBERS, LRANGE, HKEYS, HMGET, ...) as
+// strings, an element that is not a string (nil) as ""; no strings for any
+// other reply. (ToStrings, above, refuses both.)
+std::vector<std::string> StringArray(ReplyRef reply);
+// HGETALL's flat reply as (field, value) pairs, in its order.
+std::vector<std::pair<std::string, std::string>> FieldValues(ReplyRef reply);
+
+// A member of a sorted set and its score, from a WITHSCORES reply
+// (ZRANGE, ZREVRANGE, ZRANGEBYSCORE, a ZSCAN page); a score that is not a
+// number reads 0.
+struct ScoredMember {
+  std::string member;
+  double score = 0;
+};
+std::vector<ScoredMember> ScoredMembers(ReplyRef reply);
+
+// A SCAN, SSCAN, HSCAN or ZSCAN reply: the next cursor ("0": the scan is
+// over) and the page's items, which `reply` owns (read them with
+// StringArray or ScoredMembers). kProtocol naming `command` otherwise.
+struct ScanPage {
+  std::string cursor;
+  ReplyRef items;
+};
+Result<ScanPage> ReadScanPage(ReplyRef reply, std::string_view command);
+
+// EXEC's reply: the replies of the transaction's commands, in order, which
+// `reply` owns (error replies among them in place). kRefused when EXEC
+// answered nil (a WATCHed key changed: nothing ran); kProtocol for any
+// other reply.
+Result<std::vector<ReplyRef>> ExecReplies(ReplyRef reply);
+
+// WAIT's reply: how many replicas acknowledged the writes before it. An
+// error reply is its Status (FromErrorReply); anything but an integer is
+// kProtocol "WAIT answered <type>".
+Result<int64_t> ReadWaitReply(ReplyRef reply);
 
 }  // namespace reliableq::redis
 

@@ -1,34 +1,35 @@
-// Admin::ListPeriodic: the periodic jobs as Redis records them.
+// Admin's periodic jobs: each as Redis records it.
+
+#include "admin/periodic_jobs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
-#include "admin/admin_impl.h"
 #include "periodic/cron.h"
 
 namespace reliableq::admin_internal {
 
-Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
-  const std::string directory = keys_.Periodic();
+PeriodicJobs::PeriodicJobs(AdminContext& context) : context_(context) {}
+
+Result<std::vector<PeriodicInfo>> PeriodicJobs::List() {
+  const std::string directory = context_.keys.Periodic();
   // Command returns an error reply as its Status: each names the key read.
-  Result<redis::ReplyPtr> names = redis_->Command({"SMEMBERS", directory});
-  if (!names.ok()) return names.status().WithContext("SMEMBERS " + directory);
-  std::vector<std::string> sorted = StringArray(names->get());
-  std::sort(sorted.begin(), sorted.end());
-  const auto now = static_cast<int64_t>(std::floor(clock_->Now()));
+  Result<std::vector<std::string>> names =
+      context_.SortedMembers(directory, "SMEMBERS " + directory);
+  if (!names.ok()) return names.status();
+  const auto now = static_cast<int64_t>(std::floor(context_.clock->Now()));
   std::vector<PeriodicInfo> jobs;
-  for (const std::string& name : sorted) {
-    const std::string key = keys_.PeriodicJob(name);
-    Result<redis::ReplyPtr> hash = redis_->Command({"HGETALL", key});
+  for (const std::string& name : *names) {
+    const std::string key = context_.keys.PeriodicJob(name);
+    Result<redis::ReplyPtr> hash = context_.redis->Command({"HGETALL", key});
     if (!hash.ok()) return hash.status().WithContext("HGETALL " + key);
-    std::vector<std::string> fields = StringArray(hash->get());
+    std::vector<std::pair<std::string, std::string>> fields = redis::FieldValues(*hash);
     if (fields.empty()) continue;
     PeriodicInfo info;
     info.name = name;
-    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-      const std::string& field = fields[i];
-      const std::string& value = fields[i + 1];
+    for (const auto& [field, value] : fields) {
       if (field == "cron") info.cron = value;
       if (field == "timezone") info.time_zone = value;
       if (field == "class") info.job_class = value;
@@ -43,10 +44,10 @@ Result<std::vector<PeriodicInfo>> AdminImpl::ListPeriodic() {
     }
     Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(info.cron, info.time_zone);
     if (cron.ok()) info.next_tick = cron->Next(now).value_or(0);
-    const std::string ticks = keys_.PeriodicTicks(name);
-    Result<redis::ReplyPtr> count = redis_->Command({"ZCARD", ticks});
+    const std::string ticks = context_.keys.PeriodicTicks(name);
+    Result<redis::ReplyPtr> count = context_.redis->Command({"ZCARD", ticks});
     if (!count.ok()) return count.status().WithContext("ZCARD " + ticks);
-    info.ticks_recorded = CounterValue(count->get());
+    info.ticks_recorded = redis::CounterValue(*count);
     jobs.push_back(std::move(info));
   }
   return jobs;

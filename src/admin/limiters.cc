@@ -1,13 +1,13 @@
-// Admin: the limiters of the `limits` hash (reliableq/limits.h; the
-// worker's side is LimitGate) with what each holds now.
+// Admin's limits: the limiters of the `limits` hash (reliableq/limits.h;
+// the worker's side is LimitGate) with what each holds now.
+
+#include "admin/limiters.h"
 
 #include <rapidjson/document.h>
 
 #include <algorithm>
 #include <deque>
-
-#include "admin/admin_impl.h"
-#include "redis/reply.h"
+#include <utility>
 
 namespace reliableq::admin_internal {
 
@@ -41,66 +41,58 @@ void ReadDefinition(std::string_view json, LimitInfo* info) {
 
 }  // namespace
 
-Result<std::vector<LimitInfo>> AdminImpl::ListLimits() {
-  Result<redis::ReplyPtr> all = redis_->Command({"HGETALL", keys_.Limits()});
+Limiters::Limiters(AdminContext& context) : context_(context) {}
+
+Result<std::vector<LimitInfo>> Limiters::List() {
+  Result<redis::ReplyPtr> all = context_.redis->Command({"HGETALL", context_.keys.Limits()});
   if (!all.ok()) return all.status().WithContext("reading limits");
-  if (Status s = CheckReply(all->get(), "HGETALL " + keys_.Limits()); !s.ok()) return s;
-  std::vector<std::string> pairs = StringArray(all->get());
+  if (Status s = context_.CheckReply(*all, "HGETALL " + context_.keys.Limits()); !s.ok()) return s;
   std::vector<LimitInfo> limits;
-  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+  for (auto& [name, definition] : redis::FieldValues(*all)) {
     LimitInfo info;
-    info.name = pairs[i];
-    ReadDefinition(pairs[i + 1], &info);
+    info.name = std::move(name);
+    ReadDefinition(definition, &info);
     limits.push_back(std::move(info));
   }
   std::sort(limits.begin(), limits.end(),
             [](const LimitInfo& a, const LimitInfo& b) { return a.name < b.name; });
   if (limits.empty()) return limits;
 
-  const double now = clock_->Now();
+  const double now = context_.clock->Now();
   std::deque<std::string> texts;  // the pipeline's arguments point into these
   std::vector<redis::Argv> commands;
   for (const LimitInfo& info : limits) {
-    commands.push_back({"HLEN", texts.emplace_back(keys_.Limit(info.name))});
-    commands.push_back({"LLEN", texts.emplace_back(keys_.LimitWaiting(info.name))});
+    commands.push_back({"HLEN", texts.emplace_back(context_.keys.Limit(info.name))});
+    commands.push_back({"LLEN", texts.emplace_back(context_.keys.LimitWaiting(info.name))});
     // The window limit_acquire.lua counts: starts after now - period.
-    const std::string& starts = texts.emplace_back(keys_.LimitStarts(info.name));
+    const std::string& starts = texts.emplace_back(context_.keys.LimitStarts(info.name));
     const std::string& after = texts.emplace_back("(" + ScoreText(now - info.period));
     commands.push_back({"ZCOUNT", starts, after, "+inf"});
   }
-  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return replies.status().WithContext("reading limits");
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(),
-                          std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-  }
+  Result<std::vector<redis::ReplyPtr>> replies = context_.redis->Pipeline(commands);
+  if (Status s = context_.Failed(replies, commands, "reading limits"); !s.ok()) return s;
   for (size_t i = 0; i < limits.size(); ++i) {
-    limits[i].running = CounterValue((*replies)[3 * i].get());
-    limits[i].parked = CounterValue((*replies)[3 * i + 1].get());
-    limits[i].window_starts = limits[i].period > 0 ? CounterValue((*replies)[3 * i + 2].get()) : 0;
+    limits[i].running = redis::CounterValue((*replies)[3 * i]);
+    limits[i].parked = redis::CounterValue((*replies)[3 * i + 1]);
+    limits[i].window_starts = limits[i].period > 0 ? redis::CounterValue((*replies)[3 * i + 2]) : 0;
   }
   return limits;
 }
 
-Result<int64_t> AdminImpl::CountParked() {
-  Result<redis::ReplyPtr> names = redis_->Command({"HKEYS", keys_.Limits()});
+Result<int64_t> Limiters::CountParked() {
+  Result<redis::ReplyPtr> names = context_.redis->Command({"HKEYS", context_.keys.Limits()});
   if (!names.ok()) return names.status().WithContext("reading limits");
-  if (Status s = CheckReply(names->get(), "HKEYS " + keys_.Limits()); !s.ok()) return s;
+  if (Status s = context_.CheckReply(*names, "HKEYS " + context_.keys.Limits()); !s.ok()) return s;
   std::deque<std::string> keys;
   std::vector<redis::Argv> commands;
-  for (const std::string& name : StringArray(names->get())) {
-    commands.push_back({"LLEN", keys.emplace_back(keys_.LimitWaiting(name))});
+  for (const std::string& name : redis::StringArray(*names)) {
+    commands.push_back({"LLEN", keys.emplace_back(context_.keys.LimitWaiting(name))});
   }
   if (commands.empty()) return int64_t{0};
-  Result<std::vector<redis::ReplyPtr>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return replies.status().WithContext("reading limits");
+  Result<std::vector<redis::ReplyPtr>> replies = context_.redis->Pipeline(commands);
+  if (Status s = context_.Failed(replies, commands, "reading limits"); !s.ok()) return s;
   int64_t parked = 0;
-  for (size_t i = 0; i < replies->size(); ++i) {
-    Status s = CheckReply((*replies)[i].get(), "LLEN " + std::string(commands[i][1]));
-    if (!s.ok()) return s;
-    parked += CounterValue((*replies)[i].get());
-  }
+  for (const redis::ReplyPtr& reply : *replies) parked += redis::CounterValue(reply);
   return parked;
 }
 
