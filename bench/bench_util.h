@@ -27,7 +27,14 @@
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
+// The key names are in reliableq::protocol, in older revisions in reliableq
+// itself: named unqualified, they are found in either (see meson.build on
+// building against older revisions).
+namespace reliableq::protocol {}
+
 namespace reliableq::bench {
+
+using namespace reliableq::protocol;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

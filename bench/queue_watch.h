@@ -22,7 +22,14 @@
 #include "redis/connection.h"
 #include "reliableq/status.h"
 
+// The key names are in reliableq::protocol, in older revisions in reliableq
+// itself: named unqualified, they are found in either (see meson.build on
+// building against older revisions).
+namespace reliableq::protocol {}
+
 namespace reliableq::bench {
+
+using namespace reliableq::protocol;
 
 struct QueueSnapshot {
   int64_t queued = 0;    // LLEN of every queue:<q>, summed

@@ -19,6 +19,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

@@ -28,6 +28,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

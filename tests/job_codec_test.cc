@@ -16,6 +16,10 @@
 #include <vector>
 
 namespace reliableq {
+
+
+
+
 namespace {
 
 using testing::Base64Decode;

@@ -9,6 +9,7 @@
 #include "server/limit_gate.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using std::chrono::milliseconds;
 
 TEST_CASE("a limit spec parses concurrency, rate and classes") {

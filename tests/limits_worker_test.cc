@@ -25,6 +25,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

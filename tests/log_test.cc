@@ -18,6 +18,8 @@
 #include "log_capture.h"
 
 namespace reliableq {
+
+using namespace reliableq::base;
 namespace {
 
 // True when `line` holds no byte a terminal acts on: nothing below 0x20,

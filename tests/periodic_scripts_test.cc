@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

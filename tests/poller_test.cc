@@ -31,6 +31,10 @@
 #include "uv/event_loop.h"
 
 namespace reliableq::testing {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using std::chrono::milliseconds;

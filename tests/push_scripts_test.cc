@@ -24,6 +24,8 @@
 #include "testutil.h"
 
 namespace reliableq {
+
+using namespace reliableq::protocol;
 namespace {
 
 using testing::AcceptedJid;

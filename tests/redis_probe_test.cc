@@ -14,6 +14,10 @@
 #include "testutil.h"
 
 namespace reliableq {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using testing::RedisServer;

@@ -6,6 +6,7 @@
 #include <string>
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include "protocol/script_calls.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 
 namespace {
 

@@ -11,6 +11,8 @@
 #include <string>
 
 namespace reliableq {
+
+using namespace reliableq::base;
 namespace {
 
 TEST_CASE("Escaped makes every control character visible") {

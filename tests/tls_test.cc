@@ -24,6 +24,10 @@
 #include "testutil.h"
 
 namespace reliableq::testing {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using std::chrono::milliseconds;

@@ -21,6 +21,7 @@
 #include "web/web_server.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::http;
 using namespace reliableq::testing;
 

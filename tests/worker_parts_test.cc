@@ -25,6 +25,8 @@
 #include "server/queue_set.h"
 
 using namespace reliableq;
+using namespace reliableq::base;
+using namespace reliableq::protocol;
 using Strings = std::vector<std::string>;
 
 // --- QueueSet ---

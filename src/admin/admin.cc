@@ -20,13 +20,13 @@
 
 namespace reliableq {
 
-namespace admin_internal {
+namespace admin {
 namespace {
 
 class AdminImpl final : public Admin {
  public:
   // `keys`: the prefix of `options` and the group of the Redis options.
-  AdminImpl(std::unique_ptr<redis::Connection> redis, Keys keys, AdminOptions options)
+  AdminImpl(std::unique_ptr<redis::Connection> redis, protocol::Keys keys, AdminOptions options)
       : context_{std::move(redis), std::move(keys),
                  options.clock ? std::move(options.clock) : SystemClock()} {}
 
@@ -112,7 +112,7 @@ class AdminImpl final : public Admin {
 };
 
 }  // namespace
-}  // namespace admin_internal
+}  // namespace admin
 
 std::optional<EntryRef> EntryRef::Parse(std::string_view id) {
   EntryRef ref;
@@ -125,7 +125,7 @@ std::optional<EntryRef> EntryRef::Parse(std::string_view id) {
   return ref;
 }
 
-std::string EntryRef::ToString() const { return admin_internal::ScoreText(score) + "-" + jid; }
+std::string EntryRef::ToString() const { return admin::ScoreText(score) + "-" + jid; }
 
 std::string EntryIdOf(const SetEntry& entry) { return EntryRef{entry.score, entry.jid}.ToString(); }
 
@@ -145,13 +145,13 @@ Admin::~Admin() = default;
 
 Result<std::unique_ptr<Admin>> Admin::Open(const RedisOptions& options,
                                            AdminOptions admin_options) {
-  if (Status s = CheckKeyLayout(admin_options.prefix, options.group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(admin_options.prefix, options.group); !s.ok()) return s;
   Result<std::unique_ptr<redis::Connection>> redis = redis::Connection::Open(options);
   if (!redis.ok()) return redis.status();
   Status s = (*redis)->LoadScripts();
   if (!s.ok()) return s;
-  Keys keys = Keys::For(admin_options.prefix, options);
-  return std::unique_ptr<Admin>(new admin_internal::AdminImpl(
+  protocol::Keys keys = protocol::Keys::For(admin_options.prefix, options);
+  return std::unique_ptr<Admin>(new admin::AdminImpl(
       std::move(redis.value()), std::move(keys), std::move(admin_options)));
 }
 

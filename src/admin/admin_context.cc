@@ -4,7 +4,7 @@
 #include <charconv>
 #include <system_error>
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 // Pipelined replies carry error replies in place; a figure is never built
 // on a key of the wrong type. The connection maps the error: it knows
@@ -29,10 +29,10 @@ Result<std::vector<std::string>> AdminContext::SortedMembers(const std::string& 
   return sorted;
 }
 
-Result<ClearReply> AdminContext::Clear(std::string_view key, std::string_view queue) const {
-  Result<redis::ReplyPtr> reply = redis->Eval(ClearCall(keys, key, queue));
+Result<protocol::ClearReply> AdminContext::Clear(std::string_view key, std::string_view queue) const {
+  Result<redis::ReplyPtr> reply = redis->Eval(protocol::ClearCall(keys, key, queue));
   if (!reply.ok()) return reply.status().WithContext("clearing " + std::string(key));
-  return ReadClearReply(*reply);
+  return protocol::ReadClearReply(*reply);
 }
 
 std::string ScoreText(double score) {
@@ -44,4 +44,4 @@ std::string ScoreText(double score) {
   return std::string(buf, end);
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

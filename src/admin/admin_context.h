@@ -21,11 +21,11 @@
 #include "reliableq/clock.h"
 #include "reliableq/status.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 struct AdminContext {
   std::unique_ptr<redis::Connection> redis;
-  Keys keys;
+  protocol::Keys keys;
   std::shared_ptr<const Clock> clock;
 
   // A reply read on `redis` (a pipelined error reply comes in place) as a
@@ -42,13 +42,13 @@ struct AdminContext {
                                                  std::string_view what) const;
   // One clear.lua call: deletes the job set `key` (`queue` empty) or the
   // queue `queue` (key: its list) and its name in `queues`.
-  Result<ClearReply> Clear(std::string_view key, std::string_view queue) const;
+  Result<protocol::ClearReply> Clear(std::string_view key, std::string_view queue) const;
 };
 
 // `score` in fixed notation, the shortest text that reads back as the same
 // double (so ZRANGEBYSCORE with it meets the member's exact score).
 std::string ScoreText(double score);
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_ADMIN_CONTEXT_H_

@@ -2,7 +2,7 @@
 
 #include "admin/audit_trail.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 AuditTrail::AuditTrail(AdminContext& context) : context_(context) {}
 
@@ -33,4 +33,4 @@ Result<std::vector<std::string>> AuditTrail::Read(int64_t limit) {
   return redis::StringArray(*reply);
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

@@ -14,7 +14,7 @@
 
 #include "admin/admin_context.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class AuditTrail {
  public:
@@ -28,6 +28,6 @@ class AuditTrail {
   AdminContext& context_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_AUDIT_TRAIL_H_

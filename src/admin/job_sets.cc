@@ -16,7 +16,7 @@
 #include "codec/job_codec.h"
 #include "protocol/script_calls.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 namespace {
 
@@ -169,14 +169,14 @@ Result<SetEntry> JobSets::Find(JobSet set, std::string_view jid) {
 
 Result<std::pair<int64_t, int64_t>> JobSets::PushNow(JobSet set,
                                                      const std::vector<SetEntry>& entries) {
-  std::vector<QueuedMember> moves;
+  std::vector<protocol::QueuedMember> moves;
   moves.reserve(entries.size());
   for (const SetEntry& entry : entries) moves.push_back({TargetQueue(entry), entry.payload});
-  ScriptCall call = RetryNowCall(context_.keys, SetKey(set), context_.clock->Now(),
+  ScriptCall call = protocol::RetryNowCall(context_.keys, SetKey(set), context_.clock->Now(),
                                  set != JobSet::kScheduled, std::move(moves));
   Result<redis::ReplyPtr> reply = context_.redis->Eval(call);
   if (!reply.ok()) return reply.status().WithContext("retry_now.lua");
-  Result<RetryNowReply> moved = ReadRetryNowReply(*reply);
+  Result<protocol::RetryNowReply> moved = protocol::ReadRetryNowReply(*reply);
   if (!moved.ok()) return moved.status();
   return std::make_pair(moved->moved, moved->missing);
 }
@@ -239,7 +239,7 @@ Result<SetEntry> JobSets::Delete(JobSet set, std::string_view jid) {
 Result<int64_t> JobSets::DeleteAll(JobSet set) {
   // UNLINK, as Sidekiq's SortedSet#clear: a large set is freed off Redis's
   // main thread.
-  Result<ClearReply> cleared = context_.Clear(SetKey(set), "");
+  Result<protocol::ClearReply> cleared = context_.Clear(SetKey(set), "");
   if (!cleared.ok()) return cleared.status();
   return cleared->size;
 }
@@ -251,9 +251,9 @@ Result<std::pair<int64_t, int64_t>> JobSets::MoveToDead(JobSet from,
   payloads.reserve(entries.size());
   for (const SetEntry& entry : entries) payloads.push_back(entry.payload);
   Result<redis::ReplyPtr> reply = context_.redis->Eval(
-      KillCall(context_.keys, context_.clock->Now(), limits, std::move(payloads), SetKey(from)));
+      protocol::KillCall(context_.keys, context_.clock->Now(), limits, std::move(payloads), SetKey(from)));
   if (!reply.ok()) return reply.status().WithContext("kill.lua");
-  Result<KillReply> killed = ReadKillReply(*reply);
+  Result<protocol::KillReply> killed = protocol::ReadKillReply(*reply);
   if (!killed.ok()) return killed.status();
   return std::make_pair(killed->killed, killed->missing);
 }
@@ -427,4 +427,4 @@ Result<ActionResult> JobSets::ActOnAll(JobSet set, SetAction action, const DeadS
   return result;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

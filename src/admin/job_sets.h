@@ -18,7 +18,7 @@
 #include "admin/admin_context.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class JobSets {
  public:
@@ -62,6 +62,6 @@ class JobSets {
   const std::string set_keys_[3];  // schedule, retry, dead
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_JOB_SETS_H_

@@ -1,6 +1,6 @@
 #include "admin/json_members.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 std::string StringMember(const rapidjson::Value& object, const char* name) {
   auto it = object.FindMember(name);
@@ -30,4 +30,4 @@ std::vector<std::string> StringsMember(const rapidjson::Value& object, const cha
   return out;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

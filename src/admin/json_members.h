@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 // The string member `name` of `object`; "" when absent or not a string.
 std::string StringMember(const rapidjson::Value& object, const char* name);
@@ -24,6 +24,6 @@ double NumberMember(const rapidjson::Value& object, const char* name);
 // The strings of the array member `name` (its other elements skipped).
 std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name);
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_JSON_MEMBERS_H_

@@ -9,7 +9,7 @@
 #include <deque>
 #include <utility>
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 namespace {
 
@@ -96,4 +96,4 @@ Result<int64_t> Limiters::CountParked() {
   return parked;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

@@ -13,7 +13,7 @@
 #include "admin/admin_context.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class Limiters {
  public:
@@ -28,6 +28,6 @@ class Limiters {
   AdminContext& context_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_LIMITERS_H_

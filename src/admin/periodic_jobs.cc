@@ -9,7 +9,7 @@
 
 #include "periodic/cron.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 PeriodicJobs::PeriodicJobs(AdminContext& context) : context_(context) {}
 
@@ -53,4 +53,4 @@ Result<std::vector<PeriodicInfo>> PeriodicJobs::List() {
   return jobs;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

@@ -12,7 +12,7 @@
 #include "admin/admin_context.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class PeriodicJobs {
  public:
@@ -25,6 +25,6 @@ class PeriodicJobs {
   AdminContext& context_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_PERIODIC_JOBS_H_

@@ -15,7 +15,7 @@
 #include "codec/job_codec.h"
 #include "protocol/recovery.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 namespace {
 
@@ -53,13 +53,13 @@ RunningJobInfo ReadWork(std::string thread, std::string_view json) {
 Processes::Processes(AdminContext& context) : context_(context) {}
 
 Result<RecoveryReport> Processes::Recover(const RecoverOptions& options) {
-  RecoveryConfig config;
+  protocol::RecoveryConfig config;
   config.keys = context_.keys;
   config.max_interruptions = options.max_interruptions;
   config.dry_run = options.dry_run;
   config.identity = options.identity;
   config.force = options.force;
-  return RunRecoveryPass(*context_.redis, config, context_.clock->Now());
+  return protocol::RunRecoveryPass(*context_.redis, config, context_.clock->Now());
 }
 
 Result<std::vector<ProcessInfo>> Processes::ListProcesses() {
@@ -177,4 +177,4 @@ Result<JanitorRecord> Processes::ReadJanitorRecord() {
   return record;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

@@ -15,7 +15,7 @@
 #include "admin/admin_context.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class Processes {
  public:
@@ -31,6 +31,6 @@ class Processes {
   AdminContext& context_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_PROCESSES_H_

@@ -13,7 +13,7 @@
 #include "codec/job_codec.h"
 #include "reliableq/job.h"  // CheckQueueName
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 namespace {
 
@@ -130,7 +130,7 @@ Result<int64_t> Queues::ClearQueue(std::string_view name) {
   if (Status s = CheckQueueName(name); !s.ok()) return s;
   std::string key = context_.keys.Queue(name);
   // Sidekiq's Queue#clear, with the size read in the same step.
-  Result<ClearReply> cleared = context_.Clear(key, name);
+  Result<protocol::ClearReply> cleared = context_.Clear(key, name);
   if (!cleared.ok()) return cleared.status();
   if (cleared->removed == 0) {
     return Status::NotFound("no queue named '" + std::string(name) + "'");
@@ -248,4 +248,4 @@ Result<QueuePage> Queues::ListQueue(std::string_view name, int64_t offset, int64
   return page;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

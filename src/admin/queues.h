@@ -16,7 +16,7 @@
 #include "admin/admin_context.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 // Seconds since the job in `payload` was enqueued (Sidekiq's latency).
 double Latency(std::string_view payload, double now);
@@ -55,6 +55,6 @@ class Queues {
   AdminContext& context_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_QUEUES_H_

@@ -10,7 +10,7 @@
 
 #include "protocol/process_entry.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 StatsReader::StatsReader(AdminContext& context, Queues& queues, Limiters& limiters)
     : context_(context), queues_(queues), limiters_(limiters) {}
@@ -44,8 +44,8 @@ Result<Stats> StatsReader::Read() {
   stats.processes = static_cast<int64_t>(processes.size());
   std::vector<std::string> working;
   for (const auto& [identity, json] : redis::FieldValues(r[7])) {
-    ProcessEntry entry;
-    if (!DecodeProcessEntry(json, &entry)) continue;
+    protocol::ProcessEntry entry;
+    if (!protocol::DecodeProcessEntry(json, &entry)) continue;
     for (const std::string& queue : entry.queues)
       working.push_back(context_.keys.Working(identity, queue));
   }
@@ -101,4 +101,4 @@ Result<RedisServerInfo> StatsReader::ServerInfo() {
   return info;
 }
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin

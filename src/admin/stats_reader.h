@@ -13,7 +13,7 @@
 #include "admin/queues.h"
 #include "reliableq/admin.h"
 
-namespace reliableq::admin_internal {
+namespace reliableq::admin {
 
 class StatsReader {
  public:
@@ -30,6 +30,6 @@ class StatsReader {
   Limiters& limiters_;
 };
 
-}  // namespace reliableq::admin_internal
+}  // namespace reliableq::admin
 
 #endif  // RELIABLEQ_ADMIN_STATS_READER_H_

@@ -7,7 +7,7 @@
 
 #include <dlfcn.h>
 
-namespace reliableq {
+namespace reliableq::base {
 
 // Sets `*slot` to the function `name` of `handle`; false when it is absent.
 template <typename Function>
@@ -16,6 +16,6 @@ bool ResolveFunction(void* handle, const char* name, Function* slot) {
   return *slot != nullptr;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::base
 
 #endif  // RELIABLEQ_BASE_DYNAMIC_LIBRARY_H_

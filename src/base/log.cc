@@ -15,7 +15,7 @@
 #include "reliableq/redis_options.h"  // RedactUrls
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::base {
 
 namespace {
 
@@ -207,4 +207,4 @@ void Logger::Emit(LogLevel level, std::string_view line) const {
   (void)ignored;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::base

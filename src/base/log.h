@@ -34,7 +34,7 @@
 
 #include "reliableq/logging.h"
 
-namespace reliableq {
+namespace reliableq::base {
 
 // What a line reports beyond its message: the event's name, and the error
 // text and duration when it has them. Implicit from a name, so a plain line
@@ -108,6 +108,6 @@ class JobLogContext {
   JobLogContext& operator=(const JobLogContext&) = delete;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::base
 
 #endif  // RELIABLEQ_BASE_LOG_H_

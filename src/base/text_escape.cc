@@ -2,7 +2,7 @@
 
 #include "base/utf8.h"
 
-namespace reliableq {
+namespace reliableq::base {
 
 namespace {
 
@@ -118,4 +118,4 @@ std::string TerminalSafeJson(std::string_view json) {
   return out;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::base

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace reliableq {
+namespace reliableq::base {
 
 // Appends `text` to `out` with
 //   \n, \r, \t      for those three bytes,
@@ -41,6 +41,6 @@ bool NeedsEscaping(std::string_view text);
 // UTF-8 whatever bytes the strings held.
 std::string TerminalSafeJson(std::string_view json);
 
-}  // namespace reliableq
+}  // namespace reliableq::base
 
 #endif  // RELIABLEQ_BASE_TEXT_ESCAPE_H_

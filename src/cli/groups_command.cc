@@ -52,7 +52,7 @@ struct GroupInfo {
 };
 
 // The directory, read on a connection routed to its own slot.
-Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const Keys& keys) {
+Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const protocol::Keys& keys) {
   RedisOptions routed = redis;
   routed.cluster.route_key = keys.Groups();
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(routed);
@@ -71,11 +71,11 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
                             const std::string& name) {
   GroupInfo info;
   info.name = name;
-  if (!CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
+  if (!protocol::CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
   RedisOptions options = redis;
   options.group = name;
   options.cluster.route_key.clear();
-  const Keys keys = Keys::For(prefix, options);
+  const protocol::Keys keys = protocol::Keys::For(prefix, options);
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) return connection.status();
   const std::string schema = keys.Schema(), queues_key = keys.Queues(), registry = keys.Registry();
@@ -139,7 +139,7 @@ std::string AsJson(const std::vector<GroupInfo>& groups) {
   }
   writer.EndArray();
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 // `text` (escaped, so well-formed UTF-8) and spaces up to `width`
@@ -163,7 +163,7 @@ std::string AsText(const std::vector<GroupInfo>& groups) {
   if (groups.empty()) return "no queue group\n";
   std::string out = "group                             queued  processes  layout\n";
   for (const GroupInfo& g : groups) {
-    AppendPadded(Escaped(g.name), 32, &out);
+    AppendPadded(base::Escaped(g.name), 32, &out);
     if (g.error) {
       out += " error: " + Shown(g.error->ToString()) + "\n";
       continue;
@@ -172,7 +172,7 @@ std::string AsText(const std::vector<GroupInfo>& groups) {
     AppendRight(g.queued, 7, &out);
     out += ' ';
     AppendRight(g.processes, 10, &out);
-    out += "  " + (g.layout ? Escaped(*g.layout) : std::string("none")) + "\n";
+    out += "  " + (g.layout ? base::Escaped(*g.layout) : std::string("none")) + "\n";
   }
   return out;
 }
@@ -184,7 +184,7 @@ int Run(const ParsedArgs& args) {
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   const std::string prefix = PrefixFromArgs(args);
-  Result<std::vector<std::string>> names = ReadDirectory(*redis, Keys(prefix));
+  Result<std::vector<std::string>> names = ReadDirectory(*redis, protocol::Keys(prefix));
   if (!names.ok()) return RuntimeError(names.status());
   // A group that cannot be read does not hide the others: an operator
   // looking at a hundred groups wants the ninety-nine, and the row of the

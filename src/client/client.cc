@@ -108,7 +108,7 @@ class ClientImpl : public Client {
       : connection_(std::move(connection)),
         spool_(std::move(spool)),
         options_(std::move(options)),
-        keys_(Keys::For(options_.prefix, connection_->options())),
+        keys_(protocol::Keys::For(options_.prefix, connection_->options())),
         clock_(options_.clock ? options_.clock : SystemClock()),
         wait_wire_(WaitWire(options_)) {}
 
@@ -125,7 +125,7 @@ class ClientImpl : public Client {
     }
     Pending pending(spool_ ? OnceCall(encoded->jid, encoded->queue, std::nullopt,
                                       std::move(encoded->payload))
-                           : PushCall(keys_, QueuePushes(encoded->queue,
+                           : protocol::PushCall(keys_, QueuePushes(encoded->queue,
                                                          std::move(encoded->payload))));
     Attempt attempt = Run(&pending);
     return Spooling(
@@ -210,15 +210,15 @@ class ClientImpl : public Client {
     }
     Pending pending(spool_ ? OnceCall(encoded->jid, encoded->queue, epoch_seconds,
                                       std::move(encoded->payload))
-                           : ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
+                           : protocol::ScheduleCall(keys_, epoch_seconds, std::move(encoded->payload)));
     Attempt attempt = Run(&pending);
     if (!attempt.status.ok()) {
       return Spooling(
           FromAttempt(attempt, [] { return "schedule"; }, std::move(encoded->jid)),
           std::move(spooled));
     }
-    Status answered = spool_ ? ReadPushOnceReply(attempt.reply).status()
-                             : ReadScheduleReply(attempt.reply).status();
+    Status answered = spool_ ? protocol::ReadPushOnceReply(attempt.reply).status()
+                             : protocol::ReadScheduleReply(attempt.reply).status();
     if (!answered.ok()) {
       // Redis ran something and answered oddly: the job may be stored.
       return Spooling(Failed(PushOutcome::kNotConfirmed, std::move(encoded->jid), answered),
@@ -240,11 +240,11 @@ class ClientImpl : public Client {
   // A unique job, to its queue or the schedule. Never spooled: the caller
   // must learn now whether it is a duplicate.
   PushResult PushUnique(Encoded* e, std::optional<double> at) {
-    Pending pending(PushUniqueCall(keys_, e->unique_key, e->jid, e->unique_ttl_millis, e->queue,
+    Pending pending(protocol::PushUniqueCall(keys_, e->unique_key, e->jid, e->unique_ttl_millis, e->queue,
                                    at, std::move(e->payload)));
     Attempt attempt = Run(&pending);
     if (attempt.status.ok()) {
-      Result<PushUniqueReply> reply = ReadPushUniqueReply(attempt.reply);
+      Result<protocol::PushUniqueReply> reply = protocol::ReadPushUniqueReply(attempt.reply);
       if (auto other = UniquePushRefusal(reply, e->jid, e->unique_key)) return *other;
     }
     return FromAttempt(attempt, [&] { return "unique push, key " + e->unique_key; },
@@ -256,13 +256,13 @@ class ClientImpl : public Client {
   // land): push_once.lua stores each jid once within the replay window.
   ScriptCall OnceCall(std::string_view jid, std::string_view queue, std::optional<double> at,
                       std::string payload) const {
-    std::vector<OncePush> jobs;
+    std::vector<protocol::OncePush> jobs;
     jobs.push_back({jid, queue, at, std::move(payload)});
-    return PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
+    return protocol::PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
   }
 
-  static std::vector<QueuePush> QueuePushes(std::string_view queue, std::string payload) {
-    std::vector<QueuePush> pushes;
+  static std::vector<protocol::QueuePush> QueuePushes(std::string_view queue, std::string payload) {
+    std::vector<protocol::QueuePush> pushes;
     pushes.push_back({queue, {}});
     pushes.back().payloads.push_back(std::move(payload));
     return pushes;
@@ -275,17 +275,17 @@ class ClientImpl : public Client {
                                       size_t end) const {
     if (spool_) {
       // One record per job, in input order.
-      std::vector<OncePush> jobs;
+      std::vector<protocol::OncePush> jobs;
       for (size_t i = begin; i < end; ++i) {
         Encoded& e = (*encoded)[i];
         if (!e.stopped) jobs.push_back({e.jid, e.queue, std::nullopt, std::move(e.payload)});
       }
       if (jobs.empty()) return std::nullopt;
-      return PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
+      return protocol::PushOnceCall(keys_, options_.spool_replay_window, std::move(jobs));
     }
     // Queues in the order they first appear, each with its payloads in
     // input order (the first given is taken first).
-    std::vector<QueuePush> pushes;
+    std::vector<protocol::QueuePush> pushes;
     std::unordered_map<std::string_view, size_t> index;
     for (size_t i = begin; i < end; ++i) {
       Encoded& e = (*encoded)[i];
@@ -298,7 +298,7 @@ class ClientImpl : public Client {
       pushes[it->second].payloads.push_back(std::move(e.payload));
     }
     if (pushes.empty()) return std::nullopt;
-    return PushCall(keys_, std::move(pushes));
+    return protocol::PushCall(keys_, std::move(pushes));
   }
 
   // The spool's copy of a job about to be pushed (`at`: scheduled for
@@ -586,7 +586,7 @@ class ClientImpl : public Client {
   std::unique_ptr<redis::Connection> connection_;  // used only while writing_
   std::unique_ptr<spool::ClientSpool> spool_;  // null without spool_dir
   const ClientOptions options_;
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::shared_ptr<const Clock> clock_;
   const std::string wait_wire_;  // WaitWire(options_)
 

@@ -23,7 +23,7 @@ Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
                                    " s: it must be at least 1 s");
   }
   // The spool and the client build their keys from these two.
-  if (Status s = CheckKeyLayout(client.prefix, options.group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(client.prefix, options.group); !s.ok()) return s;
   RedisOptions out = options;
   if (client.wait_replicas > 0) out.command_timeout += client.wait_timeout;
   return out;

@@ -40,7 +40,7 @@ Result<std::string> Sha256Hex(const std::string& text) {
 
 }  // namespace
 
-Result<std::string> UniqueRedisKey(const Keys& keys, const Job& job) {
+Result<std::string> UniqueRedisKey(const protocol::Keys& keys, const Job& job) {
   std::string key = job.unique->key;
   if (key.empty()) {
     // The args as the payload holds them: written compactly, so that
@@ -128,7 +128,7 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
   return out;
 }
 
-Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_at,
+Result<Job> JobWithFlowFields(const protocol::Keys& keys, const Job& job, double created_at,
                               std::string* unique_key) {
   if (job.unique) {
     Result<std::string> key = UniqueRedisKey(keys, job);
@@ -152,7 +152,7 @@ Status CheckJob(const Job& job) {
   const Job* encoded = &job;
   if (HasFlowFields(job)) {
     std::string unique_key;
-    Result<Job> copy = JobWithFlowFields(Keys(), job, kAnyTime, &unique_key);
+    Result<Job> copy = JobWithFlowFields(protocol::Keys(), job, kAnyTime, &unique_key);
     if (!copy.ok()) return copy.status();
     with_fields = std::move(copy.value());
     encoded = &with_fields;
@@ -162,7 +162,7 @@ Status CheckJob(const Job& job) {
   return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
 }
 
-std::optional<PushResult> UniquePushRefusal(const Result<PushUniqueReply>& reply,
+std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueReply>& reply,
                                             const std::string& jid, const std::string& key) {
   if (reply.ok() && reply->pushed) return std::nullopt;
   PushResult result;

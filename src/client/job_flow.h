@@ -33,7 +33,7 @@ Status CheckNoUniqueFields(std::string_view extra_json);
 // or, when that is empty, "<class>:<hex SHA-256 of the compact args>".
 // kInvalidArgument when the key given is empty of meaning (control bytes,
 // '"', '\\', over 512 bytes) or args is not JSON. Precondition: job.unique.
-Result<std::string> UniqueRedisKey(const Keys& keys, const Job& job);
+Result<std::string> UniqueRedisKey(const protocol::Keys& keys, const Job& job);
 
 // job.extra with the flow fields added after its own: expires_at (epoch
 // seconds, created_at + expires_in for expires_in), unique_key (the full
@@ -46,13 +46,13 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
 // A copy of `job` with ExtraWithFlowFields as its extra, and the flow
 // options cleared (EncodeJob knows nothing of them); the unique key, if
 // any, in `*unique_key`.
-Result<Job> JobWithFlowFields(const Keys& keys, const Job& job, double created_at,
+Result<Job> JobWithFlowFields(const protocol::Keys& keys, const Job& job, double created_at,
                               std::string* unique_key);
 
 // What push_unique.lua's `reply` (as ReadPushUniqueReply read it) says when
 // it did not store job `jid`: another holder of `key` is kDuplicate, a reply
 // it could not read is kNotConfirmed; nullopt when the job was stored.
-std::optional<PushResult> UniquePushRefusal(const Result<PushUniqueReply>& reply,
+std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueReply>& reply,
                                             const std::string& jid, const std::string& key);
 
 }  // namespace reliableq

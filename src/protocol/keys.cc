@@ -2,7 +2,7 @@
 
 #include <ctime>
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 namespace {
 
@@ -77,4 +77,4 @@ std::string UtcDate(double epoch_seconds) {
   return buf;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

@@ -20,7 +20,7 @@
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 class Keys {
  public:
@@ -156,6 +156,6 @@ Status CheckKeyLayout(std::string_view prefix, std::string_view group);
 // "YYYY-MM-DD" of a UTC epoch time, as in Sidekiq's dated stat keys.
 std::string UtcDate(double epoch_seconds);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_KEYS_H_

@@ -4,7 +4,7 @@
 
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 namespace {
 
@@ -20,7 +20,7 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
   if (held == ours) return Status::OK();
   bool cut = held.size() > kShownChars;
   if (cut) held.resize(kShownChars);
-  std::string message = "Redis records reliableq key layout '" + Escaped(held) +
+  std::string message = "Redis records reliableq key layout '" + base::Escaped(held) +
                         (cut ? "...'" : "'") + " at " + std::string(key) +
                         "; this reliableq runs layout " + ours;
   if (!recorded) {
@@ -78,4 +78,4 @@ Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record) {
   return CheckLayout(recorded, key, keys.layout());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

@@ -31,7 +31,7 @@
 #include "redis/connection.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 // The layouts this build reads and writes. 1: Sidekiq's keys and
 // reliableq's prefixed keys on one Redis, as reliableq-schema(7) lists them
@@ -57,6 +57,6 @@ Status CheckLayout(const std::optional<std::string>& recorded, std::string_view 
 // them.
 Status VerifyLayout(redis::Connection& redis, const Keys& keys, bool record);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_LAYOUT_VERSION_H_

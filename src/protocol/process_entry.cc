@@ -11,7 +11,7 @@
 
 #include "codec/job_codec.h"  // FormatEpoch
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 namespace {
 
@@ -126,4 +126,4 @@ std::string ProcessHostname() {
   return name;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 struct ProcessEntry {
   std::string identity;
@@ -65,6 +65,6 @@ std::string ProcessHostname();
 // present with the right type (beat_client and ttl_ms only when positive).
 bool DecodeProcessEntry(std::string_view json, ProcessEntry* entry);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_PROCESS_ENTRY_H_

@@ -15,7 +15,7 @@
 #include "redis/reply.h"
 #include "protocol/script_calls.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 namespace {
 
@@ -400,4 +400,4 @@ Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryC
   return report;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

@@ -36,7 +36,7 @@
 #include "reliableq/recovery.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 struct RecoveryConfig {
   // Key names (the prefix of reliableq's own keys).
@@ -78,6 +78,6 @@ struct RecoveryConfig {
 Result<RecoveryReport> RunRecoveryPass(redis::Connection& redis, const RecoveryConfig& config,
                                        double now);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_RECOVERY_H_

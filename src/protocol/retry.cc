@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 double DefaultRetryDelay(int count, const RandomBelow& random) {
   double c = count;
@@ -99,4 +99,4 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
   return plan;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

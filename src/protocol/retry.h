@@ -11,7 +11,7 @@
 
 #include "reliableq/handler.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 enum class FailureAction {
   kRetry,  // ZADD retry at retry_at
@@ -50,6 +50,6 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
                         const std::function<RetryIn(int count)>& retry_in,
                         const RandomBelow& random);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_RETRY_H_

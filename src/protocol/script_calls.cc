@@ -6,7 +6,7 @@
 
 #include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 namespace {
 
@@ -523,4 +523,4 @@ Result<PeriodicDeclareReply> ReadPeriodicDeclareReply(redis::ReplyRef reply) {
   return PeriodicDeclareReply{std::move(*digest), std::move(*declarer)};
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol

@@ -24,7 +24,7 @@
 #include "reliableq/dead_set.h"
 #include "reliableq/recovery.h"
 
-namespace reliableq {
+namespace reliableq::protocol {
 
 // push.lua: each queue's payloads, in the order given (the first given is
 // taken first), all or nothing; a queue that was empty is woken on
@@ -324,6 +324,6 @@ struct PeriodicDeclareReply {
 };
 Result<PeriodicDeclareReply> ReadPeriodicDeclareReply(redis::ReplyRef reply);
 
-}  // namespace reliableq
+}  // namespace reliableq::protocol
 
 #endif  // RELIABLEQ_PROTOCOL_SCRIPT_CALLS_H_

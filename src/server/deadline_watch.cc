@@ -21,7 +21,7 @@ std::string_view StringField(const rapidjson::Document& document, const char* na
 }  // namespace
 
 DeadlineWatch::DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                             const Clock& clock, const Logger& log, metrics::WorkerMetrics* metrics)
+                             const Clock& clock, const base::Logger& log, metrics::WorkerMetrics* metrics)
     : pool_(pool),
       on_overrun_(on_overrun),
       clock_(clock),
@@ -40,7 +40,7 @@ void DeadlineWatch::Check() {
     if (!decoded.ok()) continue;
     std::string_view job_class = StringField(decoded->document, "class");
     std::string_view queue = StringField(decoded->document, "queue");
-    JobLogContext context(job_class, StringField(decoded->document, "jid"), queue);
+    base::JobLogContext context(job_class, StringField(decoded->document, "jid"), queue);
     double seconds = static_cast<double>(event.timeout.count()) / 1000;
     if (event.kind == DeadlineEvent::Kind::kTimedOut) {
       if (metrics_ != nullptr) metrics_->JobTimedOut(job_class);

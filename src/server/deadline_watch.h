@@ -35,7 +35,7 @@ class DeadlineWatch {
 
   // metrics: counts the overruns there (null: none).
   DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                const Clock& clock, const Logger& log, metrics::WorkerMetrics* metrics);
+                const Clock& clock, const base::Logger& log, metrics::WorkerMetrics* metrics);
 
   void Start();
   void Stop();
@@ -46,7 +46,7 @@ class DeadlineWatch {
   ProcessorPool& pool_;
   const OverrunAction on_overrun_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   metrics::WorkerMetrics* const metrics_;  // null: none
   uv::Timer timer_;
 };

@@ -13,7 +13,7 @@ constexpr std::chrono::milliseconds kLongestPause{2000};
 
 Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
                  QueueHealth& health, const ProcessorPool& pool, int concurrency,
-                 const Clock& clock, const Logger& log, Events events, Optional optional)
+                 const Clock& clock, const base::Logger& log, Events events, Optional optional)
     : command_(command),
       queues_(queues),
       health_(health),
@@ -47,18 +47,18 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   in_flight_ = true;
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
-      FetchCall(pairs, wanted),
+      protocol::FetchCall(pairs, wanted),
       [this, order = std::move(order), wanted, sent_at](const Status& s, redis::ReplyRef r) {
         auto now = clock_.Monotonic();
         prefetch_.OnReply(sent_at, now, pool_.finished_total());
         if (metrics_ != nullptr && s.ok()) {
           metrics_->FetchRoundTrip(std::chrono::duration<double>(now - sent_at).count());
         }
-        FetchReply fetched;
+        protocol::FetchReply fetched;
         if (s.ok()) {
           // A reply of another shape (a broken script) brings no job, as an
           // empty one does.
-          Result<FetchReply> read = ReadFetchReply(r);
+          Result<protocol::FetchReply> read = protocol::ReadFetchReply(r);
           if (read.ok()) fetched = std::move(*read);
         }
         OnReply(s, std::move(fetched), order, wanted);
@@ -67,13 +67,13 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   return sent.ok();
 }
 
-void Fetcher::OnReply(const Status& status, FetchReply fetched, const std::vector<uint32_t>& order,
+void Fetcher::OnReply(const Status& status, protocol::FetchReply fetched, const std::vector<uint32_t>& order,
                       size_t wanted) {
   in_flight_ = false;
   if (!status.ok()) {
     if (!status.IsShutdown()) {
       std::string error = status.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("fetch_failed").WithError(error), "fetch failed: %s",
+      log_.Log(LogLevel::kWarn, base::LogEvent("fetch_failed").WithError(error), "fetch failed: %s",
                error.c_str());
     }
     if (!status.IsIoError() && !status.IsTimeout() && !status.IsShutdown()) {
@@ -86,16 +86,16 @@ void Fetcher::OnReply(const Status& status, FetchReply fetched, const std::vecto
   pause_ = std::chrono::milliseconds(0);
   std::vector<FetchedJob> jobs;
   jobs.reserve(fetched.jobs.size());
-  for (FetchedPayload& job : fetched.jobs) {
+  for (protocol::FetchedPayload& job : fetched.jobs) {
     if (job.pair < order.size()) jobs.push_back({order[job.pair], std::move(job.payload)});
   }
-  for (const SkippedPair& skipped : fetched.skipped) {
+  for (const protocol::SkippedPair& skipped : fetched.skipped) {
     if (skipped.pair < order.size()) health_.Broken(order[skipped.pair], skipped.reason);
   }
   if (health_.any_broken()) {
     // Every queue fetch.lua did not report was usable.
     std::vector<bool> reported(queues_.size(), false);
-    for (const SkippedPair& skipped : fetched.skipped) {
+    for (const protocol::SkippedPair& skipped : fetched.skipped) {
       if (skipped.pair < order.size()) reported[order[skipped.pair]] = true;
     }
     for (uint32_t q : order) {

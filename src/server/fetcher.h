@@ -55,7 +55,7 @@ class Fetcher {
 
   Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
           QueueHealth& health, const ProcessorPool& pool, int concurrency, const Clock& clock,
-          const Logger& log, Events events, Optional optional);
+          const base::Logger& log, Events events, Optional optional);
 
   // Sends a fetch for what there is room for, unless one is on its way, the
   // connection is down, the pause after a refusal runs, or nothing fits;
@@ -74,7 +74,7 @@ class Fetcher {
   const Prefetch& prefetch() const { return prefetch_; }
 
  private:
-  void OnReply(const Status& status, FetchReply fetched, const std::vector<uint32_t>& order,
+  void OnReply(const Status& status, protocol::FetchReply fetched, const std::vector<uint32_t>& order,
                size_t wanted);
 
   redis::AsyncConnection& command_;
@@ -84,7 +84,7 @@ class Fetcher {
   metrics::WorkerMetrics* const metrics_;
   const ProcessorPool& pool_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   Prefetch prefetch_;
   std::mt19937_64 random_;

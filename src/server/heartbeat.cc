@@ -49,9 +49,9 @@ std::string WorkJson(const std::string& queue, const RunningJob& job) {
 
 }  // namespace
 
-Heartbeat::Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+Heartbeat::Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
                      ProcessDescription self, std::chrono::milliseconds ttl,
-                     std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+                     std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
                      Events events)
     : command_(command),
       keys_(keys),
@@ -125,7 +125,7 @@ void Heartbeat::Beat() {
   BeatSnapshot snapshot = events_.snapshot();
   const std::vector<std::string>& queues =
       snapshot.queues.empty() ? self_.queues : snapshot.queues;
-  ProcessEntry entry;
+  protocol::ProcessEntry entry;
   entry.identity = self_.identity;
   entry.hostname = self_.hostname;
   entry.pid = self_.pid;
@@ -144,9 +144,9 @@ void Heartbeat::Beat() {
   entry.ttl_ms = ttl_.count();
   std::set<int64_t> published(snapshot.clients.begin(), snapshot.clients.end());
 
-  BeatFields fields;
+  protocol::BeatFields fields;
   fields.ttl_millis = ttl_.count();
-  fields.registry_entry = EncodeProcessEntry(entry);
+  fields.registry_entry = protocol::EncodeProcessEntry(entry);
   fields.info = InfoJson(queues);
   fields.busy = snapshot.running.size();
   fields.now = clock_.Now();
@@ -156,7 +156,7 @@ void Heartbeat::Beat() {
   for (const RunningJob& job : snapshot.running) {
     fields.work.emplace_back("p" + std::to_string(job.slot), WorkJson(queues[job.queue], job));
   }
-  ScriptCall call = HeartbeatCall(keys_, self_.identity, std::move(fields));
+  ScriptCall call = protocol::HeartbeatCall(keys_, self_.identity, std::move(fields));
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
       std::move(call), [this, published = std::move(published), queue_count = queues.size(),
@@ -173,13 +173,13 @@ void Heartbeat::OnReply(const Status& status, redis::ReplyRef reply, std::set<in
   if (stopped_) return;
   if (!status.ok()) {
     std::string error = status.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("heartbeat_failed").WithError(error), "heartbeat failed: %s",
+    log_.Log(LogLevel::kWarn, base::LogEvent("heartbeat_failed").WithError(error), "heartbeat failed: %s",
              error.c_str());
     return;  // the connection's own recovery will beat again
   }
   // A reply of another shape (a broken script) reads as a key that was
   // not there, and no signal.
-  Result<HeartbeatReply> read = ReadHeartbeatReply(reply);
+  Result<protocol::HeartbeatReply> read = protocol::ReadHeartbeatReply(reply);
   bool existed = read.ok() && read->existed;
   std::string signal = read.ok() ? std::move(read->signal) : std::string();
   published_ = std::move(published);

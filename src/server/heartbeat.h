@@ -74,9 +74,9 @@ class Heartbeat {
         on_beat;
   };
 
-  Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+  Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
             ProcessDescription self, std::chrono::milliseconds ttl,
-            std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+            std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
             Events events);
 
   // Beats every interval from now on, and records the start time.
@@ -102,12 +102,12 @@ class Heartbeat {
   std::string InfoJson(const std::vector<std::string>& queues) const;
 
   redis::AsyncConnection& command_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const ProcessDescription self_;
   const std::chrono::milliseconds ttl_;
   const std::chrono::milliseconds interval_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   uv::Timer timer_;
 

@@ -12,9 +12,9 @@ constexpr std::chrono::milliseconds kListenAfterBusy{1000};
 }  // namespace
 
 IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
-                     const std::string& client_name, const Keys& keys, const QueueSet& queues,
+                     const std::string& client_name, const protocol::Keys& keys, const QueueSet& queues,
                      const QueueHealth& health, redis::AsyncConnection& command, Fetcher& fetcher,
-                     Intervals intervals, const Logger& log, Hooks hooks)
+                     Intervals intervals, const base::Logger& log, Hooks hooks)
     : queues_(queues),
       health_(health),
       command_(command),

@@ -62,9 +62,9 @@ class IdleFetch {
   };
 
   IdleFetch(uv::EventLoop& loop, const RedisOptions& redis, const std::string& client_name,
-            const Keys& keys, const QueueSet& queues, const QueueHealth& health,
+            const protocol::Keys& keys, const QueueSet& queues, const QueueHealth& health,
             redis::AsyncConnection& command, Fetcher& fetcher, Intervals intervals,
-            const Logger& log, Hooks hooks);
+            const base::Logger& log, Hooks hooks);
 
   // Connects the listener (the scheduled-job wake-ups flow from then on).
   void Start();

@@ -49,9 +49,9 @@ class Janitor {
   // `identity` is this process (never recovered by its own janitor);
   // `redis` may be null (connected on the first pass).
   Janitor(uv::EventLoop& loop, RedisOptions redis_options,
-          std::unique_ptr<redis::Connection> redis, const Keys& keys,
+          std::unique_ptr<redis::Connection> redis, const protocol::Keys& keys,
           const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
-          std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+          std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
           metrics::WorkerMetrics* metrics);
 
   // A pass now, then about one every interval until Stop().
@@ -75,10 +75,10 @@ class Janitor {
   uv::EventLoop& loop_;
   const RedisOptions redis_options_;
   std::unique_ptr<redis::Connection> redis_;
-  const RecoveryConfig config_;
+  const protocol::RecoveryConfig config_;
   const std::chrono::milliseconds interval_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   uv::Timer timer_;
   std::mt19937_64 random_;
   bool stopped_ = false;

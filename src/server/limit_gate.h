@@ -71,8 +71,8 @@ class LimitGate {
   // reconcile returns them.
   using Admit = std::function<bool(std::vector<FetchedJob>* jobs)>;
 
-  LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
-            std::string identity, std::vector<Limit> limits, const Clock& clock, const Logger& log,
+  LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const protocol::Keys& keys,
+            std::string identity, std::vector<Limit> limits, const Clock& clock, const base::Logger& log,
             Admit admit, metrics::WorkerMetrics* metrics);
 
   // Leaves in `jobs` those of unlimited classes, to start now; sends the
@@ -107,18 +107,18 @@ class LimitGate {
   };
   void Acquire(size_t limit, FetchedJob job);
   // `read`: limit_acquire.lua's reply, or why there is none.
-  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, Result<LimitAcquireReply> read);
+  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, Result<protocol::LimitAcquireReply> read);
   void SendRelease(size_t limit, std::vector<std::string> holders);
-  LimitTerms Terms(size_t limit) const;
+  protocol::LimitTerms Terms(size_t limit) const;
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const std::string identity_;
   const std::vector<Limit> limits_;
   const LimitPlan plan_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Admit admit_;
   metrics::WorkerMetrics* const metrics_;  // null: none
 

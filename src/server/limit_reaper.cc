@@ -29,7 +29,7 @@ int ConcurrencyOf(std::string_view definition) {
 
 }  // namespace
 
-Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now) {
+Result<int64_t> ReapLimits(redis::Connection& redis, const protocol::Keys& keys, double now) {
   auto limits = redis.Command({"HGETALL", keys.Limits()});
   if (!limits.ok()) return limits.status();
   // HGETALL: name, definition, ...
@@ -50,11 +50,11 @@ Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double no
     }
     // Nothing held and nothing that may wait: no script.
     if (identities.empty() && concurrency == 0) continue;
-    LimitTerms terms{name, concurrency, 0, 0};
+    protocol::LimitTerms terms{name, concurrency, 0, 0};
     auto reaped =
-        redis.Eval(LimitReapCall(keys, terms, {identities.begin(), identities.end()}, now));
+        redis.Eval(protocol::LimitReapCall(keys, terms, {identities.begin(), identities.end()}, now));
     if (!reaped.ok()) return reaped.status();
-    Result<LimitReapReply> read = ReadLimitReapReply(*reaped);
+    Result<protocol::LimitReapReply> read = protocol::ReadLimitReapReply(*reaped);
     if (read.ok()) freed += read->removed;
   }
   return freed;

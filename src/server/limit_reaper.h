@@ -18,7 +18,7 @@ namespace reliableq {
 // Frees the slots of dead processes and moves parked jobs back while there
 // is room (limit_reap.lua per limiter in `limits`). Returns the number of
 // slots freed.
-Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now);
+Result<int64_t> ReapLimits(redis::Connection& redis, const protocol::Keys& keys, double now);
 
 }  // namespace reliableq
 

@@ -52,7 +52,7 @@ MetricsEndpoint::~MetricsEndpoint() {
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics,
-    Sources sources, std::chrono::milliseconds heartbeat_ttl, const Logger& log) {
+    Sources sources, std::chrono::milliseconds heartbeat_ttl, const base::Logger& log) {
   Result<http::HttpAddress> where = http::HttpAddress::Parse(address);
   if (!where.ok()) return where.status();
   std::unique_ptr<MetricsEndpoint> endpoint(

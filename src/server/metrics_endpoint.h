@@ -54,7 +54,7 @@ class MetricsEndpoint {
   // it when it cannot be bound (a port in use).
   static Result<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics,
-      Sources sources, std::chrono::milliseconds heartbeat_ttl, const Logger& log);
+      Sources sources, std::chrono::milliseconds heartbeat_ttl, const base::Logger& log);
 
   // Stops the loop's timer (the loop can then end); the listener keeps
   // serving, and /healthz reports the loop as stopped, until destroyed.

@@ -103,7 +103,7 @@ Status CheckServerOptions(const ServerOptions& options) {
                                    std::to_string(kMaxPrefixBytes) +
                                    " characters of printable ASCII");
   }
-  if (Status s = CheckKeyLayout(options.prefix, options.redis.group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(options.prefix, options.redis.group); !s.ok()) return s;
   if (options.tag.size() > kMaxTagBytes) {
     return Status::InvalidArgument("the tag must be at most " + std::to_string(kMaxTagBytes) +
                                    " bytes");

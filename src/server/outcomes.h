@@ -58,8 +58,8 @@ class Outcomes {
   };
 
   Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-           ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys, const Clock& clock,
-           const Logger& log, std::function<void()> on_round_over, Optional optional);
+           ProcessorPool& pool, DeadSetLimits dead_limits, const protocol::Keys& keys, const Clock& clock,
+           const base::Logger& log, std::function<void()> on_round_over, Optional optional);
 
   // Takes what the processors finished and sends it, unless a round is on
   // its way; arms the processors' wake-up when nothing is left to take.
@@ -98,11 +98,11 @@ class Outcomes {
   const QueueSet& queues_;
   ProcessorPool& pool_;
   const DeadSetLimits dead_limits_;
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::string wake_channel_;
   const std::string expired_key_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   std::function<void()> on_round_over_;
   metrics::WorkerMetrics* const metrics_;
   const std::function<void(uint64_t)> on_slot_freed_;

@@ -42,9 +42,9 @@ struct PeriodicScheduler::Batch {
 };
 
 PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command,
-                                     const Keys& keys, std::string identity,
+                                     const protocol::Keys& keys, std::string identity,
                                      const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                                     const Logger& log, metrics::WorkerMetrics* metrics)
+                                     const base::Logger& log, metrics::WorkerMetrics* metrics)
     : command_(command),
       keys_(keys),
       identity_(std::move(identity)),
@@ -56,7 +56,7 @@ PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection
     Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(job.cron, job.time_zone);
     Status checked = cron.ok() ? CheckPeriodicJob(job) : cron.status();
     if (!checked.ok()) {
-      log_.Log(LogLevel::kError, LogEvent("periodic_invalid").WithError(checked.message()),
+      log_.Log(LogLevel::kError, base::LogEvent("periodic_invalid").WithError(checked.message()),
                "%s: left out", checked.message().c_str());
       continue;
     }
@@ -108,7 +108,7 @@ void PeriodicScheduler::Turn() {
 
 void PeriodicScheduler::Declare(Entry& entry) {
   const periodic::PeriodicDefinition& d = entry.definition;
-  ScriptCall call = PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
+  ScriptCall call = protocol::PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
                                         {{"cron", d.cron},
                                          {"timezone", d.time_zone},
                                          {"class", d.job_class},
@@ -120,12 +120,12 @@ void PeriodicScheduler::Declare(Entry& entry) {
   uint64_t run = run_;
   Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redis::ReplyRef r) {
     if (run != run_) return;
-    Result<PeriodicDeclareReply> read =
-        s.ok() ? ReadPeriodicDeclareReply(r) : Result<PeriodicDeclareReply>(s);
+    Result<protocol::PeriodicDeclareReply> read =
+        s.ok() ? protocol::ReadPeriodicDeclareReply(r) : Result<protocol::PeriodicDeclareReply>(s);
     if (!read.ok()) {
       entry.declared = false;
       std::string why = read.status().ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("periodic_declare_failed").WithError(why),
+      log_.Log(LogLevel::kWarn, base::LogEvent("periodic_declare_failed").WithError(why),
                "periodic job %s: declaring failed: %s; trying again", entry.job.name.c_str(),
                why.c_str());
       return;
@@ -137,8 +137,8 @@ void PeriodicScheduler::Declare(Entry& entry) {
                "periodic job %s: this worker's declaration (digest %s, cron \"%s\") replaces "
                "the different one of %s (digest %s): the newest declaration wins",
                entry.job.name.c_str(), entry.definition.digest.c_str(),
-               Escaped(entry.job.cron).c_str(), Escaped(declarer).c_str(),
-               Escaped(previous).c_str());
+               base::Escaped(entry.job.cron).c_str(), base::Escaped(declarer).c_str(),
+               base::Escaped(previous).c_str());
     }
     entry.conflict_with.clear();
   });
@@ -185,14 +185,14 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       if (decoded.ok() && decoded->document["jid"].IsString()) {
         jid = decoded->document["jid"].GetString();
       }
-      PeriodicTick call{
+      protocol::PeriodicTick call{
           entry.job.name,  entry.definition.digest, tick, batch->catch_up_first && i == 0,
           entry.job.queue, std::move(*payload),     jid,  at};
-      sent = command_.Eval(PeriodicTickCall(keys_, std::move(call)),
+      sent = command_.Eval(protocol::PeriodicTickCall(keys_, std::move(call)),
                            [this, &entry, batch, i](const Status& s, redis::ReplyRef r) {
                              OnTickReply(
                                  entry, batch, i,
-                                 s.ok() ? ReadPeriodicTickReply(r) : Result<PeriodicTickReply>(s));
+                                 s.ok() ? protocol::ReadPeriodicTickReply(r) : Result<protocol::PeriodicTickReply>(s));
                            });
     }
     if (!sent.ok()) OnTickReply(entry, batch, i, sent);
@@ -200,14 +200,14 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
 }
 
 void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                                    const Result<PeriodicTickReply>& read) {
+                                    const Result<protocol::PeriodicTickReply>& read) {
   if (batch->run != run_) return;
   const std::string& name = entry.job.name;
   const int64_t tick = batch->ticks[index];
-  using Outcome = PeriodicTickReply::Outcome;
+  using Outcome = protocol::PeriodicTickReply::Outcome;
   if (!read.ok()) {
     std::string why = read.status().ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("periodic_failed").WithError(why),
+    log_.Log(LogLevel::kWarn, base::LogEvent("periodic_failed").WithError(why),
              "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
              static_cast<long long>(tick), why.c_str());
   } else if (read->outcome == Outcome::kPushed) {
@@ -232,7 +232,7 @@ void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& 
       log_.Log(LogLevel::kWarn, "periodic_conflict",
                "periodic job %s: the declaration of %s replaced this worker's (%s, digest %s), "
                "which differs: this worker pushes none of its ticks",
-               name.c_str(), Escaped(declarer).c_str(), identity_.c_str(),
+               name.c_str(), base::Escaped(declarer).c_str(), identity_.c_str(),
                entry.definition.digest.c_str());
     }
     TakeOverIfGone(entry, declarer);
@@ -261,7 +261,7 @@ void PeriodicScheduler::TakeOverIfGone(Entry& entry, const std::string& declarer
                      log_.Log(LogLevel::kWarn, "periodic_takeover",
                               "periodic job %s: %s, whose declaration won, is gone: this "
                               "worker declares its own again",
-                              target->job.name.c_str(), Escaped(declarer).c_str());
+                              target->job.name.c_str(), base::Escaped(declarer).c_str());
                      target->declared = false;
                      target->conflict_with.clear();
                    });

@@ -49,9 +49,9 @@ class PeriodicScheduler {
 
   // `jobs` passed CheckPeriodicJob (Server::Open checks them); one that
   // does not is logged and left out.
-  PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+  PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
                     std::string identity, const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                    const Logger& log, metrics::WorkerMetrics* metrics);
+                    const base::Logger& log, metrics::WorkerMetrics* metrics);
   ~PeriodicScheduler();
 
   // Declares the jobs, sets each cursor to now and begins pushing ticks.
@@ -69,16 +69,16 @@ class PeriodicScheduler {
   void SubmitOwed(Entry& entry, int64_t now);
   // `read`: periodic.lua's reply for the tick, or why there is none.
   void OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                   const Result<PeriodicTickReply>& read);
+                   const Result<protocol::PeriodicTickReply>& read);
   void Finish(Entry& entry, const Batch& batch);
   void TakeOverIfGone(Entry& entry, const std::string& declarer);
   void Arm();
 
   redis::AsyncConnection& command_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const std::string identity_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   metrics::WorkerMetrics* const metrics_;  // null: none
   std::vector<std::unique_ptr<Entry>> entries_;
   uv::Timer timer_;

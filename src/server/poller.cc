@@ -47,7 +47,7 @@ std::string DueJobQueue(std::string_view member) {
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
                std::chrono::milliseconds interval, DeadSetLimits dead_limits,
-               const Keys& keys, const Clock& clock, const Logger& log)
+               const protocol::Keys& keys, const Clock& clock, const base::Logger& log)
     : command_(command),
       interval_(interval),
       dead_limits_(dead_limits),
@@ -236,7 +236,7 @@ void Poller::Pass(unsigned mask) {
           if (!due.ok()) {
             if (!s.ok()) {
               std::string error = s.ToString();
-              log_.Log(LogLevel::kWarn, LogEvent("due_read_failed").WithError(error),
+              log_.Log(LogLevel::kWarn, base::LogEvent("due_read_failed").WithError(error),
                        "reading due jobs of %.*s failed: %s", static_cast<int>(key.size()),
                        key.data(), error.c_str());
             }
@@ -256,20 +256,20 @@ void Poller::Pass(unsigned mask) {
 void Poller::Promote(std::string_view set, std::vector<std::string> members,
                      std::function<void(bool, bool)> done) {
   bool full = members.size() >= kPromoteBatch;
-  std::vector<QueuedMember> due;
+  std::vector<protocol::QueuedMember> due;
   due.reserve(members.size());
   for (std::string& member : members) {
     due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
-      PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
+      protocol::PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
       [this, set, full, done](const Status& s, redis::ReplyRef r) {
         if (!s.ok()) {
           std::string error = s.ToString();
-          log_.Log(LogLevel::kWarn, LogEvent("due_move_failed").WithError(error),
+          log_.Log(LogLevel::kWarn, base::LogEvent("due_move_failed").WithError(error),
                    "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()), set.data(),
                    error.c_str());
-        } else if (Result<PromoteReply> read = ReadPromoteReply(r); read.ok()) {
+        } else if (Result<protocol::PromoteReply> read = protocol::ReadPromoteReply(r); read.ok()) {
           log_.Log(LogLevel::kDebug, "due_moved",
                    "%.*s: %lld due jobs enqueued, %lld to the dead set",
                    static_cast<int>(set.size()), set.data(),

@@ -54,8 +54,8 @@ class Poller {
   // promotion into an empty queue is announced on keys.WakeQueue(its name),
   // so that idle workers start it at once; `keys` name the sets.
   Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
-         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Keys& keys,
-         const Clock& clock, const Logger& log);
+         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const protocol::Keys& keys,
+         const Clock& clock, const base::Logger& log);
 
   // Reads the heads at once, then keeps promoting on time until Stop().
   void Start();
@@ -108,11 +108,11 @@ class Poller {
   redis::AsyncConnection& command_;
   const std::chrono::milliseconds interval_;
   const DeadSetLimits dead_limits_;
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::string wake_prefix_;
   const std::array<std::string, 2> sets_;  // by Set: schedule, retry
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   uv::Timer timer_;
   std::mt19937_64 random_;
   bool running_ = false;

@@ -40,11 +40,11 @@ metrics::JobResult ResultOf(const FinishedJob& done) {
   if (done.outcome == Outcome::kSucceeded) return metrics::JobResult::kSucceeded;
   if (done.outcome == Outcome::kInvalid) return metrics::JobResult::kDead;
   switch (done.action) {
-    case FailureAction::kRetry:
+    case protocol::FailureAction::kRetry:
       return metrics::JobResult::kRetried;
-    case FailureAction::kDead:
+    case protocol::FailureAction::kDead:
       return metrics::JobResult::kDead;
-    case FailureAction::kDrop:
+    case protocol::FailureAction::kDrop:
       break;
   }
   return metrics::JobResult::kDiscarded;
@@ -70,7 +70,7 @@ std::string Demangle(const char* name) {
 ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegistry registry,
                                      std::shared_ptr<const ExternalHandlers> external,
                                      std::vector<std::string> queue_names,
-                                     std::shared_ptr<const Logger> log,
+                                     std::shared_ptr<const base::Logger> log,
                                      std::shared_ptr<const Clock> clock) {
   ProcessorConfig config;
   if (!options.http_address.empty()) {
@@ -87,7 +87,7 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
   config.registry = std::move(registry);
   if (external) {
     for (const std::string& line : external->Describe()) {
-      log->Log(LogLevel::kInfo, "handler", "handler %s", Escaped(line).c_str());
+      log->Log(LogLevel::kInfo, "handler", "handler %s", base::Escaped(line).c_str());
     }
   }
   config.external = std::move(external);
@@ -201,7 +201,7 @@ Status ProcessorPool::Start() {
 }
 
 void ProcessorPool::State::Loop(int slot_index) {
-  SetLogThreadName("p" + std::to_string(slot_index));
+  base::SetLogThreadName("p" + std::to_string(slot_index));
   Slot& slot = slots[static_cast<size_t>(slot_index)];
   metrics::WorkerMetrics::Tally tally(config.metrics.get());
   std::unique_lock<std::mutex> lock(mu);
@@ -344,7 +344,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // Only this thread replaces slot.stop, between jobs; the loop thread
   // requests stop on it under the lock (CheckDeadlines, StopRunning).
   JobView view(job.payload, queue, decoded->document, &slot.stop, deadline);
-  JobLogContext context(view.job_class(), view.jid(), queue);
+  base::JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
   if (!timeout.ok()) {
@@ -395,7 +395,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     if (debug || config.metrics) {
       double now = config.clock->Now();
       if (debug) {
-        config.log->Log(LogLevel::kDebug, LogEvent("job_done").WithDuration(now - started_at),
+        config.log->Log(LogLevel::kDebug, base::LogEvent("job_done").WithDuration(now - started_at),
                         "done: %.6f sec", now - started_at);
       }
       if (config.metrics) {
@@ -414,20 +414,20 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   if (config.log->Enabled(LogLevel::kWarn)) {
     std::string error_text = error.error_class + ": " + error.message;
     config.log->Log(LogLevel::kWarn,
-                    LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
+                    base::LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
                     "fail: %.6f sec: %s", now - started_at, error_text.c_str());
   }
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
                &done);
   // Where the job goes next is logged here, with the job's context, not
   // when the loop sends the outcome.
-  if (done.action == FailureAction::kRetry) {
-    config.log->Log(LogLevel::kInfo, LogEvent("job_retry").WithError(done.error),
+  if (done.action == protocol::FailureAction::kRetry) {
+    config.log->Log(LogLevel::kInfo, base::LogEvent("job_retry").WithError(done.error),
                     "will retry in %.0f s: %s", done.score - now, done.error.c_str());
   } else {
-    bool dead = done.action == FailureAction::kDead;
+    bool dead = done.action == protocol::FailureAction::kDead;
     config.log->Log(LogLevel::kWarn,
-                    LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
+                    base::LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
                     dead ? "to the dead set" : "dropped", done.error.c_str());
   }
   if (config.metrics) {

@@ -56,7 +56,7 @@ struct ProcessorConfig {
   std::vector<ServerMiddleware> middleware;
   std::vector<DeathHandler> death_handlers;
   // Shared with the threads, which may outlive the pool (Shutdown).
-  std::shared_ptr<const Logger> log;
+  std::shared_ptr<const base::Logger> log;
   std::shared_ptr<const Clock> clock;
   // Null: no metrics, and no cost for them. Shared like the above.
   std::shared_ptr<metrics::WorkerMetrics> metrics;
@@ -73,7 +73,7 @@ struct ProcessorConfig {
   static ProcessorConfig For(const ServerOptions& options, HandlerRegistry registry,
                              std::shared_ptr<const ExternalHandlers> external,
                              std::vector<std::string> queue_names,
-                             std::shared_ptr<const Logger> log,
+                             std::shared_ptr<const base::Logger> log,
                              std::shared_ptr<const Clock> clock);
 };
 

@@ -22,7 +22,7 @@ bool TrackingSound(const std::vector<std::string>& flags) {
 
 }  // namespace
 
-PushTracking::PushTracking(redis::AsyncConnection& command, std::string prefix, const Logger& log)
+PushTracking::PushTracking(redis::AsyncConnection& command, std::string prefix, const base::Logger& log)
     : command_(command), prefix_(std::move(prefix)), log_(log) {}
 
 void PushTracking::Want(bool on) {
@@ -98,7 +98,7 @@ void PushTracking::Check() {
 void PushTracking::Refused(const Status& why) {
   refused_ = true;
   std::string error = why.ToString();
-  log_.Log(LogLevel::kWarn, LogEvent("tracking_refused").WithError(error),
+  log_.Log(LogLevel::kWarn, base::LogEvent("tracking_refused").WithError(error),
            "CLIENT TRACKING refused (%s): pushes that publish no wake-up (Sidekiq's client) "
            "reach an idle worker at its next look at every queue (--idle-poll)",
            error.c_str());

@@ -5,8 +5,8 @@
 
 namespace reliableq {
 
-QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
-                         const Logger& log, Events events)
+QueuePauses::QueuePauses(redis::AsyncConnection& command, const protocol::Keys& keys, QueueSet& queues,
+                         const base::Logger& log, Events events)
     : command_(command),
       key_(keys.Paused()),
       queues_(queues),
@@ -37,9 +37,9 @@ void QueuePauses::Refresh() {
       if (!read_failure_logged_) {
         read_failure_logged_ = true;
         std::string error = names.status().message();
-        log_.Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(error),
+        log_.Log(LogLevel::kWarn, base::LogEvent("paused_unreadable").WithError(error),
                  "cannot read the paused queues at %s: %s; pauses stay as they were",
-                 Escaped(key_).c_str(), Escaped(error).c_str());
+                 base::Escaped(key_).c_str(), base::Escaped(error).c_str());
       }
       return;
     }
@@ -71,12 +71,12 @@ void QueuePauses::Apply(std::set<std::string> names) {
   for (uint32_t q : queues_.SetPaused({names.begin(), names.end()})) {
     const std::string& name = queues_[q].name;
     if (queues_.paused(q)) {
-      log_.Log(LogLevel::kInfo, LogEvent("queue_paused").WithQueue(name),
-               "queue %s is paused: no new jobs from it", Escaped(name).c_str());
+      log_.Log(LogLevel::kInfo, base::LogEvent("queue_paused").WithQueue(name),
+               "queue %s is paused: no new jobs from it", base::Escaped(name).c_str());
       paused.push_back(q);
     } else {
-      log_.Log(LogLevel::kInfo, LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
-               Escaped(name).c_str());
+      log_.Log(LogLevel::kInfo, base::LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
+               base::Escaped(name).c_str());
       resumed.push_back(q);
     }
   }

@@ -46,7 +46,7 @@ class Reconciler {
     Outcomes& outcomes;
     const Fetcher& fetcher;
     const Clock& clock;
-    const Logger& log;
+    const base::Logger& log;
     int max_interruptions;
     DeadSetLimits dead_limits;
     // Adds the jobs held outside the pool and outcomes (the limit gate's
@@ -81,7 +81,7 @@ class Reconciler {
 
   // One requeue.lua per queue with the payloads listed for it; `done` runs
   // once, with the first error or OK.
-  void Requeue(RequeueMode mode, PayloadsByQueue listed,
+  void Requeue(protocol::RequeueMode mode, PayloadsByQueue listed,
                std::function<void(const Status&)> done);
 
  private:

@@ -24,7 +24,7 @@ std::optional<std::string> ConfigValue(redis::Connection& connection, const char
 
 }  // namespace
 
-Status AddToGroups(const RedisOptions& options, const Keys& keys) {
+Status AddToGroups(const RedisOptions& options, const protocol::Keys& keys) {
   if (keys.layout() != 2) return Status::OK();
   // The directory hashes to its own slot: in a cluster the group's
   // connection cannot reach it, so it gets a connection routed to it (on a
@@ -41,7 +41,7 @@ Status AddToGroups(const RedisOptions& options, const Keys& keys) {
 }
 
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
-                                                      const Keys& keys, const Logger& log) {
+                                                      const protocol::Keys& keys, const base::Logger& log) {
   Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options);
   if (!probe.ok()) return probe.status();
   Result<redis::ReplyPtr> info = (*probe)->Command({"INFO", "server"});
@@ -74,7 +74,7 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
           "follow; use a redis+cluster:// URL and a queue group");
     }
   }
-  Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
+  Status claimed = protocol::VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;
   if (Status listed = AddToGroups(options, keys); !listed.ok()) return listed;
   Status loaded = (*probe)->LoadScripts();

@@ -20,7 +20,7 @@ constexpr std::chrono::milliseconds kPingInterval{5000};
 }  // namespace
 
 SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
-                             const Logger& log, std::function<void()> on_switch)
+                             const base::Logger& log, std::function<void()> on_switch)
     : loop_(loop),
       discovery_(std::move(discovery)),
       log_(log),
@@ -101,7 +101,7 @@ void SentinelWatch::OnMessage(redis::ReplyRef message) {
   if (port <= 0 || port > 65535) return;
   log_.Log(LogLevel::kWarn, "sentinel_switched",
            "sentinels switched master '%s' to %s:%d; moving every connection",
-           Escaped(name).c_str(), Escaped(new_host).c_str(), port);
+           base::Escaped(name).c_str(), base::Escaped(new_host).c_str(), port);
   discovery_->Announce(redis::Endpoint{new_host, port, {}});
   on_switch_();
 }

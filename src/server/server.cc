@@ -73,7 +73,7 @@ void ServerImpl::ConnectCommand() {
   command_->Connect([this](const Status& s) {
     if (phase_ == Phase::kStopped) return;
     if (!s.ok()) {
-      log_->Log(LogLevel::kWarn, LogEvent("redis_unreachable").WithError(s.ToString()),
+      log_->Log(LogLevel::kWarn, base::LogEvent("redis_unreachable").WithError(s.ToString()),
                 "Redis unreachable: %s; retrying", s.ToString().c_str());
       ScheduleReconnect();
       return;
@@ -91,7 +91,7 @@ void ServerImpl::ConnectCommand() {
 }
 
 void ServerImpl::OnCommandLost(const Status& status) {
-  log_->Log(LogLevel::kWarn, LogEvent("redis_connection_lost").WithError(status.ToString()),
+  log_->Log(LogLevel::kWarn, base::LogEvent("redis_connection_lost").WithError(status.ToString()),
             "lost the Redis connection: %s", status.ToString().c_str());
   heartbeat_->OnConnectionLost();
   // With every connection of ours gone, a janitor may take this process for
@@ -295,16 +295,16 @@ void ServerImpl::AddQueue(std::string_view name) {
   if (queues_.size() >= kMaxQueues) {
     if (!queue_limit_logged_) {
       queue_limit_logged_ = true;
-      log_->Log(LogLevel::kWarn, LogEvent("queue_limit_reached").WithQueue(name),
+      log_->Log(LogLevel::kWarn, base::LogEvent("queue_limit_reached").WithQueue(name),
                 "a namespace matches more queues than the %zu a worker serves; queue %s and "
-                "later ones are left out", kMaxQueues, Escaped(name).c_str());
+                "later ones are left out", kMaxQueues, base::Escaped(name).c_str());
     }
     return;
   }
   queues_.Add(name);
   pool_->AddQueueName(std::string(name));
-  log_->Log(LogLevel::kInfo, LogEvent("queue_joined").WithQueue(name),
-            "queue %s joins namespace work", Escaped(name).c_str());
+  log_->Log(LogLevel::kInfo, base::LogEvent("queue_joined").WithQueue(name),
+            "queue %s joins namespace work", base::Escaped(name).c_str());
   heartbeat_->Beat();
   idle_fetch_->QueuesChanged();
 }
@@ -438,7 +438,7 @@ void ServerImpl::CloseAll() {
 
 Status ServerImpl::Run() {
   if (!loop_) return Status::Shutdown("server was not opened");
-  SetLogThreadName("loop");
+  base::SetLogThreadName("loop");
   heartbeat_->Start();
   deadline_watch_->Start();
   ConnectCommand();

@@ -117,8 +117,8 @@ class ServerImpl final : public Server {
 
   const ServerOptions options_;
   const std::shared_ptr<const Clock> clock_;
-  const std::shared_ptr<const Logger> log_;
-  const Keys keys_;
+  const std::shared_ptr<const base::Logger> log_;
+  const protocol::Keys keys_;
   const std::string hostname_;
   const std::string identity_;
   QueueSet queues_;

@@ -16,9 +16,9 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
                        std::shared_ptr<const ExternalHandlers> external)
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
-      log_(std::make_shared<Logger>(options.log_level, options.log_sink, options.log_format)),
-      keys_(Keys::For(options.prefix, options.redis)),
-      hostname_(ProcessHostname()),
+      log_(std::make_shared<base::Logger>(options.log_level, options.log_sink, options.log_format)),
+      keys_(protocol::Keys::For(options.prefix, options.redis)),
+      hostname_(protocol::ProcessHostname()),
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_),
       pool_config_(ProcessorConfig::For(options, std::move(registry), std::move(external),
@@ -52,7 +52,7 @@ Status ServerImpl::Init() {
   if (!loop.ok()) return loop.status();
   loop_ = std::move(loop.value());
   uv::EventLoop& loop_ref = *loop_;
-  const Logger& log = *log_;
+  const base::Logger& log = *log_;
   const Clock& clock = *clock_;
   const DeadSetLimits dead_limits = options_.dead_set;
   metrics::WorkerMetrics* const metrics = metrics_.get();
@@ -86,7 +86,7 @@ Status ServerImpl::Init() {
                           [this](const std::vector<uint32_t>& resumed) { OnResumed(resumed); }});
   // Before the first fetch, so that a paused queue is never asked for.
   if (Status s = pauses_->Load(*probe.value()); !s.ok()) {
-    log_->Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(s.ToString()),
+    log_->Log(LogLevel::kWarn, base::LogEvent("paused_unreadable").WithError(s.ToString()),
               "%s; no queue is paused", s.ToString().c_str());
   }
   if (!options_.limits.empty()) {

@@ -42,8 +42,8 @@ std::string GlobEscape(std::string_view text) {
 }
 
 WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
-                           const std::string& client_name, const Keys& keys,
-                           const QueueSet& queues, const Logger& log, Events events)
+                           const std::string& client_name, const protocol::Keys& keys,
+                           const QueueSet& queues, const base::Logger& log, Events events)
     : queues_(queues),
       log_(log),
       events_(std::move(events)),
@@ -61,7 +61,7 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
   connection_->SetOnMessage([this](redis::ReplyRef m) { OnMessage(m); });
   connection_->SetOnDisconnect([this](const Status& s) {
     std::string error = s.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("wake_connection_lost").WithError(error),
+    log_.Log(LogLevel::kWarn, base::LogEvent("wake_connection_lost").WithError(error),
              "wake-up connection lost: %s", error.c_str());
     subscribed_idle_ = false;
     changing_ = false;
@@ -97,7 +97,7 @@ void WakeListener::Connect() {
     if (stopped_) return;
     if (!s.ok()) {
       std::string error = s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("wake_connect_failed").WithError(error),
+      log_.Log(LogLevel::kWarn, base::LogEvent("wake_connect_failed").WithError(error),
                "wake-up connection: %s; retrying", error.c_str());
       reconnect_delay_ = std::min(reconnect_delay_ * 2, kReconnectMax);
       reconnect_timer_.Start(reconnect_delay_);
@@ -166,7 +166,7 @@ void WakeListener::Subscribe(bool permanent_too) {
             // (an ACL without channel rights): the idle poll still runs.
             if (!s.IsShutdown()) {
               std::string error = s.ToString();
-              log_.Log(LogLevel::kWarn, LogEvent("wake_subscribe_failed").WithError(error),
+              log_.Log(LogLevel::kWarn, base::LogEvent("wake_subscribe_failed").WithError(error),
                        "wake-up subscription failed: %s", error.c_str());
             }
             return;

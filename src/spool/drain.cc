@@ -24,9 +24,9 @@ using Pending = JournalFile::Pending;
 ScriptCall CallFor(const DrainConfig& config, SpooledJob& job) {
   std::optional<double> at;
   if (job.kind == SpooledJob::Kind::kSchedule) at = job.at;
-  std::vector<OncePush> jobs;
+  std::vector<protocol::OncePush> jobs;
   jobs.push_back({job.jid, job.queue, at, std::move(job.payload)});
-  return PushOnceCall(config.keys, config.replay_window, std::move(jobs));
+  return protocol::PushOnceCall(config.keys, config.replay_window, std::move(jobs));
 }
 
 void AppendCall(const ScriptCall& call, std::string* wire) {
@@ -82,7 +82,7 @@ class ChunkPusher {
         outcome.fate = Fate::kPushed;
         any_pushed = true;
         // 0: an earlier push of its jid had stored it.
-        Result<PushOnceReply> pushed = ReadPushOnceReply(reply);
+        Result<protocol::PushOnceReply> pushed = protocol::ReadPushOnceReply(reply);
         already_[i] = pushed.ok() && pushed->pushed == 0;
         continue;
       }
@@ -164,7 +164,7 @@ class ChunkPusher {
   void Log(LogLevel level, const char* event, const char* format, const char* subject,
            const char* error) {
     if (config_.log != nullptr) {
-      config_.log->Log(level, LogEvent(event).WithError(error), format, subject, error);
+      config_.log->Log(level, base::LogEvent(event).WithError(error), format, subject, error);
     }
   }
 

@@ -60,7 +60,7 @@ struct Context {
   std::shared_ptr<const Clock> clock;
   std::unique_ptr<AdminPool> pool;
   std::string csrf_token;  // 64 hex digits
-  Logger logger;
+  base::Logger logger;
 };
 
 // One request after the checks: authenticated and, for a POST, allowed

@@ -207,7 +207,7 @@ void SendJson(http::HttpResponse& response, std::string json, int status) {
   response.status = status;
   // Payloads are stored bytes: whatever they hold, the response is UTF-8
   // JSON without control characters a terminal would act on.
-  response.SetContent(TerminalSafeJson(json), "application/json");
+  response.SetContent(base::TerminalSafeJson(json), "application/json");
 }
 
 void SendError(http::HttpResponse& response, int status, std::string_view message) {
@@ -274,7 +274,7 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   server->state_ = std::make_shared<State>();
   Context& context = server->state_->context;
   context.clock = options.clock ? options.clock : SystemClock();
-  context.logger = Logger(LogLevel::kInfo, options.log, options.log_format);
+  context.logger = base::Logger(LogLevel::kInfo, options.log, options.log_format);
   context.csrf_token = NewCsrfToken();
   if (context.csrf_token.empty()) return Status::IoError("no random bytes for the CSRF token");
   AdminOptions admin_options;
