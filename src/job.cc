@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "codec/utf8.h"
+#include "base/utf8.h"
 
 namespace reliableq {
 
@@ -13,7 +13,7 @@ Status CheckQueueName(std::string_view name) {
                                    std::to_string(kMaxQueueNameBytes) + " bytes (" +
                                    std::to_string(name.size()) + ")");
   }
-  if (!codec::IsValidUtf8(name)) return Status::InvalidArgument("the queue name is not UTF-8");
+  if (!base::IsValidUtf8(name)) return Status::InvalidArgument("the queue name is not UTF-8");
   return Status::OK();
 }
 

@@ -208,9 +208,9 @@ class Loop {
     std::string reply_text;
     REQUIRE(connection
                 .Command({"PING"},
-                         [&](const Status& status, redisReply* reply) {
+                         [&](const Status& status, redis::ReplyRef reply) {
                            ++calls;
-                           if (status.ok()) reply_text = std::string(redis::View(reply));
+                           if (status.ok()) reply_text = std::string(redis::View(reply.raw()));
                          })
                 .ok());
     REQUIRE(RunUntil([&] { return calls > 0; }));
@@ -374,14 +374,14 @@ TEST_CASE("a command unanswered past command_timeout breaks the connection, once
     start = Clock::now();
     REQUIRE(connection
                 ->Command({"PING"},
-                          [&](const Status& status, redisReply*) {
+                          [&](const Status& status, redis::ReplyRef) {
                             ++ping_calls;
                             ping = status;
                           })
                 .ok());
     REQUIRE(connection
                 ->Command({"INCR", "counter"},
-                          [&](const Status& status, redisReply*) {
+                          [&](const Status& status, redis::ReplyRef) {
                             ++incr_calls;
                             incr = status;
                           })

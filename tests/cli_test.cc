@@ -28,6 +28,8 @@
 extern char** environ;
 
 namespace reliableq {
+
+
 namespace {
 
 using testing::NowSeconds;

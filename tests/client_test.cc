@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "testutil.h"
 
 namespace reliableq {

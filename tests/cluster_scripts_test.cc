@@ -19,15 +19,16 @@
 #include <vector>
 
 #include "cluster_servers.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "redis/reply.h"
 #include "reliableq/admin.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

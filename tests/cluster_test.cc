@@ -81,7 +81,8 @@ class AsyncOnLoop {
   // The command's status and text reply.
   std::pair<Status, std::string> Run(const std::vector<std::string_view>& argv) {
     std::optional<std::pair<Status, std::string>> got;
-    Status sent = connection_->Command(argv, [&](const Status& s, redisReply* reply) {
+    Status sent = connection_->Command(argv, [&](const Status& s, redis::ReplyRef ref) {
+      const redisReply* reply = ref.raw();
       got.emplace(
           s, reply != nullptr && reply->str != nullptr ? std::string(reply->str, reply->len) : "");
     });
@@ -425,7 +426,8 @@ TEST_CASE("pub/sub on the slot's primary hears PUBLISH from any node") {
   std::string channel = "reliableq:{" + group + "}:wake:queue:default";
   AsyncOnLoop async(cluster.Options(group));
   std::vector<std::string> heard;
-  async.connection().SetOnMessage([&](const redisReply& message) {
+  async.connection().SetOnMessage([&](redis::ReplyRef ref) {
+    const redisReply& message = *ref.raw();
     const redisReply* payload = message.element[message.elements - 1];
     if (payload->type == REDIS_REPLY_STRING) heard.emplace_back(payload->str, payload->len);
   });

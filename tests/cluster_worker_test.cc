@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cluster_servers.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
@@ -32,6 +32,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

@@ -13,11 +13,13 @@
 #include "codec/backtrace.h"
 #include "codec/payload_rewriter.h"
 #include "codec/ruby_json.h"
-#include "codec/utf8.h"
+#include "base/utf8.h"
 
 namespace reliableq::codec {
 namespace {
 
+using base::IsValidUtf8;
+using base::Scrub;
 using testing::Base64Decode;
 using testing::Inflate;
 

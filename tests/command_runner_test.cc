@@ -27,6 +27,7 @@
 #include "exec/process_guard.h"
 
 using namespace reliableq;
+using namespace reliableq::exec;
 using namespace std::chrono_literals;
 using End = CommandOutcome::End;
 

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string pid_file = argv[1];
-  auto guard = reliableq::ProcessGuard::Start();
+  auto guard = reliableq::exec::ProcessGuard::Start();
   if (!guard.ok()) {
     std::fprintf(stderr, "guard_helper: %s\n", guard.status().ToString().c_str());
     return 1;
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   std::fprintf(guard_file, "%d\n", static_cast<int>((*guard)->supervisor_pid()));
   std::fclose(guard_file);
 
-  reliableq::CommandRequest request;
+  reliableq::exec::CommandRequest request;
   // The pids are written to a temporary name first, so that the test never
   // reads half a line.
   request.argv = {"/bin/sh", "-c",
@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
                   pid_file};
   request.environment = {"PATH=/usr/bin:/bin"};
   request.job = "{}";
-  reliableq::CommandOutcome outcome =
-      reliableq::RunCommand(request, guard->get(), std::stop_token());
+  reliableq::exec::CommandOutcome outcome =
+      reliableq::exec::RunCommand(request, guard->get(), std::stop_token());
   std::fprintf(stderr, "guard_helper: the handler %s\n", outcome.Describe().c_str());
   return 1;
 }

@@ -1,5 +1,5 @@
 // Handlers in any language and timeouts that stop a job: command handlers
-// (the examples in src/examples/, and programs that hang, fork, flood),
+// (the examples in examples/, and programs that hang, fork, flood),
 // HTTP handlers against the example webhook server, a C++ handler's stop
 // token, and real worker processes killed or stopped while a handler runs.
 
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "log_capture.h"
 #include "process.h"
 #include "reliableq/client.h"
@@ -29,6 +29,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

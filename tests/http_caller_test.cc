@@ -27,6 +27,7 @@
 #include "reliableq/redis_options.h"  // RedactUrls
 
 using namespace reliableq;
+using namespace reliableq::exec;
 using namespace std::chrono_literals;
 
 namespace {

@@ -17,6 +17,7 @@
 #include "http/listener.h"
 
 using namespace reliableq;
+using namespace reliableq::http;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 #include "backtrace_decode.h"
 #include "reliableq/handler.h"
@@ -16,6 +16,10 @@
 #include <vector>
 
 namespace reliableq {
+
+
+
+
 namespace {
 
 using testing::Base64Decode;

@@ -1,8 +1,8 @@
-#include "keys.h"
+#include "protocol/keys.h"
 
 #include <doctest/doctest.h>
 
-using reliableq::Keys;
+using reliableq::protocol::Keys;
 
 TEST_CASE("Sidekiq key names follow the data contract") {
   Keys keys;
@@ -90,8 +90,8 @@ TEST_CASE("Keys::For takes the group from the Redis options") {
 }
 
 TEST_CASE("a group and the prefix beside it are checked at the boundary") {
-  using reliableq::CheckGroup;
-  using reliableq::CheckKeyLayout;
+  using reliableq::protocol::CheckGroup;
+  using reliableq::protocol::CheckKeyLayout;
   CHECK(CheckGroup("a-Z_0.9").ok());
   CHECK(CheckGroup(std::string(64, 'g')).ok());
   CHECK(CheckGroup(std::string(65, 'g')).IsInvalidArgument());
@@ -107,6 +107,6 @@ TEST_CASE("a group and the prefix beside it are checked at the boundary") {
 }
 
 TEST_CASE("dated stat keys use the UTC date") {
-  CHECK(reliableq::UtcDate(0) == "1970-01-01");
-  CHECK(reliableq::UtcDate(1700000000.5) == "2023-11-14");
+  CHECK(reliableq::protocol::UtcDate(0) == "1970-01-01");
+  CHECK(reliableq::protocol::UtcDate(1700000000.5) == "2023-11-14");
 }

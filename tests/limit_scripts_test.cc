@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

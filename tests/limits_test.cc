@@ -5,10 +5,11 @@
 
 #include <doctest/doctest.h>
 
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/limit_gate.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using std::chrono::milliseconds;
 
 TEST_CASE("a limit spec parses concurrency, rate and classes") {

@@ -19,12 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

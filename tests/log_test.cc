@@ -2,7 +2,7 @@
 // remote signal name) cannot forge a log line or reach a terminal raw, in
 // text or in JSON; a JSON line carries the job's fields apart.
 
-#include "log.h"
+#include "base/log.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -18,6 +18,8 @@
 #include "log_capture.h"
 
 namespace reliableq {
+
+using namespace reliableq::base;
 namespace {
 
 // True when `line` holds no byte a terminal acts on: nothing below 0x20,

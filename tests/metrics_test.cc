@@ -16,6 +16,7 @@
 #include "server/metrics_endpoint.h"
 
 using namespace reliableq;
+using namespace reliableq::metrics;
 
 namespace {
 

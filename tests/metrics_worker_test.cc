@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
@@ -26,6 +26,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

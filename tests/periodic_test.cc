@@ -7,11 +7,14 @@
 
 #include <string>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
 
 namespace reliableq {
+
+using namespace periodic;
+
 namespace {
 
 CronSchedule Cron(std::string_view text, std::string_view zone = "UTC") {

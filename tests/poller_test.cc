@@ -23,14 +23,18 @@
 #include <thread>
 #include <vector>
 
-#include "job_codec.h"
-#include "keys.h"
-#include "log.h"
+#include "codec/job_codec.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "testutil.h"
 #include "uv/event_loop.h"
 
 namespace reliableq::testing {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using std::chrono::milliseconds;

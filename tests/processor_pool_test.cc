@@ -20,6 +20,8 @@
 #include <vector>
 
 using namespace reliableq;
+using namespace reliableq::base;
+using namespace reliableq::protocol;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Strings = std::vector<std::string>;

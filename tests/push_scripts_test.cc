@@ -16,14 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "lua_scripts.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "testutil.h"
 
 namespace reliableq {
+
+using namespace reliableq::protocol;
 namespace {
 
 using testing::AcceptedJid;

@@ -2,7 +2,7 @@
 // crashed worker would have left it: registry entries, heartbeats (or their
 // absence), working lists and queues.
 
-#include "recovery.h"
+#include "protocol/recovery.h"
 
 #include <doctest/doctest.h>
 
@@ -12,14 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "job_codec.h"
-#include "keys.h"
-#include "process_entry.h"
+#include "codec/job_codec.h"
+#include "protocol/keys.h"
+#include "protocol/process_entry.h"
 #include "reliableq/admin.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

@@ -9,11 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "layout_version.h"
+#include "protocol/layout_version.h"
 #include "redis/reply.h"
 #include "testutil.h"
 
 namespace reliableq {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using testing::RedisServer;

@@ -1,4 +1,4 @@
-#include "retry.h"
+#include "protocol/retry.h"
 
 #include <doctest/doctest.h>
 
@@ -6,6 +6,7 @@
 #include <string>
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 
 namespace {
 

@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
-#include "script_calls.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 
 namespace {
 

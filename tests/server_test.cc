@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "backtrace_decode.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "log_capture.h"
 #include "process.h"
 #include "reliableq/admin.h"
@@ -34,6 +34,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 
@@ -825,8 +826,8 @@ TEST_CASE_FIXTURE(RedisFixture, "the dead set is trimmed by count and by age") {
   HandlerRegistry registry;
   registry.Register("Die", [](const JobView&) { throw std::runtime_error("x"); });
   ServerOptions opts = FastOptions(options());
-  opts.dead_max_jobs = 3;
-  opts.dead_timeout = std::chrono::hours(24 * 180);
+  opts.dead_set.max_jobs = 3;
+  opts.dead_set.timeout = std::chrono::hours(24 * 180);
   RunningServer server(opts, std::move(registry));
   auto client = OpenClient(options());
   for (int i = 0; i < 5; ++i) {

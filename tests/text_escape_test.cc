@@ -1,7 +1,7 @@
 // text_escape.h: what untrusted text looks like once escaped for a log line
 // or a terminal, and the JSON that stays valid whatever its strings held.
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -11,6 +11,8 @@
 #include <string>
 
 namespace reliableq {
+
+using namespace reliableq::base;
 namespace {
 
 TEST_CASE("Escaped makes every control character visible") {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "log_capture.h"
 #include "process.h"
 #include "redis/async_connection.h"
@@ -24,6 +24,10 @@
 #include "testutil.h"
 
 namespace reliableq::testing {
+
+using namespace reliableq::base;
+
+using namespace reliableq::protocol;
 namespace {
 
 using std::chrono::milliseconds;
@@ -315,13 +319,13 @@ TEST_CASE("an async connection over TLS: commands, pipelines, large replies") {
   for (size_t i = 0; i < big.size(); i += 97) big[i] = static_cast<char>('a' + i % 26);
   int done = 0;
   std::string got;
-  REQUIRE(async.c().Command({"SET", "big", big}, [&](const Status& s, redisReply*) {
+  REQUIRE(async.c().Command({"SET", "big", big}, [&](const Status& s, redis::ReplyRef) {
     CHECK(s.ok());
     ++done;
   }).ok());
-  REQUIRE(async.c().Command({"GET", "big"}, [&](const Status& s, redisReply* reply) {
+  REQUIRE(async.c().Command({"GET", "big"}, [&](const Status& s, redis::ReplyRef reply) {
     REQUIRE(s.ok());
-    got = std::string(redis::View(reply));
+    got = std::string(redis::View(reply.raw()));
     ++done;
   }).ok());
   REQUIRE(async.RunUntil([&] { return done == 2; }));
@@ -332,7 +336,8 @@ TEST_CASE("an async connection over TLS: commands, pipelines, large replies") {
   int answered = 0;
   int64_t last = 0;
   for (int i = 0; i < kCommands; ++i) {
-    REQUIRE(async.c().Command({"INCR", "counter"}, [&](const Status& s, redisReply* reply) {
+    REQUIRE(async.c().Command({"INCR", "counter"}, [&](const Status& s, redis::ReplyRef ref) {
+      const redisReply* reply = ref.raw();
       REQUIRE(s.ok());
       CHECK(reply->integer == last + 1);  // in order
       last = reply->integer;
@@ -353,9 +358,9 @@ TEST_CASE("an async connection over TLS: commands, pipelines, large replies") {
 
   // A reply of many elements, > 64 KB in all.
   std::optional<size_t> elements;
-  REQUIRE(async.c().Command({"LRANGE", "list", "0", "-1"}, [&](const Status& s, redisReply* r) {
+  REQUIRE(async.c().Command({"LRANGE", "list", "0", "-1"}, [&](const Status& s, redis::ReplyRef r) {
     REQUIRE(s.ok());
-    elements = r->elements;
+    elements = r.raw()->elements;
   }).ok());
   REQUIRE(async.RunUntil([&] { return elements.has_value(); }));
   CHECK(*elements == 5000);
@@ -386,8 +391,8 @@ TEST_CASE("an async TLS connection reports a bad certificate, and a restart, the
     Status again = async.Connect();
     REQUIRE_MESSAGE(again.ok(), again.ToString());
     std::string pong;
-    REQUIRE(async.c().Command({"PING"}, [&](const Status& s, redisReply* r) {
-      if (s.ok()) pong = std::string(redis::View(r));
+    REQUIRE(async.c().Command({"PING"}, [&](const Status& s, redis::ReplyRef r) {
+      if (s.ok()) pong = std::string(redis::View(r.raw()));
     }).ok());
     REQUIRE(async.RunUntil([&] { return !pong.empty(); }));
     CHECK(pong == "PONG");

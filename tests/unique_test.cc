@@ -8,16 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "job_flow.h"
-#include "keys.h"
+#include "client/job_flow.h"
+#include "protocol/keys.h"
 #include "lua_scripts.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/unique_starts.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 
 namespace {

@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "testutil.h"
 #include "web/web_server.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
+using namespace reliableq::http;
 using namespace reliableq::testing;
 
 namespace {

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "keys.h"
-#include "script_calls.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 #include "server/options_check.h"
 #include "server/poller.h"
 #include "server/prefetch.h"
@@ -25,6 +25,8 @@
 #include "server/queue_set.h"
 
 using namespace reliableq;
+using namespace reliableq::base;
+using namespace reliableq::protocol;
 using Strings = std::vector<std::string>;
 
 // --- QueueSet ---
@@ -395,14 +397,14 @@ TEST_CASE("each resource limit is checked, its edge passes and one past it fails
     options.max_interruptions = -1;
     CheckRejected(options, "max interruptions");
     options.max_interruptions = 0;
-    options.dead_max_jobs = -1;
+    options.dead_set.max_jobs = -1;
     CheckRejected(options, "dead max jobs");
-    options.dead_max_jobs = 0;
-    options.dead_timeout = std::chrono::seconds(-1);
+    options.dead_set.max_jobs = 0;
+    options.dead_set.timeout = std::chrono::seconds(-1);
     CheckRejected(options, "dead timeout");
-    options.dead_timeout = kMaxDeadTimeout;
+    options.dead_set.timeout = kMaxDeadTimeout;
     CHECK(CheckServerOptions(options).ok());
-    options.dead_timeout = std::chrono::seconds::max();
+    options.dead_set.timeout = std::chrono::seconds::max();
     CheckRejected(options, "dead timeout");
   }
   SUBCASE("the prefix") {

@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "reliableq/clock.h"
+#include "reliableq/dead_set.h"
+#include "reliableq/recovery.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
@@ -106,50 +108,6 @@ struct Stats {
   int64_t parked = 0;
 };
 
-struct RecoverOptions {
-  // Only list what would move; change nothing.
-  bool dry_run = false;
-  // Only this identity (empty: every registered identity).
-  std::string identity;
-  // Recover `identity` even though its heartbeat is alive. Requires identity.
-  bool force = false;
-  // Jobs interrupted more often than this go to the dead set.
-  int max_interruptions = 3;
-};
-
-struct QueueRecovery {
-  std::string queue;
-  int64_t requeued = 0;  // back to queue:<queue> (dry run: would be)
-  int64_t dead = 0;      // to the dead set (dry run: would be)
-};
-
-// Why a recovery pass took a process for dead (reliableq-schema(7), DEAD
-// PROCESSES).
-enum class DeathEvidence {
-  kNone,              // not taken for dead: alive (and recovered only if forced)
-  kHeartbeatExpired,  // its heartbeat key was gone (it was silent for its ttl)
-  kConnectionsGone,   // none of the Redis connections it published exists any
-                      // more (a crash, a kill): taken before its ttl ran out
-};
-
-struct IdentityRecovery {
-  std::string identity;
-  bool alive = false;  // heartbeat present (only recovered with force)
-  DeathEvidence evidence = DeathEvidence::kNone;  // kNone exactly when alive
-  std::vector<QueueRecovery> queues;
-  // Non-empty when Redis refused a move for this process (a key it would
-  // write holds the wrong type): the pass wrote nothing for that list, left
-  // the process registered, and went on with the others. `queues` lists
-  // what moved before.
-  std::string error;
-};
-
-struct RecoveryReport {
-  // Every identity looked at, dead ones first; identities with nothing to
-  // move are listed too.
-  std::vector<IdentityRecovery> identities;
-};
-
 // Sidekiq's sorted sets of jobs.
 enum class JobSet {
   kScheduled,  // `schedule`: jobs to run later; score = when
@@ -196,14 +154,6 @@ struct SetListing {
 struct BulkResult {
   int64_t moved = 0;    // retried or killed
   int64_t skipped = 0;  // not jobs (SetEntry::valid false): left in the set
-};
-
-// Sidekiq's dead-set limits, for Kill and KillAll: at most max_jobs - 1
-// members after an insert (Sidekiq's off-by-one) and none older than
-// timeout. The defaults are Sidekiq's and a worker's.
-struct DeadSetLimits {
-  int64_t max_jobs = 10000;
-  std::chrono::seconds timeout{180 * 24 * 3600};
 };
 
 // An entry of a job set as Sidekiq's Web UI names it: "<score>-<jid>". The

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "reliableq/clock.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/external_handler.h"
 #include "reliableq/handler.h"
 #include "reliableq/limits.h"
@@ -105,11 +106,10 @@ struct ServerOptions {
   int max_interruptions = 3;
   // The retries of a job whose `retry` is true (Sidekiq's max_retries).
   int max_retries = 25;
-  // The dead set keeps at most this many jobs (Sidekiq's dead_max_jobs;
-  // the trim leaves one fewer) ...
-  int64_t dead_max_jobs = 10000;
-  // ... and none older than this (dead_timeout_in_seconds).
-  std::chrono::seconds dead_timeout{180 * 24 * 3600};
+  // The dead set keeps at most dead_set.max_jobs jobs (Sidekiq's
+  // dead_max_jobs; the trim leaves one fewer), none older than
+  // dead_set.timeout (dead_timeout_in_seconds).
+  DeadSetLimits dead_set;
   // The fallback of the scheduled-job poller. Each worker sleeps until the
   // earliest score of `schedule` and `retry` and is woken when an earlier
   // one is announced, so jobs scheduled through Client::PushAt/PushIn and

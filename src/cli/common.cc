@@ -9,10 +9,10 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "keys.h"
-#include "log.h"  // LogFormatNamed
+#include "protocol/keys.h"
+#include "base/log.h"  // LogFormatNamed
 #include "server/options_check.h"  // kMaxDuration
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -78,7 +78,7 @@ std::string_view GlobalOptionsHelp() {
          "  -h, --help           show this help\n";
 }
 
-std::string Shown(std::string_view text) { return Escaped(RedactUrls(text)); }
+std::string Shown(std::string_view text) { return base::Escaped(RedactUrls(text)); }
 
 int UsageError(std::string_view verb, std::string_view reason) {
   std::string see =
@@ -126,10 +126,10 @@ Result<std::string> ReadSecretFile(std::string_view option, const std::string& p
 
 namespace {
 
-void WarnIfReadableByAll(const Logger& log, std::string_view what, const std::string& path) {
+void WarnIfReadableByAll(const base::Logger& log, std::string_view what, const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0) return;
-  log.Log(LogLevel::kWarn, LogEvent("secret_file_readable"),
+  log.Log(LogLevel::kWarn, base::LogEvent("secret_file_readable"),
           "%s '%s' holds a secret and every user can read it (mode %04o): chmod o-r it",
           std::string(what).c_str(), Shown(path).c_str(),
           static_cast<unsigned>(st.st_mode & 07777));
@@ -139,7 +139,7 @@ void WarnIfReadableByAll(const Logger& log, std::string_view what, const std::st
 
 void WarnReadableSecrets(const ParsedArgs& args, LogFormat format,
                          const std::optional<std::string>& config, bool config_holds_secret) {
-  const Logger log(LogLevel::kWarn, {}, format);
+  const base::Logger log(LogLevel::kWarn, {}, format);
   if (config && config_holds_secret) WarnIfReadableByAll(log, "config file", *config);
   for (std::string_view option : {kRedisConnection.password_file, std::string_view("basic-auth-file"),
                                   std::string_view("token-file")}) {
@@ -152,7 +152,7 @@ void WarnReadableSecrets(const ParsedArgs& args, LogFormat format,
 std::optional<std::string> ReadLogFormat(const ParsedArgs& args, LogFormat* format) {
   std::optional<std::string> text = args.Value("log-format");
   if (!text) return std::nullopt;
-  std::optional<LogFormat> named = LogFormatNamed(*text);
+  std::optional<LogFormat> named = base::LogFormatNamed(*text);
   if (!named) return "--log-format must be text or json, not '" + *text + "'";
   *format = *named;
   return std::nullopt;
@@ -243,7 +243,7 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
   Result<RedisOptions> options = RedisFromArgsWithoutGroup(args);
   if (!options.ok()) return options;
   if (std::optional<std::string> group = args.Value("group")) {
-    if (Status s = CheckGroup(*group); !s.ok()) return Status::InvalidArgument("--group: " + s.message());
+    if (Status s = protocol::CheckGroup(*group); !s.ok()) return Status::InvalidArgument("--group: " + s.message());
     if (!options->group.empty() && options->group != *group) {
       return Status::InvalidArgument("--group '" + *group + "' and the Redis URL's group '" +
                                      options->group + "' differ");
@@ -257,7 +257,7 @@ Result<RedisOptions> RedisFromArgs(const ParsedArgs& args) {
         "Redis Cluster needs a queue group: give --group G, or name it in the URL "
         "(redis+cluster://HOST:PORT/G or ?group=G)");
   }
-  if (Status s = CheckKeyLayout(PrefixFromArgs(args), options->group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(PrefixFromArgs(args), options->group); !s.ok()) return s;
   return options;
 }
 

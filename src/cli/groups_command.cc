@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -51,42 +51,17 @@ struct GroupInfo {
   std::optional<Status> error;  // why the group could not be read
 };
 
-// The first error reply `connection` read, named by its command and key.
-Status CheckReplies(const redis::Connection& connection,
-                    const std::vector<redis::ReplyPtr>& replies,
-                    const std::vector<redis::Argv>& commands) {
-  for (size_t i = 0; i < replies.size(); ++i) {
-    if (replies[i]->type == REDIS_REPLY_ERROR) {
-      return connection.ErrorOf(replies[i].get())
-          .WithContext(std::string(commands[i][0]) + " " + std::string(commands[i][1]));
-    }
-  }
-  return Status::OK();
-}
-
-std::vector<std::string> Strings(const redisReply* reply) {
-  std::vector<std::string> out;
-  if (reply->type != REDIS_REPLY_ARRAY) return out;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    out.emplace_back(redis::View(reply->element[i]));
-  }
-  return out;
-}
-
 // The directory, read on a connection routed to its own slot.
-Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const Keys& keys) {
+Result<std::vector<std::string>> ReadDirectory(const RedisOptions& redis, const protocol::Keys& keys) {
   RedisOptions routed = redis;
   routed.cluster.route_key = keys.Groups();
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(routed);
   if (!connection.ok()) return connection.status();
   Result<redis::ReplyPtr> members = (*connection)->Command({"SMEMBERS", keys.Groups()});
   if (!members.ok()) return members.status().WithContext("SMEMBERS " + keys.Groups());
-  if ((*members)->type != REDIS_REPLY_ARRAY) {
-    return Status::Protocol("SMEMBERS " + keys.Groups() + " answered " +
-                            redis::TypeName(members->get()));
-  }
-  std::vector<std::string> names = Strings(members->get());
-  std::sort(names.begin(), names.end());
+  Result<std::vector<std::string>> names = redis::ToStrings(*members);
+  if (!names.ok()) return names.status().WithContext("SMEMBERS " + keys.Groups());
+  std::sort(names->begin(), names->end());
   return names;
 }
 
@@ -96,11 +71,11 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
                             const std::string& name) {
   GroupInfo info;
   info.name = name;
-  if (!CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
+  if (!protocol::CheckGroup(name).ok()) return info;  // not a name a worker wrote: shown, not read
   RedisOptions options = redis;
   options.group = name;
   options.cluster.route_key.clear();
-  const Keys keys = Keys::For(prefix, options);
+  const protocol::Keys keys = protocol::Keys::For(prefix, options);
   Result<std::unique_ptr<redis::Connection>> connection = redis::Connection::Open(options);
   if (!connection.ok()) return connection.status();
   const std::string schema = keys.Schema(), queues_key = keys.Queues(), registry = keys.Registry();
@@ -108,13 +83,15 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
       {"GET", schema}, {"SMEMBERS", queues_key}, {"HKEYS", registry}};
   Result<std::vector<redis::ReplyPtr>> first = (*connection)->Pipeline(reads);
   if (!first.ok()) return first.status();
-  if (Status s = CheckReplies(**connection, *first, reads); !s.ok()) return s;
-  if ((*first)[0]->type == REDIS_REPLY_STRING) info.layout = redis::View((*first)[0].get());
+  if (Status s = (*connection)->FirstError(*first, reads); !s.ok()) return s;
+  if (Result<std::string> layout = redis::ToString((*first)[0]); layout.ok()) {
+    info.layout = std::move(*layout);
+  }
   std::vector<std::string> key_names;
-  for (const std::string& queue : Strings((*first)[1].get()))
+  for (const std::string& queue : redis::StringArray((*first)[1]))
     key_names.push_back(keys.Queue(queue));
   const size_t queues = key_names.size();
-  for (const std::string& identity : Strings((*first)[2].get())) {
+  for (const std::string& identity : redis::StringArray((*first)[2])) {
     key_names.push_back(keys.Heartbeat(identity));
   }
   std::vector<redis::Argv> commands;
@@ -124,10 +101,9 @@ Result<GroupInfo> ReadGroup(const RedisOptions& redis, const std::string& prefix
   if (commands.empty()) return info;
   Result<std::vector<redis::ReplyPtr>> second = (*connection)->Pipeline(commands);
   if (!second.ok()) return second.status();
-  if (Status s = CheckReplies(**connection, *second, commands); !s.ok()) return s;
+  if (Status s = (*connection)->FirstError(*second, commands); !s.ok()) return s;
   for (size_t i = 0; i < second->size(); ++i) {
-    int64_t n = (*second)[i]->type == REDIS_REPLY_INTEGER ? (*second)[i]->integer : 0;
-    (i < queues ? info.queued : info.processes) += n;
+    (i < queues ? info.queued : info.processes) += redis::CounterValue((*second)[i]);
   }
   return info;
 }
@@ -163,7 +139,7 @@ std::string AsJson(const std::vector<GroupInfo>& groups) {
   }
   writer.EndArray();
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 // `text` (escaped, so well-formed UTF-8) and spaces up to `width`
@@ -187,7 +163,7 @@ std::string AsText(const std::vector<GroupInfo>& groups) {
   if (groups.empty()) return "no queue group\n";
   std::string out = "group                             queued  processes  layout\n";
   for (const GroupInfo& g : groups) {
-    AppendPadded(Escaped(g.name), 32, &out);
+    AppendPadded(base::Escaped(g.name), 32, &out);
     if (g.error) {
       out += " error: " + Shown(g.error->ToString()) + "\n";
       continue;
@@ -196,7 +172,7 @@ std::string AsText(const std::vector<GroupInfo>& groups) {
     AppendRight(g.queued, 7, &out);
     out += ' ';
     AppendRight(g.processes, 10, &out);
-    out += "  " + (g.layout ? Escaped(*g.layout) : std::string("none")) + "\n";
+    out += "  " + (g.layout ? base::Escaped(*g.layout) : std::string("none")) + "\n";
   }
   return out;
 }
@@ -208,7 +184,7 @@ int Run(const ParsedArgs& args) {
   Result<RedisOptions> redis = RedisFromArgs(args);
   if (!redis.ok()) return UsageError(kVerb, redis.status().message());
   const std::string prefix = PrefixFromArgs(args);
-  Result<std::vector<std::string>> names = ReadDirectory(*redis, Keys(prefix));
+  Result<std::vector<std::string>> names = ReadDirectory(*redis, protocol::Keys(prefix));
   if (!names.ok()) return RuntimeError(names.status());
   // A group that cannot be read does not hide the others: an operator
   // looking at a hundred groups wants the ninety-nine, and the row of the

@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -157,10 +157,10 @@ std::string OneLine(std::string_view text, size_t width) {
   for (size_t i = 0; i < text.size(); ++i) {
     bool continuation = (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
     if (continuation) continue;
-    if (chars == width) return Escaped(text.substr(0, i)) + "...";
+    if (chars == width) return base::Escaped(text.substr(0, i)) + "...";
     ++chars;
   }
-  return Escaped(text);
+  return base::Escaped(text);
 }
 
 std::string ErrorText(const SetEntry& entry) {
@@ -222,7 +222,7 @@ std::string ListJson(const SetVerb& verb, const SetListing& listing) {
   for (const SetEntry& entry : listing.entries) WriteEntry(writer, entry);
   writer.EndArray();
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string ListText(const SetVerb& verb, const SetListing& listing) {
@@ -269,7 +269,7 @@ std::string ShowJson(const SetEntry& entry) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   WriteEntry(writer, entry);
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 // Every value is escaped: each field, the payload included, stays on its
@@ -279,7 +279,7 @@ std::string ShowText(const SetEntry& entry) {
   auto line = [&](const char* name, const std::string& value) {
     out += name;
     out += std::string(16 - std::string_view(name).size(), ' ');
-    AppendEscaped(value, &out);
+    base::AppendEscaped(value, &out);
     out += "\n";
   };
   line("jid:", entry.jid);
@@ -380,8 +380,8 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
     }
     Result<SetEntry> entry = admin.RetryNow(verb.set, jid);
     if (!entry.ok()) return RuntimeError(entry.status());
-    return Print(Escaped(jid) + ": back to queue " +
-                 (entry->queue.empty() ? "default" : Escaped(entry->queue)) + "\n");
+    return Print(base::Escaped(jid) + ": back to queue " +
+                 (entry->queue.empty() ? "default" : base::Escaped(entry->queue)) + "\n");
   }
   if (sub == "delete") {
     if (all) {
@@ -391,7 +391,7 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
     }
     Result<SetEntry> entry = admin.Delete(verb.set, jid);
     if (!entry.ok()) return RuntimeError(entry.status());
-    return Print(Escaped(jid) + ": deleted from " + set_name + "\n");
+    return Print(base::Escaped(jid) + ": deleted from " + set_name + "\n");
   }
   // kill
   const std::string dead_name(JobSetKey(JobSet::kDead));
@@ -403,7 +403,7 @@ int RunSet(const SetVerb& verb, const ParsedArgs& args) {
   }
   Result<SetEntry> entry = admin.Kill(jid, DeadSetLimits());
   if (!entry.ok()) return RuntimeError(entry.status());
-  return Print(Escaped(jid) + ": moved from " + set_name + " to " + dead_name + "\n");
+  return Print(base::Escaped(jid) + ": moved from " + set_name + " to " + dead_name + "\n");
 }
 
 int RunRetries(const ParsedArgs& args) { return RunSet(kRetries, args); }

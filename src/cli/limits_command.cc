@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -58,8 +58,8 @@ std::string AsText(const std::vector<LimitInfo>& limits) {
     std::string concurrency = l.concurrency > 0 ? std::to_string(l.concurrency) : "-";
     std::string rate = l.rate > 0 ? std::to_string(l.rate) + "/" + PeriodText(l.period) : "-";
     std::string classes;
-    for (const std::string& c : l.classes) classes += (classes.empty() ? "" : ",") + Escaped(c);
-    std::snprintf(buf, sizeof(buf), "%-24s %11s %14s %8lld %8lld %8lld", Escaped(l.name).c_str(),
+    for (const std::string& c : l.classes) classes += (classes.empty() ? "" : ",") + base::Escaped(c);
+    std::snprintf(buf, sizeof(buf), "%-24s %11s %14s %8lld %8lld %8lld", base::Escaped(l.name).c_str(),
                   concurrency.c_str(), rate.c_str(), static_cast<long long>(l.running),
                   static_cast<long long>(l.parked), static_cast<long long>(l.window_starts));
     out += buf;
@@ -101,7 +101,7 @@ std::string AsJson(const std::vector<LimitInfo>& limits) {
   }
   w.EndArray();
   w.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 int Run(const ParsedArgs& args) {

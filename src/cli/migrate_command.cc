@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "migrate/key_map.h"
 #include "migrate/migration.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -176,14 +176,14 @@ std::string AsJson(const MigrationReport& report, const std::string& group) {
   writer.Key("group_added");
   writer.Bool(report.group_added);
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string AsText(const MigrationReport& report, const std::string& group,
                    const std::string& prefix) {
   std::string out;
   for (const MovedKey& moved : report.keys) {
-    out += "  " + Escaped(moved.key.source) + " -> " + Escaped(moved.key.target) + ": " +
+    out += "  " + base::Escaped(moved.key.source) + " -> " + base::Escaped(moved.key.target) + ": " +
            moved.key.type +
            (moved.key.type == "string" ? "" : " of " + std::to_string(moved.key.size)) + ", " +
            std::string(ActionText(moved.key.action, report.dry_run)) + "\n";
@@ -195,8 +195,8 @@ std::string AsText(const MigrationReport& report, const std::string& group,
          " scheduled, " + std::to_string(jobs.retries) + " retries, " + std::to_string(jobs.dead) +
          " dead, " + std::to_string(jobs.parked) + " parked\n";
   if (!report.dry_run) {
-    out += Escaped(prefix) + "{" + group + "}:schema = 2" +
-           (report.schema_written ? "" : " (already)") + "; " + Escaped(prefix) + "groups has '" +
+    out += base::Escaped(prefix) + "{" + group + "}:schema = 2" +
+           (report.schema_written ? "" : " (already)") + "; " + base::Escaped(prefix) + "groups has '" +
            group + "'" + (report.group_added ? "" : " (already)") + "\n";
   }
   return out;

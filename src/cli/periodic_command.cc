@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -84,22 +84,22 @@ std::string Json(const std::vector<PeriodicInfo>& jobs) {
   }
   w.EndArray();
   w.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string Text(const std::vector<PeriodicInfo>& jobs) {
   if (jobs.empty()) return "no periodic jobs\n";
   std::string out;
   for (const PeriodicInfo& job : jobs) {
-    out += Escaped(job.name) + "\n";
-    out += "  cron:        " + Escaped(job.cron) + " (" + Escaped(job.time_zone) + ")" +
+    out += base::Escaped(job.name) + "\n";
+    out += "  cron:        " + base::Escaped(job.cron) + " (" + base::Escaped(job.time_zone) + ")" +
            (job.catch_up ? ", catch_up" : "") + "\n";
-    out += "  job:         " + Escaped(job.job_class) + " " + Escaped(job.args) + " on queue " +
-           Escaped(job.queue) + ", retry " + Escaped(job.retry) + "\n";
+    out += "  job:         " + base::Escaped(job.job_class) + " " + base::Escaped(job.args) + " on queue " +
+           base::Escaped(job.queue) + ", retry " + base::Escaped(job.retry) + "\n";
     out += "  last tick:   " + UtcText(static_cast<double>(job.last_tick)) +
            (job.last_tick > 0 ? " (pushed " + UtcText(job.last_pushed_at) + ")" : "") + "\n";
     out += "  next tick:   " + UtcText(static_cast<double>(job.next_tick)) + "\n";
-    out += "  declared by: " + Escaped(job.declared_by) + " at " + UtcText(job.declared_at) + "\n";
+    out += "  declared by: " + base::Escaped(job.declared_by) + " at " + UtcText(job.declared_at) + "\n";
   }
   return out;
 }

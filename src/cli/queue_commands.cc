@@ -13,7 +13,7 @@
 #include "cli/queue_table.h"
 #include "reliableq/admin.h"
 #include "reliableq/job.h"  // CheckQueueName
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -66,7 +66,7 @@ std::string QueuesJson(const std::vector<QueueStats>& queues) {
   writer.StartObject();
   WriteQueuesJson(writer, queues);
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 int RunQueues(const ParsedArgs& args) {
@@ -88,7 +88,7 @@ int RunQueues(const ParsedArgs& args) {
 int RunClear(Admin& admin, const std::string& name) {
   Result<int64_t> deleted = admin.ClearQueue(name);
   if (!deleted.ok()) return RuntimeError(deleted.status());
-  std::string text = "queue " + Escaped(name) + " cleared: " + std::to_string(*deleted) +
+  std::string text = "queue " + base::Escaped(name) + " cleared: " + std::to_string(*deleted) +
                      (*deleted == 1 ? " job" : " jobs") + " deleted\n";
   if (!WriteOut(text)) return RuntimeError(Status::IoError("cannot write to stdout"));
   return kExitOk;
@@ -114,7 +114,7 @@ int RunPause(Admin& admin, const std::string& name, const ParsedArgs& args, bool
     return RuntimeError(Status::NotFound(change.status().message() +
                                          "; add --force to pause it ahead of its first job"));
   }
-  std::string text = "queue " + Escaped(name);
+  std::string text = "queue " + base::Escaped(name);
   if (pause) {
     text += change->changed ? " paused: " + Reach(*change, cluster) + "\n" : " was already paused\n";
   } else {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -18,7 +18,7 @@ std::string QueueTableText(const std::vector<QueueStats>& queues) {
   size_t name_width = 5, size_width = 4, latency_width = 7;
   bool any_paused = false;
   for (const QueueStats& queue : queues) {
-    name_width = std::max(name_width, Escaped(queue.name).size());
+    name_width = std::max(name_width, base::Escaped(queue.name).size());
     size_width = std::max(size_width, std::to_string(queue.size).size());
     latency_width = std::max(latency_width, LatencyText(queue.latency).size());
     any_paused = any_paused || queue.paused;
@@ -37,7 +37,7 @@ std::string QueueTableText(const std::vector<QueueStats>& queues) {
   };
   row("queue", "size", "latency", "state");
   for (const QueueStats& queue : queues) {
-    row(Escaped(queue.name), std::to_string(queue.size), LatencyText(queue.latency),
+    row(base::Escaped(queue.name), std::to_string(queue.size), LatencyText(queue.latency),
         queue.paused ? "paused" : "");
   }
   return out;

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -92,7 +92,7 @@ std::string AsJson(const RecoveryReport& report, bool dry_run) {
   }
   writer.EndArray();
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string Plural(int64_t n, const char* one, const char* many) {
@@ -114,7 +114,7 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       requeued += queue.requeued;
       if (queue.requeued == 0) continue;
       if (!moves.empty()) moves += ", ";
-      moves += std::to_string(queue.requeued) + " back to " + Escaped(queue.queue);
+      moves += std::to_string(queue.requeued) + " back to " + base::Escaped(queue.queue);
     }
     dead += identity_dead;
     if (identity_dead > 0) {
@@ -122,14 +122,14 @@ std::string AsText(const RecoveryReport& report, const RecoverOptions& options) 
       moves += std::to_string(identity_dead) + " to dead";
     }
     if (!identity.error.empty()) {
-      out += Escaped(identity.identity) + ": not recovered: " + Escaped(identity.error) + "\n";
+      out += base::Escaped(identity.identity) + ": not recovered: " + base::Escaped(identity.error) + "\n";
     }
     if (moves.empty()) continue;
     std::string why = identity.alive ? "alive, forced"
                       : identity.evidence == DeathEvidence::kConnectionsGone
                           ? "connections gone"
                           : "heartbeat expired";
-    out += Escaped(identity.identity) + ": " + (options.dry_run ? "would move " : "") + moves +
+    out += base::Escaped(identity.identity) + ": " + (options.dry_run ? "would move " : "") + moves +
            " (" + why + ")\n";
   }
   if (processes == 0) return out + "no dead processes\n";

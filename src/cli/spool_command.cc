@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "reliableq/spool.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -91,8 +91,8 @@ std::string Age(double spooled_at) {
 std::string KeyspaceColumn(const SpoolFileStatus& file) {
   if (file.format == 1) return "(format 1: no group, any prefix)";
   if (!file.keyspace_recorded) return "-";
-  if (file.group.empty()) return Escaped(file.prefix) + " (no group)";
-  return Escaped(file.prefix) + "{" + Escaped(file.group) + "}:";
+  if (file.group.empty()) return base::Escaped(file.prefix) + " (no group)";
+  return base::Escaped(file.prefix) + "{" + base::Escaped(file.group) + "}:";
 }
 
 std::string StatusJson(const SpoolStatus& status) {
@@ -144,18 +144,18 @@ std::string StatusJson(const SpoolStatus& status) {
   for (const std::string& name : status.corrupt_files) writer.String(name);
   writer.EndArray();
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string StatusText(const SpoolStatus& status) {
-  std::string out = "spool " + Escaped(status.dir) + ": " +
+  std::string out = "spool " + base::Escaped(status.dir) + ": " +
                     Plural(static_cast<int64_t>(status.files.size()), "journal", "journals") +
                     ", " + Plural(status.pending_jobs, "job", "jobs") + " pending, " +
                     std::to_string(status.total_bytes) + " bytes\n";
   if (!status.files.empty()) {
     size_t name_width = 7;
     for (const SpoolFileStatus& file : status.files) {
-      name_width = std::max(name_width, Escaped(file.name).size());
+      name_width = std::max(name_width, base::Escaped(file.name).size());
     }
     char row[512];
     std::snprintf(row, sizeof row, "%-*s  %-4s  %9s  %12s  %-8s  %s\n",
@@ -164,7 +164,7 @@ std::string StatusText(const SpoolStatus& status) {
     out += row;
     for (const SpoolFileStatus& file : status.files) {
       std::snprintf(row, sizeof row, "%-*s  %-4s  %9lld  %12llu  %-8s  ",
-                    static_cast<int>(name_width), Escaped(file.name).c_str(),
+                    static_cast<int>(name_width), base::Escaped(file.name).c_str(),
                     file.live ? "yes" : "no", static_cast<long long>(file.pending_jobs),
                     static_cast<unsigned long long>(file.bytes),
                     Age(file.oldest_spooled_at).c_str());
@@ -172,19 +172,19 @@ std::string StatusText(const SpoolStatus& status) {
     }
   }
   for (const SpoolFileStatus& file : status.files) {
-    std::string name = Escaped(file.name);
+    std::string name = base::Escaped(file.name);
     if (file.held_jobs > 0) {
       out += name + ": " + Plural(file.held_jobs, "job", "jobs") +
-             " kept: Redis refused them: " + Escaped(file.held_reason) + "\n";
+             " kept: Redis refused them: " + base::Escaped(file.held_reason) + "\n";
     }
     if (file.dropped_jobs > 0) {
       out += name + ": " + Plural(file.dropped_jobs, "job", "jobs") +
              " dropped: a rule refused them\n";
     }
-    if (!file.problem.empty()) out += name + ": " + Escaped(file.problem) + "\n";
+    if (!file.problem.empty()) out += name + ": " + base::Escaped(file.problem) + "\n";
   }
   for (const std::string& name : status.corrupt_files) {
-    out += "damaged journal set aside (never drained): " + Escaped(name) + "\n";
+    out += "damaged journal set aside (never drained): " + base::Escaped(name) + "\n";
   }
   return out;
 }
@@ -243,7 +243,7 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
   WarnIfWritable(report->warning);
 
   std::string out = "pushed " + Plural(report->pushed, "job", "jobs") + " from spool " +
-                    Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
+                    base::Escaped(dir) + "; " + Plural(report->files_removed, "journal", "journals") +
                     " drained and deleted\n";
   if (report->already_stored > 0) {
     out += Plural(report->already_stored, "job was", "jobs were") +
@@ -253,10 +253,10 @@ int RunDrain(const ParsedArgs& args, const std::string& dir) {
     out += Plural(report->dropped, "job", "jobs") + " dropped: a rule refused them\n";
   }
   for (const std::string& tail : report->dropped_tails) {
-    out += "dropped the end of " + Escaped(tail) + "\n";
+    out += "dropped the end of " + base::Escaped(tail) + "\n";
   }
   for (const std::string& name : report->live_files) {
-    out += "left to the live process that holds it: " + Escaped(name) + "\n";
+    out += "left to the live process that holds it: " + base::Escaped(name) + "\n";
   }
   if (!WriteOut(out)) return RuntimeError(Status::IoError("cannot write to stdout"));
   bool failed = false;

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/queue_table.h"
 #include "reliableq/admin.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -60,7 +60,7 @@ std::string AsJson(const Stats& stats) {
   field("parked", stats.parked);
   WriteQueuesJson(writer, stats.queues);
   writer.EndObject();
-  return TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
+  return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
 }
 
 std::string AsText(const Stats& stats) {

@@ -105,7 +105,7 @@ int Run(const ParsedArgs& args) {
   options.redis = std::move(redis.value());
   options.prefix = PrefixFromArgs(args);
   if (std::optional<std::string> http = args.Value("http")) {
-    Result<HttpAddress> address = HttpAddress::Parse(*http);
+    Result<http::HttpAddress> address = http::HttpAddress::Parse(*http);
     if (!address.ok()) return UsageError(kVerb, "--http: " + address.status().message());
     options.address = *address;
   }

@@ -7,9 +7,11 @@
 #include <cstdint>
 
 #include "codec/ruby_json.h"
-#include "codec/utf8.h"
+#include "base/utf8.h"
 
 namespace reliableq::codec {
+
+using base::Scrub;
 
 std::string Base64Mime(const unsigned char* data, size_t size) {
   static constexpr char kAlphabet[] =

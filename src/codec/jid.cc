@@ -19,7 +19,7 @@
 #include <mutex>
 #include <string>
 
-#include "job_codec.h"
+#include "codec/jid.h"
 
 namespace reliableq {
 

@@ -1,9 +1,8 @@
 // JSON as Ruby reads and writes it, for the job codec: the parse flags, the
 // SAX and DOM entry points with the codec's own number conversion, what
 // Ruby makes of a member name given twice, and the pieces of the
-// JSON.generate-compatible writer that other codec files build on. The
-// whole-value writer (ToJson) and WideIntegers, declared in job_codec.h,
-// are implemented in ruby_json.cc.
+// JSON.generate-compatible writer that other codec files build on (the
+// whole-value writer, ToJson, is json_writer.h's).
 //
 // Thread safety: pure functions; any thread.
 

@@ -16,7 +16,7 @@
 #include <optional>
 #include <utility>
 
-namespace reliableq {
+namespace reliableq::exec {
 namespace {
 
 using std::chrono::milliseconds;
@@ -551,4 +551,4 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   return outcome;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::exec

@@ -27,7 +27,7 @@
 
 #include "exec/process_guard.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 struct CommandRequest {
   // argv[0] is the program's absolute path; there is no shell and no PATH
@@ -94,6 +94,6 @@ struct CommandOutcome {
 // starts (kStopped).
 CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard, std::stop_token stop);
 
-}  // namespace reliableq
+}  // namespace reliableq::exec
 
 #endif  // RELIABLEQ_EXEC_COMMAND_RUNNER_H_

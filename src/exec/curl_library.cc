@@ -3,9 +3,9 @@
 #include <memory>
 #include <string>
 
-#include "dynamic_library.h"
+#include "base/dynamic_library.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 namespace {
 
@@ -40,7 +40,7 @@ Result<const CurlLibrary*> CurlLibrary::Open() {
   };
   const char* missing = nullptr;
 #define RELIABLEQ_RESOLVE(member, name) \
-  if (missing == nullptr && !ResolveFunction(handle, name, &curl->member)) missing = name
+  if (missing == nullptr && !base::ResolveFunction(handle, name, &curl->member)) missing = name
   RELIABLEQ_RESOLVE(global_init, "curl_global_init");
   RELIABLEQ_RESOLVE(version_info, "curl_version_info");
   RELIABLEQ_RESOLVE(easy_init, "curl_easy_init");
@@ -86,4 +86,4 @@ bool CurlList::Append(const char* line) {
   return true;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::exec

@@ -24,7 +24,7 @@
 
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 class CurlLibrary {
  public:
@@ -127,6 +127,6 @@ class CurlList {
   curl_slist* head_ = nullptr;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::exec
 
 #endif  // RELIABLEQ_EXEC_CURL_LIBRARY_H_

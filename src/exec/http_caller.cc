@@ -11,7 +11,7 @@
 #include "reliableq/redis_options.h"  // RedactUrls
 #include "version.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 namespace {
 
@@ -385,4 +385,4 @@ Status HttpCaller::CheckUrl(std::string_view url) {
   return Status::OK();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::exec

@@ -43,7 +43,7 @@
 
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 class CurlLibrary;
 
@@ -117,6 +117,6 @@ class HttpCaller {
   std::vector<std::unique_ptr<Channel>> idle_;  // guarded by mutex_
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::exec
 
 #endif  // RELIABLEQ_EXEC_HTTP_CALLER_H_

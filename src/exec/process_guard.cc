@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-namespace reliableq {
+namespace reliableq::exec {
 namespace {
 
 // One message on the socket pair. SOCK_SEQPACKET delivers each send whole
@@ -167,4 +167,4 @@ void ProcessGuard::Remove(pid_t pgid) {
   registered_.fetch_sub(1);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::exec

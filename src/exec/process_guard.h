@@ -43,7 +43,7 @@
 
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::exec {
 
 class ProcessGuard {
  public:
@@ -85,6 +85,6 @@ class ProcessGuard {
   std::atomic<size_t> registered_{0};
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::exec
 
 #endif  // RELIABLEQ_EXEC_PROCESS_GUARD_H_

@@ -15,7 +15,7 @@
 
 #include "http/mhd_library.h"
 
-namespace reliableq {
+namespace reliableq::http {
 
 namespace {
 
@@ -374,4 +374,4 @@ HttpListener::~HttpListener() {
 
 std::string HttpListener::address() const { return HttpAddress{host_, port_}.ToString(); }
 
-}  // namespace reliableq
+}  // namespace reliableq::http

@@ -47,7 +47,7 @@
 
 struct MHD_Daemon;
 
-namespace reliableq {
+namespace reliableq::http {
 
 // Where to listen: "PORT" (loopback, 127.0.0.1), "HOST:PORT" or
 // "[IPV6]:PORT". Port 0 asks the kernel for a free one (tests).
@@ -194,6 +194,6 @@ class HttpListener {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::http
 
 #endif  // RELIABLEQ_HTTP_LISTENER_H_

@@ -3,9 +3,9 @@
 #include <memory>
 #include <string>
 
-#include "dynamic_library.h"
+#include "base/dynamic_library.h"
 
-namespace reliableq {
+namespace reliableq::http {
 
 namespace {
 
@@ -32,7 +32,7 @@ Result<const MhdLibrary*> MhdLibrary::Open() {
   std::unique_ptr<MhdLibrary> mhd(new MhdLibrary());
   const char* missing = nullptr;
 #define RELIABLEQ_RESOLVE(member, name) \
-  if (missing == nullptr && !ResolveFunction(handle, name, &mhd->member)) missing = name
+  if (missing == nullptr && !base::ResolveFunction(handle, name, &mhd->member)) missing = name
   RELIABLEQ_RESOLVE(start_daemon, "MHD_start_daemon");
   RELIABLEQ_RESOLVE(stop_daemon, "MHD_stop_daemon");
   RELIABLEQ_RESOLVE(get_connection_values, "MHD_get_connection_values");
@@ -51,4 +51,4 @@ Result<const MhdLibrary*> MhdLibrary::Open() {
   return static_cast<const MhdLibrary*>(mhd.release());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::http

@@ -18,7 +18,7 @@
 
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::http {
 
 class MhdLibrary {
  public:
@@ -47,6 +47,6 @@ class MhdLibrary {
   static Result<const MhdLibrary*> Open();
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::http
 
 #endif  // RELIABLEQ_HTTP_MHD_LIBRARY_H_

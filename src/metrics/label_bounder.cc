@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 LabelBounder::LabelBounder(std::vector<std::string> names) : names_(std::move(names)) {
   std::erase(names_, std::string(kOther));
@@ -36,4 +36,4 @@ std::string_view LabelBounder::Name(size_t index) const {
   return index < names_.size() ? std::string_view(names_[index]) : kOther;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics

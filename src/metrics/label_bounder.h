@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 class LabelBounder {
  public:
@@ -49,6 +49,6 @@ class LabelBounder {
   std::vector<std::pair<std::string, size_t>> namespaces_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics
 
 #endif  // RELIABLEQ_METRICS_LABEL_BOUNDER_H_

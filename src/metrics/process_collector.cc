@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 namespace {
 
@@ -106,4 +106,4 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   return out;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics

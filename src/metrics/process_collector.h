@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 // What /proc says of a process; pure, for tests.
 struct ProcessStat {
@@ -35,6 +35,6 @@ class ProcessCollector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics
 
 #endif  // RELIABLEQ_METRICS_PROCESS_COLLECTOR_H_

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <sstream>
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 namespace {
 
@@ -304,4 +304,4 @@ std::string WorkerMetrics::Serialize() const {
   return out.str();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics

@@ -42,7 +42,7 @@ template <typename T>
 class Family;
 }  // namespace prometheus
 
-namespace reliableq {
+namespace reliableq::metrics {
 
 // How a job ended, as the worker counts it.
 enum class JobResult : uint8_t {
@@ -182,6 +182,6 @@ class WorkerMetrics {
   uint64_t reconnects_seen_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::metrics
 
 #endif  // RELIABLEQ_METRICS_WORKER_METRICS_H_

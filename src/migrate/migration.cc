@@ -107,7 +107,7 @@ Result<MigrationReport> Migrate(const RedisOptions& source_options,
   const std::string schema = GroupKey(settings.prefix, settings.group, "schema");
   Result<redis::ReplyPtr> recorded = (*target)->Command({"SET", schema, "2", "NX"});
   if (!recorded.ok()) return recorded.status().WithContext("SET " + schema);
-  report.schema_written = (*recorded)->type != REDIS_REPLY_NIL;
+  report.schema_written = !redis::IsNilReply(*recorded);
 
   // The directory of groups has a slot of its own: on a cluster it needs a
   // connection routed there.
@@ -124,7 +124,7 @@ Result<MigrationReport> Migrate(const RedisOptions& source_options,
   Result<redis::ReplyPtr> added =
       groups->Command({"SADD", GroupsKey(settings.prefix), settings.group});
   if (!added.ok()) return added.status().WithContext("SADD " + GroupsKey(settings.prefix));
-  report.group_added = (*added)->type == REDIS_REPLY_INTEGER && (*added)->integer > 0;
+  report.group_added = redis::CounterValue(*added) > 0;
   return report;
 }
 

@@ -26,16 +26,14 @@ Status Transaction(redis::Connection& redis, const std::vector<redis::Argv>& com
   Result<std::vector<redis::ReplyPtr>> replies = redis.Pipeline(all);
   if (!replies.ok()) return replies.status();
   for (const redis::ReplyPtr& reply : *replies) {
-    if (reply->type == REDIS_REPLY_ERROR)
-      return Status::Script(std::string(redis::View(reply.get())));
+    if (redis::IsErrorReply(reply)) return Status::Script(std::string(redis::ErrorText(reply)));
   }
-  const redisReply* exec = replies->back().get();
-  if (exec->type == REDIS_REPLY_NIL) return Status::Refused("changed while it moved");
-  if (exec->type != REDIS_REPLY_ARRAY) return Status::Protocol("EXEC answered no array");
-  for (size_t i = 0; i < exec->elements; ++i) {
-    if (exec->element[i]->type == REDIS_REPLY_ERROR) {
-      return Status::Script(std::string(redis::View(exec->element[i])));
-    }
+  Result<std::vector<redis::ReplyRef>> ran = redis::ExecReplies(replies->back());
+  if (!ran.ok()) {
+    return ran.status().IsRefused() ? Status::Refused("changed while it moved") : ran.status();
+  }
+  for (redis::ReplyRef reply : *ran) {
+    if (redis::IsErrorReply(reply)) return Status::Script(std::string(redis::ErrorText(reply)));
   }
   return Status::OK();
 }
@@ -45,7 +43,7 @@ Status Transaction(redis::Connection& redis, const std::vector<redis::Argv>& com
 Result<std::optional<int64_t>> TtlMillis(redis::Connection& redis, const std::string& key) {
   Result<redis::ReplyPtr> reply = redis.Command({"PTTL", key});
   if (!reply.ok()) return reply.status();
-  Result<int64_t> ttl = redis::ToInteger(reply->get());
+  Result<int64_t> ttl = redis::ToInteger(*reply);
   if (!ttl.ok()) return ttl.status();
   if (*ttl == -2) return std::optional<int64_t>();
   return std::optional<int64_t>(std::max<int64_t>(*ttl, 0));
@@ -72,13 +70,11 @@ void Unwatch(redis::Connection& redis) { (void)redis.Command({"UNWATCH"}); }
 Result<int64_t> ConnectedReplicas(redis::Connection& redis) {
   Result<redis::ReplyPtr> info = redis.Command({"INFO", "replication"});
   if (!info.ok()) return info.status();
-  std::string_view text = redis::View(info->get());
-  constexpr std::string_view kField = "connected_slaves:";
-  size_t at = text.find(kField);
-  if (at == std::string_view::npos) return int64_t{0};
-  at += kField.size();
+  Result<std::string> text = redis::ToString(*info);
+  if (!text.ok()) return text.status();
+  std::string_view field = redis::InfoField(*text, "connected_slaves");
   int64_t n = 0;
-  std::from_chars(text.data() + at, text.data() + text.size(), n);
+  std::from_chars(field.data(), field.data() + field.size(), n);
   return n;
 }
 
@@ -106,7 +102,7 @@ Status Mover::TargetReplicated() {
   const std::string wanted = std::to_string(*replicas);
   Result<redis::ReplyPtr> reply = writer.Command({"WAIT", wanted, std::to_string(wait.count())});
   if (!reply.ok()) return reply.status().WithContext("WAIT on the target");
-  Result<int64_t> confirmed = redis::ToInteger(reply->get());
+  Result<int64_t> confirmed = redis::ToInteger(*reply);
   if (!confirmed.ok()) return confirmed.status().WithContext("WAIT on the target");
   if (*confirmed >= *replicas) return Status::OK();
   return Status::Timeout("only " + std::to_string(*confirmed) + " of the target's " + wanted +
@@ -123,7 +119,7 @@ Status Mover::EarlierCopyReplicated() {
       target_.Pipeline({{"HSET", marker, kSyncField, "1"}, {"HDEL", marker, kSyncField}});
   if (!written.ok()) return written.status();
   for (const redis::ReplyPtr& reply : *written) {
-    if (reply->type == REDIS_REPLY_ERROR) return target_.ErrorOf(reply.get());
+    if (redis::IsErrorReply(reply)) return target_.ErrorOf(reply);
   }
   return TargetReplicated();
 }
@@ -162,19 +158,18 @@ Result<int64_t> Mover::Restore(const PlannedKey& key) {
   if (!watched.ok()) return watched.status();
   Result<int64_t> size = KeySize(source_, key.source, key.type);
   if (!size.ok()) return size.status();
-  Result<redis::ReplyPtr> dump = source_.Command({"DUMP", key.source});
+  Result<std::optional<std::string>> dump = Dump(source_, key.source);
   if (!dump.ok()) return dump.status();
   Result<std::optional<int64_t>> ttl = TtlMillis(source_, key.source);
   if (!ttl.ok()) return ttl.status();
-  if ((*dump)->type == REDIS_REPLY_NIL || !ttl->has_value()) {
+  if (!dump->has_value() || !ttl->has_value()) {
     Unwatch(source_);
     return int64_t{0};
   }
   std::string ttl_text = std::to_string(**ttl);
   // No REPLACE: a key that appeared on the target since the plan is not
   // overwritten (BUSYKEY).
-  Result<redis::ReplyPtr> restored =
-      target_.Command({"RESTORE", key.target, ttl_text, redis::View(dump->get())});
+  Result<redis::ReplyPtr> restored = target_.Command({"RESTORE", key.target, ttl_text, **dump});
   if (!restored.ok()) {
     Unwatch(source_);
     return restored.status().WithContext("RESTORE " + key.target);
@@ -241,7 +236,7 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
         target_.Command({"LRANGE", key.target, "0", std::to_string(pending - 1)});
     if (!page.ok()) return page.status();
     if (Status kept = EarlierCopyReplicated(); !kept.ok()) return kept;
-    Status removed_copies = RemoveCopied(key, Strings(page->get()), std::to_string(*copied));
+    Status removed_copies = RemoveCopied(key, redis::StringArray(*page), std::to_string(*copied));
     if (!removed_copies.ok()) return removed_copies;
     moved += pending;
   }
@@ -250,7 +245,7 @@ Result<int64_t> Mover::ListBatches(const PlannedKey& key) {
   for (;;) {
     Result<redis::ReplyPtr> page = source_.Command({"LRANGE", key.source, "-" + batch_text, "-1"});
     if (!page.ok()) return page.status();
-    std::vector<std::string> jobs = Strings(page->get());
+    std::vector<std::string> jobs = redis::StringArray(*page);
     if (jobs.empty()) break;
     Result<std::optional<int64_t>> ttl = TtlMillis(source_, key.source);
     if (!ttl.ok()) return ttl.status();
@@ -313,7 +308,7 @@ Result<int64_t> Mover::ZsetBatches(const PlannedKey& key) {
   for (;;) {
     Result<redis::ReplyPtr> page = source_.Command({"ZRANGE", key.source, "0", last, "WITHSCORES"});
     if (!page.ok()) return page.status();
-    std::vector<std::string> flat = Strings(page->get());
+    std::vector<std::string> flat = redis::StringArray(*page);
     if (flat.empty()) break;
     Result<std::optional<int64_t>> ttl = TtlMillis(source_, key.source);
     if (!ttl.ok()) return ttl.status();

@@ -209,7 +209,7 @@ Result<std::vector<PlannedKey>> PlanKeys(redis::Connection& source, redis::Conne
     }
     Result<redis::ReplyPtr> exists = target.Command({"EXISTS", key.target});
     if (!exists.ok()) return exists.status();
-    if ((*exists)->type == REDIS_REPLY_INTEGER && (*exists)->integer > 0) {
+    if (redis::CounterValue(*exists) > 0) {
       Result<bool> same = SameValue(source, key.source, target, key.target);
       if (!same.ok()) return same.status();
       if (!*same) {

@@ -8,8 +8,8 @@ namespace {
 
 Result<std::optional<std::string>> OptionalString(Result<redis::ReplyPtr> reply) {
   if (!reply.ok()) return reply.status();
-  if ((*reply)->type == REDIS_REPLY_NIL) return std::optional<std::string>();
-  Result<std::string> text = redis::ToString(reply->get());
+  if (redis::IsNilReply(*reply)) return std::optional<std::string>();
+  Result<std::string> text = redis::ToString(*reply);
   if (!text.ok()) return text.status();
   return std::optional<std::string>(std::move(*text));
 }
@@ -25,17 +25,14 @@ Result<std::optional<std::string>> GetField(redis::Connection& redis, const std:
   return OptionalString(redis.Command({"HGET", key, field}));
 }
 
-std::vector<std::string> Strings(const redisReply* reply) {
-  std::vector<std::string> out;
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return out;
-  out.reserve(reply->elements);
-  for (size_t i = 0; i < reply->elements; ++i) {
-    const redisReply* element = reply->element[i];
-    out.emplace_back(element->type == REDIS_REPLY_STRING || element->type == REDIS_REPLY_STATUS
-                         ? redis::View(element)
-                         : std::string_view());
-  }
-  return out;
+Result<std::optional<std::string>> Dump(redis::Connection& redis, const std::string& key) {
+  return OptionalString(redis.Command({"DUMP", key}));
+}
+
+Result<std::vector<std::string>> ReadStrings(redis::Connection& redis, const redis::Argv& command) {
+  Result<redis::ReplyPtr> reply = redis.Command(command);
+  if (!reply.ok()) return reply.status();
+  return redis::StringArray(*reply);
 }
 
 Status ScanKeys(redis::Connection& redis, const std::string& pattern,
@@ -45,29 +42,25 @@ Status ScanKeys(redis::Connection& redis, const std::string& pattern,
     Result<redis::ReplyPtr> reply =
         redis.Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     if (!reply.ok()) return reply.status();
-    const redisReply* r = reply->get();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
-      return Status::Protocol("SCAN answered an unexpected reply");
-    }
-    cursor = std::string(redis::View(r->element[0]));
-    for (std::string& key : Strings(r->element[1])) keys->push_back(std::move(key));
+    Result<redis::ScanPage> page = redis::ReadScanPage(*reply, "SCAN");
+    if (!page.ok()) return page.status();
+    cursor = std::move(page->cursor);
+    for (std::string& key : redis::StringArray(page->items)) keys->push_back(std::move(key));
   } while (cursor != "0");
   return Status::OK();
 }
 
 Result<std::vector<std::string>> SortedMembers(redis::Connection& redis, const std::string& key) {
-  Result<redis::ReplyPtr> reply = redis.Command({"SMEMBERS", key});
-  if (!reply.ok()) return reply.status();
-  std::vector<std::string> members = Strings(reply->get());
-  std::sort(members.begin(), members.end());
+  Result<std::vector<std::string>> members = ReadStrings(redis, {"SMEMBERS", key});
+  if (!members.ok()) return members.status();
+  std::sort(members->begin(), members->end());
   return members;
 }
 
 Result<std::string> KeyType(redis::Connection& redis, const std::string& key) {
   Result<redis::ReplyPtr> reply = redis.Command({"TYPE", key});
   if (!reply.ok()) return reply.status();
-  return redis::ToString(reply->get());
+  return redis::ToString(*reply);
 }
 
 Result<int64_t> KeySize(redis::Connection& redis, const std::string& key, const std::string& type) {
@@ -80,7 +73,7 @@ Result<int64_t> KeySize(redis::Connection& redis, const std::string& key, const 
   if (command == nullptr) return int64_t{type == "none" ? 0 : 1};
   Result<redis::ReplyPtr> reply = redis.Command({command, key});
   if (!reply.ok()) return reply.status();
-  return redis::ToInteger(reply->get());
+  return redis::ToInteger(*reply);
 }
 
 }  // namespace reliableq::migrate

@@ -37,8 +37,13 @@ Result<std::string> KeyType(redis::Connection& redis, const std::string& key);
 // "none").
 Result<int64_t> KeySize(redis::Connection& redis, const std::string& key, const std::string& type);
 
-// The strings of an array reply (nil elements as "").
-std::vector<std::string> Strings(const redisReply* reply);
+// DUMP: the key's value serialized as RESTORE takes it, or nullopt when the
+// key is absent.
+Result<std::optional<std::string>> Dump(redis::Connection& redis, const std::string& key);
+
+// The strings `command` answers with (an array: LRANGE, ZRANGE, HGETALL,
+// SMEMBERS ...; nil elements as "").
+Result<std::vector<std::string>> ReadStrings(redis::Connection& redis, const redis::Argv& command);
 
 }  // namespace reliableq::migrate
 

@@ -14,18 +14,12 @@ constexpr int64_t kPage = 1000;
 
 using Strings_ = std::vector<std::string>;
 
-Result<Strings_> Read(redis::Connection& redis, const redis::Argv& command) {
-  Result<redis::ReplyPtr> reply = redis.Command(command);
-  if (!reply.ok()) return reply.status();
-  return Strings(reply->get());
-}
-
 // The same reads on both sides; true when their answers are equal.
 Result<bool> SameAnswer(redis::Connection& a, const redis::Argv& a_command, redis::Connection& b,
                         const redis::Argv& b_command) {
-  Result<Strings_> left = Read(a, a_command);
+  Result<Strings_> left = ReadStrings(a, a_command);
   if (!left.ok()) return left.status();
-  Result<Strings_> right = Read(b, b_command);
+  Result<Strings_> right = ReadStrings(b, b_command);
   if (!right.ok()) return right.status();
   return *left == *right;
 }
@@ -52,7 +46,7 @@ Result<bool> SamePages(redis::Connection& a, const std::string& a_key, redis::Co
 // HGETALL's field/value pairs, sorted by field: a hash has no order.
 Result<std::vector<std::pair<std::string, std::string>>> SortedPairs(redis::Connection& redis,
                                                                      const std::string& key) {
-  Result<Strings_> flat = Read(redis, {"HGETALL", key});
+  Result<Strings_> flat = ReadStrings(redis, {"HGETALL", key});
   if (!flat.ok()) return flat.status();
   std::vector<std::pair<std::string, std::string>> pairs;
   for (size_t i = 0; i + 1 < flat->size(); i += 2) {
@@ -60,13 +54,6 @@ Result<std::vector<std::pair<std::string, std::string>>> SortedPairs(redis::Conn
   }
   std::sort(pairs.begin(), pairs.end());
   return pairs;
-}
-
-Result<std::optional<std::string>> Dump(redis::Connection& redis, const std::string& key) {
-  Result<redis::ReplyPtr> reply = redis.Command({"DUMP", key});
-  if (!reply.ok()) return reply.status();
-  if ((*reply)->type == REDIS_REPLY_NIL) return std::optional<std::string>();
-  return std::optional<std::string>(std::string(redis::View(reply->get())));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <charconv>
 #include <vector>
 
-namespace reliableq {
+namespace reliableq::periodic {
 
 namespace {
 
@@ -297,4 +297,4 @@ std::optional<int64_t> CronSchedule::Previous(int64_t at) const {
   return std::nullopt;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::periodic

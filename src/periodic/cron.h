@@ -35,7 +35,7 @@ namespace date {
 class time_zone;
 }
 
-namespace reliableq {
+namespace reliableq::periodic {
 
 class CronSchedule {
  public:
@@ -77,6 +77,6 @@ class CronSchedule {
   std::string zone_name_ = "UTC";
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::periodic
 
 #endif  // RELIABLEQ_PERIODIC_CRON_H_

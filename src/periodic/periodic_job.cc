@@ -6,7 +6,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
 #include "reliableq/periodic.h"
@@ -41,9 +41,9 @@ Status CheckPeriodicJob(const PeriodicJob& job) {
     // The name is part of Redis keys and of log lines: kept plain.
     if (!ok) return Bad(name, "name: only letters, digits and _ - . : are allowed");
   }
-  Result<CronSchedule> cron = CronSchedule::Parse(job.cron, job.time_zone);
+  Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(job.cron, job.time_zone);
   if (!cron.ok()) return Bad(name, cron.status().message());
-  Result<Job> as_job = JobOf(job);
+  Result<Job> as_job = periodic::JobOf(job);
   if (!as_job.ok()) return Bad(name, "retry: " + as_job.status().message());
   rapidjson::Document extra;
   if (!extra.Parse(job.extra.c_str()).HasParseError() && extra.IsObject() &&

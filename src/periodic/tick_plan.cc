@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::periodic {
 
 namespace {
 
@@ -118,4 +118,4 @@ Result<std::string> TickPayload(const PeriodicJob& job, int64_t tick, double now
   return EncodeJob(*pushed, now, now);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::periodic

@@ -16,7 +16,7 @@
 #include "reliableq/periodic.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::periodic {
 
 // The ticks a worker owes: every tick in (cursor, now], in order, but at
 // most `max` of them, the latest; the earlier ones are skipped (a loop that
@@ -55,6 +55,6 @@ Result<Job> JobOf(const PeriodicJob& job);
 // "periodic_tick":<tick> before the declared extra fields.
 Result<std::string> TickPayload(const PeriodicJob& job, int64_t tick, double now);
 
-}  // namespace reliableq
+}  // namespace reliableq::periodic
 
 #endif  // RELIABLEQ_PERIODIC_TICK_PLAN_H_

@@ -6,20 +6,11 @@
 
 #include "redis/connection.h"  // IgnoreSigpipe
 #include "redis/errors.h"
+#include "redis/pubsub_message.h"
 
 namespace reliableq::redis {
 
 namespace {
-
-// A message pushed to a subscriber, as opposed to the reply of a command
-// ((P)SUBSCRIBE's confirmations start with "subscribe" or "psubscribe").
-bool IsPubSubMessage(const redisReply& reply) {
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return false;
-  const redisReply* kind = reply.element[0];
-  if (kind->type != REDIS_REPLY_STRING) return false;
-  std::string_view k(kind->str, kind->len);
-  return k == "message" || k == "pmessage";
-}
 
 // How often pending commands are checked against their deadlines.
 constexpr uint64_t kWatchdogMillis = 50;
@@ -129,7 +120,7 @@ void AsyncConnection::Handshake() {
   // client that is not authenticated and sends a long argument (a script
   // of SCRIPT LOAD), and a refused password would then read as a broken
   // pipe instead of the server's own reason.
-  ReplyCallback authenticated = [this, attempt](const Status& status, redisReply*) {
+  ReplyCallback authenticated = [this, attempt](const Status& status, ReplyRef) {
     if (AttemptOver(attempt)) return;
     if (!status.ok()) {
       FailConnect(status.WithContext("AUTH at " + options_.Describe()));
@@ -152,7 +143,7 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   // must neither fail it again nor, taking the reason for one it may ignore
   // (CLIENT ID's), mark a dead connection ready (AttemptOver).
   auto fail_on_error = [this, attempt](const char* what) {
-    return [this, attempt, what](const Status& status, redisReply*) {
+    return [this, attempt, what](const Status& status, ReplyRef) {
       if (AttemptOver(attempt)) return;
       if (!status.ok()) {
         FailConnect(status.WithContext(std::string(what) + " at " + options_.Describe()));
@@ -165,7 +156,7 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
                 Clock::now() + options_.connect_timeout);
   };
   if (sentinel_handshake_) {
-    send({"PING"}, [this, attempt](const Status& status, redisReply*) {
+    send({"PING"}, [this, attempt](const Status& status, ReplyRef) {
       if (AttemptOver(attempt)) return;
       if (!status.ok()) {
         FailConnect(status.WithContext("PING at sentinel " + options_.Describe()));
@@ -181,9 +172,9 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   }
   if (discovery_ != nullptr) {
     // The sentinels may still name a master that was just demoted.
-    Status sent = send({"ROLE"}, [this, attempt](const Status& status, redisReply* reply) {
+    Status sent = send({"ROLE"}, [this, attempt](const Status& status, ReplyRef reply) {
       if (AttemptOver(attempt)) return;
-      std::string role = status.ok() ? RoleOf(reply) : "master";  // an ACL may refuse ROLE
+      std::string role = status.ok() ? RoleOf(reply.raw()) : "master";  // an ACL may refuse ROLE
       if (role == "master" || role.empty()) return;
       discovery_->NotMaster(epoch_);
       FailConnect(Status::IoError("the " + discovery_->Describe() + " named " +
@@ -206,12 +197,12 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
   if (!client_name_.empty()) {
     if (!send({"CLIENT", "SETNAME", client_name_}, nullptr).ok()) return;
   }
-  Status asked = send({"INFO", "server"}, [this, attempt](const Status& status, redisReply* reply) {
-    if (AttemptOver(attempt) || !status.ok() || reply->type != REDIS_REPLY_STRING) return;
-    run_id_ = std::string(InfoField(View(reply), "run_id"));
+  Status asked = send({"INFO", "server"}, [this, attempt](const Status& status, ReplyRef reply) {
+    if (AttemptOver(attempt) || !status.ok() || reply.raw()->type != REDIS_REPLY_STRING) return;
+    run_id_ = std::string(InfoField(View(reply.raw()), "run_id"));
   });
   if (!asked.ok()) return;
-  send({"CLIENT", "ID"}, [this, attempt](const Status& status, redisReply* reply) {
+  send({"CLIENT", "ID"}, [this, attempt](const Status& status, ReplyRef reply) {
     if (AttemptOver(attempt)) return;
     if (!status.ok() && status.IsRetryable()) {
       FailConnect(status.WithContext("CLIENT ID at " + options_.Describe()));
@@ -431,8 +422,8 @@ bool AsyncConnection::DeliverReplies() {
     }
     if (raw == nullptr) return true;
     ReplyPtr reply(static_cast<redisReply*>(raw));
-    if (on_message_ && IsPubSubMessage(*reply)) {
-      on_message_(*reply);
+    if (on_message_ && IsPubSubMessage(reply)) {
+      on_message_(reply);
       if (generation != generation_) return false;
       continue;
     }

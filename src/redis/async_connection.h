@@ -23,8 +23,10 @@
 // Callback contract (as hiredis and libuv state theirs): a call that returns
 // a non-OK Status never calls its callback; otherwise the callback is called
 // exactly once, on the loop thread: with OK and the reply, or with a non-OK
-// Status and a null reply (error reply, timeout, broken or closed connection).
-// The reply is valid only during the callback.
+// Status and an empty reply (error reply, timeout, broken or closed
+// connection). The reply is a redis::ReplyRef, which the caller hands to a
+// reader (reply.h, or the script's reader in protocol/script_calls.h); it
+// is valid only during the callback.
 //
 // With Sentinel (options.sentinel), Connect asks the process's Discovery
 // where the master is (a bounded blocking lookup, see discovery.h), and the
@@ -93,7 +95,7 @@ class CommandList {
 
 class AsyncConnection {
  public:
-  using ReplyCallback = std::function<void(const Status& status, redisReply* reply)>;
+  using ReplyCallback = std::function<void(const Status& status, ReplyRef reply)>;
 
   AsyncConnection(uv_loop_t* loop, RedisOptions options);
   ~AsyncConnection();
@@ -113,8 +115,9 @@ class AsyncConnection {
   // For a subscriber: every pub/sub message (an array whose first element
   // is "message" or "pmessage") goes to `on_message` instead of a request.
   // (P)SUBSCRIBE answers once per channel: send one channel per command
-  // (Pipeline) so that each reply matches its command.
-  void SetOnMessage(std::function<void(const redisReply& message)> on_message) {
+  // (Pipeline) so that each reply matches its command. The message is read
+  // with ReadPubSubMessage (pubsub_message.h).
+  void SetOnMessage(std::function<void(ReplyRef message)> on_message) {
     on_message_ = std::move(on_message);
   }
 
@@ -262,7 +265,7 @@ class AsyncConnection {
   Clock::time_point connect_deadline_;
   std::function<void(const Status&)> on_ready_;
   std::function<void(const Status&)> on_disconnect_;
-  std::function<void(const redisReply&)> on_message_;
+  std::function<void(ReplyRef)> on_message_;
   // Requests in the order sent; Redis answers in the same order.
   std::deque<Request> pending_;
   bool user_close_ = false;

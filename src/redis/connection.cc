@@ -318,6 +318,20 @@ Result<ReplyPtr> Connection::Command(const Argv& argv) {
   return ErrorOf(reply.get());
 }
 
+Status Connection::FirstError(const std::vector<ReplyPtr>& replies,
+                              const std::vector<Argv>& commands) const {
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (!IsErrorReply(replies[i])) continue;
+    std::string what;
+    for (size_t k = 0; k < commands[i].size() && k < 2; ++k) {
+      if (k > 0) what += " ";
+      what += commands[i][k];
+    }
+    return ErrorOf(replies[i]).WithContext(what);
+  }
+  return Status::OK();
+}
+
 namespace {
 
 // The arguments of one command in Redis's protocol (as AppendCommand writes

@@ -128,9 +128,14 @@ class Connection {
   // Status: FromErrorReply, told whether this connection was made without
   // cluster options, so that MOVED and ASK then say that the server is a
   // cluster node.
-  Status ErrorOf(const redisReply* reply) const {
-    return FromErrorReply(View(reply), options_.cluster.seeds.empty());
+  Status ErrorOf(ReplyRef reply) const {
+    return FromErrorReply(View(reply.raw()), options_.cluster.seeds.empty());
   }
+  // The first error reply of a Pipeline's `replies` (of `commands`), as
+  // ErrorOf, named by its command and first argument ("LLEN queue:a");
+  // OK when there is none.
+  Status FirstError(const std::vector<ReplyPtr>& replies,
+                    const std::vector<Argv>& commands) const;
 
   // How far the last Command, Pipeline or Eval got (for Eval, its last
   // command), so that a caller can tell a command Redis cannot have run

@@ -5,7 +5,7 @@
 
 namespace reliableq {
 
-Control::Control(uv::EventLoop& loop, bool handle_signals, const Logger& log, Actions actions)
+Control::Control(uv::EventLoop& loop, bool handle_signals, const base::Logger& log, Actions actions)
     : log_(log), actions_(std::move(actions)), wakeup_(loop, [this] { TakeRequests(); }) {
   wakeup_.Unref();
   if (!handle_signals) return;

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "uv/handles.h"
 
 namespace reliableq {
@@ -46,7 +46,7 @@ class Control {
     std::function<void()> dump;
   };
 
-  Control(uv::EventLoop& loop, bool handle_signals, const Logger& log, Actions actions);
+  Control(uv::EventLoop& loop, bool handle_signals, const base::Logger& log, Actions actions);
 
   void RequestQuiet() { Request(&quiet_requested_); }
   void RequestStop() { Request(&stop_requested_); }
@@ -65,7 +65,7 @@ class Control {
  private:
   void Request(std::atomic<int>* counter);
 
-  const Logger& log_;
+  const base::Logger& log_;
   Actions actions_;
   std::atomic<bool> accepting_{true};
   std::atomic<int> quiet_requested_{0};

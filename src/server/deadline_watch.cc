@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 
@@ -21,10 +21,13 @@ std::string_view StringField(const rapidjson::Document& document, const char* na
 }  // namespace
 
 DeadlineWatch::DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                             const Clock& clock, const Logger& log)
-    : pool_(pool), on_overrun_(on_overrun), clock_(clock), log_(log), timer_(loop, [this] {
-        Check();
-      }) {}
+                             const Clock& clock, const base::Logger& log, metrics::WorkerMetrics* metrics)
+    : pool_(pool),
+      on_overrun_(on_overrun),
+      clock_(clock),
+      log_(log),
+      metrics_(metrics),
+      timer_(loop, [this] { Check(); }) {}
 
 void DeadlineWatch::Start() { timer_.Start(kTick, kTick); }
 
@@ -37,7 +40,7 @@ void DeadlineWatch::Check() {
     if (!decoded.ok()) continue;
     std::string_view job_class = StringField(decoded->document, "class");
     std::string_view queue = StringField(decoded->document, "queue");
-    JobLogContext context(job_class, StringField(decoded->document, "jid"), queue);
+    base::JobLogContext context(job_class, StringField(decoded->document, "jid"), queue);
     double seconds = static_cast<double>(event.timeout.count()) / 1000;
     if (event.kind == DeadlineEvent::Kind::kTimedOut) {
       if (metrics_ != nullptr) metrics_->JobTimedOut(job_class);

@@ -16,7 +16,7 @@
 #include <chrono>
 #include <memory>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "reliableq/clock.h"
 #include "reliableq/server.h"
@@ -33,12 +33,12 @@ class DeadlineWatch {
   // time, to the millisecond).
   static constexpr std::chrono::milliseconds kTick{100};
 
+  // metrics: counts the overruns there (null: none).
   DeadlineWatch(uv::EventLoop& loop, ProcessorPool& pool, OverrunAction on_overrun,
-                const Clock& clock, const Logger& log);
+                const Clock& clock, const base::Logger& log, metrics::WorkerMetrics* metrics);
 
   void Start();
   void Stop();
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void Check();
@@ -46,8 +46,8 @@ class DeadlineWatch {
   ProcessorPool& pool_;
   const OverrunAction on_overrun_;
   const Clock& clock_;
-  const Logger& log_;
-  WorkerMetrics* metrics_ = nullptr;
+  const base::Logger& log_;
+  metrics::WorkerMetrics* const metrics_;  // null: none
   uv::Timer timer_;
 };
 

@@ -164,8 +164,8 @@ struct ExternalHandlers::Shared {
   std::shared_ptr<const Clock> clock;
   std::vector<std::string> environment;
   std::chrono::milliseconds kill_grace{5000};
-  std::unique_ptr<ProcessGuard> guard;  // with command handlers
-  std::unique_ptr<HttpCaller> caller;   // with HTTP handlers
+  std::unique_ptr<exec::ProcessGuard> guard;  // with command handlers
+  std::unique_ptr<exec::HttpCaller> caller;   // with HTTP handlers
 
   void RunCommandJob(const std::vector<std::string>& argv, const JobView& job) const;
   void PostJob(const HttpHandler& target, const JobView& job) const;
@@ -173,7 +173,7 @@ struct ExternalHandlers::Shared {
 
 void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& argv,
                                              const JobView& job) const {
-  CommandRequest request;
+  exec::CommandRequest request;
   request.argv = argv;
   request.environment = environment;
   request.timeout = Remaining(job, *clock);
@@ -184,28 +184,28 @@ void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& arg
   }
   request.job = job.raw();
   request.kill_grace = kill_grace;
-  CommandOutcome outcome = RunCommand(request, guard.get(), job.stop_token());
+  exec::CommandOutcome outcome = exec::RunCommand(request, guard.get(), job.stop_token());
   if (outcome.succeeded()) return;
   std::string message = outcome.Describe();
   std::string stderr_tail = Tail(outcome.stderr_tail, kErrorOutputLimit);
   if (!stderr_tail.empty()) message += "; stderr: " + stderr_tail;
   switch (outcome.end) {
-    case CommandOutcome::End::kTimedOut:
+    case exec::CommandOutcome::End::kTimedOut:
       throw JobTimeout(message);
-    case CommandOutcome::End::kExited:
+    case exec::CommandOutcome::End::kExited:
       throw JobFailure::Named("Reliableq::CommandFailed", message);
-    case CommandOutcome::End::kSignaled:
+    case exec::CommandOutcome::End::kSignaled:
       throw JobFailure::Named("Reliableq::CommandKilled", message);
-    case CommandOutcome::End::kStopped:
+    case exec::CommandOutcome::End::kStopped:
       throw JobFailure::Named("Reliableq::JobStopped", message);
-    case CommandOutcome::End::kNotStarted:
+    case exec::CommandOutcome::End::kNotStarted:
       break;
   }
   throw JobFailure::Named("Reliableq::CommandNotStarted", message);
 }
 
 void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView& job) const {
-  HttpCallRequest request;
+  exec::HttpCallRequest request;
   request.url = target.url;
   request.follow_redirects = target.follow_redirects;
   request.body = job.raw();
@@ -214,20 +214,20 @@ void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView&
   for (const auto& [name, value] : JobFacts(job, request.timeout)) {
     request.headers.push_back("X-Reliableq-" + std::string(name) + ": " + value);
   }
-  HttpCallOutcome outcome = caller->Post(request, job.stop_token());
+  exec::HttpCallOutcome outcome = caller->Post(request, job.stop_token());
   if (outcome.succeeded()) return;
   std::string message = outcome.Describe();
   switch (outcome.end) {
-    case HttpCallOutcome::End::kResponse: {
+    case exec::HttpCallOutcome::End::kResponse: {
       std::string body = Head(outcome.body, kErrorOutputLimit);
       if (!body.empty()) message += ": " + body;
       throw JobFailure::Named("Reliableq::HttpFailed", message);
     }
-    case HttpCallOutcome::End::kTimedOut:
+    case exec::HttpCallOutcome::End::kTimedOut:
       throw JobTimeout(message);
-    case HttpCallOutcome::End::kStopped:
+    case exec::HttpCallOutcome::End::kStopped:
       throw JobFailure::Named("Reliableq::JobStopped", message);
-    case HttpCallOutcome::End::kTransportError:
+    case exec::HttpCallOutcome::End::kTransportError:
       break;
   }
   throw JobFailure::Named("Reliableq::HttpUnreachable", message);
@@ -279,7 +279,7 @@ Result<HandlerPlan> PlanHandlers(const ServerOptions& options, const HandlerRegi
   }
   for (const auto& [job_class, target] : options.http_handlers) {
     if (Status s = check_class(job_class, "HTTP handler"); !s.ok()) return s;
-    if (Status s = HttpCaller::CheckUrl(target.url); !s.ok()) {
+    if (Status s = exec::HttpCaller::CheckUrl(target.url); !s.ok()) {
       return Status::InvalidArgument("HTTP handler for " + job_class + ": " + s.message());
     }
   }
@@ -322,12 +322,12 @@ Result<std::shared_ptr<const ExternalHandlers>> ExternalHandlers::Open(
   }
   // Started last, once nothing else can fail: the supervisor is a process.
   if (!options.http_handlers.empty()) {
-    Result<std::unique_ptr<HttpCaller>> caller = HttpCaller::Open();
+    Result<std::unique_ptr<exec::HttpCaller>> caller = exec::HttpCaller::Open();
     if (!caller.ok()) return caller.status();
     shared->caller = std::move(*caller);
   }
   if (!options.command_handlers.empty()) {
-    Result<std::unique_ptr<ProcessGuard>> guard = ProcessGuard::Start();
+    Result<std::unique_ptr<exec::ProcessGuard>> guard = exec::ProcessGuard::Start();
     if (!guard.ok()) return guard.status();
     shared->guard = std::move(*guard);
   }

@@ -33,8 +33,10 @@
 
 namespace reliableq {
 
+namespace exec {
 class HttpCaller;
 class ProcessGuard;
+}  // namespace exec
 
 class ExternalHandlers {
  public:

@@ -2,14 +2,14 @@
 
 #include <random>
 
-#include "job_codec.h"
-#include "retry.h"
+#include "codec/job_codec.h"
+#include "protocol/retry.h"
 
 namespace reliableq {
 
 FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
                                std::function<int(int n)> random_below,
-                               const std::vector<DeathHandler>& death_handlers, const Logger& log)
+                               const std::vector<DeathHandler>& death_handlers, const base::Logger& log)
     : registry_(registry),
       max_retries_(max_retries),
       random_below_(std::move(random_below)),
@@ -36,7 +36,7 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
     // in the log.
     done->failed_payload = std::string(payload);
     done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
-    done->action = FailureAction::kDead;
+    done->action = protocol::FailureAction::kDead;
     done->score = now;
     return;
   }
@@ -53,18 +53,18 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
       try {
         return options->retry_in(count, error);
       } catch (const std::exception& e) {
-        log_.Log(LogLevel::kWarn, LogEvent("retry_in_failed").WithError(e.what()),
+        log_.Log(LogLevel::kWarn, base::LogEvent("retry_in_failed").WithError(e.what()),
                  "retry_in failed (%s): default schedule", e.what());
         return RetryIn::Default();
       }
     };
   }
-  RandomBelow below = random_below_ ? RandomBelow(random_below_) : [](int n) {
+  protocol::RandomBelow below = random_below_ ? protocol::RandomBelow(random_below_) : [](int n) {
     return std::uniform_int_distribution<int>(0, n - 1)(random);
   };
-  FailurePlan plan = PlanFailure(document, max_retries_, now, retry_in, below);
+  protocol::FailurePlan plan = protocol::PlanFailure(document, max_retries_, now, retry_in, below);
   done->action = plan.action;
-  done->score = plan.action == FailureAction::kRetry ? plan.retry_at : now;
+  done->score = plan.action == protocol::FailureAction::kRetry ? plan.retry_at : now;
   if (!plan.exhausted && !plan.death) return;
 
   // Hooks see the job as it now stands, with the failure recorded.
@@ -75,7 +75,7 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
     try {
       hook(failed_view, error);
     } catch (const std::exception& e) {
-      log_.Log(LogLevel::kWarn, LogEvent("hook_failed").WithError(e.what()), "%s threw: %s", what,
+      log_.Log(LogLevel::kWarn, base::LogEvent("hook_failed").WithError(e.what()), "%s threw: %s", what,
                e.what());
     } catch (...) {
       log_.Log(LogLevel::kWarn, "hook_failed", "%s threw", what);

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/handler.h"
 #include "reliableq/server.h"
 #include "server/worker_jobs.h"
@@ -29,7 +29,7 @@ class FailurePlanner {
   // The planner keeps references to `registry`, `death_handlers` and `log`.
   FailurePlanner(const HandlerRegistry& registry, int max_retries,
                  std::function<int(int n)> random_below,
-                 const std::vector<DeathHandler>& death_handlers, const Logger& log);
+                 const std::vector<DeathHandler>& death_handlers, const base::Logger& log);
 
   // Sets done->outcome (kFailed), error, failed_payload, action and score
   // for the job `payload` fetched from `queue`, parsed as `document`, that
@@ -45,7 +45,7 @@ class FailurePlanner {
   int max_retries_;
   std::function<int(int n)> random_below_;  // empty: a generator per thread
   const std::vector<DeathHandler>& death_handlers_;
-  const Logger& log_;
+  const base::Logger& log_;
 };
 
 }  // namespace reliableq

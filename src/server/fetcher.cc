@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "script_calls.h"
-
 namespace reliableq {
 
 namespace {
@@ -15,10 +13,12 @@ constexpr std::chrono::milliseconds kLongestPause{2000};
 
 Fetcher::Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
                  QueueHealth& health, const ProcessorPool& pool, int concurrency,
-                 const Clock& clock, const Logger& log, Events events)
+                 const Clock& clock, const base::Logger& log, Events events, Optional optional)
     : command_(command),
       queues_(queues),
       health_(health),
+      extra_held_(std::move(optional.extra_held)),
+      metrics_(optional.metrics),
       pool_(pool),
       clock_(clock),
       log_(log),
@@ -47,26 +47,33 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   in_flight_ = true;
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
-      FetchCall(pairs, wanted),
-      [this, order = std::move(order), wanted, sent_at](const Status& s, redisReply* r) {
+      protocol::FetchCall(pairs, wanted),
+      [this, order = std::move(order), wanted, sent_at](const Status& s, redis::ReplyRef r) {
         auto now = clock_.Monotonic();
         prefetch_.OnReply(sent_at, now, pool_.finished_total());
         if (metrics_ != nullptr && s.ok()) {
           metrics_->FetchRoundTrip(std::chrono::duration<double>(now - sent_at).count());
         }
-        OnReply(s, r, order, wanted);
+        protocol::FetchReply fetched;
+        if (s.ok()) {
+          // A reply of another shape (a broken script) brings no job, as an
+          // empty one does.
+          Result<protocol::FetchReply> read = protocol::ReadFetchReply(r);
+          if (read.ok()) fetched = std::move(*read);
+        }
+        OnReply(s, std::move(fetched), order, wanted);
       });
   if (!sent.ok()) in_flight_ = false;
   return sent.ok();
 }
 
-void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,
+void Fetcher::OnReply(const Status& status, protocol::FetchReply fetched, const std::vector<uint32_t>& order,
                       size_t wanted) {
   in_flight_ = false;
   if (!status.ok()) {
     if (!status.IsShutdown()) {
       std::string error = status.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("fetch_failed").WithError(error), "fetch failed: %s",
+      log_.Log(LogLevel::kWarn, base::LogEvent("fetch_failed").WithError(error), "fetch failed: %s",
                error.c_str());
     }
     if (!status.IsIoError() && !status.IsTimeout() && !status.IsShutdown()) {
@@ -78,29 +85,18 @@ void Fetcher::OnReply(const Status& status, redisReply* reply, const std::vector
   }
   pause_ = std::chrono::milliseconds(0);
   std::vector<FetchedJob> jobs;
-  size_t skipped = 0;
-  if (reply->type == REDIS_REPLY_ARRAY) {
-    jobs.reserve(reply->elements / 2);
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-      // A 1-based index into `order`; negative for a pair fetch.lua skipped
-      // (the reports come first).
-      int64_t pair = reply->element[i]->integer;
-      const redisReply* text = reply->element[i + 1];
-      size_t at = static_cast<size_t>(pair < 0 ? -pair : pair);
-      if (pair == 0 || at > order.size()) continue;
-      if (pair < 0) {
-        health_.Broken(order[at - 1], std::string_view(text->str, text->len));
-        ++skipped;
-        continue;
-      }
-      jobs.push_back({order[at - 1], std::string(text->str, text->len)});
-    }
+  jobs.reserve(fetched.jobs.size());
+  for (protocol::FetchedPayload& job : fetched.jobs) {
+    if (job.pair < order.size()) jobs.push_back({order[job.pair], std::move(job.payload)});
+  }
+  for (const protocol::SkippedPair& skipped : fetched.skipped) {
+    if (skipped.pair < order.size()) health_.Broken(order[skipped.pair], skipped.reason);
   }
   if (health_.any_broken()) {
     // Every queue fetch.lua did not report was usable.
     std::vector<bool> reported(queues_.size(), false);
-    for (size_t i = 0; i < 2 * skipped; i += 2) {
-      reported[order[static_cast<size_t>(-reply->element[i]->integer) - 1]] = true;
+    for (const protocol::SkippedPair& skipped : fetched.skipped) {
+      if (skipped.pair < order.size()) reported[order[skipped.pair]] = true;
     }
     for (uint32_t q : order) {
       if (!reported[q]) health_.Working(q);

@@ -18,8 +18,9 @@
 #include <random>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
+#include "protocol/script_calls.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/prefetch.h"
@@ -43,9 +44,18 @@ class Fetcher {
   };
 
   // Every fetch tells `health` which queues it could and could not use.
+  // The parts a worker may go without.
+  struct Optional {
+    // Observes each fetch's round trip there (null: none).
+    metrics::WorkerMetrics* metrics = nullptr;
+    // Jobs held outside the pool (waiting for a limiter's reply), counted
+    // by the prefetch as held (null: none).
+    std::function<size_t()> extra_held;
+  };
+
   Fetcher(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
           QueueHealth& health, const ProcessorPool& pool, int concurrency, const Clock& clock,
-          const Logger& log, Events events);
+          const base::Logger& log, Events events, Optional optional);
 
   // Sends a fetch for what there is room for, unless one is on its way, the
   // connection is down, the pause after a refusal runs, or nothing fits;
@@ -55,11 +65,6 @@ class Fetcher {
   bool Fetch(const std::vector<uint32_t>* only);
   // Ends the pause after a refusal without fetching (the server is closing).
   void Stop() { pause_timer_.Stop(); }
-  // Observes each fetch's round trip there (null: none).
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
-  // Jobs held outside the pool (waiting for a limiter's reply), counted
-  // by the prefetch as held.
-  void set_extra_held(std::function<size_t()> f) { extra_held_ = std::move(f); }
 
   bool in_flight() const { return in_flight_; }
   // How many jobs a fetch would ask for now.
@@ -69,23 +74,23 @@ class Fetcher {
   const Prefetch& prefetch() const { return prefetch_; }
 
  private:
-  void OnReply(const Status& status, redisReply* reply, const std::vector<uint32_t>& order,
+  void OnReply(const Status& status, protocol::FetchReply fetched, const std::vector<uint32_t>& order,
                size_t wanted);
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
   QueueHealth& health_;
-  std::function<size_t()> extra_held_;
+  const std::function<size_t()> extra_held_;
+  metrics::WorkerMetrics* const metrics_;
   const ProcessorPool& pool_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   Prefetch prefetch_;
   std::mt19937_64 random_;
   uv::Timer pause_timer_;
   std::chrono::milliseconds pause_{0};  // 0 while fetches succeed
   bool in_flight_ = false;
-  WorkerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace reliableq

@@ -1,6 +1,6 @@
 #include "server/hand_back.h"
 
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 
@@ -19,8 +19,8 @@ constexpr int kMaxAttempts = 20;
 }  // namespace
 
 HandBack::HandBack(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-                   Reconciler& reconciler, Outcomes& outcomes, const Keys& keys,
-                   std::string identity, const Clock& clock, const Logger& log,
+                   Reconciler& reconciler, Outcomes& outcomes, const protocol::Keys& keys,
+                   std::string identity, const Clock& clock, const base::Logger& log,
                    std::function<void(const Status&)> on_over)
     : command_(command),
       queues_(queues),
@@ -49,7 +49,7 @@ void HandBack::Attempt() {
     Status why = Status::IoError(
         "cannot reach Redis to hand jobs back; they stay in this process's working lists and "
         "a janitor returns them once the heartbeat expires");
-    log_.Log(LogLevel::kError, LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
+    log_.Log(LogLevel::kError, base::LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
              why.message().c_str());
     on_over_(why);
     return;
@@ -68,12 +68,12 @@ void HandBack::Attempt() {
   } else {
     outcomes_.AddUnconfirmed(&listed);
   }
-  reconciler_.Requeue(hard_ ? RequeueMode::kInterrupt : RequeueMode::kKeep, std::move(listed),
+  reconciler_.Requeue(hard_ ? protocol::RequeueMode::kInterrupt : protocol::RequeueMode::kKeep, std::move(listed),
                       [this](const Status& s) {
                         if (!s.ok()) {
                           in_flight_ = false;
                           std::string error = s.ToString();
-                          log_.Log(LogLevel::kWarn, LogEvent("hand_back_failed").WithError(error),
+                          log_.Log(LogLevel::kWarn, base::LogEvent("hand_back_failed").WithError(error),
                                    "hand-back failed: %s", error.c_str());
                           AttemptLater(kRefusedPause);
                           return;
@@ -84,11 +84,11 @@ void HandBack::Attempt() {
 
 void HandBack::Forget() {
   Status sent = command_.Eval(
-      ForgetCall(keys_, identity_, queues_.names(), /*force=*/true),
-      [this](const Status& s, redisReply* r) {
+      protocol::ForgetCall(keys_, identity_, queues_.names(), /*force=*/true),
+      [this](const Status& s, redis::ReplyRef r) {
         in_flight_ = false;
-        bool forgotten = s.ok() && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-        if (forgotten) {
+        Result<bool> forgotten = s.ok() ? protocol::ReadForgetReply(r) : Result<bool>(s);
+        if (forgotten.ok() && *forgotten) {
           log_.Log(LogLevel::kInfo, "stopped", "stopped %s", identity_.c_str());
           on_over_(Status::OK());
         } else if (attempts_ < kMaxAttempts) {
@@ -97,7 +97,7 @@ void HandBack::Forget() {
           Status why = Status::IoError(
               "could not empty the working lists; leaving them to the janitor" +
               (s.ok() ? std::string() : " (" + s.ToString() + ")"));
-          log_.Log(LogLevel::kError, LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
+          log_.Log(LogLevel::kError, base::LogEvent("hand_back_gave_up").WithError(why.message()), "%s",
                    why.message().c_str());
           on_over_(why);
         }

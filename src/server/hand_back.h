@@ -20,8 +20,8 @@
 #include <functional>
 #include <string>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/outcomes.h"
@@ -37,8 +37,8 @@ class HandBack {
   // forgotten; otherwise why the hand-back gave up (its jobs then wait for
   // a janitor).
   HandBack(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-           Reconciler& reconciler, Outcomes& outcomes, const Keys& keys, std::string identity,
-           const Clock& clock, const Logger& log, std::function<void(const Status&)> on_over);
+           Reconciler& reconciler, Outcomes& outcomes, const protocol::Keys& keys, std::string identity,
+           const Clock& clock, const base::Logger& log, std::function<void(const Status&)> on_over);
 
   // `running`: per queue, the payloads of the jobs still running (hard stop
   // only; empty for a clean stop).
@@ -53,10 +53,10 @@ class HandBack {
   const QueueSet& queues_;
   Reconciler& reconciler_;
   Outcomes& outcomes_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const std::string identity_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   std::function<void(const Status&)> on_over_;
   uv::Timer timer_;
 

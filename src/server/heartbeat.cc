@@ -6,10 +6,10 @@
 
 #include <cstdio>
 
-#include "job_codec.h"
-#include "process_entry.h"
+#include "codec/job_codec.h"
+#include "protocol/process_entry.h"
 #include "redis/reply.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "version.h"
 
 namespace reliableq {
@@ -49,9 +49,9 @@ std::string WorkJson(const std::string& queue, const RunningJob& job) {
 
 }  // namespace
 
-Heartbeat::Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+Heartbeat::Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
                      ProcessDescription self, std::chrono::milliseconds ttl,
-                     std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+                     std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
                      Events events)
     : command_(command),
       keys_(keys),
@@ -114,7 +114,7 @@ void Heartbeat::Beat() {
   again_ = false;
 
   auto ping_sent = clock_.Monotonic();
-  command_.Command({"PING"}, [this, ping_sent](const Status& s, redisReply*) {
+  command_.Command({"PING"}, [this, ping_sent](const Status& s, redis::ReplyRef) {
     if (s.ok()) {
       rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Monotonic() -
                                                                       ping_sent)
@@ -125,7 +125,7 @@ void Heartbeat::Beat() {
   BeatSnapshot snapshot = events_.snapshot();
   const std::vector<std::string>& queues =
       snapshot.queues.empty() ? self_.queues : snapshot.queues;
-  ProcessEntry entry;
+  protocol::ProcessEntry entry;
   entry.identity = self_.identity;
   entry.hostname = self_.hostname;
   entry.pid = self_.pid;
@@ -144,9 +144,9 @@ void Heartbeat::Beat() {
   entry.ttl_ms = ttl_.count();
   std::set<int64_t> published(snapshot.clients.begin(), snapshot.clients.end());
 
-  BeatFields fields;
+  protocol::BeatFields fields;
   fields.ttl_millis = ttl_.count();
-  fields.registry_entry = EncodeProcessEntry(entry);
+  fields.registry_entry = protocol::EncodeProcessEntry(entry);
   fields.info = InfoJson(queues);
   fields.busy = snapshot.running.size();
   fields.now = clock_.Now();
@@ -156,34 +156,32 @@ void Heartbeat::Beat() {
   for (const RunningJob& job : snapshot.running) {
     fields.work.emplace_back("p" + std::to_string(job.slot), WorkJson(queues[job.queue], job));
   }
-  ScriptCall call = HeartbeatCall(keys_, self_.identity, std::move(fields));
+  ScriptCall call = protocol::HeartbeatCall(keys_, self_.identity, std::move(fields));
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
       std::move(call), [this, published = std::move(published), queue_count = queues.size(),
-                        sent_at](const Status& s, redisReply* r) mutable {
+                        sent_at](const Status& s, redis::ReplyRef r) mutable {
         OnReply(s, r, std::move(published), queue_count, sent_at);
       });
   if (!sent.ok()) in_flight_ = false;
 }
 
-void Heartbeat::OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+void Heartbeat::OnReply(const Status& status, redis::ReplyRef reply, std::set<int64_t> published,
                         size_t queue_count,
                         std::chrono::steady_clock::time_point sent_at) {
   in_flight_ = false;
   if (stopped_) return;
   if (!status.ok()) {
     std::string error = status.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("heartbeat_failed").WithError(error), "heartbeat failed: %s",
+    log_.Log(LogLevel::kWarn, base::LogEvent("heartbeat_failed").WithError(error), "heartbeat failed: %s",
              error.c_str());
     return;  // the connection's own recovery will beat again
   }
-  bool existed = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
-                 reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1;
-  std::string signal;
-  if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2) {
-    Result<std::string> popped = redis::ToString(reply->element[1]);
-    if (popped.ok()) signal = std::move(popped.value());
-  }
+  // A reply of another shape (a broken script) reads as a key that was
+  // not there, and no signal.
+  Result<protocol::HeartbeatReply> read = protocol::ReadHeartbeatReply(reply);
+  bool existed = read.ok() && read->existed;
+  std::string signal = read.ok() ? std::move(read->signal) : std::string();
   published_ = std::move(published);
   published_queues_ = queue_count;
   Found found = !registered_ ? Found::kFirst : existed ? Found::kAlive : Found::kDeclaredDead;

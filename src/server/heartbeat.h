@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "server/worker_jobs.h"
@@ -74,9 +74,9 @@ class Heartbeat {
         on_beat;
   };
 
-  Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+  Heartbeat(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
             ProcessDescription self, std::chrono::milliseconds ttl,
-            std::chrono::milliseconds interval, const Clock& clock, const Logger& log,
+            std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
             Events events);
 
   // Beats every interval from now on, and records the start time.
@@ -96,18 +96,18 @@ class Heartbeat {
   int64_t rtt_us() const { return rtt_us_; }
 
  private:
-  void OnReply(const Status& status, redisReply* reply, std::set<int64_t> published,
+  void OnReply(const Status& status, redis::ReplyRef reply, std::set<int64_t> published,
                size_t queue_count,
                std::chrono::steady_clock::time_point sent_at);
   std::string InfoJson(const std::vector<std::string>& queues) const;
 
   redis::AsyncConnection& command_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const ProcessDescription self_;
   const std::chrono::milliseconds ttl_;
   const std::chrono::milliseconds interval_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   uv::Timer timer_;
 

@@ -1,5 +1,7 @@
 #include "server/idle_fetch.h"
 
+#include "redis/reply.h"
+
 namespace reliableq {
 
 namespace {
@@ -10,9 +12,9 @@ constexpr std::chrono::milliseconds kListenAfterBusy{1000};
 }  // namespace
 
 IdleFetch::IdleFetch(uv::EventLoop& loop, const RedisOptions& redis,
-                     const std::string& client_name, const Keys& keys, const QueueSet& queues,
+                     const std::string& client_name, const protocol::Keys& keys, const QueueSet& queues,
                      const QueueHealth& health, redis::AsyncConnection& command, Fetcher& fetcher,
-                     Intervals intervals, const Logger& log, Hooks hooks)
+                     Intervals intervals, const base::Logger& log, Hooks hooks)
     : queues_(queues),
       health_(health),
       command_(command),
@@ -148,9 +150,10 @@ void IdleFetch::LookAtQueues() {
     if (!health_.broken(i)) argv.push_back(queues_[i].queue_key);
   }
   if (argv.size() == 1) return;
-  Status sent = command_.Command(argv, [this](const Status& s, redisReply* reply) {
+  Status sent = command_.Command(argv, [this](const Status& s, redis::ReplyRef reply) {
     look_in_flight_ = false;
-    if (s.ok() && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0) hooks_.fetch_all();
+    Result<int64_t> existing = s.ok() ? redis::ToInteger(reply) : Result<int64_t>(s);
+    if (existing.ok() && *existing > 0) hooks_.fetch_all();
   });
   look_in_flight_ = sent.ok();
 }
@@ -160,15 +163,15 @@ void IdleFetch::OnBeat() {
   tracking_.Check();
   if (!command_.ready()) return;
   command_.Command({"CONFIG", "GET", "notify-keyspace-events"},
-                   [this](const Status& s, redisReply* reply) {
+                   [this](const Status& s, redis::ReplyRef reply) {
                      // Refused (a managed Redis, an ACL): taken as off.
                      bool on = false;
-                     if (s.ok() && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-                         reply->element[1]->type == REDIS_REPLY_STRING) {
-                       std::string_view flags(reply->element[1]->str, reply->element[1]->len);
-                       bool lists = flags.find('l') != std::string_view::npos ||
-                                    flags.find('A') != std::string_view::npos;
-                       on = flags.find('K') != std::string_view::npos && lists;
+                     Result<std::string> flags =
+                         s.ok() ? redis::ReadConfigValue(reply) : Result<std::string>(s);
+                     if (flags.ok()) {
+                       bool lists = flags->find('l') != std::string::npos ||
+                                    flags->find('A') != std::string::npos;
+                       on = flags->find('K') != std::string::npos && lists;
                      }
                      list_notifications_ = on;
                    });

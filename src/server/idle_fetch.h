@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/fetcher.h"
 #include "server/push_tracking.h"
@@ -62,9 +62,9 @@ class IdleFetch {
   };
 
   IdleFetch(uv::EventLoop& loop, const RedisOptions& redis, const std::string& client_name,
-            const Keys& keys, const QueueSet& queues, const QueueHealth& health,
+            const protocol::Keys& keys, const QueueSet& queues, const QueueHealth& health,
             redis::AsyncConnection& command, Fetcher& fetcher, Intervals intervals,
-            const Logger& log, Hooks hooks);
+            const base::Logger& log, Hooks hooks);
 
   // Connects the listener (the scheduled-job wake-ups flow from then on).
   void Start();

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "redis/errors.h"
-#include "server/limit_gate.h"  // ReapLimits
+#include "redis/reply.h"
+#include "server/limit_reaper.h"
 
 namespace reliableq {
 
@@ -19,9 +19,9 @@ constexpr int64_t kLeaseCapMillis = 5000;
 constexpr std::string_view kRecordTtlSeconds = "86400";
 constexpr std::string_view kPassesKeptLast = "99";
 
-RecoveryConfig ConfigFor(const Keys& keys, const std::string& identity, int max_interruptions,
+protocol::RecoveryConfig ConfigFor(const protocol::Keys& keys, const std::string& identity, int max_interruptions,
                          const DeadSetLimits& dead_limits) {
-  RecoveryConfig config;
+  protocol::RecoveryConfig config;
   config.keys = keys;
   config.max_interruptions = max_interruptions;
   config.skip_identity = identity;
@@ -105,10 +105,10 @@ std::string JanitorPassJson(const Result<RecoveryReport>& pass, const std::strin
 }
 
 Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
-                 std::unique_ptr<redis::Connection> redis, const Keys& keys,
+                 std::unique_ptr<redis::Connection> redis, const protocol::Keys& keys,
                  const std::string& identity, int max_interruptions,
                  const DeadSetLimits& dead_limits, std::chrono::milliseconds interval,
-                 const Clock& clock, const Logger& log)
+                 const Clock& clock, const base::Logger& log, metrics::WorkerMetrics* metrics)
     : loop_(loop),
       redis_options_(std::move(redis_options)),
       redis_(std::move(redis)),
@@ -117,7 +117,8 @@ Janitor::Janitor(uv::EventLoop& loop, RedisOptions redis_options,
       clock_(clock),
       log_(log),
       timer_(loop, [this] { BeginPass(); }),
-      random_(std::random_device{}()) {}
+      random_(std::random_device{}()),
+      metrics_(metrics) {}
 
 void Janitor::Start() {
   stopped_ = false;
@@ -144,7 +145,7 @@ void Janitor::ReapSlots(double now) {
   Result<int64_t> freed = ReapLimits(*redis_, config_.keys, now);
   if (!freed.ok()) {
     std::string error = freed.status().ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("limit_reap_failed").WithError(error),
+    log_.Log(LogLevel::kWarn, base::LogEvent("limit_reap_failed").WithError(error),
              "janitor: limiter slots of dead processes not checked: %s", error.c_str());
   } else if (*freed > 0) {
     log_.Log(LogLevel::kInfo, "limit_slots_freed",
@@ -180,22 +181,22 @@ void Janitor::RunPass() {
     result_ = lease.status();
     return;
   }
-  const redisReply* set = (*lease)[0].get();
-  const redisReply* pttl = (*lease)[1].get();
-  if (set->type == REDIS_REPLY_ERROR) {
-    result_ = redis::FromErrorReply(redis::View(set));
+  redis::ReplyRef set = (*lease)[0];
+  if (redis::IsErrorReply(set)) {
+    result_ = redis_->ErrorOf(set);
     return;
   }
-  if (pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0) {
-    lease_left_ = std::chrono::milliseconds(std::min<int64_t>(pttl->integer, interval_.count()));
+  Result<int64_t> pttl = redis::ToInteger((*lease)[1]);
+  if (pttl.ok() && *pttl >= 0) {
+    lease_left_ = std::chrono::milliseconds(std::min<int64_t>(*pttl, interval_.count()));
   }
-  if (set->type == REDIS_REPLY_NIL) {
+  if (redis::IsNilReply(set)) {
     result_ = RecoveryReport{};
     return;
   }
   won_lease_ = true;
   double now = clock_.Now();
-  result_ = RunRecoveryPass(*redis_, config_, now);
+  result_ = protocol::RunRecoveryPass(*redis_, config_, now);
   ReapSlots(now);
   WriteRecord(now);
 }
@@ -213,8 +214,8 @@ void Janitor::WriteRecord(double at) {
   record_status_ = written.status();
   if (!written.ok()) return;
   for (const redis::ReplyPtr& reply : *written) {
-    if (reply->type == REDIS_REPLY_ERROR) {
-      record_status_ = redis::FromErrorReply(redis::View(reply.get()));
+    if (redis::IsErrorReply(reply)) {
+      record_status_ = redis_->ErrorOf(reply);
       return;
     }
   }
@@ -224,7 +225,7 @@ void Janitor::Report() {
   running_ = false;
   if (won_lease_ && !record_status_.ok()) {
     std::string error = record_status_.ToString();
-    log_.Log(LogLevel::kDebug, LogEvent("janitor_not_recorded").WithError(error),
+    log_.Log(LogLevel::kDebug, base::LogEvent("janitor_not_recorded").WithError(error),
              "janitor: pass not recorded: %s", error.c_str());
   }
   if (won_lease_ && metrics_ != nullptr) {
@@ -241,12 +242,12 @@ void Janitor::Report() {
   }
   if (!result_.ok()) {
     std::string error = result_.status().ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("janitor_failed").WithError(error),
+    log_.Log(LogLevel::kWarn, base::LogEvent("janitor_failed").WithError(error),
              "janitor pass failed: %s", error.c_str());
   } else {
     for (const IdentityRecovery& id : result_->identities) {
       if (!id.error.empty()) {
-        log_.Log(LogLevel::kWarn, LogEvent("janitor_incomplete").WithError(id.error),
+        log_.Log(LogLevel::kWarn, base::LogEvent("janitor_incomplete").WithError(id.error),
                  "janitor: cannot recover all jobs of dead process %s: %s", id.identity.c_str(),
                  id.error.c_str());
       }

@@ -28,9 +28,9 @@
 #include <memory>
 #include <random>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
-#include "recovery.h"
+#include "protocol/recovery.h"
 #include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "uv/handles.h"
@@ -49,16 +49,15 @@ class Janitor {
   // `identity` is this process (never recovered by its own janitor);
   // `redis` may be null (connected on the first pass).
   Janitor(uv::EventLoop& loop, RedisOptions redis_options,
-          std::unique_ptr<redis::Connection> redis, const Keys& keys,
+          std::unique_ptr<redis::Connection> redis, const protocol::Keys& keys,
           const std::string& identity, int max_interruptions, const DeadSetLimits& dead_limits,
-          std::chrono::milliseconds interval, const Clock& clock, const Logger& log);
+          std::chrono::milliseconds interval, const Clock& clock, const base::Logger& log,
+          metrics::WorkerMetrics* metrics);
 
   // A pass now, then about one every interval until Stop().
   void Start();
   // No new pass; one running finishes (the loop waits for it).
   void Stop();
-  // Counts the passes it runs there (null: none). Before Start.
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void Schedule(std::chrono::milliseconds delay);
@@ -70,16 +69,16 @@ class Janitor {
   // On the thread pool, after a pass it ran.
   void WriteRecord(double at);
   // On the thread pool, after the recovery: the limiter slots of dead
-  // processes (limit_gate.h, ReapLimits).
+  // processes (limit_reaper.h).
   void ReapSlots(double now);
 
   uv::EventLoop& loop_;
   const RedisOptions redis_options_;
   std::unique_ptr<redis::Connection> redis_;
-  const RecoveryConfig config_;
+  const protocol::RecoveryConfig config_;
   const std::chrono::milliseconds interval_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   uv::Timer timer_;
   std::mt19937_64 random_;
   bool stopped_ = false;
@@ -92,7 +91,7 @@ class Janitor {
   std::chrono::steady_clock::time_point lease_read_at_;
   // Why the pass's record was not written (OK when it was, or none was due).
   Status record_status_;
-  WorkerMetrics* metrics_ = nullptr;
+  metrics::WorkerMetrics* const metrics_;  // null: none
 };
 
 }  // namespace reliableq

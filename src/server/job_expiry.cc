@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 
@@ -55,7 +55,7 @@ JobFlow ReadJobFlow(const rapidjson::Value& job) {
 }
 
 bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_class,
-                      std::string_view queue, double now, const Logger& log, WorkerMetrics* metrics,
+                      std::string_view queue, double now, const base::Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done) {
   JobFlow flow = ReadJobFlow(document);
   done->unique = flow.unique;
@@ -65,9 +65,9 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
       jid != document.MemberEnd() && jid->value.IsString()
           ? std::string_view(jid->value.GetString(), jid->value.GetStringLength())
           : std::string_view();
-  JobLogContext context(job_class, jid_text, queue);
+  base::JobLogContext context(job_class, jid_text, queue);
   if (!flow.ignored.empty()) {
-    log.Log(LogLevel::kWarn, LogEvent("job_expiry_ignored").WithError(flow.ignored),
+    log.Log(LogLevel::kWarn, base::LogEvent("job_expiry_ignored").WithError(flow.ignored),
             "expiry ignored, the job runs: %s", flow.ignored.c_str());
     return false;
   }

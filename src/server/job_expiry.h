@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "server/worker_jobs.h"
 
@@ -51,7 +51,7 @@ inline bool Expired(const JobFlow& flow, double now) {
 // not null). An expiry field that cannot be read is logged
 // (job_expiry_ignored, WARN) and ignored: the job runs.
 bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_class,
-                      std::string_view queue, double now, const Logger& log, WorkerMetrics* metrics,
+                      std::string_view queue, double now, const base::Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done);
 
 }  // namespace reliableq

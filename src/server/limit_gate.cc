@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <random>
 
-#include "job_codec.h"  // FormatEpoch
+#include "codec/job_codec.h"  // FormatEpoch
 #include "server/job_expiry.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 
@@ -56,9 +56,9 @@ std::optional<size_t> LimitPlan::Find(std::string_view payload, std::string_view
   return it->second;
 }
 
-LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
+LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const protocol::Keys& keys,
                      std::string identity, std::vector<Limit> limits, const Clock& clock,
-                     const Logger& log, Admit admit)
+                     const base::Logger& log, Admit admit, metrics::WorkerMetrics* metrics)
     : command_(command),
       queues_(queues),
       keys_(keys),
@@ -68,11 +68,12 @@ LimitGate::LimitGate(redis::AsyncConnection& command, const QueueSet& queues, co
       clock_(clock),
       log_(log),
       admit_(std::move(admit)),
+      metrics_(metrics),
       owed_(limits_.size()) {}
 
-LimitTerms LimitGate::Terms(size_t limit) const {
+protocol::LimitTerms LimitGate::Terms(size_t limit) const {
   const Limit& l = limits_[limit];
-  return LimitTerms{l.name, l.concurrency, l.rate, static_cast<double>(l.period.count()) / 1000.0};
+  return protocol::LimitTerms{l.name, l.concurrency, l.rate, static_cast<double>(l.period.count()) / 1000.0};
 }
 
 void LimitGate::Filter(std::vector<FetchedJob>* jobs) {
@@ -84,10 +85,10 @@ void LimitGate::Filter(std::vector<FetchedJob>* jobs) {
     std::optional<size_t> limit = plan_.Find(job.payload, queue, clock_.Now(), &mismatch);
     if (mismatch && !mismatch_logged_) {
       mismatch_logged_ = true;
-      log_.Log(LogLevel::kWarn, LogEvent("limit_queue_mismatch").WithQueue(queue),
+      log_.Log(LogLevel::kWarn, base::LogEvent("limit_queue_mismatch").WithQueue(queue),
                "a job of a limited class fetched from queue %s names another queue in its "
                "payload: it runs without a slot (logged once)",
-               Escaped(queue).c_str());
+               base::Escaped(queue).c_str());
     }
     if (!limit) {
       // Not onto itself: a self-move empties the payload (libstdc++), and
@@ -103,19 +104,20 @@ void LimitGate::Filter(std::vector<FetchedJob>* jobs) {
 
 void LimitGate::Acquire(size_t limit, FetchedJob job) {
   uint64_t slot = next_slot_++;
-  std::string holder = LimitHolder(slot, identity_);
-  LimitTerms terms = Terms(limit);
-  ScriptCall call = LimitAcquireCall(keys_, terms, queues_[job.queue].working_key, job.payload,
+  std::string holder = protocol::LimitHolder(slot, identity_);
+  protocol::LimitTerms terms = Terms(limit);
+  ScriptCall call = protocol::LimitAcquireCall(keys_, terms, queues_[job.queue].working_key, job.payload,
                                      holder, std::nullopt, JitterSeconds(terms.period_seconds));
   waiting_reply_.emplace(slot, std::move(job));
   ++pending_;
-  Status sent = command_.Eval(call, [this, limit, slot](const Status& s, redisReply* reply) {
+  Status sent = command_.Eval(call, [this, limit, slot](const Status& s, redis::ReplyRef reply) {
     auto found = waiting_reply_.find(slot);
     if (found == waiting_reply_.end()) return;
     FetchedJob job = std::move(found->second);
     waiting_reply_.erase(found);
     --pending_;
-    OnAcquired(limit, slot, std::move(job), s, reply);
+    OnAcquired(limit, slot, std::move(job),
+               s.ok() ? protocol::ReadLimitAcquireReply(reply) : Result<protocol::LimitAcquireReply>(s));
   });
   if (!sent.ok()) {
     // Not sent: no slot taken; the job stays in the working list for the
@@ -125,21 +127,21 @@ void LimitGate::Acquire(size_t limit, FetchedJob job) {
   }
 }
 
-void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s,
-                           redisReply* reply) {
+void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job,
+                           Result<protocol::LimitAcquireReply> read) {
   const Limit& l = limits_[limit];
-  std::string holder = LimitHolder(slot, identity_);
+  const Status& s = read.status();
+  std::string holder = protocol::LimitHolder(slot, identity_);
   bool lost = !s.ok() && (s.IsIoError() || s.IsTimeout() || s.IsShutdown());
-  if (!lost && (!s.ok() || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
-                reply->element[0]->type != REDIS_REPLY_STRING)) {
+  if (!lost && !s.ok()) {
     // Refused (a key of the wrong type, OOM, READONLY): the script wrote
     // nothing and the job is still in our working list. Held, and tried
     // again on the next beat; the release of a slot never taken is a no-op
-    // HDEL, sent in case an unexpected reply hid one.
+    // HDEL, sent in case an unexpected reply (kProtocol) hid one.
     if (!acquire_refused_logged_) {
       acquire_refused_logged_ = true;
-      std::string error = s.ok() ? "unexpected reply" : s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("limit_acquire_failed").WithError(error),
+      std::string error = s.ToString();
+      log_.Log(LogLevel::kWarn, base::LogEvent("limit_acquire_failed").WithError(error),
                "limit %s: acquire refused (%s); the job waits in this process and is tried "
                "again on each beat (logged once until an acquire succeeds)",
                l.name.c_str(), error.c_str());
@@ -155,7 +157,7 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     // (a no-op if it did not). The job is in our working list or parked;
     // the reconcile that follows a lost connection returns it.
     std::string error = s.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("limit_acquire_failed").WithError(error),
+    log_.Log(LogLevel::kWarn, base::LogEvent("limit_acquire_failed").WithError(error),
              "limit %s: acquire failed (%s); the job goes back to its queue", l.name.c_str(),
              error.c_str());
     owed_[limit].push_back(std::move(holder));
@@ -163,8 +165,8 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     return;
   }
   acquire_refused_logged_ = false;
-  std::string_view answer(reply->element[0]->str, reply->element[0]->len);
-  if (answer == "start") {
+  using Answer = protocol::LimitAcquireReply::Answer;
+  if (read->answer == Answer::kStart) {
     job.limit_slot = slot;
     held_.emplace(slot, Held{limit, std::move(holder)});
     std::vector<FetchedJob> start;
@@ -172,16 +174,13 @@ void LimitGate::OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const St
     if (!admit_(&start)) Release(slot);
     return;
   }
-  if (answer == "gone") return;  // recovered by a janitor: not ours any more
-  const char* reason = answer == "waiting" ? "concurrency" : "rate";
+  if (read->answer == Answer::kGone) return;  // recovered by a janitor: not ours any more
+  const char* reason = read->answer == Answer::kWaiting ? "concurrency" : "rate";
   if (metrics_ != nullptr) metrics_->JobParked(l.name, reason);
   if (log_.Enabled(LogLevel::kDebug)) {
-    std::string detail = reply->elements > 1 && reply->element[1]->type == REDIS_REPLY_STRING
-                             ? std::string(reply->element[1]->str, reply->element[1]->len)
-                             : std::string();
-    log_.Log(LogLevel::kDebug, LogEvent("job_parked").WithQueue(queues_[job.queue].name),
+    log_.Log(LogLevel::kDebug, base::LogEvent("job_parked").WithQueue(queues_[job.queue].name),
              "limit %s: job parked (%s full)%s%s", l.name.c_str(), reason,
-             detail.empty() ? "" : ", back at ", detail.c_str());
+             read->at.empty() ? "" : ", back at ", read->at.c_str());
   }
 }
 
@@ -224,9 +223,9 @@ void LimitGate::Flush() {
 }
 
 void LimitGate::SendRelease(size_t limit, std::vector<std::string> holders) {
-  ScriptCall call = LimitReleaseCall(keys_, Terms(limit), holders, clock_.Now());
+  ScriptCall call = protocol::LimitReleaseCall(keys_, Terms(limit), holders, clock_.Now());
   auto kept = std::make_shared<std::vector<std::string>>(std::move(holders));
-  Status sent = command_.Eval(call, [this, limit, kept](const Status& s, redisReply*) {
+  Status sent = command_.Eval(call, [this, limit, kept](const Status& s, redis::ReplyRef) {
     if (s.ok()) {
       release_error_logged_ = false;
       return;
@@ -236,7 +235,7 @@ void LimitGate::SendRelease(size_t limit, std::vector<std::string> holders) {
     if (!release_error_logged_) {
       release_error_logged_ = true;
       std::string error = s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("limit_release_failed").WithError(error),
+      log_.Log(LogLevel::kWarn, base::LogEvent("limit_release_failed").WithError(error),
                "limit %s: slots not given back yet (%s); trying again", limits_[limit].name.c_str(),
                error.c_str());
     }
@@ -255,10 +254,10 @@ void LimitGate::Declare() {
     argv.push_back(LimitDefinitionJson(l));
   }
   std::vector<std::string_view> views(argv.begin(), argv.end());
-  command_.Command(views, [this](const Status& s, redisReply*) {
+  command_.Command(views, [this](const Status& s, redis::ReplyRef) {
     if (!s.ok()) {
       std::string error = s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("limits_not_declared").WithError(error),
+      log_.Log(LogLevel::kWarn, base::LogEvent("limits_not_declared").WithError(error),
                "limit definitions not written to Redis: %s", error.c_str());
     }
   });

@@ -12,7 +12,7 @@
 //   and counted as held (AddPending), so that a reconcile keeps it;
 // - a slot whose acquire reply was lost is given back (the release is
 //   idempotent), so no slot of a live process leaks; the slots of a dead
-//   one are the janitor's (limit_reap.lua, ReapLimits);
+//   one are the janitor's (limit_reap.lua, limit_reaper.h);
 // - a job whose acquire Redis refused (an error reply: nothing written)
 //   stays held and is tried again on the next beat, rather than lying in
 //   the working list unheld until some reconcile.
@@ -32,14 +32,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
-#include "redis/connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/limits.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 
@@ -72,9 +71,9 @@ class LimitGate {
   // reconcile returns them.
   using Admit = std::function<bool(std::vector<FetchedJob>* jobs)>;
 
-  LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const Keys& keys,
-            std::string identity, std::vector<Limit> limits, const Clock& clock, const Logger& log,
-            Admit admit);
+  LimitGate(redis::AsyncConnection& command, const QueueSet& queues, const protocol::Keys& keys,
+            std::string identity, std::vector<Limit> limits, const Clock& clock, const base::Logger& log,
+            Admit admit, metrics::WorkerMetrics* metrics);
 
   // Leaves in `jobs` those of unlimited classes, to start now; sends the
   // others to limit_acquire.lua.
@@ -100,8 +99,6 @@ class LimitGate {
   // Per queue, the payloads waiting for an acquire reply.
   void AddPending(PayloadsByQueue* per_queue) const;
   size_t pending() const { return pending_; }
-  // Counts the parked jobs there (null: none).
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   struct Held {
@@ -109,20 +106,21 @@ class LimitGate {
     std::string holder;
   };
   void Acquire(size_t limit, FetchedJob job);
-  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, const Status& s, redisReply* reply);
+  // `read`: limit_acquire.lua's reply, or why there is none.
+  void OnAcquired(size_t limit, uint64_t slot, FetchedJob job, Result<protocol::LimitAcquireReply> read);
   void SendRelease(size_t limit, std::vector<std::string> holders);
-  LimitTerms Terms(size_t limit) const;
+  protocol::LimitTerms Terms(size_t limit) const;
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const std::string identity_;
   const std::vector<Limit> limits_;
   const LimitPlan plan_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   Admit admit_;
-  WorkerMetrics* metrics_ = nullptr;
+  metrics::WorkerMetrics* const metrics_;  // null: none
 
   uint64_t next_slot_ = 1;
   std::unordered_map<uint64_t, Held> held_;
@@ -138,12 +136,6 @@ class LimitGate {
   bool release_error_logged_ = false;
   bool acquire_refused_logged_ = false;
 };
-
-// The janitor's pass over limits: frees the slots of dead processes and
-// moves parked jobs back while there is room (limit_reap.lua per limiter
-// in `limits`). Blocking; on the janitor's thread. Returns the number of
-// slots freed.
-Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now);
 
 }  // namespace reliableq
 

@@ -1,13 +1,16 @@
-// The janitor's pass over limits (ReapLimits in limit_gate.h): for each
-// limiter declared in `limits`, the holders' processes are read from its
-// holders hash and limit_reap.lua frees the slots of those without a
-// heartbeat key, in one atomic step per limiter.
+// For each limiter declared in `limits`, the holders' processes are read
+// from its holders hash and limit_reap.lua frees the slots of those without
+// a heartbeat key, in one atomic step per limiter.
+
+#include "server/limit_reaper.h"
 
 #include <rapidjson/document.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
-#include "server/limit_gate.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 
@@ -26,33 +29,33 @@ int ConcurrencyOf(std::string_view definition) {
 
 }  // namespace
 
-Result<int64_t> ReapLimits(redis::Connection& redis, const Keys& keys, double now) {
+Result<int64_t> ReapLimits(redis::Connection& redis, const protocol::Keys& keys, double now) {
   auto limits = redis.Command({"HGETALL", keys.Limits()});
   if (!limits.ok()) return limits.status();
-  const redisReply* all = limits->get();
-  if (all->type != REDIS_REPLY_ARRAY) return int64_t{0};  // WRONGTYPE: nothing to reap
+  // HGETALL: name, definition, ...
+  Result<std::vector<std::string>> all = redis::ToStrings(*limits);
+  if (!all.ok()) return int64_t{0};  // not a hash: nothing to reap
   int64_t freed = 0;
-  for (size_t i = 0; i + 1 < all->elements; i += 2) {
-    std::string name = std::string(redis::View(all->element[i]));
-    int concurrency = ConcurrencyOf(redis::View(all->element[i + 1]));
+  for (size_t i = 0; i + 1 < all->size(); i += 2) {
+    const std::string& name = (*all)[i];
+    int concurrency = ConcurrencyOf((*all)[i + 1]);
     auto fields = redis.Command({"HKEYS", keys.Limit(name)});
     if (!fields.ok()) return fields.status();
     std::set<std::string> identities;
-    const redisReply* holders = fields->get();
-    if (holders->type != REDIS_REPLY_ARRAY) continue;
-    for (size_t h = 0; h < holders->elements; ++h) {
-      std::string_view field = redis::View(holders->element[h]);
+    Result<std::vector<std::string>> holders = redis::ToStrings(*fields);
+    if (!holders.ok()) continue;
+    for (std::string_view field : *holders) {
       size_t at = field.find('@');
       if (at != std::string_view::npos) identities.emplace(field.substr(at + 1));
     }
     // Nothing held and nothing that may wait: no script.
     if (identities.empty() && concurrency == 0) continue;
-    LimitTerms terms{name, concurrency, 0, 0};
+    protocol::LimitTerms terms{name, concurrency, 0, 0};
     auto reaped =
-        redis.Eval(LimitReapCall(keys, terms, {identities.begin(), identities.end()}, now));
+        redis.Eval(protocol::LimitReapCall(keys, terms, {identities.begin(), identities.end()}, now));
     if (!reaped.ok()) return reaped.status();
-    const redisReply* r = reaped->get();
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) freed += r->element[0]->integer;
+    Result<protocol::LimitReapReply> read = protocol::ReadLimitReapReply(*reaped);
+    if (read.ok()) freed += read->removed;
   }
   return freed;
 }

@@ -37,7 +37,7 @@ std::string HealthProblem(std::chrono::duration<double> since_turn,
   return {};
 }
 
-MetricsEndpoint::MetricsEndpoint(uv::EventLoop& loop, std::shared_ptr<WorkerMetrics> metrics,
+MetricsEndpoint::MetricsEndpoint(uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics,
                                  Sources sources, std::chrono::milliseconds heartbeat_ttl)
     : metrics_(std::move(metrics)),
       sources_(std::move(sources)),
@@ -51,23 +51,23 @@ MetricsEndpoint::~MetricsEndpoint() {
 }
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& address, uv::EventLoop& loop, std::shared_ptr<WorkerMetrics> metrics,
-    Sources sources, std::chrono::milliseconds heartbeat_ttl, const Logger& log) {
-  Result<HttpAddress> where = HttpAddress::Parse(address);
+    const std::string& address, uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics,
+    Sources sources, std::chrono::milliseconds heartbeat_ttl, const base::Logger& log) {
+  Result<http::HttpAddress> where = http::HttpAddress::Parse(address);
   if (!where.ok()) return where.status();
   std::unique_ptr<MetricsEndpoint> endpoint(
       new MetricsEndpoint(loop, std::move(metrics), std::move(sources), heartbeat_ttl));
   MetricsEndpoint* self = endpoint.get();
-  HttpRoutes routes;
-  routes.Get("/metrics", [self](const HttpRequest&, HttpResponse& response) {
+  http::HttpRoutes routes;
+  routes.Get("/metrics", [self](const http::HttpRequest&, http::HttpResponse& response) {
     response.SetContent(self->Scrape(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  routes.Get("/healthz", [self](const HttpRequest&, HttpResponse& response) {
+  routes.Get("/healthz", [self](const http::HttpRequest&, http::HttpResponse& response) {
     std::string problem = self->Health();
     response.status = problem.empty() ? 200 : 503;
     response.SetContent(problem.empty() ? "ok\n" : problem + "\n", "text/plain; charset=utf-8");
   });
-  auto listener = HttpListener::Start(*where, kThreads, std::move(routes), /*keep_alive=*/false);
+  auto listener = http::HttpListener::Start(*where, kThreads, std::move(routes), /*keep_alive=*/false);
   if (!listener.ok()) return listener.status();
   endpoint->listener_ = std::move(listener.value());
   endpoint->OnTick();

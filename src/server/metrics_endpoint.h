@@ -26,7 +26,7 @@
 #include <string>
 
 #include "http/listener.h"
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
 #include "server/processor_pool.h"
@@ -53,8 +53,8 @@ class MetricsEndpoint {
   // kInvalidArgument for an address that does not parse, kIoError naming
   // it when it cannot be bound (a port in use).
   static Result<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& address, uv::EventLoop& loop, std::shared_ptr<WorkerMetrics> metrics,
-      Sources sources, std::chrono::milliseconds heartbeat_ttl, const Logger& log);
+      const std::string& address, uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics,
+      Sources sources, std::chrono::milliseconds heartbeat_ttl, const base::Logger& log);
 
   // Stops the loop's timer (the loop can then end); the listener keeps
   // serving, and /healthz reports the loop as stopped, until destroyed.
@@ -64,13 +64,13 @@ class MetricsEndpoint {
   int port() const { return listener_->port(); }
 
  private:
-  MetricsEndpoint(uv::EventLoop& loop, std::shared_ptr<WorkerMetrics> metrics, Sources sources,
+  MetricsEndpoint(uv::EventLoop& loop, std::shared_ptr<metrics::WorkerMetrics> metrics, Sources sources,
                   std::chrono::milliseconds heartbeat_ttl);
   void OnTick();
   std::string Health() const;
   std::string Scrape() const;
 
-  const std::shared_ptr<WorkerMetrics> metrics_;
+  const std::shared_ptr<metrics::WorkerMetrics> metrics_;
   const Sources sources_;
   const std::chrono::milliseconds heartbeat_ttl_;
   // Steady-clock ticks; written by the loop's timer.
@@ -81,7 +81,7 @@ class MetricsEndpoint {
   const std::chrono::steady_clock::time_point started_;
   uv::Timer tick_;
   // Last: stopped and joined first, while what its handlers read exists.
-  std::unique_ptr<HttpListener> listener_;
+  std::unique_ptr<http::HttpListener> listener_;
 };
 
 }  // namespace reliableq

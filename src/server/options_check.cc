@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "http/listener.h"
-#include "keys.h"
+#include "protocol/keys.h"
 
 namespace reliableq {
 
@@ -94,8 +94,8 @@ Status CheckServerOptions(const ServerOptions& options) {
   if (options.max_interruptions < 0) {
     return Status::InvalidArgument("max interruptions must be >= 0");
   }
-  if (options.dead_max_jobs < 0) return Status::InvalidArgument("dead max jobs must be >= 0");
-  if (options.dead_timeout.count() < 0 || options.dead_timeout > kMaxDeadTimeout) {
+  if (options.dead_set.max_jobs < 0) return Status::InvalidArgument("dead max jobs must be >= 0");
+  if (options.dead_set.timeout.count() < 0 || options.dead_set.timeout > kMaxDeadTimeout) {
     return Status::InvalidArgument("dead timeout must be from 0 to 10 years");
   }
   if (options.prefix.size() > kMaxPrefixBytes || !IsPrintableAscii(options.prefix)) {
@@ -103,7 +103,7 @@ Status CheckServerOptions(const ServerOptions& options) {
                                    std::to_string(kMaxPrefixBytes) +
                                    " characters of printable ASCII");
   }
-  if (Status s = CheckKeyLayout(options.prefix, options.redis.group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(options.prefix, options.redis.group); !s.ok()) return s;
   if (options.tag.size() > kMaxTagBytes) {
     return Status::InvalidArgument("the tag must be at most " + std::to_string(kMaxTagBytes) +
                                    " bytes");
@@ -134,7 +134,7 @@ Status CheckServerOptions(const ServerOptions& options) {
     }
   }
   if (!options.http_address.empty()) {
-    if (Result<HttpAddress> where = HttpAddress::Parse(options.http_address); !where.ok()) {
+    if (Result<http::HttpAddress> where = http::HttpAddress::Parse(options.http_address); !where.ok()) {
       return where.status();
     }
   }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "keys.h"
-#include "script_calls.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq {
 
@@ -21,8 +21,9 @@ constexpr std::string_view kStatsTtlSeconds = "157680000";
 }  // namespace
 
 Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-                   ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys,
-                   const Clock& clock, const Logger& log, std::function<void()> on_round_over)
+                   ProcessorPool& pool, DeadSetLimits dead_limits, const protocol::Keys& keys,
+                   const Clock& clock, const base::Logger& log, std::function<void()> on_round_over,
+                   Optional optional)
     : command_(command),
       queues_(queues),
       pool_(pool),
@@ -33,6 +34,8 @@ Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const Q
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),
+      metrics_(optional.metrics),
+      on_slot_freed_(std::move(optional.on_slot_freed)),
       retry_timer_(loop, [this] {
         if (!closed_) on_round_over_();
       }) {}
@@ -84,19 +87,20 @@ void Outcomes::SendScriptedOutcome(FinishedJob job) {
   // counted only when it still removed it, as SendAcks does.
   const std::string& working = queues_[job.queue].working_key;
   bool expired = job.outcome == Outcome::kExpired;
-  ScriptCall call = expired ? DiscardCall(expired_key_, working, job.payload, job.maybe_applied)
-                            : AckUniqueCall(working, job.payload);
+  ScriptCall call = expired ? protocol::DiscardCall(expired_key_, working, job.payload, job.maybe_applied)
+                            : protocol::AckUniqueCall(working, job.payload);
   bool maybe_applied = job.maybe_applied;
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
     return command_.Eval(call, [this, settle = std::move(settle), expired, maybe_applied](
-                                   const Status& s, redisReply* reply) {
+                                   const Status& s, redis::ReplyRef reply) {
       if (!s.ok()) {
         settle(s, std::vector<size_t>{0});
         return;
       }
-      bool removed = reply != nullptr && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
+      Result<bool> read = expired ? protocol::ReadDiscardReply(reply) : protocol::ReadAckUniqueReply(reply);
+      bool removed = read.ok() && *read;
       // stat:processed counts executions; an expired job never ran.
       if (!expired && (!maybe_applied || removed)) ++uncounted_processed_;
       settle(s, {});
@@ -123,7 +127,7 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
     // Logged when the reason changes, not on every try.
     std::string reason = why.ToString();
     if (reason != refusal_) {
-      log_.Log(LogLevel::kWarn, LogEvent("outcomes_unconfirmed").WithError(reason),
+      log_.Log(LogLevel::kWarn, base::LogEvent("outcomes_unconfirmed").WithError(reason),
                "outcome of %zu jobs not confirmed (%s); the jobs stay in this process's "
                "working lists, and are sent again until Redis confirms them",
                refused.size(), reason.c_str());
@@ -178,7 +182,7 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   int64_t earlier = uncounted_processed_;
   int64_t count = earlier + new_jobs;
   std::string count_text = std::to_string(count);
-  std::string processed_day = keys_.Processed(UtcDate(now));
+  std::string processed_day = keys_.Processed(protocol::UtcDate(now));
   ack.Add({"INCRBY", keys_.Processed(), count_text});
   ack.Add({"INCRBY", processed_day, count_text});
   ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
@@ -210,7 +214,7 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
         // Logged when counts start to be refused, not on every round.
         if (earlier == 0 && refused.size() < jobs) {
           std::string error = counted.ToString();
-          log_.Log(LogLevel::kWarn, LogEvent("processed_not_counted").WithError(error),
+          log_.Log(LogLevel::kWarn, base::LogEvent("processed_not_counted").WithError(error),
                    "stat:processed not counted (%s); counting later", error.c_str());
         }
         // Jobs sent again are counted when they are (or not at all, if
@@ -226,27 +230,27 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
 
 void Outcomes::SendFailure(FinishedJob job, double now) {
   bool invalid = job.outcome == Outcome::kInvalid;
-  FailureAction action = invalid ? FailureAction::kDead : job.action;
+  protocol::FailureAction action = invalid ? protocol::FailureAction::kDead : job.action;
   if (invalid) {
     log_.Log(LogLevel::kWarn,
-             LogEvent("job_invalid").WithQueue(queues_[job.queue].name).WithError(job.error),
+             base::LogEvent("job_invalid").WithQueue(queues_[job.queue].name).WithError(job.error),
              "not a job, to the dead set as it is: %s", job.error.c_str());
   }
-  FailedJob failed;
+  protocol::FailedJob failed;
   failed.working_key = queues_[job.queue].working_key;
   failed.original = job.payload;
   failed.updated = invalid ? job.payload : job.failed_payload;
-  failed.mode = action == FailureAction::kRetry  ? FailMode::kRetry
-                : action == FailureAction::kDead ? FailMode::kDead
-                                                 : FailMode::kDrop;
+  failed.mode = action == protocol::FailureAction::kRetry  ? protocol::FailMode::kRetry
+                : action == protocol::FailureAction::kDead ? protocol::FailMode::kDead
+                                                 : protocol::FailMode::kDrop;
   failed.retry_at = job.score;
   failed.counted = !invalid;
   failed.resent_unconfirmed = job.maybe_applied;
-  ScriptCall call = FailCall(keys_, failed, now, dead_limits_, wake_channel_);
+  ScriptCall call = protocol::FailCall(keys_, failed, now, dead_limits_, wake_channel_);
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redisReply*) {
+    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redis::ReplyRef) {
       settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
     });
   });

@@ -28,10 +28,10 @@
 #include <memory>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
 #include "server/processor_pool.h"
 #include "server/queue_set.h"
@@ -47,9 +47,19 @@ class Outcomes {
   // is announced on keys.WakeScheduled(), so that the pollers wake at its
   // time. Expired jobs are counted in keys.StatExpired(), which discard.lua
   // increments. `keys` name every key an outcome touches.
+  // The parts a worker may go without.
+  struct Optional {
+    // Observes each ack round's round trip there (null: none).
+    metrics::WorkerMetrics* metrics = nullptr;
+    // Called with the limiter slot (FinishedJob::limit_slot) of each job
+    // whose outcome is sent for the first time, after it is sent (null:
+    // the worker has no limits).
+    std::function<void(uint64_t)> on_slot_freed;
+  };
+
   Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const QueueSet& queues,
-           ProcessorPool& pool, DeadSetLimits dead_limits, const Keys& keys, const Clock& clock,
-           const Logger& log, std::function<void()> on_round_over);
+           ProcessorPool& pool, DeadSetLimits dead_limits, const protocol::Keys& keys, const Clock& clock,
+           const base::Logger& log, std::function<void()> on_round_over, Optional optional);
 
   // Takes what the processors finished and sends it, unless a round is on
   // its way; arms the processors' wake-up when nothing is left to take.
@@ -67,13 +77,6 @@ class Outcomes {
     closed_ = true;
     retry_timer_.Stop();
   }
-
-  // Called with the limiter slot (FinishedJob::limit_slot) of each job
-  // whose outcome is sent for the first time, after it is sent.
-  void set_on_slot_freed(std::function<void(uint64_t)> f) { on_slot_freed_ = std::move(f); }
-
-  // Observes each ack round's round trip there (null: none).
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
   bool in_flight() const { return !carried_.empty(); }
   // Appends, per queue, the payloads whose outcome Redis has not confirmed:
@@ -95,12 +98,14 @@ class Outcomes {
   const QueueSet& queues_;
   ProcessorPool& pool_;
   const DeadSetLimits dead_limits_;
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::string wake_channel_;
   const std::string expired_key_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   std::function<void()> on_round_over_;
+  metrics::WorkerMetrics* const metrics_;
+  const std::function<void(uint64_t)> on_slot_freed_;
   uv::Timer retry_timer_;
   bool closed_ = false;
 
@@ -115,8 +120,6 @@ class Outcomes {
   // pause before they are sent again.
   std::string refusal_;
   std::chrono::milliseconds retry_pause_{200};
-  WorkerMetrics* metrics_ = nullptr;
-  std::function<void(uint64_t)> on_slot_freed_;
 };
 
 }  // namespace reliableq

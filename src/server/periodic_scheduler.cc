@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "job_codec.h"
-#include "script_calls.h"
-#include "text_escape.h"
+#include "codec/job_codec.h"
+#include "protocol/script_calls.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 
@@ -18,17 +18,12 @@ constexpr int64_t kMaxSleepMillis = 60000;
 // After a failed call (Redis down, a refused script): try again this soon.
 constexpr milliseconds kRetryDelay{1000};
 
-std::string ReplyString(const redisReply* r) {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return "";
-  return std::string(r->str, r->len);
-}
-
 }  // namespace
 
 struct PeriodicScheduler::Entry {
   PeriodicJob job;
-  CronSchedule cron;
-  PeriodicDefinition definition;
+  periodic::CronSchedule cron;
+  periodic::PeriodicDefinition definition;
   int64_t cursor = 0;              // every tick up to here is handled
   bool declared = false;           // periodic_declare.lua answered this run
   bool catch_up_owed = false;      // the catch-up tick is still to submit
@@ -47,24 +42,25 @@ struct PeriodicScheduler::Batch {
 };
 
 PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command,
-                                     const Keys& keys, std::string identity,
+                                     const protocol::Keys& keys, std::string identity,
                                      const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                                     const Logger& log)
+                                     const base::Logger& log, metrics::WorkerMetrics* metrics)
     : command_(command),
       keys_(keys),
       identity_(std::move(identity)),
       clock_(clock),
       log_(log),
+      metrics_(metrics),
       timer_(loop, [this] { Turn(); }) {
   for (const PeriodicJob& job : jobs) {
-    Result<CronSchedule> cron = CronSchedule::Parse(job.cron, job.time_zone);
+    Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(job.cron, job.time_zone);
     Status checked = cron.ok() ? CheckPeriodicJob(job) : cron.status();
     if (!checked.ok()) {
-      log_.Log(LogLevel::kError, LogEvent("periodic_invalid").WithError(checked.message()),
+      log_.Log(LogLevel::kError, base::LogEvent("periodic_invalid").WithError(checked.message()),
                "%s: left out", checked.message().c_str());
       continue;
     }
-    entries_.push_back(std::unique_ptr<Entry>(new Entry{job, *cron, DefinitionOf(job)}));
+    entries_.push_back(std::unique_ptr<Entry>(new Entry{job, *cron, periodic::DefinitionOf(job)}));
   }
 }
 
@@ -111,8 +107,8 @@ void PeriodicScheduler::Turn() {
 }
 
 void PeriodicScheduler::Declare(Entry& entry) {
-  const PeriodicDefinition& d = entry.definition;
-  ScriptCall call = PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
+  const periodic::PeriodicDefinition& d = entry.definition;
+  ScriptCall call = protocol::PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
                                         {{"cron", d.cron},
                                          {"timezone", d.time_zone},
                                          {"class", d.job_class},
@@ -122,25 +118,27 @@ void PeriodicScheduler::Declare(Entry& entry) {
                                          {"catch_up", entry.job.catch_up ? "true" : "false"}});
   entry.declared = true;  // a failure below sets it back
   uint64_t run = run_;
-  Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redisReply* r) {
+  Status sent = command_.Eval(call, [this, &entry, run](const Status& s, redis::ReplyRef r) {
     if (run != run_) return;
-    if (!s.ok() || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    Result<protocol::PeriodicDeclareReply> read =
+        s.ok() ? protocol::ReadPeriodicDeclareReply(r) : Result<protocol::PeriodicDeclareReply>(s);
+    if (!read.ok()) {
       entry.declared = false;
-      std::string why = s.ok() ? "unexpected reply" : s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("periodic_declare_failed").WithError(why),
+      std::string why = read.status().ToString();
+      log_.Log(LogLevel::kWarn, base::LogEvent("periodic_declare_failed").WithError(why),
                "periodic job %s: declaring failed: %s; trying again", entry.job.name.c_str(),
                why.c_str());
       return;
     }
-    std::string previous = ReplyString(r->element[0]);
-    std::string declarer = ReplyString(r->element[1]);
+    const std::string& previous = read->previous_digest;
+    const std::string& declarer = read->previous_declarer;
     if (!previous.empty() && previous != entry.definition.digest) {
       log_.Log(LogLevel::kWarn, "periodic_conflict",
                "periodic job %s: this worker's declaration (digest %s, cron \"%s\") replaces "
                "the different one of %s (digest %s): the newest declaration wins",
                entry.job.name.c_str(), entry.definition.digest.c_str(),
-               Escaped(entry.job.cron).c_str(), Escaped(declarer).c_str(),
-               Escaped(previous).c_str());
+               base::Escaped(entry.job.cron).c_str(), base::Escaped(declarer).c_str(),
+               base::Escaped(previous).c_str());
     }
     entry.conflict_with.clear();
   });
@@ -158,7 +156,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       entry.catch_up_owed = false;
     }
   }
-  OwedTicks owed = TicksOwed(entry.cron, entry.cursor, now, kMaxTicksPerTurn);
+  periodic::OwedTicks owed = periodic::TicksOwed(entry.cron, entry.cursor, now, kMaxTicksPerTurn);
   if (owed.skipped > 0) {
     log_.Log(LogLevel::kWarn, "periodic_skipped",
              "periodic job %s: %lld ticks from %lld to %lld skipped (more than %zu owed at "
@@ -177,7 +175,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
   for (size_t i = 0; i < batch->ticks.size(); ++i) {
     int64_t tick = batch->ticks[i];
     std::string jid;
-    Result<std::string> payload = TickPayload(entry.job, tick, at);
+    Result<std::string> payload = periodic::TickPayload(entry.job, tick, at);
     Status sent;
     if (!payload.ok()) {
       sent = payload.status();
@@ -187,61 +185,60 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       if (decoded.ok() && decoded->document["jid"].IsString()) {
         jid = decoded->document["jid"].GetString();
       }
-      PeriodicTick call{
+      protocol::PeriodicTick call{
           entry.job.name,  entry.definition.digest, tick, batch->catch_up_first && i == 0,
           entry.job.queue, std::move(*payload),     jid,  at};
-      sent = command_.Eval(PeriodicTickCall(keys_, std::move(call)),
-                           [this, &entry, batch, i](const Status& s, redisReply* r) {
-                             OnTickReply(entry, batch, i, s, r);
+      sent = command_.Eval(protocol::PeriodicTickCall(keys_, std::move(call)),
+                           [this, &entry, batch, i](const Status& s, redis::ReplyRef r) {
+                             OnTickReply(
+                                 entry, batch, i,
+                                 s.ok() ? protocol::ReadPeriodicTickReply(r) : Result<protocol::PeriodicTickReply>(s));
                            });
     }
-    if (!sent.ok()) OnTickReply(entry, batch, i, sent, nullptr);
+    if (!sent.ok()) OnTickReply(entry, batch, i, sent);
   }
 }
 
 void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                                    const Status& status, redisReply* reply) {
+                                    const Result<protocol::PeriodicTickReply>& read) {
   if (batch->run != run_) return;
   const std::string& name = entry.job.name;
   const int64_t tick = batch->ticks[index];
-  std::string outcome;
-  if (status.ok() && reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1) {
-    outcome = ReplyString(reply->element[0]);
-  }
-  if (outcome == "pushed") {
+  using Outcome = protocol::PeriodicTickReply::Outcome;
+  if (!read.ok()) {
+    std::string why = read.status().ToString();
+    log_.Log(LogLevel::kWarn, base::LogEvent("periodic_failed").WithError(why),
+             "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
+             static_cast<long long>(tick), why.c_str());
+  } else if (read->outcome == Outcome::kPushed) {
     batch->handled[index] = true;
     entry.conflict_with.clear();
     log_.Log(LogLevel::kDebug, "periodic_pushed", "periodic job %s: tick %lld pushed%s",
              name.c_str(), static_cast<long long>(tick),
              batch->catch_up_first && index == 0 ? " (catch-up)" : "");
     if (metrics_) metrics_->PeriodicPushed(name);
-  } else if (outcome == "duplicate" || outcome == "superseded") {
+  } else if (read->outcome == Outcome::kDuplicate || read->outcome == Outcome::kSuperseded) {
     batch->handled[index] = true;
-  } else if (outcome == "too_late") {
+  } else if (read->outcome == Outcome::kTooLate) {
     batch->handled[index] = true;
     log_.Log(LogLevel::kWarn, "periodic_skipped",
              "periodic job %s: tick %lld skipped: older than every tick Redis keeps a record of",
              name.c_str(), static_cast<long long>(tick));
-  } else if (outcome == "conflict") {
+  } else if (read->outcome == Outcome::kConflict) {
     batch->handled[index] = true;
-    std::string declarer = reply->elements >= 2 ? ReplyString(reply->element[1]) : "";
+    const std::string& declarer = read->declarer;
     if (declarer != entry.conflict_with) {
       entry.conflict_with = declarer;
       log_.Log(LogLevel::kWarn, "periodic_conflict",
                "periodic job %s: the declaration of %s replaced this worker's (%s, digest %s), "
                "which differs: this worker pushes none of its ticks",
-               name.c_str(), Escaped(declarer).c_str(), identity_.c_str(),
+               name.c_str(), base::Escaped(declarer).c_str(), identity_.c_str(),
                entry.definition.digest.c_str());
     }
     TakeOverIfGone(entry, declarer);
-  } else if (outcome == "undeclared") {
+  } else if (read->outcome == Outcome::kUndeclared) {
     // The record is gone (a FLUSHDB): declare again, then the tick.
     entry.declared = false;
-  } else {
-    std::string why = status.ok() ? "unexpected reply" : status.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("periodic_failed").WithError(why),
-             "periodic job %s: tick %lld not submitted: %s; trying again", name.c_str(),
-             static_cast<long long>(tick), why.c_str());
   }
   if (--batch->remaining == 0) Finish(entry, *batch);
 }
@@ -255,15 +252,16 @@ void PeriodicScheduler::TakeOverIfGone(Entry& entry, const std::string& declarer
   if (declarer.empty() || declarer == identity_) return;
   Entry* target = &entry;
   command_.Command({"EXISTS", keys_.Heartbeat(declarer)},
-                   [this, target, declarer](const Status& s, redisReply* reply) {
-                     if (!s.ok() || !running_ || reply->type != REDIS_REPLY_INTEGER ||
-                         reply->integer != 0 || target->conflict_with != declarer) {
+                   [this, target, declarer](const Status& s, redis::ReplyRef reply) {
+                     Result<int64_t> exists = s.ok() ? redis::ToInteger(reply) : Result<int64_t>(s);
+                     if (!exists.ok() || !running_ || *exists != 0 ||
+                         target->conflict_with != declarer) {
                        return;
                      }
                      log_.Log(LogLevel::kWarn, "periodic_takeover",
                               "periodic job %s: %s, whose declaration won, is gone: this "
                               "worker declares its own again",
-                              target->job.name.c_str(), Escaped(declarer).c_str());
+                              target->job.name.c_str(), base::Escaped(declarer).c_str());
                      target->declared = false;
                      target->conflict_with.clear();
                    });

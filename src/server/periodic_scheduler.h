@@ -29,11 +29,12 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
+#include "protocol/script_calls.h"
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/periodic.h"
@@ -48,9 +49,9 @@ class PeriodicScheduler {
 
   // `jobs` passed CheckPeriodicJob (Server::Open checks them); one that
   // does not is logged and left out.
-  PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const Keys& keys,
+  PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection& command, const protocol::Keys& keys,
                     std::string identity, const std::vector<PeriodicJob>& jobs, const Clock& clock,
-                    const Logger& log);
+                    const base::Logger& log, metrics::WorkerMetrics* metrics);
   ~PeriodicScheduler();
 
   // Declares the jobs, sets each cursor to now and begins pushing ticks.
@@ -58,7 +59,6 @@ class PeriodicScheduler {
   void Start();
   // No new submissions; replies still on their way are ignored.
   void Stop();
-  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
  private:
   struct Entry;
@@ -67,18 +67,19 @@ class PeriodicScheduler {
   void Turn();
   void Declare(Entry& entry);
   void SubmitOwed(Entry& entry, int64_t now);
+  // `read`: periodic.lua's reply for the tick, or why there is none.
   void OnTickReply(Entry& entry, const std::shared_ptr<Batch>& batch, size_t index,
-                   const Status& status, redisReply* reply);
+                   const Result<protocol::PeriodicTickReply>& read);
   void Finish(Entry& entry, const Batch& batch);
   void TakeOverIfGone(Entry& entry, const std::string& declarer);
   void Arm();
 
   redis::AsyncConnection& command_;
-  const Keys& keys_;
+  const protocol::Keys& keys_;
   const std::string identity_;
   const Clock& clock_;
-  const Logger& log_;
-  WorkerMetrics* metrics_ = nullptr;
+  const base::Logger& log_;
+  metrics::WorkerMetrics* const metrics_;  // null: none
   std::vector<std::unique_ptr<Entry>> entries_;
   uv::Timer timer_;
   bool running_ = false;

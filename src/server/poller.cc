@@ -6,9 +6,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "job_codec.h"
-#include "keys.h"
-#include "script_calls.h"
+#include "codec/job_codec.h"
+#include "protocol/keys.h"
+#include "protocol/script_calls.h"
+#include "redis/reply.h"
 
 namespace reliableq {
 
@@ -21,16 +22,17 @@ constexpr unsigned kBothSets = 3;
 
 // The score of a ZRANGE ... WITHSCORES reply of at most one member, or
 // +inf for an empty set. False when the reply is not that.
-bool HeadScore(redisReply* r, double* score) {
-  if (r->type != REDIS_REPLY_ARRAY) return false;
-  if (r->elements == 0) {
+bool HeadScore(redis::ReplyRef reply, double* score) {
+  Result<std::vector<std::string>> read = redis::ToStrings(reply);
+  if (!read.ok()) return false;
+  if (read->empty()) {
     *score = std::numeric_limits<double>::infinity();
     return true;
   }
-  if (r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) return false;
+  if (read->size() != 2) return false;
   // Redis writes scores so that strtod reads back the same double
   // ("inf" and "-inf" included).
-  std::string text(r->element[1]->str, r->element[1]->len);
+  const std::string& text = (*read)[1];
   char* end = nullptr;
   *score = std::strtod(text.c_str(), &end);
   return end != text.c_str() && *end == '\0' && !std::isnan(*score);
@@ -45,7 +47,7 @@ std::string DueJobQueue(std::string_view member) {
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
                std::chrono::milliseconds interval, DeadSetLimits dead_limits,
-               const Keys& keys, const Clock& clock, const Logger& log)
+               const protocol::Keys& keys, const Clock& clock, const base::Logger& log)
     : command_(command),
       interval_(interval),
       dead_limits_(dead_limits),
@@ -171,7 +173,7 @@ void Poller::ReadHeads(bool count_processes) {
   for (int set : {kScheduleSet, kRetrySet}) {
     Status sent = command_.Command(
         {"ZRANGE", sets_[set], "0", "0", "WITHSCORES"},
-        [read, set, finished](const Status& s, redisReply* r) {
+        [read, set, finished](const Status& s, redis::ReplyRef r) {
           if (!s.ok() || !HeadScore(r, &read->heads[set])) read->failed = true;
           finished();
         });
@@ -182,10 +184,10 @@ void Poller::ReadHeads(bool count_processes) {
   }
   if (count_processes) {
     Status sent = command_.Command({"SCARD", keys_.Processes()},
-                                   [this, finished](const Status& s, redisReply* r) {
-                                     if (s.ok() && r->type == REDIS_REPLY_INTEGER) {
-                                       process_count_ = r->integer;
-                                     }
+                                   [this, finished](const Status& s, redis::ReplyRef r) {
+                                     Result<int64_t> count =
+                                         s.ok() ? redis::ToInteger(r) : Result<int64_t>(s);
+                                     if (count.ok()) process_count_ = *count;
                                      finished();
                                    });
     if (!sent.ok()) finished();
@@ -228,49 +230,50 @@ void Poller::Pass(unsigned mask) {
     std::string_view key = sets_[set];
     Status sent = command_.Command(
         {"ZRANGEBYSCORE", key, "-inf", now, "LIMIT", "0", limit},
-        [this, key, finished](const Status& s, redisReply* r) {
-          if (!s.ok() || r->type != REDIS_REPLY_ARRAY) {
+        [this, key, finished](const Status& s, redis::ReplyRef r) {
+          Result<std::vector<std::string>> due =
+              s.ok() ? redis::ToStrings(r) : Result<std::vector<std::string>>(s);
+          if (!due.ok()) {
             if (!s.ok()) {
               std::string error = s.ToString();
-              log_.Log(LogLevel::kWarn, LogEvent("due_read_failed").WithError(error),
+              log_.Log(LogLevel::kWarn, base::LogEvent("due_read_failed").WithError(error),
                        "reading due jobs of %.*s failed: %s", static_cast<int>(key.size()),
                        key.data(), error.c_str());
             }
             finished(false, true);
             return;
           }
-          if (r->elements == 0) {
+          if (due->empty()) {
             finished(false, false);
             return;
           }
-          Promote(key, r, finished);
+          Promote(key, std::move(*due), finished);
         });
     if (!sent.ok()) finished(false, true);
   }
 }
 
-void Poller::Promote(std::string_view set, redisReply* members,
+void Poller::Promote(std::string_view set, std::vector<std::string> members,
                      std::function<void(bool, bool)> done) {
-  bool full = members->elements >= kPromoteBatch;
-  std::vector<QueuedMember> due;
-  due.reserve(members->elements);
-  for (size_t i = 0; i < members->elements; ++i) {
-    std::string member(members->element[i]->str, members->element[i]->len);
+  bool full = members.size() >= kPromoteBatch;
+  std::vector<protocol::QueuedMember> due;
+  due.reserve(members.size());
+  for (std::string& member : members) {
     due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
-      PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
-      [this, set, full, done](const Status& s, redisReply* r) {
+      protocol::PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
+      [this, set, full, done](const Status& s, redis::ReplyRef r) {
         if (!s.ok()) {
           std::string error = s.ToString();
-          log_.Log(LogLevel::kWarn, LogEvent("due_move_failed").WithError(error),
+          log_.Log(LogLevel::kWarn, base::LogEvent("due_move_failed").WithError(error),
                    "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()), set.data(),
                    error.c_str());
-        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+        } else if (Result<protocol::PromoteReply> read = protocol::ReadPromoteReply(r); read.ok()) {
           log_.Log(LogLevel::kDebug, "due_moved",
                    "%.*s: %lld due jobs enqueued, %lld to the dead set",
-                   static_cast<int>(set.size()), set.data(), r->element[0]->integer,
-                   r->element[1]->integer);
+                   static_cast<int>(set.size()), set.data(),
+                   static_cast<long long>(read->promoted), static_cast<long long>(read->dead));
         }
         done(s.ok() && full, !s.ok());
       });

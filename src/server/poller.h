@@ -28,11 +28,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
 #include "uv/handles.h"
 
@@ -53,8 +54,8 @@ class Poller {
   // promotion into an empty queue is announced on keys.WakeQueue(its name),
   // so that idle workers start it at once; `keys` name the sets.
   Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
-         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const Keys& keys,
-         const Clock& clock, const Logger& log);
+         std::chrono::milliseconds interval, DeadSetLimits dead_limits, const protocol::Keys& keys,
+         const Clock& clock, const base::Logger& log);
 
   // Reads the heads at once, then keeps promoting on time until Stop().
   void Start();
@@ -88,7 +89,8 @@ class Poller {
   // Promotes the due members of the sets in `mask` (bit 1 << Set), batch
   // after batch while one is full, then reads the heads.
   void Pass(unsigned mask);
-  void Promote(std::string_view set, redisReply* members, std::function<void(bool, bool)> done);
+  void Promote(std::string_view set, std::vector<std::string> members,
+               std::function<void(bool, bool)> done);
   // Arms the timer for `due` (epoch seconds; kNever: none), capped by a
   // fresh fallback wait.
   void Sleep(double due);
@@ -106,11 +108,11 @@ class Poller {
   redis::AsyncConnection& command_;
   const std::chrono::milliseconds interval_;
   const DeadSetLimits dead_limits_;
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::string wake_prefix_;
   const std::array<std::string, 2> sets_;  // by Set: schedule, retry
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   uv::Timer timer_;
   std::mt19937_64 random_;
   bool running_ = false;

@@ -12,10 +12,10 @@
 #include <system_error>
 #include <typeinfo>
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 #include "server/failure_planner.h"
 #include "server/job_expiry.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 
@@ -36,18 +36,18 @@ double PickupLatency(const rapidjson::Document& document, double started_at) {
   return started_at >= at ? started_at - at : 0;
 }
 
-JobResult ResultOf(const FinishedJob& done) {
-  if (done.outcome == Outcome::kSucceeded) return JobResult::kSucceeded;
-  if (done.outcome == Outcome::kInvalid) return JobResult::kDead;
+metrics::JobResult ResultOf(const FinishedJob& done) {
+  if (done.outcome == Outcome::kSucceeded) return metrics::JobResult::kSucceeded;
+  if (done.outcome == Outcome::kInvalid) return metrics::JobResult::kDead;
   switch (done.action) {
-    case FailureAction::kRetry:
-      return JobResult::kRetried;
-    case FailureAction::kDead:
-      return JobResult::kDead;
-    case FailureAction::kDrop:
+    case protocol::FailureAction::kRetry:
+      return metrics::JobResult::kRetried;
+    case protocol::FailureAction::kDead:
+      return metrics::JobResult::kDead;
+    case protocol::FailureAction::kDrop:
       break;
   }
-  return JobResult::kDiscarded;
+  return metrics::JobResult::kDiscarded;
 }
 
 bool AnyClassTimeout(const HandlerRegistry& registry) {
@@ -70,7 +70,7 @@ std::string Demangle(const char* name) {
 ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegistry registry,
                                      std::shared_ptr<const ExternalHandlers> external,
                                      std::vector<std::string> queue_names,
-                                     std::shared_ptr<const Logger> log,
+                                     std::shared_ptr<const base::Logger> log,
                                      std::shared_ptr<const Clock> clock) {
   ProcessorConfig config;
   if (!options.http_address.empty()) {
@@ -80,14 +80,14 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
     }
     std::vector<std::string> queues;
     for (const QueueSpec& queue : options.queues) queues.push_back(queue.name);
-    config.metrics = std::make_shared<WorkerMetrics>(std::move(classes), std::move(queues),
+    config.metrics = std::make_shared<metrics::WorkerMetrics>(std::move(classes), std::move(queues),
                                                      options.concurrency);
   }
   config.threads = options.concurrency;
   config.registry = std::move(registry);
   if (external) {
     for (const std::string& line : external->Describe()) {
-      log->Log(LogLevel::kInfo, "handler", "handler %s", Escaped(line).c_str());
+      log->Log(LogLevel::kInfo, "handler", "handler %s", base::Escaped(line).c_str());
     }
   }
   config.external = std::move(external);
@@ -166,7 +166,7 @@ struct ProcessorPool::State {
   void WakeOneIfNeeded();
   // `started_at`: epoch seconds when the job left the ready queue.
   // `tally`: the thread's (metrics off: one that does nothing).
-  FinishedJob Run(Slot& slot, const std::string& queue, WorkerMetrics::Tally& tally);
+  FinishedJob Run(Slot& slot, const std::string& queue, metrics::WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
   // Publishes, under mu, the job's deadline (with a timeout) and whether
@@ -201,9 +201,9 @@ Status ProcessorPool::Start() {
 }
 
 void ProcessorPool::State::Loop(int slot_index) {
-  SetLogThreadName("p" + std::to_string(slot_index));
+  base::SetLogThreadName("p" + std::to_string(slot_index));
   Slot& slot = slots[static_cast<size_t>(slot_index)];
-  WorkerMetrics::Tally tally(config.metrics.get());
+  metrics::WorkerMetrics::Tally tally(config.metrics.get());
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
     while (!stopping && (ready.empty() || config.clock->Monotonic() >= lease)) {
@@ -302,7 +302,7 @@ void ProcessorPool::State::MarkSlot(Slot& slot, std::optional<std::chrono::milli
 }
 
 FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
-                                      WorkerMetrics::Tally& tally) {
+                                      metrics::WorkerMetrics::Tally& tally) {
   const FetchedJob& job = slot.job;
   const double started_at = slot.started_at;
   // The payload itself moves into the outcome under the lock (Loop): the
@@ -314,7 +314,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     done.outcome = Outcome::kInvalid;
     done.error = decoded.status().message();
     if (config.metrics) {
-      tally.Add(LabelBounder::kOther, job.queue, queue, ResultOf(done), 0, -1, started_at);
+      tally.Add(metrics::LabelBounder::kOther, job.queue, queue, ResultOf(done), 0, -1, started_at);
     }
     return done;
   }
@@ -344,7 +344,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // Only this thread replaces slot.stop, between jobs; the loop thread
   // requests stop on it under the lock (CheckDeadlines, StopRunning).
   JobView view(job.payload, queue, decoded->document, &slot.stop, deadline);
-  JobLogContext context(view.job_class(), view.jid(), queue);
+  base::JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
   if (!timeout.ok()) {
@@ -395,11 +395,11 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     if (debug || config.metrics) {
       double now = config.clock->Now();
       if (debug) {
-        config.log->Log(LogLevel::kDebug, LogEvent("job_done").WithDuration(now - started_at),
+        config.log->Log(LogLevel::kDebug, base::LogEvent("job_done").WithDuration(now - started_at),
                         "done: %.6f sec", now - started_at);
       }
       if (config.metrics) {
-        tally.Add(view.job_class(), job.queue, queue, JobResult::kSucceeded, now - started_at,
+        tally.Add(view.job_class(), job.queue, queue, metrics::JobResult::kSucceeded, now - started_at,
                   PickupLatency(decoded->document, started_at), now);
       }
     }
@@ -414,20 +414,20 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   if (config.log->Enabled(LogLevel::kWarn)) {
     std::string error_text = error.error_class + ": " + error.message;
     config.log->Log(LogLevel::kWarn,
-                    LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
+                    base::LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
                     "fail: %.6f sec: %s", now - started_at, error_text.c_str());
   }
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
                &done);
   // Where the job goes next is logged here, with the job's context, not
   // when the loop sends the outcome.
-  if (done.action == FailureAction::kRetry) {
-    config.log->Log(LogLevel::kInfo, LogEvent("job_retry").WithError(done.error),
+  if (done.action == protocol::FailureAction::kRetry) {
+    config.log->Log(LogLevel::kInfo, base::LogEvent("job_retry").WithError(done.error),
                     "will retry in %.0f s: %s", done.score - now, done.error.c_str());
   } else {
-    bool dead = done.action == FailureAction::kDead;
+    bool dead = done.action == protocol::FailureAction::kDead;
     config.log->Log(LogLevel::kWarn,
-                    LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
+                    base::LogEvent(dead ? "job_dead" : "job_dropped").WithError(done.error), "%s: %s",
                     dead ? "to the dead set" : "dropped", done.error.c_str());
   }
   if (config.metrics) {

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "metrics/worker_metrics.h"
 #include "reliableq/clock.h"
 #include "reliableq/handler.h"
@@ -56,10 +56,10 @@ struct ProcessorConfig {
   std::vector<ServerMiddleware> middleware;
   std::vector<DeathHandler> death_handlers;
   // Shared with the threads, which may outlive the pool (Shutdown).
-  std::shared_ptr<const Logger> log;
+  std::shared_ptr<const base::Logger> log;
   std::shared_ptr<const Clock> clock;
   // Null: no metrics, and no cost for them. Shared like the above.
-  std::shared_ptr<WorkerMetrics> metrics;
+  std::shared_ptr<metrics::WorkerMetrics> metrics;
   // Classes run by programs and URLs, after the registry's; null: none.
   std::shared_ptr<const ExternalHandlers> external;
   // Which timeout a job has (empty: the jobs' own `timeout` fields only).
@@ -73,7 +73,7 @@ struct ProcessorConfig {
   static ProcessorConfig For(const ServerOptions& options, HandlerRegistry registry,
                              std::shared_ptr<const ExternalHandlers> external,
                              std::vector<std::string> queue_names,
-                             std::shared_ptr<const Logger> log,
+                             std::shared_ptr<const base::Logger> log,
                              std::shared_ptr<const Clock> clock);
 };
 

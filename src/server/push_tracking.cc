@@ -1,40 +1,28 @@
 #include "server/push_tracking.h"
 
-#include <string_view>
+#include <string>
 #include <vector>
+
+#include "redis/reply.h"
 
 namespace reliableq {
 
 namespace {
 
-std::string_view Text(const redisReply* r) {
-  return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
-             ? std::string_view(r->str, r->len)
-             : std::string_view();
-}
-
-// Whether CLIENT TRACKINGINFO's reply says that tracking is on and its
+// Whether CLIENT TRACKINGINFO's flags say that tracking is on and its
 // redirect connection is still there.
-bool TrackingSound(const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_ARRAY) return false;
-  for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-    if (Text(reply->element[i]) != "flags") continue;
-    const redisReply* flags = reply->element[i + 1];
-    if (flags->type != REDIS_REPLY_ARRAY) return false;
-    bool on = false;
-    for (size_t j = 0; j < flags->elements; ++j) {
-      std::string_view flag = Text(flags->element[j]);
-      if (flag == "broken_redirect" || flag == "off") return false;
-      if (flag == "on") on = true;
-    }
-    return on;
+bool TrackingSound(const std::vector<std::string>& flags) {
+  bool on = false;
+  for (const std::string& flag : flags) {
+    if (flag == "broken_redirect" || flag == "off") return false;
+    if (flag == "on") on = true;
   }
-  return false;
+  return on;
 }
 
 }  // namespace
 
-PushTracking::PushTracking(redis::AsyncConnection& command, std::string prefix, const Logger& log)
+PushTracking::PushTracking(redis::AsyncConnection& command, std::string prefix, const base::Logger& log)
     : command_(command), prefix_(std::move(prefix)), log_(log) {}
 
 void PushTracking::Want(bool on) {
@@ -95,8 +83,11 @@ void PushTracking::Update() {
 void PushTracking::Check() {
   if (refused_ || changing_ || armed_ == 0 || !command_.ready()) return;
   const int64_t armed = armed_;
-  command_.Command({"CLIENT", "TRACKINGINFO"}, [this, armed](const Status& s, redisReply* reply) {
-    if (!s.ok() || changing_ || armed_ != armed || TrackingSound(reply)) return;
+  command_.Command({"CLIENT", "TRACKINGINFO"}, [this, armed](const Status& s,
+                                                             redis::ReplyRef reply) {
+    if (!s.ok() || changing_ || armed_ != armed) return;
+    Result<std::vector<std::string>> flags = redis::ReadTrackingFlags(reply);
+    if (flags.ok() && TrackingSound(*flags)) return;
     log_.Log(LogLevel::kInfo, "tracking_rearmed",
              "push tracking was off or its redirect broken: turning it on again");
     armed_ = 0;
@@ -107,7 +98,7 @@ void PushTracking::Check() {
 void PushTracking::Refused(const Status& why) {
   refused_ = true;
   std::string error = why.ToString();
-  log_.Log(LogLevel::kWarn, LogEvent("tracking_refused").WithError(error),
+  log_.Log(LogLevel::kWarn, base::LogEvent("tracking_refused").WithError(error),
            "CLIENT TRACKING refused (%s): pushes that publish no wake-up (Sidekiq's client) "
            "reach an idle worker at its next look at every queue (--idle-poll)",
            error.c_str());

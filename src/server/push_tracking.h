@@ -35,7 +35,7 @@
 #include <cstdint>
 #include <string>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 
 namespace reliableq {
@@ -43,7 +43,7 @@ namespace reliableq {
 class PushTracking {
  public:
   // `prefix`: the queue keys' (Keys::Queue("")).
-  PushTracking(redis::AsyncConnection& command, std::string prefix, const Logger& log);
+  PushTracking(redis::AsyncConnection& command, std::string prefix, const base::Logger& log);
 
   // Whether the worker listens (idle): tracking follows.
   void Want(bool on);
@@ -65,7 +65,7 @@ class PushTracking {
 
   redis::AsyncConnection& command_;
   const std::string prefix_;
-  const Logger& log_;
+  const base::Logger& log_;
   bool want_ = false;
   int64_t listener_ = 0;  // the wake-up connection's id; 0: down
   int64_t armed_ = 0;     // the redirect tracking is on with; 0: off

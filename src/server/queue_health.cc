@@ -11,7 +11,7 @@ constexpr std::chrono::minutes kRelog{5};
 
 }  // namespace
 
-QueueHealth::QueueHealth(const QueueSet& queues, const Clock& clock, const Logger& log)
+QueueHealth::QueueHealth(const QueueSet& queues, const Clock& clock, const base::Logger& log)
     : queues_(queues), clock_(clock), log_(log), states_(queues.size()) {}
 
 QueueHealth::State& QueueHealth::StateOf(uint32_t queue) {
@@ -24,7 +24,7 @@ void QueueHealth::Broken(uint32_t queue, std::string_view reason) {
   auto now = clock_.Monotonic();
   if (state.broken && now - state.logged < kRelog) return;
   log_.Log(LogLevel::kError,
-           LogEvent("queue_broken").WithQueue(queues_[queue].name).WithError(reason),
+           base::LogEvent("queue_broken").WithQueue(queues_[queue].name).WithError(reason),
            "queue %s is broken and skipped (%.*s); the other queues go on, and it is tried "
            "again on every fetch",
            queues_[queue].name.c_str(), static_cast<int>(reason.size()), reason.data());
@@ -38,7 +38,7 @@ void QueueHealth::Working(uint32_t queue) {
   if (!state.broken) return;
   state.broken = false;
   --broken_count_;
-  log_.Log(LogLevel::kInfo, LogEvent("queue_recovered").WithQueue(queues_[queue].name),
+  log_.Log(LogLevel::kInfo, base::LogEvent("queue_recovered").WithQueue(queues_[queue].name),
            "queue %s works again", queues_[queue].name.c_str());
 }
 

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/clock.h"
 #include "server/queue_set.h"
 
@@ -27,7 +27,7 @@ namespace reliableq {
 
 class QueueHealth {
  public:
-  QueueHealth(const QueueSet& queues, const Clock& clock, const Logger& log);
+  QueueHealth(const QueueSet& queues, const Clock& clock, const base::Logger& log);
 
   void Broken(uint32_t queue, std::string_view reason);
   void Working(uint32_t queue);
@@ -44,7 +44,7 @@ class QueueHealth {
   };
   const QueueSet& queues_;
   const Clock& clock_;
-  const Logger& log_;
+  const base::Logger& log_;
   State& StateOf(uint32_t queue);
 
   std::vector<State> states_;

@@ -1,34 +1,12 @@
 #include "server/queue_pauses.h"
 
 #include "redis/reply.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 
-namespace {
-
-// The members of an SMEMBERS reply; nullopt when it is not an array (an
-// error reply, the key of another type).
-std::optional<std::vector<std::string>> Members(const redisReply* reply) {
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return std::nullopt;
-  std::vector<std::string> names;
-  names.reserve(reply->elements);
-  for (size_t i = 0; i < reply->elements; ++i) {
-    const redisReply* name = reply->element[i];
-    if (name->type == REDIS_REPLY_STRING) names.emplace_back(redis::View(name));
-  }
-  return names;
-}
-
-std::string ErrorOf(const redisReply* reply) {
-  if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) return std::string(redis::View(reply));
-  return "not a set";
-}
-
-}  // namespace
-
-QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
-                         const Logger& log, Events events)
+QueuePauses::QueuePauses(redis::AsyncConnection& command, const protocol::Keys& keys, QueueSet& queues,
+                         const base::Logger& log, Events events)
     : command_(command),
       key_(keys.Paused()),
       queues_(queues),
@@ -38,10 +16,10 @@ QueuePauses::QueuePauses(redis::AsyncConnection& command, const Keys& keys, Queu
 Status QueuePauses::Load(redis::Connection& connection) {
   Result<redis::ReplyPtr> reply = connection.Command({"SMEMBERS", key_});
   if (!reply.ok()) return reply.status();
-  std::optional<std::vector<std::string>> names = Members(reply->get());
-  if (!names) {
+  Result<std::vector<std::string>> names = redis::ToStrings(*reply);
+  if (!names.ok()) {
     return Status::Script("cannot read the paused queues at " + key_ + ": " +
-                          ErrorOf(reply->get()));
+                          names.status().message());
   }
   Apply({names->begin(), names->end()});
   return Status::OK();
@@ -50,17 +28,18 @@ Status QueuePauses::Load(redis::Connection& connection) {
 void QueuePauses::Refresh() {
   if (!command_.ready()) return;
   uint64_t messages_before = messages_;
-  command_.Command({"SMEMBERS", key_}, [this, messages_before](const Status& s, redisReply* reply) {
+  command_.Command({"SMEMBERS", key_}, [this, messages_before](const Status& s,
+                                                               redis::ReplyRef reply) {
     if (!s.ok()) return;  // the connection's own handling reports it
     if (messages_ != messages_before) return;
-    std::optional<std::vector<std::string>> names = Members(reply);
-    if (!names) {
+    Result<std::vector<std::string>> names = redis::ToStrings(reply);
+    if (!names.ok()) {
       if (!read_failure_logged_) {
         read_failure_logged_ = true;
-        std::string error = ErrorOf(reply);
-        log_.Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(error),
+        std::string error = names.status().message();
+        log_.Log(LogLevel::kWarn, base::LogEvent("paused_unreadable").WithError(error),
                  "cannot read the paused queues at %s: %s; pauses stay as they were",
-                 Escaped(key_).c_str(), Escaped(error).c_str());
+                 base::Escaped(key_).c_str(), base::Escaped(error).c_str());
       }
       return;
     }
@@ -92,12 +71,12 @@ void QueuePauses::Apply(std::set<std::string> names) {
   for (uint32_t q : queues_.SetPaused({names.begin(), names.end()})) {
     const std::string& name = queues_[q].name;
     if (queues_.paused(q)) {
-      log_.Log(LogLevel::kInfo, LogEvent("queue_paused").WithQueue(name),
-               "queue %s is paused: no new jobs from it", Escaped(name).c_str());
+      log_.Log(LogLevel::kInfo, base::LogEvent("queue_paused").WithQueue(name),
+               "queue %s is paused: no new jobs from it", base::Escaped(name).c_str());
       paused.push_back(q);
     } else {
-      log_.Log(LogLevel::kInfo, LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
-               Escaped(name).c_str());
+      log_.Log(LogLevel::kInfo, base::LogEvent("queue_resumed").WithQueue(name), "queue %s is resumed",
+               base::Escaped(name).c_str());
       resumed.push_back(q);
     }
   }

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "server/queue_set.h"
@@ -43,8 +43,8 @@ class QueuePauses {
     std::function<void(const std::vector<uint32_t>&)> on_resumed;
   };
 
-  QueuePauses(redis::AsyncConnection& command, const Keys& keys, QueueSet& queues,
-              const Logger& log, Events events);
+  QueuePauses(redis::AsyncConnection& command, const protocol::Keys& keys, QueueSet& queues,
+              const base::Logger& log, Events events);
 
   // Reads the set through `connection` and applies it. An error (say, the
   // key holds another type) is returned for the caller to report; the
@@ -65,7 +65,7 @@ class QueuePauses {
   redis::AsyncConnection& command_;
   const std::string key_;
   QueueSet& queues_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   std::set<std::string> names_;  // as last applied
   uint64_t messages_ = 0;        // messages applied so far

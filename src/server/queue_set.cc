@@ -6,7 +6,7 @@ namespace reliableq {
 
 bool IsQueueNamespace(std::string_view spec) { return !spec.empty() && spec.back() == '*'; }
 
-QueueSet::QueueSet(const std::vector<QueueSpec>& specs, const Keys& keys,
+QueueSet::QueueSet(const std::vector<QueueSpec>& specs, const protocol::Keys& keys,
                    std::string_view identity)
     : keys_(keys), identity_(identity) {
   for (const QueueSpec& spec : specs) {

@@ -38,7 +38,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "reliableq/server.h"
 
 namespace reliableq {
@@ -61,7 +61,7 @@ bool IsQueueNamespace(std::string_view spec);
 
 class QueueSet {
  public:
-  QueueSet(const std::vector<QueueSpec>& specs, const Keys& keys, std::string_view identity);
+  QueueSet(const std::vector<QueueSpec>& specs, const protocol::Keys& keys, std::string_view identity);
 
   // Every queue known, published or not.
   size_t size() const { return queues_.size(); }
@@ -70,7 +70,7 @@ class QueueSet {
   const std::vector<std::string>& names() const { return names_; }
   bool weighted() const { return weighted_; }
   // The key names every queue's keys were built with.
-  const Keys& keys() const { return keys_; }
+  const protocol::Keys& keys() const { return keys_; }
   const std::vector<QueueNamespace>& namespaces() const { return namespaces_; }
 
   // A namespace matches `name` and it is not known yet.
@@ -99,7 +99,7 @@ class QueueSet {
     uint32_t index = 0;  // the queue's, or the namespace's
   };
 
-  const Keys keys_;
+  const protocol::Keys keys_;
   const std::string identity_;
   std::deque<ServedQueue> queues_;
   std::vector<std::string> names_;

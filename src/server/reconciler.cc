@@ -16,7 +16,7 @@ void Reconciler::FenceStaleClients() {
   for (const StaleClient& stale : stale_clients_) {
     if (stale.server != parts_.command.server()) continue;
     parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(stale.id)},
-                           [](const Status&, redisReply*) {});
+                           [](const Status&, redis::ReplyRef) {});
   }
   stale_clients_.clear();
 }
@@ -35,14 +35,14 @@ void Reconciler::Run() {
   parts_.outcomes.AddUnconfirmed(&keep);
   if (parts_.add_held) parts_.add_held(&keep);
   ++running_;
-  Requeue(RequeueMode::kKeep, std::move(keep), [this](const Status& s) {
+  Requeue(protocol::RequeueMode::kKeep, std::move(keep), [this](const Status& s) {
     --running_;
     if (closed_) return;
     if (!s.ok()) {
       owed_ = true;
       if (!s.IsShutdown()) {
         std::string error = s.ToString();
-        parts_.log.Log(LogLevel::kWarn, LogEvent("reconcile_failed").WithError(error),
+        parts_.log.Log(LogLevel::kWarn, base::LogEvent("reconcile_failed").WithError(error),
                        "reconcile failed: %s", error.c_str());
       }
       return;
@@ -52,7 +52,7 @@ void Reconciler::Run() {
   });
 }
 
-void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
+void Reconciler::Requeue(protocol::RequeueMode mode, PayloadsByQueue listed,
                          std::function<void(const Status&)> done) {
   size_t n = parts_.queues.size();
   auto remaining = std::make_shared<size_t>(n);
@@ -64,18 +64,20 @@ void Reconciler::Requeue(RequeueMode mode, PayloadsByQueue listed,
   double now = parts_.clock.Now();
   for (uint32_t i = 0; i < n; ++i) {
     const ServedQueue& q = parts_.queues[i];
-    ScriptCall call = RequeueCall(parts_.queues.keys(), q.working_key, q.name, mode, parts_.max_interruptions, now,
+    ScriptCall call = protocol::RequeueCall(parts_.queues.keys(), q.working_key, q.name, mode, parts_.max_interruptions, now,
                                   parts_.dead_limits, std::move(listed[i]));
-    Status sent = parts_.command.Eval(call, [this, i, finish_one](const Status& s, redisReply* r) {
-      if (s.ok() && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-          (r->element[0]->integer > 0 || r->element[1]->integer > 0)) {
-        parts_.log.Log(
-            LogLevel::kInfo, LogEvent("reconcile_handed_back").WithQueue(parts_.queues[i].name),
-            "handed back to queue %s: %lld jobs, to the dead set: %lld",
-            parts_.queues[i].name.c_str(), r->element[0]->integer, r->element[1]->integer);
-      }
-      finish_one(s);
-    });
+    Status sent =
+        parts_.command.Eval(call, [this, i, finish_one](const Status& s, redis::ReplyRef r) {
+          Result<protocol::RequeueReply> read = s.ok() ? protocol::ReadRequeueReply(r) : Result<protocol::RequeueReply>(s);
+          if (read.ok() && (read->requeued > 0 || read->dead > 0)) {
+            parts_.log.Log(LogLevel::kInfo,
+                           base::LogEvent("reconcile_handed_back").WithQueue(parts_.queues[i].name),
+                           "handed back to queue %s: %lld jobs, to the dead set: %lld",
+                           parts_.queues[i].name.c_str(), static_cast<long long>(read->requeued),
+                           static_cast<long long>(read->dead));
+          }
+          finish_one(s);
+        });
     if (!sent.ok()) finish_one(sent);
   }
 }

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
-#include "reliableq/admin.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 #include "server/fetcher.h"
 #include "server/outcomes.h"
 #include "server/processor_pool.h"
@@ -46,7 +46,7 @@ class Reconciler {
     Outcomes& outcomes;
     const Fetcher& fetcher;
     const Clock& clock;
-    const Logger& log;
+    const base::Logger& log;
     int max_interruptions;
     DeadSetLimits dead_limits;
     // Adds the jobs held outside the pool and outcomes (the limit gate's
@@ -81,7 +81,7 @@ class Reconciler {
 
   // One requeue.lua per queue with the payloads listed for it; `done` runs
   // once, with the first error or OK.
-  void Requeue(RequeueMode mode, PayloadsByQueue listed,
+  void Requeue(protocol::RequeueMode mode, PayloadsByQueue listed,
                std::function<void(const Status&)> done);
 
  private:

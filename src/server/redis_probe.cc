@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "layout_version.h"
+#include "protocol/layout_version.h"
 #include "version.h"
 #include "redis/reply.h"
 
@@ -16,17 +16,15 @@ namespace {
 // not say.
 std::optional<std::string> ConfigValue(redis::Connection& connection, const char* name) {
   Result<redis::ReplyPtr> reply = connection.Command({"CONFIG", "GET", name});
-  if (!reply.ok() || (*reply)->type != REDIS_REPLY_ARRAY || (*reply)->elements != 2) {
-    return std::nullopt;
-  }
-  Result<std::string> value = redis::ToString((*reply)->element[1]);
+  if (!reply.ok()) return std::nullopt;
+  Result<std::string> value = redis::ReadConfigValue(*reply);
   if (!value.ok()) return std::nullopt;
   return *value;
 }
 
 }  // namespace
 
-Status AddToGroups(const RedisOptions& options, const Keys& keys) {
+Status AddToGroups(const RedisOptions& options, const protocol::Keys& keys) {
   if (keys.layout() != 2) return Status::OK();
   // The directory hashes to its own slot: in a cluster the group's
   // connection cannot reach it, so it gets a connection routed to it (on a
@@ -37,15 +35,13 @@ Status AddToGroups(const RedisOptions& options, const Keys& keys) {
   if (!connection.ok()) return connection.status().WithContext("listing the group");
   const std::string directory = keys.Groups();
   Result<redis::ReplyPtr> added = (*connection)->Command({"SADD", directory, keys.group()});
+  // An error reply (WRONGTYPE) comes back as the Status (connection.h).
   if (!added.ok()) return added.status().WithContext("SADD " + directory);
-  if ((*added)->type == REDIS_REPLY_ERROR) {
-    return Status::Script("SADD " + directory + ": " + std::string(redis::View(added->get())));
-  }
   return Status::OK();
 }
 
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
-                                                      const Keys& keys, const Logger& log) {
+                                                      const protocol::Keys& keys, const base::Logger& log) {
   Result<std::unique_ptr<redis::Connection>> probe = redis::Connection::Open(options);
   if (!probe.ok()) return probe.status();
   Result<redis::ReplyPtr> info = (*probe)->Command({"INFO", "server"});
@@ -70,15 +66,15 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
     // worker would run, then fail every command forever. Refused before
     // anything is written. A server whose ACL refuses INFO cluster passes.
     Result<redis::ReplyPtr> cluster = (*probe)->Command({"INFO", "cluster"});
-    if (cluster.ok() && (*cluster)->type != REDIS_REPLY_ERROR &&
-        redis::View(cluster->get()).find("cluster_enabled:1") != std::string_view::npos) {
+    Result<std::string> info = cluster.ok() ? redis::ToString(*cluster) : cluster.status();
+    if (info.ok() && redis::InfoField(*info, "cluster_enabled") == "1") {
       return Status::InvalidArgument(
           "Redis at " + options.Describe() +
           " is a node of a Redis Cluster (cluster_enabled:1), which a redis:// URL does not "
           "follow; use a redis+cluster:// URL and a queue group");
     }
   }
-  Status claimed = VerifyLayout(**probe, keys, /*record=*/true);
+  Status claimed = protocol::VerifyLayout(**probe, keys, /*record=*/true);
   if (!claimed.ok()) return claimed;
   if (Status listed = AddToGroups(options, keys); !listed.ok()) return listed;
   Status loaded = (*probe)->LoadScripts();

@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
@@ -28,14 +28,14 @@ namespace reliableq {
 // to load. In layout 2 it also lists the group in the directory of groups
 // (AddToGroups).
 Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& options,
-                                                      const Keys& keys, const Logger& log);
+                                                      const protocol::Keys& keys, const base::Logger& log);
 
 // SADD keys.group() to keys.Groups(), the one key outside every group, on a
 // connection of its own that serves that key's slot (cluster.route_key), so
 // that `reliableq groups` finds the group; nothing in layout 1. The entry
 // outlives the group's data, harmlessly: a directory entry without data
 // reads as an empty group. Errors as the connection reports them.
-Status AddToGroups(const RedisOptions& options, const Keys& keys);
+Status AddToGroups(const RedisOptions& options, const protocol::Keys& keys);
 
 }  // namespace reliableq
 

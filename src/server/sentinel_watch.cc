@@ -3,7 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
+#include "redis/pubsub_message.h"
 
 namespace reliableq {
 
@@ -19,7 +20,7 @@ constexpr std::chrono::milliseconds kPingInterval{5000};
 }  // namespace
 
 SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
-                             const Logger& log, std::function<void()> on_switch)
+                             const base::Logger& log, std::function<void()> on_switch)
     : loop_(loop),
       discovery_(std::move(discovery)),
       log_(log),
@@ -29,7 +30,7 @@ SentinelWatch::SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discove
         // Unanswered within the sentinel timeout, the connection drops
         // (its watchdog) and the next sentinel is tried.
         if (connection_ != nullptr && connection_->ready()) {
-          (void)connection_->Command({"PING"}, [](const Status&, redisReply*) {});
+          (void)connection_->Command({"PING"}, [](const Status&, redis::ReplyRef) {});
         }
       }) {}
 
@@ -69,7 +70,7 @@ void SentinelWatch::Connect() {
   connection_ =
       std::make_unique<redis::AsyncConnection>(loop_.get(), discovery_->SentinelOptions(next_));
   connection_->set_sentinel_handshake();
-  connection_->SetOnMessage([this](const redisReply& m) { OnMessage(m); });
+  connection_->SetOnMessage([this](redis::ReplyRef m) { OnMessage(m); });
   connection_->SetOnDisconnect([this](const Status&) { Retry(); });
   connection_->Connect([this](const Status& s) {
     if (stopped_) return;
@@ -78,7 +79,7 @@ void SentinelWatch::Connect() {
       return;
     }
     Status sent = connection_->Command(
-        {"SUBSCRIBE", "+switch-master"}, [this](const Status& status, redisReply*) {
+        {"SUBSCRIBE", "+switch-master"}, [this](const Status& status, redis::ReplyRef) {
           // A broken connection retries through on_disconnect; an error
           // reply (an ACL, say) on a live one: another sentinel may take it.
           if (status.ok() || stopped_ || !connection_->ready()) return;
@@ -89,10 +90,10 @@ void SentinelWatch::Connect() {
   });
 }
 
-void SentinelWatch::OnMessage(const redisReply& message) {
-  const redisReply* payload = message.element[message.elements - 1];
-  if (payload->type != REDIS_REPLY_STRING) return;
-  std::istringstream fields(std::string(payload->str, payload->len));
+void SentinelWatch::OnMessage(redis::ReplyRef message) {
+  Result<redis::PubSubMessage> read = redis::ReadPubSubMessage(message);
+  if (!read.ok()) return;
+  std::istringstream fields(std::string(read->payload));
   std::string name, old_host, old_port, new_host, new_port;
   if (!(fields >> name >> old_host >> old_port >> new_host >> new_port)) return;
   if (name != discovery_->options().master_name) return;
@@ -100,7 +101,7 @@ void SentinelWatch::OnMessage(const redisReply& message) {
   if (port <= 0 || port > 65535) return;
   log_.Log(LogLevel::kWarn, "sentinel_switched",
            "sentinels switched master '%s' to %s:%d; moving every connection",
-           Escaped(name).c_str(), Escaped(new_host).c_str(), port);
+           base::Escaped(name).c_str(), base::Escaped(new_host).c_str(), port);
   discovery_->Announce(redis::Endpoint{new_host, port, {}});
   on_switch_();
 }

@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "redis/discovery.h"
 #include "uv/event_loop.h"
@@ -39,7 +39,7 @@ class SentinelWatch {
   // `on_switch` runs after each announcement was passed on: the owner's
   // connections reconnect at once rather than after their backoff.
   SentinelWatch(uv::EventLoop& loop, std::shared_ptr<redis::Discovery> discovery,
-                const Logger& log, std::function<void()> on_switch);
+                const base::Logger& log, std::function<void()> on_switch);
   ~SentinelWatch();
   SentinelWatch(const SentinelWatch&) = delete;
   SentinelWatch& operator=(const SentinelWatch&) = delete;
@@ -52,12 +52,12 @@ class SentinelWatch {
 
  private:
   void Connect();
-  void OnMessage(const redisReply& message);
+  void OnMessage(redis::ReplyRef message);
   void Retry();
 
   uv::EventLoop& loop_;
   std::shared_ptr<redis::Discovery> discovery_;
-  const Logger& log_;
+  const base::Logger& log_;
   std::function<void()> on_switch_;
   std::unique_ptr<redis::AsyncConnection> connection_;
   uv::Timer retry_timer_;

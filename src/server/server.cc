@@ -20,7 +20,8 @@
 
 #include "server/options_check.h"  // kMaxQueues
 #include "server/server_impl.h"
-#include "text_escape.h"
+#include "base/text_escape.h"
+#include "redis/reply.h"
 
 namespace reliableq {
 
@@ -30,6 +31,12 @@ namespace server_detail {
 
 // ---------------------------------------------------------------------------
 // Control
+
+void ServerImpl::OnQuietRequest() {
+  log_->Log(LogLevel::kInfo, "quiet", "quiet: no new jobs; jobs not started go back to their queues");
+  if (notifier_) notifier_->Status("quiet: no new jobs");
+  EnterQuiet();
+}
 
 void ServerImpl::OnStopRequest() {
   if (phase_ == Phase::kStopped) return;
@@ -66,7 +73,7 @@ void ServerImpl::ConnectCommand() {
   command_->Connect([this](const Status& s) {
     if (phase_ == Phase::kStopped) return;
     if (!s.ok()) {
-      log_->Log(LogLevel::kWarn, LogEvent("redis_unreachable").WithError(s.ToString()),
+      log_->Log(LogLevel::kWarn, base::LogEvent("redis_unreachable").WithError(s.ToString()),
                 "Redis unreachable: %s; retrying", s.ToString().c_str());
       ScheduleReconnect();
       return;
@@ -84,7 +91,7 @@ void ServerImpl::ConnectCommand() {
 }
 
 void ServerImpl::OnCommandLost(const Status& status) {
-  log_->Log(LogLevel::kWarn, LogEvent("redis_connection_lost").WithError(status.ToString()),
+  log_->Log(LogLevel::kWarn, base::LogEvent("redis_connection_lost").WithError(status.ToString()),
             "lost the Redis connection: %s", status.ToString().c_str());
   heartbeat_->OnConnectionLost();
   // With every connection of ours gone, a janitor may take this process for
@@ -250,6 +257,11 @@ void ServerImpl::OnPaused() {
   if (set_aside) reconciler_->Request();
 }
 
+void ServerImpl::OnResumed(const std::vector<uint32_t>& resumed) {
+  for (uint32_t queue : resumed) idle_fetch_->Wake(queue);
+  FetchMore();
+}
+
 bool ServerImpl::SetAsidePaused(std::vector<FetchedJob>* jobs) {
   auto first_paused = std::stable_partition(jobs->begin(), jobs->end(), [this](const FetchedJob& job) {
     return !queues_.paused(job.queue);
@@ -268,12 +280,11 @@ bool ServerImpl::SetAsidePaused(std::vector<FetchedJob>* jobs) {
 
 void ServerImpl::DiscoverQueues() {
   if (queues_.namespaces().empty() || !command_->ready()) return;
-  command_->Command({"SMEMBERS", keys_.Queues()}, [this](const Status& s, redisReply* reply) {
-    if (!s.ok() || reply->type != REDIS_REPLY_ARRAY) return;
-    for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* name = reply->element[i];
-      if (name->type == REDIS_REPLY_STRING) AddQueue(std::string_view(name->str, name->len));
-    }
+  command_->Command({"SMEMBERS", keys_.Queues()}, [this](const Status& s, redis::ReplyRef reply) {
+    if (!s.ok()) return;
+    Result<std::vector<std::string>> names = redis::ToStrings(reply);
+    if (!names.ok()) return;
+    for (const std::string& name : *names) AddQueue(name);
   });
 }
 
@@ -284,16 +295,16 @@ void ServerImpl::AddQueue(std::string_view name) {
   if (queues_.size() >= kMaxQueues) {
     if (!queue_limit_logged_) {
       queue_limit_logged_ = true;
-      log_->Log(LogLevel::kWarn, LogEvent("queue_limit_reached").WithQueue(name),
+      log_->Log(LogLevel::kWarn, base::LogEvent("queue_limit_reached").WithQueue(name),
                 "a namespace matches more queues than the %zu a worker serves; queue %s and "
-                "later ones are left out", kMaxQueues, Escaped(name).c_str());
+                "later ones are left out", kMaxQueues, base::Escaped(name).c_str());
     }
     return;
   }
   queues_.Add(name);
   pool_->AddQueueName(std::string(name));
-  log_->Log(LogLevel::kInfo, LogEvent("queue_joined").WithQueue(name),
-            "queue %s joins namespace work", Escaped(name).c_str());
+  log_->Log(LogLevel::kInfo, base::LogEvent("queue_joined").WithQueue(name),
+            "queue %s joins namespace work", base::Escaped(name).c_str());
   heartbeat_->Beat();
   idle_fetch_->QueuesChanged();
 }
@@ -420,12 +431,14 @@ void ServerImpl::CloseAll() {
   close_timer_->Close();
   if (endpoint_) endpoint_->Close();
   notifier_.reset();  // its watchdog timer would keep the loop running
-  control_->CloseSignals();
+  // Built last: absent when Init failed before (the metrics endpoint could
+  // not listen).
+  if (control_) control_->CloseSignals();
 }
 
 Status ServerImpl::Run() {
   if (!loop_) return Status::Shutdown("server was not opened");
-  SetLogThreadName("loop");
+  base::SetLogThreadName("loop");
   heartbeat_->Start();
   deadline_watch_->Start();
   ConnectCommand();

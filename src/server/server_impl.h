@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "reliableq/server.h"
 #include "server/control.h"
@@ -68,6 +68,8 @@ class ServerImpl final : public Server {
  private:
   enum class Phase { kStarting, kRunning, kQuiet, kStopping, kFinishing, kStopped };
 
+  // Control's actions (a signal, Quiet(), Stop(), a state dump).
+  void OnQuietRequest();
   void OnStopRequest();
   void DumpState();
 
@@ -91,6 +93,8 @@ class ServerImpl final : public Server {
   // head of their queues (the reconcile's requeue), rather than starting
   // after the pause took effect.
   void OnPaused();
+  // Queues were resumed: each is looked at now, not at the next idle poll.
+  void OnResumed(const std::vector<uint32_t>& resumed);
   // Takes out of `jobs` those of paused queues, giving back their limiter
   // slots; true when there were any: the caller requests the reconcile that
   // hands them back, after submitting the others.
@@ -113,39 +117,43 @@ class ServerImpl final : public Server {
 
   const ServerOptions options_;
   const std::shared_ptr<const Clock> clock_;
-  const std::shared_ptr<const Logger> log_;
-  const Keys keys_;
+  const std::shared_ptr<const base::Logger> log_;
+  const protocol::Keys keys_;
   const std::string hostname_;
   const std::string identity_;
   QueueSet queues_;
+  // The processors' configuration, until Init builds the pool with it.
+  ProcessorConfig pool_config_;
+  std::shared_ptr<metrics::WorkerMetrics> metrics_;  // null without http_address
 
-  // Declared first, destroyed last: every handle below closes into it.
+  // In the order Init builds them (each after what it uses), so destroyed
+  // each before what it uses. Declared first, destroyed last: every handle
+  // below closes into the loop.
   std::unique_ptr<uv::EventLoop> loop_;
-  std::unique_ptr<ProcessorPool> pool_;
-  std::unique_ptr<redis::AsyncConnection> command_;
-  std::unique_ptr<Control> control_;
   std::unique_ptr<uv::Wakeup> finished_;
   std::unique_ptr<uv::Timer> reconnect_timer_;
   std::unique_ptr<uv::Timer> stop_timer_;
   std::unique_ptr<uv::Timer> close_timer_;
+  std::unique_ptr<ProcessorPool> pool_;
+  std::unique_ptr<redis::AsyncConnection> command_;
+  std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<QueueHealth> queue_health_;
   std::unique_ptr<QueuePauses> pauses_;
-  std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<LimitGate> limit_gate_;  // null without limits
   std::unique_ptr<Fetcher> fetcher_;
-  std::unique_ptr<IdleFetch> idle_fetch_;
   std::unique_ptr<Outcomes> outcomes_;
+  std::unique_ptr<Poller> poller_;
+  std::unique_ptr<IdleFetch> idle_fetch_;
+  std::unique_ptr<UniqueStarts> unique_starts_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<HandBack> hand_back_;
-  std::unique_ptr<Poller> poller_;
   std::unique_ptr<PeriodicScheduler> periodic_;  // null without periodic jobs
   std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<DeadlineWatch> deadline_watch_;
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
-  std::shared_ptr<WorkerMetrics> metrics_;         // null without http_address
-  std::unique_ptr<MetricsEndpoint> endpoint_;      // destroyed first
+  std::unique_ptr<MetricsEndpoint> endpoint_;      // null without http_address
   std::unique_ptr<ServiceNotifier> notifier_;      // null unless NOTIFY_SOCKET is set
-  std::unique_ptr<LimitGate> limit_gate_;          // null without limits
-  std::unique_ptr<UniqueStarts> unique_starts_;
+  std::unique_ptr<Control> control_;
 
   int stop_seen_ = 0;
   Phase phase_ = Phase::kStarting;

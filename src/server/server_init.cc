@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include "job_codec.h"      // NewJid
-#include "process_entry.h"  // ProcessHostname
+#include "codec/job_codec.h"      // NewJid
+#include "protocol/process_entry.h"  // ProcessHostname
 #include "server/options_check.h"
 #include "server/redis_probe.h"
 #include "server/server_impl.h"
@@ -16,28 +16,33 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
                        std::shared_ptr<const ExternalHandlers> external)
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
-      log_(std::make_shared<Logger>(options.log_level, options.log_sink, options.log_format)),
-      keys_(Keys::For(options.prefix, options.redis)),
-      hostname_(ProcessHostname()),
+      log_(std::make_shared<base::Logger>(options.log_level, options.log_sink, options.log_format)),
+      keys_(protocol::Keys::For(options.prefix, options.redis)),
+      hostname_(protocol::ProcessHostname()),
       identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
-      queues_(options.queues, keys_, identity_) {
-  ProcessorConfig config = ProcessorConfig::For(options, std::move(registry), std::move(external),
-                                                queues_.names(), log_, clock_);
-  metrics_ = config.metrics;
-  pool_ = std::make_unique<ProcessorPool>(std::move(config), [this] { finished_->Send(); });
-}
+      queues_(options.queues, keys_, identity_),
+      pool_config_(ProcessorConfig::For(options, std::move(registry), std::move(external),
+                                        queues_.names(), log_, clock_)),
+      metrics_(pool_config_.metrics) {}
 
 ServerImpl::~ServerImpl() {
   // A signal handler calling Stop now must not touch what is being closed.
   if (control_) control_->Shutdown();
   // No processor calls the wake-up after this; threads still in a handler
   // after a hard stop run on with the pool's shared state.
-  pool_->Shutdown(milliseconds(0));
+  if (pool_) pool_->Shutdown(milliseconds(0));
   if (loop_ && phase_ != Phase::kStopped) CloseAll();  // opened, never run
   // The members close their handles as they go; the loop, last, completes
   // the closes and checks that none is left open.
 }
 
+// Every part is built after the parts it is given or its callbacks call,
+// and gets what it may go without (metrics, limits) here, never later: no
+// callback reaches a part built after it. A part's events that concern
+// another part built later go to a method of this shell (OnResumed,
+// OnQuietRequest, FetchMore...), which runs only on the loop, once Run()
+// has started, when every part exists. Signals are watched last, once
+// there is everything their actions reach.
 Status ServerImpl::Init() {
   // Server::Open checked the options. Fail fast, with where we tried, when
   // Redis is not there.
@@ -47,23 +52,18 @@ Status ServerImpl::Init() {
   if (!loop.ok()) return loop.status();
   loop_ = std::move(loop.value());
   uv::EventLoop& loop_ref = *loop_;
-  const Logger& log = *log_;
+  const base::Logger& log = *log_;
   const Clock& clock = *clock_;
-  const DeadSetLimits dead_limits{options_.dead_max_jobs, options_.dead_timeout};
+  const DeadSetLimits dead_limits = options_.dead_set;
+  metrics::WorkerMetrics* const metrics = metrics_.get();
 
-  control_ = std::make_unique<Control>(
-      loop_ref, options_.handle_signals, log,
-      Control::Actions{[this] {
-                         log_->Log(LogLevel::kInfo, "quiet",
-                                   "quiet: no new jobs; jobs not started go back to their queues");
-                         if (notifier_) notifier_->Status("quiet: no new jobs");
-                         EnterQuiet();
-                       },
-                       [this] { OnStopRequest(); }, [this] { DumpState(); }});
+  // The loop's own handles, each calling the shell.
   finished_ = std::make_unique<uv::Wakeup>(loop_ref, [this] { OnFinished(); });
   reconnect_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { ConnectCommand(); });
   stop_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { OnStopPoll(); });
   close_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { CloseAll(); });
+  // Processors hand finished jobs to the loop through finished_.
+  pool_ = std::make_unique<ProcessorPool>(std::move(pool_config_), [this] { finished_->Send(); });
 
   command_ = std::make_unique<redis::AsyncConnection>(loop_ref.get(), options_.redis);
   command_->set_client_name(keys_.ClientName(identity_));
@@ -83,53 +83,63 @@ Status ServerImpl::Init() {
   pauses_ = std::make_unique<QueuePauses>(
       *command_, keys_, queues_, log,
       QueuePauses::Events{[this](const std::vector<uint32_t>&) { OnPaused(); },
-                          [this](const std::vector<uint32_t>& resumed) {
-                            for (uint32_t q : resumed) idle_fetch_->Wake(q);
-                            FetchMore();
-                          }});
+                          [this](const std::vector<uint32_t>& resumed) { OnResumed(resumed); }});
   // Before the first fetch, so that a paused queue is never asked for.
   if (Status s = pauses_->Load(*probe.value()); !s.ok()) {
-    log_->Log(LogLevel::kWarn, LogEvent("paused_unreadable").WithError(s.ToString()),
+    log_->Log(LogLevel::kWarn, base::LogEvent("paused_unreadable").WithError(s.ToString()),
               "%s; no queue is paused", s.ToString().c_str());
   }
+  if (!options_.limits.empty()) {
+    limit_gate_ = std::make_unique<LimitGate>(
+        *command_, queues_, keys_, identity_, options_.limits, clock, log,
+        [this](std::vector<FetchedJob>* jobs) { return AdmitLimited(jobs); }, metrics);
+  }
+  LimitGate* const limit_gate = limit_gate_.get();
   fetcher_ = std::make_unique<Fetcher>(
       loop_ref, *command_, queues_, *queue_health_, *pool_, options_.concurrency, clock, log,
       Fetcher::Events{[this](std::vector<FetchedJob> jobs, bool drained) {
                         OnFetched(std::move(jobs), drained);
                       },
-                      [this](const Status&) { Reconcile(false); }, [this] { FetchMore(); }});
+                      [this](const Status&) { Reconcile(false); }, [this] { FetchMore(); }},
+      Fetcher::Optional{metrics, limit_gate ? std::function<size_t()>([limit_gate] {
+                                                return limit_gate->pending();
+                                              })
+                                            : nullptr});
+  outcomes_ = std::make_unique<Outcomes>(
+      loop_ref, *command_, queues_, *pool_, dead_limits, keys_, clock, log,
+      [this] { OnFinished(); },
+      Outcomes::Optional{metrics, limit_gate ? std::function<void(uint64_t)>(
+                                                   [limit_gate](uint64_t slot) {
+                                                     limit_gate->Release(slot);
+                                                   })
+                                             : nullptr});
+  poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
+                                     dead_limits, keys_, clock, log);
   idle_fetch_ = std::make_unique<IdleFetch>(
       loop_ref, options_.redis, keys_.ClientName(identity_), keys_, queues_, *queue_health_,
       *command_, *fetcher_,
       IdleFetch::Intervals{options_.idle_poll_interval, options_.heartbeat_interval}, log,
       IdleFetch::Hooks{[this] { return MayFetch(); }, [this] { FetchMore(); },
                        [this](std::string_view name) { AddQueue(name); },
-                       [this](std::string_view score) { poller_->NudgeScore(score); },
+                       [poller = poller_.get()](std::string_view score) {
+                         poller->NudgeScore(score);
+                       },
                        // Its id goes into the registry, so that the janitor
                        // sees the process alive while any of its
                        // connections is.
-                       [this] { heartbeat_->Beat(); },
-                       [this](std::string_view message) { pauses_->OnMessage(message); }});
-  outcomes_ =
-      std::make_unique<Outcomes>(loop_ref, *command_, queues_, *pool_, dead_limits,
-                                 keys_, clock, log,
-                                 [this] { OnFinished(); });
-  if (!options_.limits.empty()) {
-    limit_gate_ = std::make_unique<LimitGate>(
-        *command_, queues_, keys_, identity_, options_.limits, clock, log,
-        [this](std::vector<FetchedJob>* jobs) { return AdmitLimited(jobs); });
-    outcomes_->set_on_slot_freed([this](uint64_t slot) { limit_gate_->Release(slot); });
-    fetcher_->set_extra_held([this] { return limit_gate_->pending(); });
-  }
+                       [heartbeat = heartbeat_.get()] { heartbeat->Beat(); },
+                       [pauses = pauses_.get()](std::string_view message) {
+                         pauses->OnMessage(message);
+                       }});
   unique_starts_ = std::make_unique<UniqueStarts>(*command_, keys_.Unique(""), log);
   reconciler_ = std::make_unique<Reconciler>(
       Reconciler::Parts{*command_, queues_, *pool_, *outcomes_, *fetcher_, clock, log,
                         options_.max_interruptions, dead_limits,
-                        limit_gate_ ? std::function<void(PayloadsByQueue*)>(
-                                          [this](PayloadsByQueue* keep) {
-                                            limit_gate_->AddPending(keep);
-                                          })
-                                    : nullptr},
+                        limit_gate ? std::function<void(PayloadsByQueue*)>(
+                                         [limit_gate](PayloadsByQueue* keep) {
+                                           limit_gate->AddPending(keep);
+                                         })
+                                   : nullptr},
       [this] {
         if (phase_ != Phase::kRunning) return;
         FetchMore();
@@ -139,17 +149,15 @@ Status ServerImpl::Init() {
                                             if (!s.ok() && fatal_.ok()) fatal_ = s;
                                             RequestClose();
                                           });
-  poller_ = std::make_unique<Poller>(loop_ref, *command_, options_.scheduled_poll_interval,
-                                     dead_limits, keys_, clock, log);
   if (!options_.periodic_jobs.empty()) {
     periodic_ = std::make_unique<PeriodicScheduler>(loop_ref, *command_, keys_, identity_,
-                                                    options_.periodic_jobs, clock, log);
+                                                    options_.periodic_jobs, clock, log, metrics);
   }
   janitor_ = std::make_unique<Janitor>(loop_ref, options_.redis, std::move(probe.value()), keys_,
                                        identity_, options_.max_interruptions, dead_limits,
-                                       options_.janitor_interval, clock, log);
+                                       options_.janitor_interval, clock, log, metrics);
   deadline_watch_ =
-      std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log);
+      std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log, metrics);
   if (auto discovery = redis::Discovery::For(options_.redis); discovery && discovery->sentinel()) {
     // Every connection drops within a watchdog tick (the epoch moved) and
     // reconnects at once, not after the backoff the dead master built up.
@@ -159,22 +167,19 @@ Status ServerImpl::Init() {
       idle_fetch_->MasterMoved();
     });
   }
-
   if (metrics_) {
-    fetcher_->set_metrics(metrics_.get());
-    outcomes_->set_metrics(metrics_.get());
-    janitor_->set_metrics(metrics_.get());
-    deadline_watch_->set_metrics(metrics_.get());
-    if (periodic_) periodic_->set_metrics(metrics_.get());
-    if (limit_gate_) limit_gate_->set_metrics(metrics_.get());
-    auto endpoint =
-        MetricsEndpoint::Start(options_.http_address, loop_ref, metrics_,
-                               {*pool_, *command_, [this] { return outcomes_->Unconfirmed(); }},
-                               options_.heartbeat_ttl, log);
+    auto endpoint = MetricsEndpoint::Start(
+        options_.http_address, loop_ref, metrics_,
+        {*pool_, *command_, [outcomes = outcomes_.get()] { return outcomes->Unconfirmed(); }},
+        options_.heartbeat_ttl, log);
     if (!endpoint.ok()) return endpoint.status();
     endpoint_ = std::move(endpoint.value());
   }
   notifier_ = ServiceNotifier::FromEnvironment(loop_ref, log);
+  control_ = std::make_unique<Control>(
+      loop_ref, options_.handle_signals, log,
+      Control::Actions{[this] { OnQuietRequest(); }, [this] { OnStopRequest(); },
+                       [this] { DumpState(); }});
   // The threads start now, so that a process that cannot make them (a
   // thread limit) fails to open instead of fetching jobs nobody runs.
   return pool_->Start();

@@ -60,7 +60,7 @@ std::string OneLine(std::string_view text) {
 
 class SystemdNotifier final : public ServiceNotifier {
  public:
-  SystemdNotifier(uv::EventLoop& loop, std::unique_ptr<LibSystemd> lib, const Logger& log)
+  SystemdNotifier(uv::EventLoop& loop, std::unique_ptr<LibSystemd> lib, const base::Logger& log)
       : lib_(std::move(lib)), log_(log), watchdog_(loop, [this] { Send("WATCHDOG=1"); }) {
     uint64_t usec = 0;
     // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, is ours.
@@ -87,13 +87,13 @@ class SystemdNotifier final : public ServiceNotifier {
     if (rc < 0 && !failure_logged_) {
       failure_logged_ = true;
       const char* why = std::strerror(-rc);
-      log_.Log(LogLevel::kWarn, LogEvent("systemd_notify_failed").WithError(why),
+      log_.Log(LogLevel::kWarn, base::LogEvent("systemd_notify_failed").WithError(why),
                "systemd notification failed: %s", why);
     }
   }
 
   std::unique_ptr<LibSystemd> lib_;
-  const Logger& log_;
+  const base::Logger& log_;
   uv::Timer watchdog_;
   bool ready_ = false;
   bool failure_logged_ = false;
@@ -102,13 +102,13 @@ class SystemdNotifier final : public ServiceNotifier {
 }  // namespace
 
 std::unique_ptr<ServiceNotifier> ServiceNotifier::FromEnvironment(uv::EventLoop& loop,
-                                                                  const Logger& log) {
+                                                                  const base::Logger& log) {
   const char* socket = std::getenv("NOTIFY_SOCKET");
   if (socket == nullptr || *socket == '\0') return nullptr;
   std::string error;
   std::unique_ptr<LibSystemd> lib = LibSystemd::Load(&error);
   if (lib == nullptr) {
-    log.Log(LogLevel::kWarn, LogEvent("systemd_unavailable").WithError(error),
+    log.Log(LogLevel::kWarn, base::LogEvent("systemd_unavailable").WithError(error),
             "NOTIFY_SOCKET is set but systemd cannot be told: %s", error.c_str());
     return nullptr;
   }

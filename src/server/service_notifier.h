@@ -19,7 +19,7 @@
 #include <memory>
 #include <string_view>
 
-#include "log.h"
+#include "base/log.h"
 #include "uv/event_loop.h"
 
 namespace reliableq {
@@ -29,7 +29,7 @@ class ServiceNotifier {
   // Null when NOTIFY_SOCKET is not set, or (logged as a warning) when
   // libsystemd cannot be loaded. Starts the watchdog pings when the
   // environment asks for them (WATCHDOG_USEC, for this process).
-  static std::unique_ptr<ServiceNotifier> FromEnvironment(uv::EventLoop& loop, const Logger& log);
+  static std::unique_ptr<ServiceNotifier> FromEnvironment(uv::EventLoop& loop, const base::Logger& log);
 
   virtual ~ServiceNotifier() = default;
   // READY=1 with a status line; once, later calls only update the status.

@@ -1,10 +1,10 @@
 #include "server/state_dump.h"
 
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq {
 
-void LogWorkerState(const Logger& log, const WorkerState& state, const QueueSet& queues) {
+void LogWorkerState(const base::Logger& log, const WorkerState& state, const QueueSet& queues) {
   log.Log(LogLevel::kInfo, "state_dump",
           "state: identity=%s phase=%s concurrency=%d running=%zu ready=%zu "
           "unacknowledged=%zu redis=%s",

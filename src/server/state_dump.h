@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 
@@ -26,7 +26,7 @@ struct WorkerState {
   double now = 0;             // epoch seconds
 };
 
-void LogWorkerState(const Logger& log, const WorkerState& state, const QueueSet& queues);
+void LogWorkerState(const base::Logger& log, const WorkerState& state, const QueueSet& queues);
 
 }  // namespace reliableq
 

@@ -2,8 +2,8 @@
 
 #include <rapidjson/document.h>
 
-#include "script_calls.h"
-#include "text_escape.h"
+#include "protocol/script_calls.h"
+#include "base/text_escape.h"
 
 namespace reliableq {
 
@@ -43,8 +43,8 @@ void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
     std::optional<std::pair<std::string, std::string>> unique =
         UniqueUntilStart(fetched.payload, unique_prefix_);
     if (!unique) continue;
-    Status sent = command_.Eval(ReleaseUniqueCall(unique->first, unique->second),
-                                [this, key = unique->first](const Status& s, redisReply*) {
+    Status sent = command_.Eval(protocol::ReleaseUniqueCall(unique->first, unique->second),
+                                [this, key = unique->first](const Status& s, redis::ReplyRef) {
                                   if (!s.ok() && !s.IsShutdown()) LogFailure(key, s);
                                 });
     if (!sent.ok()) LogFailure(unique->first, sent);
@@ -52,9 +52,9 @@ void UniqueStarts::OnFetched(const std::vector<FetchedJob>& jobs) {
 }
 
 void UniqueStarts::LogFailure(const std::string& key, const Status& why) const {
-  log_.Log(LogLevel::kWarn, LogEvent("unique_release_failed").WithError(why.ToString()),
+  log_.Log(LogLevel::kWarn, base::LogEvent("unique_release_failed").WithError(why.ToString()),
            "could not release unique key %s as its job started: %s; its success releases it",
-           Escaped(key).c_str(), why.ToString().c_str());
+           base::Escaped(key).c_str(), why.ToString().c_str());
 }
 
 }  // namespace reliableq

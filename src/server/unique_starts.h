@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/worker_jobs.h"
 
@@ -40,7 +40,7 @@ class UniqueStarts {
  public:
   // Only keys that start with `unique_prefix` (Keys::Unique("")) are
   // released.
-  UniqueStarts(redis::AsyncConnection& command, std::string unique_prefix, const Logger& log)
+  UniqueStarts(redis::AsyncConnection& command, std::string unique_prefix, const base::Logger& log)
       : command_(command), unique_prefix_(std::move(unique_prefix)), log_(log) {}
 
   // Sends a release for each job of `jobs` that is unique until it starts.
@@ -51,7 +51,7 @@ class UniqueStarts {
 
   redis::AsyncConnection& command_;
   const std::string unique_prefix_;
-  const Logger& log_;
+  const base::Logger& log_;
 };
 
 }  // namespace reliableq

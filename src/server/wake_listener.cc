@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "redis/pubsub_message.h"
+
 namespace reliableq {
 
 namespace {
@@ -13,10 +15,6 @@ constexpr milliseconds kReconnectMax{2000};
 
 // Where Redis sends a RESP2 client the keys its tracking invalidates.
 constexpr std::string_view kInvalidateChannel = "__redis__:invalidate";
-
-std::string_view Text(const redisReply* r) {
-  return r->type == REDIS_REPLY_STRING ? std::string_view(r->str, r->len) : std::string_view();
-}
 
 // Events of a list that may have made an empty queue non-empty.
 bool IsPush(std::string_view event) {
@@ -44,8 +42,8 @@ std::string GlobEscape(std::string_view text) {
 }
 
 WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
-                           const std::string& client_name, const Keys& keys,
-                           const QueueSet& queues, const Logger& log, Events events)
+                           const std::string& client_name, const protocol::Keys& keys,
+                           const QueueSet& queues, const base::Logger& log, Events events)
     : queues_(queues),
       log_(log),
       events_(std::move(events)),
@@ -60,10 +58,10 @@ WakeListener::WakeListener(uv::EventLoop& loop, const RedisOptions& redis,
       reconnect_timer_(loop, [this] { Connect(); }),
       reconnect_delay_(kReconnectMin) {
   connection_->set_client_name(client_name);
-  connection_->SetOnMessage([this](const redisReply& m) { OnMessage(m); });
+  connection_->SetOnMessage([this](redis::ReplyRef m) { OnMessage(m); });
   connection_->SetOnDisconnect([this](const Status& s) {
     std::string error = s.ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("wake_connection_lost").WithError(error),
+    log_.Log(LogLevel::kWarn, base::LogEvent("wake_connection_lost").WithError(error),
              "wake-up connection lost: %s", error.c_str());
     subscribed_idle_ = false;
     changing_ = false;
@@ -99,7 +97,7 @@ void WakeListener::Connect() {
     if (stopped_) return;
     if (!s.ok()) {
       std::string error = s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("wake_connect_failed").WithError(error),
+      log_.Log(LogLevel::kWarn, base::LogEvent("wake_connect_failed").WithError(error),
                "wake-up connection: %s; retrying", error.c_str());
       reconnect_delay_ = std::min(reconnect_delay_ * 2, kReconnectMax);
       reconnect_timer_.Start(reconnect_delay_);
@@ -168,7 +166,7 @@ void WakeListener::Subscribe(bool permanent_too) {
             // (an ACL without channel rights): the idle poll still runs.
             if (!s.IsShutdown()) {
               std::string error = s.ToString();
-              log_.Log(LogLevel::kWarn, LogEvent("wake_subscribe_failed").WithError(error),
+              log_.Log(LogLevel::kWarn, base::LogEvent("wake_subscribe_failed").WithError(error),
                        "wake-up subscription failed: %s", error.c_str());
             }
             return;
@@ -208,20 +206,17 @@ void WakeListener::Unsubscribe() {
 
 void WakeListener::Ping() {
   if (!connection_->ready()) return;
-  connection_->Command({"PING"}, [](const Status&, redisReply*) {});
+  connection_->Command({"PING"}, [](const Status&, redis::ReplyRef) {});
 }
 
-void WakeListener::OnMessage(const redisReply& message) {
-  bool pattern = Text(message.element[0]) == "pmessage";
-  if (pattern && message.elements < 4) return;
-  std::string_view channel = Text(message.element[pattern ? 2 : 1]);
-  if (!pattern && channel == kInvalidateChannel) {
+void WakeListener::OnMessage(redis::ReplyRef reply) {
+  Result<redis::PubSubMessage> message = redis::ReadPubSubMessage(reply);
+  if (!message.ok()) return;
+  std::string_view channel = message->channel;
+  if (!message->from_pattern && channel == kInvalidateChannel) {
     // The keys tracking invalidated; nil (FLUSHALL, FLUSHDB) names none,
     // and leaves no job to look for.
-    const redisReply* keys = message.element[2];
-    if (keys->type != REDIS_REPLY_ARRAY) return;
-    for (size_t i = 0; i < keys->elements; ++i) {
-      std::string_view key = Text(keys->element[i]);
+    for (std::string_view key : message->keys) {
       if (StartsWith(key, queue_key_prefix_)) {
         // The write may be a pop as well as a push: a maybe, which the fetch
         // it leads to settles.
@@ -230,7 +225,7 @@ void WakeListener::OnMessage(const redisReply& message) {
     }
     return;
   }
-  std::string_view payload = Text(message.element[pattern ? 3 : 2]);
+  std::string_view payload = message->payload;
   if (channel == scheduled_channel_) {
     events_.on_scheduled(payload);
   } else if (channel == paused_channel_) {

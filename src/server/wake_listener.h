@@ -41,8 +41,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/async_connection.h"
 #include "server/queue_set.h"
 #include "uv/event_loop.h"
@@ -78,7 +78,7 @@ class WakeListener {
   };
 
   WakeListener(uv::EventLoop& loop, const RedisOptions& redis, const std::string& client_name,
-               const Keys& keys, const QueueSet& queues, const Logger& log, Events events);
+               const protocol::Keys& keys, const QueueSet& queues, const base::Logger& log, Events events);
 
   // Connects, and reconnects after a loss (100 ms doubling to 2 s), until
   // Stop().
@@ -102,7 +102,7 @@ class WakeListener {
 
  private:
   void Connect();
-  void OnMessage(const redisReply& message);
+  void OnMessage(redis::ReplyRef message);
   void OnQueueEvent(std::string_view queue_name, std::string_view event);
   // Sends the (un)subscriptions that bring the idle channels to want_idle_.
   void Update();
@@ -111,14 +111,14 @@ class WakeListener {
   void AddQueueChannels(size_t from, redis::CommandList* commands);
 
   const QueueSet& queues_;
-  const Logger& log_;
+  const base::Logger& log_;
   Events events_;
   const std::string scheduled_channel_;
   const std::string schedule_keyspace_;
   const std::string retry_keyspace_;
   const std::string paused_channel_;
-  const std::string queue_key_prefix_;  // Keys::Queue(""): + name
-  const std::string wake_prefix_;      // Keys::WakeQueue(""): + queue name
+  const std::string queue_key_prefix_;  // protocol::Keys::Queue(""): + name
+  const std::string wake_prefix_;      // protocol::Keys::WakeQueue(""): + queue name
   const std::string keyspace_prefix_;  // KeyspaceChannel(db, "queue:"): + name
   std::unique_ptr<redis::AsyncConnection> connection_;
   uv::Timer reconnect_timer_;

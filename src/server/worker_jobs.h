@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "retry.h"
+#include "protocol/retry.h"
 
 namespace reliableq {
 
@@ -34,7 +34,7 @@ struct FinishedJob {
   std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
   std::string error;           // kFailed/kInvalid: one line for the log
   // kFailed: where it goes, and its score there (retry time or time of death).
-  FailureAction action = FailureAction::kDead;
+  protocol::FailureAction action = protocol::FailureAction::kDead;
   double score = 0;
   // An earlier send of this outcome lost its reply (a broken connection, a
   // timeout): Redis may have applied it, counters included. Sent again, it

@@ -41,7 +41,7 @@ Result<std::unique_ptr<ClientSpool>> ClientSpool::Open(const RedisOptions& redis
       new ClientSpool(std::move(options), std::move(connection.value())));
   // Once per Client: the drainer lists the directory every few seconds.
   if (std::string warning = WritableByOthers(spool->options_.dir); !warning.empty()) {
-    spool->log_.Log(LogLevel::kWarn, LogEvent("spool_dir_writable").WithError(warning),
+    spool->log_.Log(LogLevel::kWarn, base::LogEvent("spool_dir_writable").WithError(warning),
                     "spool: %s", warning.c_str());
   }
   spool->thread_ = std::thread([raw = spool.get()] { raw->Run(); });
@@ -54,7 +54,7 @@ ClientSpool::ClientSpool(ClientSpoolOptions options, std::unique_ptr<redis::Conn
       clock_(options_.clock ? options_.clock : SystemClock()),
       log_(options_.log_level),
       redis_(std::move(redis)) {
-  drain_config_.keys = Keys::For(options_.prefix, redis_->options());
+  drain_config_.keys = protocol::Keys::For(options_.prefix, redis_->options());
   drain_config_.wait_replicas = options_.wait_replicas;
   drain_config_.wait_timeout = options_.wait_timeout;
   drain_config_.replay_window = options_.replay_window;
@@ -78,7 +78,7 @@ ClientSpool::~ClientSpool() {
     Result<bool> removed = own_->RemoveIfDrained();
     if (!removed.ok()) {
       std::string error = removed.status().ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("spool_remove_failed").WithError(error), "spool: %s",
+      log_.Log(LogLevel::kWarn, base::LogEvent("spool_remove_failed").WithError(error), "spool: %s",
                error.c_str());
     }
     own_.reset();
@@ -230,7 +230,7 @@ void ClientSpool::Adopt() {
   Result<std::vector<DirectoryEntry>> entries = ListDirectory(options_.dir);
   if (!entries.ok()) {
     std::string error = entries.status().ToString();
-    log_.Log(LogLevel::kWarn, LogEvent("spool_list_failed").WithError(error), "spool: %s",
+    log_.Log(LogLevel::kWarn, base::LogEvent("spool_list_failed").WithError(error), "spool: %s",
              error.c_str());
     return;
   }
@@ -245,7 +245,7 @@ void ClientSpool::Adopt() {
     if (stalled_.count(entry.path) != 0 || foreign_.count(entry.path) != 0) continue;
     if (entry.kind == DirectoryEntry::Kind::kNotRegular) {
       std::string error = entry.path + " is " + entry.type + ", not a regular file";
-      log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+      log_.Log(LogLevel::kError, base::LogEvent("spool_file_stalled").WithError(error),
                "spool: left alone: %s", error.c_str());
       stalled_.insert(entry.path);
       continue;
@@ -267,17 +267,17 @@ void ClientSpool::Adopt() {
     Result<std::unique_ptr<JournalFile>> taken = JournalFile::TakeOver(entry.path, &repair);
     if (!taken.ok()) {
       std::string error = taken.status().ToString();
-      log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+      log_.Log(LogLevel::kError, base::LogEvent("spool_file_stalled").WithError(error),
                "spool: left alone: %s", error.c_str());
       stalled_.insert(entry.path);
       continue;
     }
     if (*taken == nullptr) continue;  // its writer lives, or another drainer has it
     if (repair.tail == JournalScan::Tail::kCorrupt) {
-      log_.Log(LogLevel::kError, LogEvent("spool_file_damaged").WithError(repair.what),
+      log_.Log(LogLevel::kError, base::LogEvent("spool_file_damaged").WithError(repair.what),
                "spool: %s: %s", entry.path.c_str(), repair.what.c_str());
     } else if (repair.tail == JournalScan::Tail::kTorn) {
-      log_.Log(LogLevel::kWarn, LogEvent("spool_tail_dropped").WithError(repair.what),
+      log_.Log(LogLevel::kWarn, base::LogEvent("spool_tail_dropped").WithError(repair.what),
                "spool: %s: %s", entry.path.c_str(), repair.what.c_str());
     }
     adopted_.push_back(std::move(taken.value()));
@@ -310,7 +310,7 @@ Status ClientSpool::Pass() {
       if (!s.ok() && !file->drain_stalled()) return s;
       if (!s.ok()) {
         std::string error = s.ToString();
-        log_.Log(LogLevel::kError, LogEvent("spool_file_stalled").WithError(error),
+        log_.Log(LogLevel::kError, base::LogEvent("spool_file_stalled").WithError(error),
                  "spool: left alone: %s", error.c_str());
         stalled_.insert(file->path());
         it = adopted_.erase(it);
@@ -320,7 +320,7 @@ Status ClientSpool::Pass() {
     Result<bool> removed = file->RemoveIfDrained();
     if (!removed.ok()) {
       std::string error = removed.status().ToString();
-      log_.Log(LogLevel::kError, LogEvent("spool_remove_failed").WithError(error), "spool: %s",
+      log_.Log(LogLevel::kError, base::LogEvent("spool_remove_failed").WithError(error), "spool: %s",
                error.c_str());
       stalled_.insert(file->path());
       it = adopted_.erase(it);
@@ -336,13 +336,13 @@ Status ClientSpool::Pass() {
     if (!s.ok() && !mine->drain_stalled()) return s;
     if (!s.ok()) {
       std::string error = s.ToString();
-      log_.Log(LogLevel::kError, LogEvent("spool_drain_failed").WithError(error), "spool: %s",
+      log_.Log(LogLevel::kError, base::LogEvent("spool_drain_failed").WithError(error), "spool: %s",
                error.c_str());
     }
     s = mine->TruncateIfDrained();
     if (!s.ok()) {
       std::string error = s.ToString();
-      log_.Log(LogLevel::kWarn, LogEvent("spool_truncate_failed").WithError(error), "spool: %s",
+      log_.Log(LogLevel::kWarn, base::LogEvent("spool_truncate_failed").WithError(error), "spool: %s",
                error.c_str());
     }
   }
@@ -355,7 +355,7 @@ Status ClientSpool::Pass() {
 }
 
 void ClientSpool::Run() {
-  SetLogThreadName("spool");
+  base::SetLogThreadName("spool");
   std::chrono::milliseconds backoff{0};
   auto next_scan = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
@@ -397,7 +397,7 @@ void ClientSpool::Run() {
       open_.store(false, std::memory_order_release);
       if (s.ToString() != last_logged_) {
         last_logged_ = s.ToString();
-        log_.Log(LogLevel::kError, LogEvent("spool_drain_stopped").WithError(last_logged_),
+        log_.Log(LogLevel::kError, base::LogEvent("spool_drain_stopped").WithError(last_logged_),
                  "spool: the drain stopped: %s", last_logged_.c_str());
       }
     }

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
 #include "reliableq/clock.h"
@@ -154,7 +154,7 @@ class ClientSpool {
   // Of the journal it writes, and of those it takes over.
   const Keyspace keyspace_;
   const std::shared_ptr<const Clock> clock_;
-  const Logger log_;
+  const base::Logger log_;
   DrainConfig drain_config_;
   std::unique_ptr<redis::Connection> redis_;  // the drainer's
 

@@ -8,7 +8,7 @@
 
 #include "redis/errors.h"
 #include "redis/reply.h"
-#include "script_calls.h"
+#include "protocol/script_calls.h"
 
 namespace reliableq::spool {
 
@@ -24,9 +24,9 @@ using Pending = JournalFile::Pending;
 ScriptCall CallFor(const DrainConfig& config, SpooledJob& job) {
   std::optional<double> at;
   if (job.kind == SpooledJob::Kind::kSchedule) at = job.at;
-  std::vector<OncePush> jobs;
+  std::vector<protocol::OncePush> jobs;
   jobs.push_back({job.jid, job.queue, at, std::move(job.payload)});
-  return PushOnceCall(config.keys, config.replay_window, std::move(jobs));
+  return protocol::PushOnceCall(config.keys, config.replay_window, std::move(jobs));
 }
 
 void AppendCall(const ScriptCall& call, std::string* wire) {
@@ -78,14 +78,15 @@ class ChunkPusher {
         continue;
       }
       const redis::ReplyPtr& reply = replies_[i];
-      if (reply->type != REDIS_REPLY_ERROR) {
+      if (!redis::IsErrorReply(reply)) {
         outcome.fate = Fate::kPushed;
         any_pushed = true;
         // 0: an earlier push of its jid had stored it.
-        already_[i] = reply->type == REDIS_REPLY_INTEGER && reply->integer == 0;
+        Result<protocol::PushOnceReply> pushed = protocol::ReadPushOnceReply(reply);
+        already_[i] = pushed.ok() && pushed->pushed == 0;
         continue;
       }
-      Status error = redis_->ErrorOf(reply.get());
+      Status error = redis_->ErrorOf(reply);
       if (redis::IsNoScript(error)) {
         outcome.fate = Fate::kPending;
         *noscript = true;
@@ -134,28 +135,28 @@ class ChunkPusher {
     const std::string replicas = std::to_string(config_.wait_replicas);
     const std::string timeout = std::to_string(config_.wait_timeout.count());
     redis::ReplyPtr again;
-    const redisReply* reply = replies_[at].get();
+    redis::ReplyRef reply = replies_[at];
     for (;;) {
-      if (reply->type != REDIS_REPLY_INTEGER) {
-        std::string why = reply->type == REDIS_REPLY_ERROR
-                              ? redis::FromErrorReply(redis::View(reply)).ToString()
-                              : std::string("answered ") + redis::TypeName(reply);
+      Result<int64_t> acknowledged = redis::ReadWaitReply(reply);
+      if (!acknowledged.ok()) {
+        std::string why = redis::IsErrorReply(reply) ? acknowledged.status().ToString()
+                                                : std::string("answered ") + redis::TypeName(reply);
         Log(LogLevel::kWarn, "spool_unreplicated", "spool: %s; %s",
             "drained jobs counted as pushed without replica "
             "confirmation: WAIT cannot confirm them",
             why.c_str());
         return Status::OK();
       }
-      if (reply->integer >= config_.wait_replicas) return Status::OK();
+      if (*acknowledged >= config_.wait_replicas) return Status::OK();
       Status shortfall =
-          Status::Timeout("WAIT: " + std::to_string(reply->integer) + " of " + replicas +
+          Status::Timeout("WAIT: " + std::to_string(*acknowledged) + " of " + replicas +
                           " replicas confirmed within " + timeout + " ms");
       if (!config_.keep_waiting || (stopping_ && stopping_())) return shortfall;
       // Pipeline keeps an error reply in place, as Send did.
       Result<std::vector<redis::ReplyPtr>> sent = redis_->Pipeline({{"WAIT", replicas, timeout}});
       if (!sent.ok()) return sent.status().WithContext("WAIT");
       again = std::move(sent->front());
-      reply = again.get();
+      reply = again;
     }
   }
 
@@ -163,7 +164,7 @@ class ChunkPusher {
   void Log(LogLevel level, const char* event, const char* format, const char* subject,
            const char* error) {
     if (config_.log != nullptr) {
-      config_.log->Log(level, LogEvent(event).WithError(error), format, subject, error);
+      config_.log->Log(level, base::LogEvent(event).WithError(error), format, subject, error);
     }
   }
 

@@ -34,8 +34,8 @@
 #include <functional>
 #include <string>
 
-#include "keys.h"
-#include "log.h"
+#include "protocol/keys.h"
+#include "base/log.h"
 #include "redis/connection.h"
 #include "reliableq/status.h"
 #include "spool/journal.h"
@@ -44,7 +44,7 @@ namespace reliableq::spool {
 
 struct DrainConfig {
   // The prefix of the wake-up channels the pushes publish on.
-  Keys keys;
+  protocol::Keys keys;
   // > 0: after each round trip, WAIT for this many replicas (at most
   // wait_timeout); a round trip's jobs count as pushed only once they have.
   int wait_replicas = 0;
@@ -61,7 +61,7 @@ struct DrainConfig {
   // How long a held job waits before it is tried again.
   std::chrono::milliseconds held_retry{30000};
   // Where drops and holds are logged; none when null.
-  const Logger* log = nullptr;
+  const base::Logger* log = nullptr;
 };
 
 struct DrainCounts {

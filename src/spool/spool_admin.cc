@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "keys.h"
+#include "protocol/keys.h"
 #include "redis/connection.h"
 #include "reliableq/spool.h"
 #include "spool/directory.h"
@@ -120,7 +120,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
   if (options.replay_window.count() < 1) {
     return Status::InvalidArgument("replay_window must be at least 1 s");
   }
-  if (Status s = CheckKeyLayout(options.prefix, redis.group); !s.ok()) return s;
+  if (Status s = protocol::CheckKeyLayout(options.prefix, redis.group); !s.ok()) return s;
   Result<std::vector<spool::DirectoryEntry>> entries = spool::ListDirectory(dir);
   if (!entries.ok()) return entries.status();
   RedisOptions connection_options = redis;
@@ -133,7 +133,7 @@ Result<SpoolDrainReport> DrainSpool(const std::string& dir, const RedisOptions& 
 
   const spool::Keyspace keyspace{options.prefix, redis.group};
   spool::DrainConfig config;
-  config.keys = Keys::For(options.prefix, redis);
+  config.keys = protocol::Keys::For(options.prefix, redis);
   config.wait_replicas = options.wait_replicas;
   config.wait_timeout = options.wait_timeout;
   config.replay_window = options.replay_window;

@@ -227,7 +227,7 @@ void Recover(Call& call) {
 
 }  // namespace
 
-void AddActionRoutes(HttpRoutes& server, Context& context) {
+void AddActionRoutes(http::HttpRoutes& server, Context& context) {
   Post(server, context, "/api/sets/*/*", SetAct);
   Post(server, context, "/api/processes/*", Signal);
   Post(server, context, "/api/queue/clear", ClearQueue);

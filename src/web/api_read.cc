@@ -428,7 +428,7 @@ void AuditTrail(Call& call) {
 
 std::optional<AdminPool::Lease> BorrowAdmin(Call& call) { return Borrow(call); }
 
-void AddReadRoutes(HttpRoutes& server, Context& context) {
+void AddReadRoutes(http::HttpRoutes& server, Context& context) {
   Get(server, context, "/api/session", Session);
   Get(server, context, "/api/overview", Overview);
   Get(server, context, "/api/busy", Busy);

@@ -8,7 +8,7 @@
 
 namespace reliableq::web {
 
-void AddPageRoutes(HttpRoutes& server, Context& context) {
+void AddPageRoutes(http::HttpRoutes& server, Context& context) {
   Handler serve = [](Call& call) {
     const WebAsset* asset = FindWebAsset(call.request.path);
     if (asset == nullptr) return SendError(call.response, 404, "not found");

@@ -32,7 +32,7 @@ void Audit(Call& call, Admin& admin, std::string_view action, std::string_view t
   Status s = admin.AppendAudit(entry);
   if (!s.ok()) {
     std::string error = s.ToString();
-    call.context.logger.Log(LogLevel::kWarn, LogEvent("audit_write_failed").WithError(error),
+    call.context.logger.Log(LogLevel::kWarn, base::LogEvent("audit_write_failed").WithError(error),
                             "audit: cannot write %s: %s", call.context.options.prefix.c_str(),
                             error.c_str());
   }

@@ -94,7 +94,7 @@ std::vector<MetricFamily> ClusterMetrics::Collect() const {
   return families.ok() ? std::move(families.value()) : std::vector<MetricFamily>{};
 }
 
-void AddMetricsRoutes(HttpRoutes& server, Context& context) {
+void AddMetricsRoutes(http::HttpRoutes& server, Context& context) {
   auto metrics = std::make_shared<ClusterMetrics>(context.pool.get());
   Get(server, context, "/metrics", [metrics](Call& call) {
     Result<std::vector<MetricFamily>> families = metrics->Read();
@@ -110,7 +110,7 @@ void AddMetricsRoutes(HttpRoutes& server, Context& context) {
   });
   // Health needs no credentials: load balancers and supervisors probe it,
   // and it tells nothing but whether Redis answers.
-  server.Get("/healthz", [&context](const HttpRequest&, HttpResponse& response) {
+  server.Get("/healthz", [&context](const http::HttpRequest&, http::HttpResponse& response) {
     Result<AdminPool::Lease> admin = context.pool->Acquire();
     Result<RedisServerInfo> info =
         admin.ok() ? (*admin)->ServerInfo() : Result<RedisServerInfo>(admin.status());

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "http/listener.h"
-#include "log.h"
+#include "base/log.h"
 #include "reliableq/admin.h"
 #include "web/web_server.h"
 
@@ -60,14 +60,14 @@ struct Context {
   std::shared_ptr<const Clock> clock;
   std::unique_ptr<AdminPool> pool;
   std::string csrf_token;  // 64 hex digits
-  Logger logger;
+  base::Logger logger;
 };
 
 // One request after the checks: authenticated and, for a POST, allowed
 // (not read-only, CSRF token and origin checked) with a JSON object body.
 struct Call {
-  const HttpRequest& request;
-  HttpResponse& response;
+  const http::HttpRequest& request;
+  http::HttpResponse& response;
   Context& context;
   // The basic-auth user, "token", or the client address when the server
   // has no authentication.
@@ -78,21 +78,21 @@ struct Call {
 using Handler = std::function<void(Call&)>;
 
 // Registers a GET or POST route with the checks above.
-void Get(HttpRoutes& server, Context& context, const std::string& pattern, Handler handler);
-void Post(HttpRoutes& server, Context& context, const std::string& pattern,
+void Get(http::HttpRoutes& server, Context& context, const std::string& pattern, Handler handler);
+void Post(http::HttpRoutes& server, Context& context, const std::string& pattern,
           Handler handler);
 
 // Responses.
-void SendJson(HttpResponse& response, std::string json, int status = 200);
-void SendError(HttpResponse& response, int status, std::string_view message);
+void SendJson(http::HttpResponse& response, std::string json, int status = 200);
+void SendError(http::HttpResponse& response, int status, std::string_view message);
 // The HTTP status for a failed call (404 kNotFound, 400 kInvalidArgument,
 // 409 kCorruption, 503 when Redis is unreachable, 500 otherwise) and its
 // message as {"error"}.
-void SendStatus(HttpResponse& response, const Status& status);
+void SendStatus(http::HttpResponse& response, const Status& status);
 
 // A query parameter as a positive integer: `fallback` when absent, nullopt
 // (after a 400 response) when not a number from 1 to `max`.
-std::optional<int64_t> IntParam(const HttpRequest& request, HttpResponse& response,
+std::optional<int64_t> IntParam(const http::HttpRequest& request, http::HttpResponse& response,
                                 const char* name, int64_t fallback, int64_t max);
 
 // A connection from the pool, or nullopt after a 503 response naming why.
@@ -104,10 +104,10 @@ void Audit(Call& call, Admin& admin, std::string_view action, std::string_view t
            std::string_view result);
 
 // The routes of each area.
-void AddPageRoutes(HttpRoutes& server, Context& context);     // assets
-void AddReadRoutes(HttpRoutes& server, Context& context);     // GET /api/...
-void AddActionRoutes(HttpRoutes& server, Context& context);   // POST /api/...
-void AddMetricsRoutes(HttpRoutes& server, Context& context);  // /metrics, /healthz
+void AddPageRoutes(http::HttpRoutes& server, Context& context);     // assets
+void AddReadRoutes(http::HttpRoutes& server, Context& context);     // GET /api/...
+void AddActionRoutes(http::HttpRoutes& server, Context& context);   // POST /api/...
+void AddMetricsRoutes(http::HttpRoutes& server, Context& context);  // /metrics, /healthz
 
 }  // namespace reliableq::web
 

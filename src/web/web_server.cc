@@ -20,7 +20,7 @@
 #include <cstring>
 #include <utility>
 
-#include "text_escape.h"
+#include "base/text_escape.h"
 #include "web/web_context.h"
 
 namespace reliableq::web {
@@ -74,7 +74,7 @@ std::optional<std::string_view> Credentials(std::string_view header, std::string
 
 // Who sent `request`, or nullopt when the server has authentication and the
 // request does not carry valid credentials.
-std::optional<std::string> Authenticate(const Context& context, const HttpRequest& request) {
+std::optional<std::string> Authenticate(const Context& context, const http::HttpRequest& request) {
   const WebOptions& options = context.options;
   if (options.users.empty() && options.token.empty()) return request.remote_addr;
   std::string header = request.Header("Authorization");
@@ -104,7 +104,7 @@ std::optional<std::string> Authenticate(const Context& context, const HttpReques
 // name this server as the browser reached it: its scheme (http, the only one
 // it speaks) and its Host header. An https:// page of the same host and
 // port is another origin.
-bool SameOrigin(const HttpRequest& request) {
+bool SameOrigin(const http::HttpRequest& request) {
   if (!request.HasHeader("Origin")) return true;
   std::string host = request.Header("Host");
   return !host.empty() && request.Header("Origin") == "http://" + host;
@@ -124,21 +124,21 @@ std::string HostName(std::string_view host) {
 // 127.0.0.1): the browser then sends that name as Host, and Origin to
 // match. So a server without authentication on loopback answers only
 // requests addressed to a loopback name.
-bool HostAllowed(const Context& context, const HttpRequest& request) {
+bool HostAllowed(const Context& context, const http::HttpRequest& request) {
   const WebOptions& options = context.options;
   if (!options.users.empty() || !options.token.empty()) return true;
   if (!IsLoopback(options.address.host)) return true;  // --insecure-no-auth: the operator's call
   return IsLoopback(HostName(request.Header("Host")));
 }
 
-bool IsJson(const HttpRequest& request) {
+bool IsJson(const http::HttpRequest& request) {
   std::string type = request.Header("Content-Type");
   return type == "application/json" || type.starts_with("application/json;");
 }
 
 // Runs the checks, then `handler`; `post` adds the POST checks.
-void Dispatch(Context& context, const Handler& handler, bool post, const HttpRequest& request,
-              HttpResponse& response) {
+void Dispatch(Context& context, const Handler& handler, bool post, const http::HttpRequest& request,
+              http::HttpResponse& response) {
   if (!HostAllowed(context, request)) {
     return SendError(response, 403, "this server answers only to a loopback host name");
   }
@@ -203,14 +203,14 @@ Result<AdminPool::Lease> AdminPool::Acquire() {
   return Lease(this, std::move(admin.value()));
 }
 
-void SendJson(HttpResponse& response, std::string json, int status) {
+void SendJson(http::HttpResponse& response, std::string json, int status) {
   response.status = status;
   // Payloads are stored bytes: whatever they hold, the response is UTF-8
   // JSON without control characters a terminal would act on.
-  response.SetContent(TerminalSafeJson(json), "application/json");
+  response.SetContent(base::TerminalSafeJson(json), "application/json");
 }
 
-void SendError(HttpResponse& response, int status, std::string_view message) {
+void SendError(http::HttpResponse& response, int status, std::string_view message) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   writer.StartObject();
@@ -220,7 +220,7 @@ void SendError(HttpResponse& response, int status, std::string_view message) {
   SendJson(response, buffer.GetString(), status);
 }
 
-void SendStatus(HttpResponse& response, const Status& status) {
+void SendStatus(http::HttpResponse& response, const Status& status) {
   int code = 500;
   if (status.IsNotFound()) code = 404;
   if (status.IsInvalidArgument()) code = 400;
@@ -229,7 +229,7 @@ void SendStatus(HttpResponse& response, const Status& status) {
   SendError(response, code, RedactUrls(status.ToString()));
 }
 
-std::optional<int64_t> IntParam(const HttpRequest& request, HttpResponse& response,
+std::optional<int64_t> IntParam(const http::HttpRequest& request, http::HttpResponse& response,
                                 const char* name, int64_t fallback, int64_t max) {
   if (!request.Param(name).has_value()) return fallback;
   std::string text = request.Param(name).value_or("");
@@ -243,17 +243,17 @@ std::optional<int64_t> IntParam(const HttpRequest& request, HttpResponse& respon
   return value;
 }
 
-void Get(HttpRoutes& server, Context& context, const std::string& pattern, Handler handler) {
-  server.Get(pattern, [&context, handler = std::move(handler)](const HttpRequest& request,
-                                                               HttpResponse& response) {
+void Get(http::HttpRoutes& server, Context& context, const std::string& pattern, Handler handler) {
+  server.Get(pattern, [&context, handler = std::move(handler)](const http::HttpRequest& request,
+                                                               http::HttpResponse& response) {
     Dispatch(context, handler, false, request, response);
   });
 }
 
-void Post(HttpRoutes& server, Context& context, const std::string& pattern,
+void Post(http::HttpRoutes& server, Context& context, const std::string& pattern,
           Handler handler) {
-  server.Post(pattern, [&context, handler = std::move(handler)](const HttpRequest& request,
-                                                                HttpResponse& response) {
+  server.Post(pattern, [&context, handler = std::move(handler)](const http::HttpRequest& request,
+                                                                http::HttpResponse& response) {
     Dispatch(context, handler, true, request, response);
   });
 }
@@ -274,7 +274,7 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   server->state_ = std::make_shared<State>();
   Context& context = server->state_->context;
   context.clock = options.clock ? options.clock : SystemClock();
-  context.logger = Logger(LogLevel::kInfo, options.log, options.log_format);
+  context.logger = base::Logger(LogLevel::kInfo, options.log, options.log_format);
   context.csrf_token = NewCsrfToken();
   if (context.csrf_token.empty()) return Status::IoError("no random bytes for the CSRF token");
   AdminOptions admin_options;
@@ -291,7 +291,7 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
                                         context.options.redis.Describe());
     }
   }
-  HttpRoutes http;
+  http::HttpRoutes http;
   // The largest body an action needs (10,000 ids) is under 1 MiB.
   http.SetMaxBody(4 << 20);
   http.SetDefaultHeaders({
@@ -300,7 +300,7 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
       {"X-Frame-Options", "DENY"},
       {"Referrer-Policy", "no-referrer"},
   });
-  http.SetErrorHandler([](const HttpRequest&, HttpResponse& response) {
+  http.SetErrorHandler([](const http::HttpRequest&, http::HttpResponse& response) {
     SendError(response, response.status,
               response.status == 404   ? "not found"
               : response.status == 405 ? "method not allowed"
@@ -311,8 +311,8 @@ Result<std::unique_ptr<WebServer>> WebServer::Start(WebOptions options) {
   AddReadRoutes(http, context);
   AddActionRoutes(http, context);
   AddMetricsRoutes(http, context);
-  Result<std::unique_ptr<HttpListener>> listener =
-      HttpListener::Start(context.options.address, context.options.threads, std::move(http));
+  Result<std::unique_ptr<http::HttpListener>> listener =
+      http::HttpListener::Start(context.options.address, context.options.threads, std::move(http));
   if (!listener.ok()) return listener.status();
   server->listener_ = std::move(listener.value());
   const WebOptions& o = context.options;

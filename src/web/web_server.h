@@ -29,7 +29,7 @@ namespace reliableq::web {
 struct WebOptions {
   RedisOptions redis;
   std::string prefix = "reliableq:";
-  HttpAddress address{"127.0.0.1", 7480};
+  http::HttpAddress address{"127.0.0.1", 7480};
   // Every POST is refused (403 {"error":"read-only"}).
   bool read_only = false;
   // Basic authentication: user name -> password. Empty: none.
@@ -72,7 +72,7 @@ class WebServer {
   struct State;
   WebServer() = default;
   std::shared_ptr<State> state_;
-  std::unique_ptr<HttpListener> listener_;
+  std::unique_ptr<http::HttpListener> listener_;
 };
 
 }  // namespace reliableq::web

@@ -17,10 +17,11 @@
 #include <string>
 #include <string_view>
 
-#include "codec/utf8.h"
+#include "base/utf8.h"
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::base;
 
 namespace {
 
@@ -107,7 +108,7 @@ bool WithinDepth(const rapidjson::Value& value, int levels) {
 // True when every string and member name in `value` (which nests within
 // the limit) is UTF-8.
 bool StringsAreUtf8(const rapidjson::Value& value) {
-  if (value.IsString()) return codec::IsValidUtf8({value.GetString(), value.GetStringLength()});
+  if (value.IsString()) return base::IsValidUtf8({value.GetString(), value.GetStringLength()});
   if (value.IsArray()) {
     for (const auto& element : value.GetArray()) {
       if (!StringsAreUtf8(element)) return false;
@@ -153,8 +154,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The reference.
   rapidjson::Document args, extra;
-  bool expect = !job.job_class.empty() && codec::IsValidUtf8(job.job_class) &&
-                !job.queue.empty() && codec::IsValidUtf8(job.queue) &&
+  bool expect = !job.job_class.empty() && base::IsValidUtf8(job.job_class) &&
+                !job.queue.empty() && base::IsValidUtf8(job.queue) &&
                 IsPrintableAscii(job.jid) && Retry::Parse(job.retry.ToJson()).ok() &&
                 std::isfinite(in.created_at) &&
                 (!in.enqueued_at || std::isfinite(*in.enqueued_at)) &&
@@ -178,7 +179,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
 
-  FUZZ_CHECK(codec::IsValidUtf8(*out), fuzz::Quote(*out));
+  FUZZ_CHECK(base::IsValidUtf8(*out), fuzz::Quote(*out));
   Result<DecodedJob> decoded = DecodeJob(*out);
   FUZZ_CHECK(decoded.ok(), decoded.status().ToString() + " for " + fuzz::Quote(*out));
   const rapidjson::Document& doc = decoded->document;

@@ -20,7 +20,7 @@
 
 #include "codec/payload_rewriter.h"
 #include "codec/ruby_json.h"
-#include "job_codec.h"
+#include "codec/job_codec.h"
 
 namespace reliableq::fuzz {
 

@@ -16,10 +16,11 @@
 #include <string_view>
 
 #include "codec/backtrace.h"
-#include "codec/utf8.h"
+#include "base/utf8.h"
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::base;
 
 namespace {
 

@@ -14,10 +14,11 @@
 #include <string>
 #include <string_view>
 
-#include "codec/utf8.h"
+#include "base/utf8.h"
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::base;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view raw(reinterpret_cast<const char*>(data), size);

@@ -35,13 +35,14 @@
 #include <vector>
 
 #include "interop_util.h"
-#include "keys.h"
+#include "protocol/keys.h"
 #include "process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::protocol;
 using namespace reliableq::testing;
 using namespace std::chrono_literals;
 

@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 
 BIN = os.environ.get("RELIABLEQ_BIN", "build/src/cli/reliableq")
-PLUGIN = os.environ.get("RELIABLEQ_DEMO_PLUGIN", "build/src/examples/libdemo_jobs.so")
+PLUGIN = os.environ.get("RELIABLEQ_DEMO_PLUGIN", "build/examples/libdemo_jobs.so")
 DEADLINE_SECONDS = 30
 
 

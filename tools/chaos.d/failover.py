@@ -4,7 +4,7 @@ under Sentinel while producers push and workers run, and counts every job.
 The jobs' Redis is a ReplicationGroup (replication.py): a master, two
 replicas and three sentinels on loopback. Workers and producers reach it only
 through the sentinels (a redis+sentinel:// URL). The job records (every
-attempt of a ChaosJob, src/examples/chaos_jobs.cc) go to a separate ledger
+attempt of a ChaosJob, tests/chaos/chaos_jobs.cc) go to a separate ledger
 redis-server on a unix socket that is never failed over: records kept on
 the failing group would be lost with the jobs, and the count would lie.
 

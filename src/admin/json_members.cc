@@ -1,0 +1,33 @@
+#include "admin/json_members.h"
+
+namespace reliableq::admin {
+
+std::string StringMember(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return {};
+  return {it->value.GetString(), it->value.GetStringLength()};
+}
+
+std::optional<std::string> OptionalString(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return std::nullopt;
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+double NumberMember(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsNumber()) return 0;
+  return it->value.GetDouble();
+}
+
+std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name) {
+  std::vector<std::string> out;
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsArray()) return out;
+  for (const rapidjson::Value& v : it->value.GetArray()) {
+    if (v.IsString()) out.emplace_back(v.GetString(), v.GetStringLength());
+  }
+  return out;
+}
+
+}  // namespace reliableq::admin

@@ -1,0 +1,29 @@
+// The members of a JSON object that Admin reads from what workers and
+// Sidekiq wrote (jobs, process info, work entries), each with a value for
+// a member that is absent or of another type. Pure.
+//
+// Thread safety: plain functions over values.
+
+#ifndef RELIABLEQ_ADMIN_JSON_MEMBERS_H_
+#define RELIABLEQ_ADMIN_JSON_MEMBERS_H_
+
+#include <rapidjson/document.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace reliableq::admin {
+
+// The string member `name` of `object`; "" when absent or not a string.
+std::string StringMember(const rapidjson::Value& object, const char* name);
+// The same; nullopt when absent or not a string.
+std::optional<std::string> OptionalString(const rapidjson::Value& object, const char* name);
+// The number member `name`; 0 when absent or not a number.
+double NumberMember(const rapidjson::Value& object, const char* name);
+// The strings of the array member `name` (its other elements skipped).
+std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name);
+
+}  // namespace reliableq::admin
+
+#endif  // RELIABLEQ_ADMIN_JSON_MEMBERS_H_

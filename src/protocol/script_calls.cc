@@ -1,0 +1,526 @@
+#include "protocol/script_calls.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+
+#include "codec/job_codec.h"
+
+namespace reliableq::protocol {
+
+namespace {
+
+// Appends, for each member, the index in KEYS of its queue (adding the
+// queue's key the first time; 0 for a member that is not a job), the queue's
+// name and the member: the shape promote.lua and retry_now.lua share.
+void AddQueuedMembers(const Keys& keys, size_t fixed_keys, std::vector<QueuedMember> members,
+                      ScriptCall* call) {
+  for (QueuedMember& m : members) {
+    size_t index = 0;
+    if (!m.queue.empty()) {
+      std::string key = keys.Queue(m.queue);
+      auto begin = call->keys.begin() + static_cast<std::ptrdiff_t>(fixed_keys);
+      auto found = std::find(begin, call->keys.end(), key);
+      index = static_cast<size_t>(found - call->keys.begin()) + 1;
+      if (found == call->keys.end()) call->keys.push_back(std::move(key));
+    }
+    call->args.push_back(std::to_string(index));
+    call->args.push_back(std::move(m.queue));
+    call->args.push_back(std::move(m.member));
+  }
+}
+
+std::string Count(int64_t n) { return std::to_string(n); }
+
+// A script's reply of another shape than its header documents.
+Status Unexpected(std::string_view script, redis::ReplyRef reply, std::string_view want) {
+  std::string got = redis::TypeName(reply);
+  if (reply && reply.raw()->type == REDIS_REPLY_ARRAY) {
+    got += " of " + std::to_string(reply.raw()->elements);
+  }
+  return Status::Protocol("unexpected reply from " + std::string(script) + ": want " +
+                          std::string(want) + ", got " + got);
+}
+
+// The array `reply` when it has `least` to `most` elements, else null.
+const redisReply* ArrayOf(redis::ReplyRef reply, size_t least, size_t most) {
+  const redisReply* r = reply.raw();
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < least || r->elements > most) {
+    return nullptr;
+  }
+  return r;
+}
+
+// A reply that is an integer count ("what the LREM returned") as "removed
+// something".
+Result<bool> RemovedAny(std::string_view script, redis::ReplyRef reply) {
+  Result<int64_t> n = redis::ToInteger(reply);
+  if (!n.ok()) return Unexpected(script, reply, "an integer");
+  return *n > 0;
+}
+
+// An array of `count` integers.
+Result<std::vector<int64_t>> Integers(std::string_view script, redis::ReplyRef reply, size_t count,
+                                      std::string_view want) {
+  const redisReply* r = ArrayOf(reply, count, count);
+  if (r == nullptr) return Unexpected(script, reply, want);
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < count; ++i) {
+    Result<int64_t> n = redis::ToInteger(r->element[i]);
+    if (!n.ok()) return Unexpected(script, reply, want);
+    values.push_back(*n);
+  }
+  return values;
+}
+
+// The integer reply of `script`; kProtocol naming the reply otherwise.
+Result<int64_t> IntegerReply(redis::ReplyRef ref, std::string_view script) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string(script) + " answered " + redis::TypeName(ref));
+  }
+  return int64_t{reply->integer};
+}
+
+// The two counters `script` returns ({moved, missing} and the like).
+Result<std::pair<int64_t, int64_t>> TwoCounters(redis::ReplyRef ref, std::string_view script) {
+  const redisReply* reply = ref.raw();
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    return Status::Protocol(std::string(script) + ": unexpected reply of type " +
+                            redis::TypeName(ref));
+  }
+  return std::make_pair(int64_t{reply->element[0]->integer}, int64_t{reply->element[1]->integer});
+}
+
+}  // namespace
+
+ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
+  ScriptCall call{ScriptId::kPush, {keys.Queues()}, {keys.WakeQueue("")}};
+  size_t args = 1;
+  for (const QueuePush& push : pushes) args += 2 + push.payloads.size();
+  call.keys.reserve(1 + pushes.size());
+  call.args.reserve(args);
+  for (QueuePush& push : pushes) {
+    call.keys.push_back(keys.Queue(push.queue));
+    call.args.emplace_back(push.queue);
+    call.args.push_back(std::to_string(push.payloads.size()));
+    // LPUSH puts its last argument leftmost; the first given must be taken
+    // first, from the right end, so it goes first.
+    for (std::string& payload : push.payloads) call.args.push_back(std::move(payload));
+  }
+  return call;
+}
+
+ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
+  return ScriptCall{ScriptId::kSchedule,
+                    {keys.Schedule()},
+                    {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
+}
+
+Result<ScheduleReply> ReadScheduleReply(redis::ReplyRef reply) {
+  Result<int64_t> added = IntegerReply(reply, "schedule.lua");
+  if (!added.ok()) return added.status();
+  return ScheduleReply{.added = *added == 1};
+}
+
+ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
+                        std::vector<OncePush> jobs) {
+  ScriptCall call{ScriptId::kPushOnce,
+                  {keys.Queues(), keys.Schedule()},
+                  {Count(replay_window.count()), keys.WakeQueue(""), keys.WakeScheduled()}};
+  call.keys.reserve(2 + 2 * jobs.size());
+  call.args.reserve(3 + 2 * jobs.size());
+  for (OncePush& job : jobs) {
+    call.keys.push_back(keys.Pushed(job.jid));
+    call.keys.push_back(job.at ? keys.Schedule() : keys.Queue(job.queue));
+    call.args.push_back(job.at ? FormatEpoch(*job.at) : std::string(job.queue));
+    call.args.push_back(std::move(job.payload));
+  }
+  return call;
+}
+
+Result<PushOnceReply> ReadPushOnceReply(redis::ReplyRef reply) {
+  Result<int64_t> pushed = IntegerReply(reply, "push_once.lua");
+  if (!pushed.ok()) return pushed.status();
+  return PushOnceReply{.pushed = *pushed};
+}
+
+ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::string_view jid,
+                          int64_t ttl_millis, std::string_view queue, std::optional<double> at,
+                          std::string payload) {
+  if (at) {
+    return ScriptCall{ScriptId::kPushUnique,
+                      {std::string(unique_key), keys.Queues(),
+                       keys.Schedule()},
+                      {"at", std::string(jid), Count(ttl_millis), std::move(payload),
+                       FormatEpoch(*at), keys.WakeScheduled()}};
+  }
+  return ScriptCall{
+      ScriptId::kPushUnique,
+      {std::string(unique_key), keys.Queues(), keys.Queue(queue)},
+      {"now", std::string(jid), Count(ttl_millis), std::move(payload), std::string(queue),
+       keys.WakeQueue(queue)}};
+}
+
+Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef ref) {
+  const redisReply* reply = ref.raw();
+  if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) {
+    return PushUniqueReply{true, {}};
+  }
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    return PushUniqueReply{false, std::string(redis::View(reply))};
+  }
+  return Status::Protocol("push_unique.lua answered an unexpected reply");
+}
+
+ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload) {
+  return ScriptCall{ScriptId::kAckUnique, {std::string(working_key)}, {std::string(payload)}};
+}
+
+Result<bool> ReadAckUniqueReply(redis::ReplyRef reply) {
+  return RemovedAny("ack_unique.lua", reply);
+}
+
+ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid) {
+  return ScriptCall{ScriptId::kReleaseUnique, {std::string(unique_key)}, {std::string(jid)}};
+}
+
+ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
+                       std::string_view payload, bool resent_unconfirmed) {
+  return ScriptCall{ScriptId::kDiscard,
+                    {std::string(working_key), std::string(expired_key)},
+                    {std::string(payload), resent_unconfirmed ? "2" : "1"}};
+}
+
+Result<bool> ReadDiscardReply(redis::ReplyRef reply) { return RemovedAny("discard.lua", reply); }
+
+ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
+                     size_t max) {
+  ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};
+  call.keys.reserve(pairs.size() * 2);
+  for (const auto& [queue, working] : pairs) {
+    call.keys.emplace_back(queue);
+    call.keys.emplace_back(working);
+  }
+  return call;
+}
+
+Result<FetchReply> ReadFetchReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{i, payload, ...} with skipped pairs as {-i, reason}";
+  const redisReply* r = ArrayOf(reply, 0, SIZE_MAX);
+  if (r == nullptr || r->elements % 2 != 0) return Unexpected("fetch.lua", reply, kWant);
+  FetchReply read;
+  read.jobs.reserve(r->elements / 2);
+  for (size_t i = 0; i < r->elements; i += 2) {
+    // A 1-based index into the pairs; negative for a pair skipped.
+    Result<int64_t> pair = redis::ToInteger(r->element[i]);
+    Result<std::string> text = redis::ToString(r->element[i + 1]);
+    if (!pair.ok() || *pair == 0 || !text.ok()) return Unexpected("fetch.lua", reply, kWant);
+    if (*pair < 0) {
+      read.skipped.push_back({static_cast<size_t>(-*pair) - 1, std::move(*text)});
+    } else {
+      read.jobs.push_back({static_cast<size_t>(*pair) - 1, std::move(*text)});
+    }
+  }
+  return read;
+}
+
+ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields) {
+  ScriptCall call{ScriptId::kHeartbeat,
+                  {keys.Heartbeat(identity), keys.Registry(), keys.Processes(),
+                   keys.Process(identity), keys.Work(identity), keys.Workers(identity),
+                   keys.Signals(identity)},
+                  {std::string(identity), Count(fields.ttl_millis),
+                   std::move(fields.registry_entry), std::move(fields.info),
+                   std::to_string(fields.busy), FormatEpoch(fields.now),
+                   fields.quiet ? "true" : "false", Count(fields.rss_kb), Count(fields.rtt_us)}};
+  for (auto& [thread, work] : fields.work) {
+    call.args.push_back(std::move(thread));
+    call.args.push_back(std::move(work));
+  }
+  return call;
+}
+
+Result<HeartbeatReply> ReadHeartbeatReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{existed, signal or nil}";
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("heartbeat.lua", reply, kWant);
+  Result<int64_t> existed = redis::ToInteger(r->element[0]);
+  if (!existed.ok()) return Unexpected("heartbeat.lua", reply, kWant);
+  HeartbeatReply read;
+  read.existed = *existed == 1;
+  if (r->elements == 2) {
+    Result<std::string> signal = redis::ToString(r->element[1]);
+    if (signal.ok()) {
+      read.signal = std::move(*signal);
+    } else if (!signal.status().IsNotFound()) {
+      return Unexpected("heartbeat.lua", reply, kWant);
+    }
+  }
+  return read;
+}
+
+ScriptCall ForgetCall(const Keys& keys, std::string_view identity,
+                      const std::vector<std::string>& queues, bool force) {
+  ScriptCall call{ScriptId::kForget,
+                  {keys.Heartbeat(identity), keys.Registry(), keys.Processes(),
+                   keys.Process(identity), keys.Work(identity), keys.Workers(identity)},
+                  {std::string(identity), force ? "1" : "0"}};
+  for (const std::string& queue : queues) call.keys.push_back(keys.Working(identity, queue));
+  return call;
+}
+
+Result<bool> ReadForgetReply(redis::ReplyRef reply) {
+  Result<int64_t> forgotten = redis::ToInteger(reply);
+  if (!forgotten.ok()) return Unexpected("forget.lua", reply, "1 or 0");
+  return *forgotten == 1;
+}
+
+ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
+                             std::string_view entry_read, std::string_view run_id) {
+  return ScriptCall{ScriptId::kDropHeartbeat,
+                    {keys.Heartbeat(identity), keys.Registry()},
+                    {Count(beat_client), std::string(identity), std::string(entry_read),
+                     std::string(run_id)}};
+}
+
+ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const DeadSetLimits& limits,
+                    std::string_view wake_channel) {
+  std::string date = UtcDate(now);
+  std::string target = job.mode == FailMode::kRetry ? keys.Retry() : keys.Dead();
+  const char* mode = job.mode == FailMode::kRetry  ? "retry"
+                     : job.mode == FailMode::kDead ? "dead"
+                                                   : "drop";
+  std::string now_text = FormatEpoch(now);
+  return ScriptCall{
+      ScriptId::kFail,
+      {std::string(job.working_key), std::move(target), keys.Processed(), keys.Processed(date),
+       keys.Failed(), keys.Failed(date)},
+      {std::string(job.original), std::string(job.updated),
+       job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
+       Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1",
+       std::string(wake_channel)}};
+}
+
+ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
+                       int max_interruptions, double now, const DeadSetLimits& limits,
+                       std::vector<std::string> listed) {
+  ScriptCall call{ScriptId::kRequeue,
+                  {std::string(working_key), keys.Queue(queue), keys.Dead(),
+                   keys.Queues()},
+                  {mode == RequeueMode::kKeep ? "keep" : "interrupt",
+                   std::to_string(max_interruptions), FormatEpoch(now), Count(limits.max_jobs),
+                   Count(limits.timeout.count()), std::string(queue)}};
+  call.args.reserve(call.args.size() + listed.size());
+  for (std::string& payload : listed) call.args.push_back(std::move(payload));
+  return call;
+}
+
+Result<RequeueReply> ReadRequeueReply(redis::ReplyRef reply) {
+  auto counts = Integers("requeue.lua", reply, 3, "{requeued, dead, kept}");
+  if (!counts.ok()) return counts.status();
+  return RequeueReply{(*counts)[0], (*counts)[1], (*counts)[2]};
+}
+
+ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
+                       const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
+  return ScriptCall{ScriptId::kRecover,
+                    {keys.Heartbeat(identity), keys.Working(identity, queue), keys.Queue(queue),
+                     keys.Dead(), keys.Queues()},
+                    {std::to_string(batch.max_interruptions), FormatEpoch(now), Count(batch.limit),
+                     batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
+                     Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
+}
+
+ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
+                       std::string_view wake_prefix, std::vector<QueuedMember> members) {
+  ScriptCall call{ScriptId::kPromote,
+                  {std::string(set), keys.Queues(), keys.Dead()},
+                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
+                   std::string(wake_prefix)}};
+  AddQueuedMembers(keys, 3, std::move(members), &call);
+  return call;
+}
+
+Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply) {
+  auto counts = Integers("promote.lua", reply, 3, "{promoted, dead, skipped}");
+  if (!counts.ok()) return counts.status();
+  return PromoteReply{(*counts)[0], (*counts)[1], (*counts)[2]};
+}
+
+ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
+                        std::vector<QueuedMember> entries) {
+  ScriptCall call{ScriptId::kRetryNow,
+                  {std::string(set), keys.Queues()},
+                  {FormatEpoch(now), decrement_retry ? "1" : "0"}};
+  AddQueuedMembers(keys, 2, std::move(entries), &call);
+  return call;
+}
+
+Result<RetryNowReply> ReadRetryNowReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "retry_now.lua");
+  if (!counts.ok()) return counts.status();
+  return RetryNowReply{.moved = counts->first, .missing = counts->second};
+}
+
+ScriptCall ClearCall(const Keys& keys, std::string_view key, std::string_view queue) {
+  if (queue.empty()) return ScriptCall{ScriptId::kClear, {std::string(key)}, {"zset"}};
+  return ScriptCall{ScriptId::kClear,
+                    {std::string(key), keys.Queues()},
+                    {"list", std::string(queue)}};
+}
+
+Result<ClearReply> ReadClearReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "clear.lua");
+  if (!counts.ok()) return counts.status();
+  return ClearReply{.size = counts->first, .removed = counts->second};
+}
+
+ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, std::vector<std::string> entries,
+                    std::optional<std::string_view> from) {
+  ScriptCall call{ScriptId::kKill,
+                  {from ? std::string(*from) : keys.Retry(), keys.Dead()},
+                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+  for (std::string& entry : entries) call.args.push_back(std::move(entry));
+  return call;
+}
+
+Result<KillReply> ReadKillReply(redis::ReplyRef reply) {
+  Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "kill.lua");
+  if (!counts.ok()) return counts.status();
+  return KillReply{.killed = counts->first, .missing = counts->second};
+}
+
+ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
+                            std::string_view working_key, std::string payload,
+                            std::string_view holder, std::optional<double> now,
+                            double jitter_seconds) {
+  return ScriptCall{ScriptId::kLimitAcquire,
+                    {std::string(working_key), keys.Limit(limit.name),
+                     keys.LimitStarts(limit.name), keys.LimitWaiting(limit.name),
+                     keys.Schedule()},
+                    {std::move(payload), std::string(holder), now ? FormatEpoch(*now) : "",
+                     std::to_string(limit.concurrency), std::to_string(limit.rate),
+                     FormatEpoch(limit.period_seconds), FormatEpoch(jitter_seconds),
+                     keys.WakeScheduled()}};
+}
+
+Result<LimitAcquireReply> ReadLimitAcquireReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant =
+      "{'start'}, {'waiting', holders}, {'scheduled', at} or {'gone'}";
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("limit_acquire.lua", reply, kWant);
+  Result<std::string> answer = redis::ToString(r->element[0]);
+  if (!answer.ok()) return Unexpected("limit_acquire.lua", reply, kWant);
+  using Answer = LimitAcquireReply::Answer;
+  LimitAcquireReply read;
+  if (*answer == "start") {
+    read.answer = Answer::kStart;
+  } else if (*answer == "waiting") {
+    read.answer = Answer::kWaiting;
+  } else if (*answer == "gone") {
+    read.answer = Answer::kGone;
+  } else if (*answer == "scheduled" && r->elements == 2) {
+    read.answer = Answer::kScheduled;
+    Result<std::string> at = redis::ToString(r->element[1]);
+    if (!at.ok()) return Unexpected("limit_acquire.lua", reply, kWant);
+    read.at = std::move(*at);
+  } else {
+    return Unexpected("limit_acquire.lua", reply, kWant);
+  }
+  return read;
+}
+
+ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
+                            std::vector<std::string> holders, double now) {
+  ScriptCall call{ScriptId::kLimitRelease,
+                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
+                   keys.Queues(), keys.Dead()},
+                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
+                   keys.Queue("")}};
+  for (std::string& holder : holders) call.args.push_back(std::move(holder));
+  return call;
+}
+
+ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
+                         const std::vector<std::string>& identities, double now) {
+  ScriptCall call{ScriptId::kLimitReap,
+                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
+                   keys.Queues(), keys.Dead()},
+                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
+                   keys.Heartbeat(""), keys.Queue("")}};
+  for (const std::string& identity : identities) call.keys.push_back(keys.Heartbeat(identity));
+  return call;
+}
+
+Result<LimitReapReply> ReadLimitReapReply(redis::ReplyRef reply) {
+  auto counts = Integers("limit_reap.lua", reply, 2, "{holders removed, jobs moved back}");
+  if (!counts.ok()) return counts.status();
+  return LimitReapReply{(*counts)[0], (*counts)[1]};
+}
+
+std::string LimitHolder(uint64_t n, std::string_view identity) {
+  return std::to_string(n) + "@" + std::string(identity);
+}
+
+ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
+  return ScriptCall{ScriptId::kPeriodic,
+                    {keys.PeriodicJob(tick.name), keys.PeriodicTicks(tick.name),
+                     keys.Queues(), keys.Queue(tick.queue)},
+                    {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
+                     tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue),
+                     std::string(tick.queue), std::move(tick.payload), std::string(tick.jid),
+                     FormatEpoch(tick.now)}};
+}
+
+Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant =
+      "{'pushed'}, {'undeclared'}, {'conflict', declared_by}, {'duplicate'}, {'too_late'} or "
+      "{'superseded', tick}";
+  using Outcome = PeriodicTickReply::Outcome;
+  static const std::pair<std::string_view, Outcome> kOutcomes[] = {
+      {"pushed", Outcome::kPushed},     {"undeclared", Outcome::kUndeclared},
+      {"conflict", Outcome::kConflict}, {"duplicate", Outcome::kDuplicate},
+      {"too_late", Outcome::kTooLate},  {"superseded", Outcome::kSuperseded}};
+  const redisReply* r = ArrayOf(reply, 1, 2);
+  if (r == nullptr) return Unexpected("periodic.lua", reply, kWant);
+  Result<std::string> word = redis::ToString(r->element[0]);
+  if (!word.ok()) return Unexpected("periodic.lua", reply, kWant);
+  auto found = std::find_if(std::begin(kOutcomes), std::end(kOutcomes),
+                            [&](const auto& known) { return known.first == *word; });
+  if (found == std::end(kOutcomes)) return Unexpected("periodic.lua", reply, kWant);
+  PeriodicTickReply read;
+  read.outcome = found->second;
+  if (read.outcome == Outcome::kConflict && r->elements == 2) {
+    Result<std::string> declarer = redis::ToString(r->element[1]);
+    if (declarer.ok()) read.declarer = std::move(*declarer);
+  }
+  return read;
+}
+
+ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
+                               std::string_view identity, double now,
+                               std::vector<std::pair<std::string, std::string>> fields) {
+  ScriptCall call{ScriptId::kPeriodicDeclare,
+                  {keys.Periodic(), keys.PeriodicJob(name)},
+                  {std::string(name), std::string(digest), std::string(identity), FormatEpoch(now)}};
+  for (auto& [field, value] : fields) {
+    call.args.push_back(std::move(field));
+    call.args.push_back(std::move(value));
+  }
+  return call;
+}
+
+Result<PeriodicDeclareReply> ReadPeriodicDeclareReply(redis::ReplyRef reply) {
+  constexpr std::string_view kWant = "{previous digest, previous declared_by}";
+  const redisReply* r = ArrayOf(reply, 2, 2);
+  if (r == nullptr) return Unexpected("periodic_declare.lua", reply, kWant);
+  Result<std::string> digest = redis::ToString(r->element[0]);
+  Result<std::string> declarer = redis::ToString(r->element[1]);
+  if (!digest.ok() || !declarer.ok()) return Unexpected("periodic_declare.lua", reply, kWant);
+  return PeriodicDeclareReply{std::move(*digest), std::move(*declarer)};
+}
+
+}  // namespace reliableq::protocol
