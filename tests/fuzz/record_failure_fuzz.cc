@@ -73,8 +73,8 @@ std::optional<std::string> Expected(std::string_view raw, const rapidjson::Docum
     queue.assign(retry_queue->value.GetString(), retry_queue->value.GetStringLength());
   }
   SetString(&doc, "queue", queue);
-  SetString(&doc, "error_message", codec::Scrub(info.error_message, kMaxErrorMessageChars));
-  SetString(&doc, "error_class", codec::Scrub(info.error_class));
+  SetString(&doc, "error_message", base::Scrub(info.error_message, kMaxErrorMessageChars));
+  SetString(&doc, "error_class", base::Scrub(info.error_class));
   Set(&doc, count ? "retried_at" : "failed_at", rapidjson::Value(info.now));
   Set(&doc, "retry_count", rapidjson::Value(static_cast<int64_t>(count ? *count + 1 : 0)));
   auto backtrace = doc.FindMember("backtrace");
@@ -112,8 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Result<DecodedJob> failed = DecodeJob(*out);
   FUZZ_CHECK(failed.ok(), failed.status().ToString());
-  if (codec::IsValidUtf8(raw)) {
-    FUZZ_CHECK(codec::IsValidUtf8(*out), fuzz::Quote(raw) + " became " + fuzz::Quote(*out));
+  if (base::IsValidUtf8(raw)) {
+    FUZZ_CHECK(base::IsValidUtf8(*out), fuzz::Quote(raw) + " became " + fuzz::Quote(*out));
   }
   FUZZ_CHECK(fuzz::Rewrite(*out) == *out, "not a fixed point: " + *out);
 

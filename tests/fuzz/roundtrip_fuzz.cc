@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(again.ok(), again.status().ToString() + " for " + fuzz::Quote(json));
   FUZZ_CHECK(ToJson(again->document) == json,
              "first " + json + "\nsecond " + ToJson(again->document));
-  if (codec::IsValidUtf8(raw)) {
-    FUZZ_CHECK(codec::IsValidUtf8(json), fuzz::Quote(raw) + " became " + fuzz::Quote(json));
+  if (base::IsValidUtf8(raw)) {
+    FUZZ_CHECK(base::IsValidUtf8(json), fuzz::Quote(raw) + " became " + fuzz::Quote(json));
   }
 
   std::string exact = ToJson(doc, WideIntegers::Find(raw));
