@@ -10,6 +10,7 @@
 
 using namespace reliableq;
 using namespace reliableq::protocol;
+using namespace reliableq::server;
 using std::chrono::milliseconds;
 
 TEST_CASE("a limit spec parses concurrency, rate and classes") {

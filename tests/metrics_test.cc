@@ -17,6 +17,7 @@
 
 using namespace reliableq;
 using namespace reliableq::metrics;
+using namespace reliableq::server;
 
 namespace {
 

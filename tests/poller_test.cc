@@ -35,6 +35,7 @@ namespace reliableq::testing {
 using namespace reliableq::base;
 
 using namespace reliableq::protocol;
+using namespace reliableq::server;
 namespace {
 
 using std::chrono::milliseconds;

@@ -22,6 +22,7 @@
 using namespace reliableq;
 using namespace reliableq::base;
 using namespace reliableq::protocol;
+using namespace reliableq::server;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Strings = std::vector<std::string>;

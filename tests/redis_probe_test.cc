@@ -18,6 +18,7 @@ namespace reliableq {
 using namespace reliableq::base;
 
 using namespace reliableq::protocol;
+using namespace reliableq::server;
 namespace {
 
 using testing::RedisServer;

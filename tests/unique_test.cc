@@ -20,6 +20,8 @@
 using namespace reliableq;
 using namespace reliableq::protocol;
 using namespace reliableq::testing;
+using namespace reliableq::client;
+using namespace reliableq::server;
 
 namespace {
 

@@ -27,6 +27,7 @@
 using namespace reliableq;
 using namespace reliableq::base;
 using namespace reliableq::protocol;
+using namespace reliableq::server;
 using Strings = std::vector<std::string>;
 
 // --- QueueSet ---

@@ -111,7 +111,7 @@ std::string Shown(std::string_view text);
 
 // Seconds given on the command line, as milliseconds. Refuses what is not a
 // plain number, is negative (or zero when `allow_zero` is false) or is
-// above kMaxDuration (a day).
+// above server::kMaxDuration (a day).
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
 // "2.5 s".
 std::string SecondsText(std::chrono::milliseconds ms);

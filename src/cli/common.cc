@@ -272,7 +272,7 @@ bool WriteOut(std::string_view text) {
 
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero) {
   std::optional<double> seconds = ParseNumber(text);
-  if (!seconds || *seconds < 0 || *seconds * 1000 > static_cast<double>(kMaxDuration.count())) {
+  if (!seconds || *seconds < 0 || *seconds * 1000 > static_cast<double>(server::kMaxDuration.count())) {
     return std::nullopt;
   }
   auto ms = std::chrono::milliseconds(std::llround(*seconds * 1000));

@@ -71,7 +71,7 @@ std::optional<std::string> ReadHandlerOptions(const ParsedArgs& args, ServerOpti
     auto ms = ParseSeconds(seconds, false);
     if (!ms) {
       return "--job-timeout needs [CLASS=]SECONDS, seconds above 0 and at most " +
-             SecondsText(kMaxDuration) + ", not '" + value + "'";
+             SecondsText(server::kMaxDuration) + ", not '" + value + "'";
     }
     if (options->job_timeouts.contains(job_class)) {
       return "--job-timeout: " +

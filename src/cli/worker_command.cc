@@ -144,8 +144,8 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       if (Status s = CheckQueueName(queue.name); !s.ok()) return "-q: " + s.message();
       if (comma != std::string::npos) {
         std::optional<int> weight = ParseCount(std::string_view(spec).substr(comma + 1));
-        if (!weight || *weight > kMaxQueueWeight) {
-          return "queue weight must be an integer from 0 to " + std::to_string(kMaxQueueWeight) +
+        if (!weight || *weight > server::kMaxQueueWeight) {
+          return "queue weight must be an integer from 0 to " + std::to_string(server::kMaxQueueWeight) +
                  " in -q '" + spec + "'";
         }
         queue.weight = *weight;
@@ -153,15 +153,15 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       if (!seen.insert(queue.name).second) return "queue '" + queue.name + "' given twice";
       options->queues.push_back(std::move(queue));
     }
-    if (options->queues.size() > kMaxQueues) {
-      return "at most " + std::to_string(kMaxQueues) + " queues (-q), not " +
+    if (options->queues.size() > server::kMaxQueues) {
+      return "at most " + std::to_string(server::kMaxQueues) + " queues (-q), not " +
              std::to_string(options->queues.size());
     }
   }
   if (auto text = args.Value("concurrency")) {
     std::optional<int> n = ParseCount(*text);
-    if (!n || *n < 1 || *n > kMaxConcurrency) {
-      return "concurrency must be an integer from 1 to " + std::to_string(kMaxConcurrency) +
+    if (!n || *n < 1 || *n > server::kMaxConcurrency) {
+      return "concurrency must be an integer from 1 to " + std::to_string(server::kMaxConcurrency) +
              ", not '" + *text + "'";
     }
     options->concurrency = *n;
@@ -185,7 +185,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
       if (!ms) {
         return std::string("--") + duration.name + " needs a number of seconds " +
                (duration.allow_zero ? "from 0 to " : "above 0 and at most ") +
-               SecondsText(kMaxDuration) + ", not '" + *text + "'";
+               SecondsText(server::kMaxDuration) + ", not '" + *text + "'";
       }
       *duration.field = *ms;
     }
@@ -319,7 +319,7 @@ int Run(const ParsedArgs& args) {
   options.handle_signals = true;
   // The rest of the limits (--prefix, --tag, --label), and the same checks
   // Server::Open makes, so that none of them fails later with exit 1.
-  if (Status s = CheckServerOptions(options); !s.ok()) return UsageError(kVerb, s.message());
+  if (Status s = server::CheckServerOptions(options); !s.ok()) return UsageError(kVerb, s.message());
   WarnReadableSecrets(*effective, options.log_format, args.Value("config"), config_holds_password);
 
   InstallEarlySignals();
@@ -341,7 +341,7 @@ int Run(const ParsedArgs& args) {
   }
 
   // A program that is not there, or a bad URL, is a usage error.
-  if (Status s = ExternalHandlers::Check(options, registry); !s.ok()) {
+  if (Status s = server::ExternalHandlers::Check(options, registry); !s.ok()) {
     return UsageError(kVerb, s.message());
   }
   Result<std::unique_ptr<Server>> server = Server::Open(options, std::move(registry));

@@ -25,7 +25,7 @@
 #include "protocol/script_calls.h"
 #include "spool/client_spool.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 namespace {
 
@@ -602,12 +602,17 @@ class ClientImpl : public Client {
 };
 
 }  // namespace
+}  // namespace reliableq::client
+
+// The public Client: opened here, its implementation in reliableq::client.
+namespace reliableq {
 
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
                                              ClientOptions client_options) {
-  Result<RedisOptions> connection_options = ClientConnectionOptions(options, client_options);
+  Result<RedisOptions> connection_options =
+      client::ClientConnectionOptions(options, client_options);
   if (!connection_options.ok()) return connection_options.status();
   std::unique_ptr<spool::ClientSpool> spool;
   if (!client_options.spool_dir.empty()) {
@@ -622,7 +627,7 @@ Result<std::unique_ptr<Client>> Client::Open(const RedisOptions& options,
       spool ? redis::Connection::Create(*connection_options)
             : redis::Connection::Open(*connection_options);
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Client>(new ClientImpl(std::move(connection.value()),
+  return std::unique_ptr<Client>(new client::ClientImpl(std::move(connection.value()),
                                                 std::move(client_options), std::move(spool)));
 }
 

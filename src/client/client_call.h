@@ -19,7 +19,7 @@
 #include "reliableq/status.h"
 #include "protocol/script_calls.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 // What the WAIT at the end of a round trip says about the writes before it:
 // how many replicas confirmed them (set only when at least wait_replicas
@@ -98,6 +98,6 @@ class Pending {
   State state = State::kWaiting;  // guarded by mu
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::client
 
 #endif  // RELIABLEQ_CLIENT_CLIENT_CALL_H_

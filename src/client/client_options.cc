@@ -4,7 +4,7 @@
 
 #include "protocol/keys.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
                                              const ClientOptions& client) {
@@ -29,4 +29,4 @@ Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
   return out;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::client

@@ -10,7 +10,7 @@
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 // Checks wait_replicas, wait_timeout and, with a spool, its replay window,
 // and the key prefix with the queue
@@ -23,6 +23,6 @@ namespace reliableq {
 Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
                                              const ClientOptions& client);
 
-}  // namespace reliableq
+}  // namespace reliableq::client
 
 #endif  // RELIABLEQ_CLIENT_CLIENT_OPTIONS_H_

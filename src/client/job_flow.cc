@@ -7,7 +7,7 @@
 
 #include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 namespace {
 
@@ -145,23 +145,6 @@ Result<Job> JobWithFlowFields(const protocol::Keys& keys, const Job& job, double
   return copy;
 }
 
-Status CheckJob(const Job& job) {
-  // No rule depends on the time or on the key prefix.
-  constexpr double kAnyTime = 1700000000;
-  Job with_fields;
-  const Job* encoded = &job;
-  if (HasFlowFields(job)) {
-    std::string unique_key;
-    Result<Job> copy = JobWithFlowFields(protocol::Keys(), job, kAnyTime, &unique_key);
-    if (!copy.ok()) return copy.status();
-    with_fields = std::move(copy.value());
-    encoded = &with_fields;
-  } else if (Status s = CheckNoUniqueFields(job.extra); !s.ok()) {
-    return s;
-  }
-  return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
-}
-
 std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueReply>& reply,
                                             const std::string& jid, const std::string& key) {
   if (reply.ok() && reply->pushed) return std::nullopt;
@@ -177,6 +160,29 @@ std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueRep
   result.outcome = PushOutcome::kNotConfirmed;
   result.reason = reply.status();
   return result;
+}
+
+}  // namespace reliableq::client
+
+// Public (reliableq/job.h): the client's own checks, without Redis.
+namespace reliableq {
+
+Status CheckJob(const Job& job) {
+  // No rule depends on the time or on the key prefix.
+  constexpr double kAnyTime = 1700000000;
+  Job with_fields;
+  const Job* encoded = &job;
+  if (client::HasFlowFields(job)) {
+    std::string unique_key;
+    Result<Job> copy =
+        client::JobWithFlowFields(protocol::Keys(), job, kAnyTime, &unique_key);
+    if (!copy.ok()) return copy.status();
+    with_fields = std::move(copy.value());
+    encoded = &with_fields;
+  } else if (Status s = client::CheckNoUniqueFields(job.extra); !s.ok()) {
+    return s;
+  }
+  return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
 }
 
 }  // namespace reliableq

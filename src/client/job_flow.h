@@ -17,7 +17,7 @@
 #include "reliableq/push_result.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::client {
 
 // True when the job asks for expiry or uniqueness: only then does a push
 // pay for the functions below.
@@ -55,6 +55,6 @@ Result<Job> JobWithFlowFields(const protocol::Keys& keys, const Job& job, double
 std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueReply>& reply,
                                             const std::string& jid, const std::string& key);
 
-}  // namespace reliableq
+}  // namespace reliableq::client
 
 #endif  // RELIABLEQ_CLIENT_JOB_FLOW_H_

@@ -3,7 +3,7 @@
 #include <csignal>
 #include <utility>
 
-namespace reliableq {
+namespace reliableq::server {
 
 Control::Control(uv::EventLoop& loop, bool handle_signals, const base::Logger& log, Actions actions)
     : log_(log), actions_(std::move(actions)), wakeup_(loop, [this] { TakeRequests(); }) {
@@ -49,4 +49,4 @@ void Control::Handle(const std::string& name) {
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

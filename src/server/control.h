@@ -36,7 +36,7 @@
 #include "base/log.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class Control {
  public:
@@ -77,6 +77,6 @@ class Control {
   std::vector<std::unique_ptr<uv::SignalWatch>> signals_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_CONTROL_H_

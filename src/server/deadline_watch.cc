@@ -5,7 +5,7 @@
 
 #include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -65,4 +65,4 @@ void DeadlineWatch::Check() {
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

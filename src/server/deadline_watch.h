@@ -24,7 +24,7 @@
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class DeadlineWatch {
  public:
@@ -51,6 +51,6 @@ class DeadlineWatch {
   uv::Timer timer_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_DEADLINE_WATCH_H_

@@ -14,7 +14,7 @@
 #include "exec/process_guard.h"
 #include "reliableq/redis_options.h"  // RedactUrls
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -351,4 +351,4 @@ std::vector<std::string> ExternalHandlers::Classes() const {
 
 std::vector<std::string> ExternalHandlers::Describe() const { return descriptions_; }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

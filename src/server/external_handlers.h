@@ -31,12 +31,12 @@
 #include "reliableq/server.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
-
-namespace exec {
+namespace reliableq::exec {
 class HttpCaller;
 class ProcessGuard;
-}  // namespace exec
+}  // namespace reliableq::exec
+
+namespace reliableq::server {
 
 class ExternalHandlers {
  public:
@@ -72,6 +72,6 @@ class ExternalHandlers {
   std::vector<std::string> descriptions_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_EXTERNAL_HANDLERS_H_

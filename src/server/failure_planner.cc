@@ -5,7 +5,7 @@
 #include "codec/job_codec.h"
 #include "protocol/retry.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
                                std::function<int(int n)> random_below,
@@ -89,4 +89,4 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -22,7 +22,7 @@
 #include "reliableq/server.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class FailurePlanner {
  public:
@@ -48,6 +48,6 @@ class FailurePlanner {
   const base::Logger& log_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_FAILURE_PLANNER_H_

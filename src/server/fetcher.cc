@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -106,4 +106,4 @@ void Fetcher::OnReply(const Status& status, protocol::FetchReply fetched, const 
   events_.on_jobs(std::move(jobs), drained);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

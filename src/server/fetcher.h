@@ -29,7 +29,7 @@
 #include "server/queue_set.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class Fetcher {
  public:
@@ -93,6 +93,6 @@ class Fetcher {
   bool in_flight_ = false;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_FETCHER_H_

@@ -2,7 +2,7 @@
 
 #include "protocol/script_calls.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -108,4 +108,4 @@ void HandBack::Forget() {
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

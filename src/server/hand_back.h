@@ -29,7 +29,7 @@
 #include "server/reconciler.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class HandBack {
  public:
@@ -67,6 +67,6 @@ class HandBack {
   int attempts_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_HAND_BACK_H_

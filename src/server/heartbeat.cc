@@ -12,7 +12,7 @@
 #include "protocol/script_calls.h"
 #include "version.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -194,4 +194,4 @@ void Heartbeat::OnReply(const Status& status, redis::ReplyRef reply, std::set<in
   if (again_) Beat();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

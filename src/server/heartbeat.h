@@ -30,7 +30,7 @@
 #include "server/worker_jobs.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // What a beat says about this process, besides its fixed description.
 struct BeatSnapshot {
@@ -121,6 +121,6 @@ class Heartbeat {
   int64_t rtt_us_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_HEARTBEAT_H_

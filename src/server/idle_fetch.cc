@@ -2,7 +2,7 @@
 
 #include "redis/reply.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -177,4 +177,4 @@ void IdleFetch::OnBeat() {
                    });
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -35,7 +35,7 @@
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class IdleFetch {
  public:
@@ -129,6 +129,6 @@ class IdleFetch {
   bool look_in_flight_ = false;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_IDLE_FETCH_H_

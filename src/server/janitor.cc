@@ -8,7 +8,7 @@
 #include "redis/reply.h"
 #include "server/limit_reaper.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -284,4 +284,4 @@ void Janitor::Report() {
   Schedule(wait + spread);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -35,7 +35,7 @@
 #include "reliableq/clock.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // The JSON of the pass that `by` ran at `at` (epoch seconds), as
 // janitor:last and janitor:passes keep it: what it found, or why it failed.
@@ -94,6 +94,6 @@ class Janitor {
   metrics::WorkerMetrics* const metrics_;  // null: none
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_JANITOR_H_

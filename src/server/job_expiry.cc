@@ -5,7 +5,7 @@
 
 #include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -79,4 +79,4 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
   return true;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -22,7 +22,7 @@
 #include "metrics/worker_metrics.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 struct JobFlow {
   // When the job expires (epoch seconds); unset when it does not.
@@ -54,6 +54,6 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
                       std::string_view queue, double now, const base::Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done);
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_JOB_EXPIRY_H_

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -41,4 +41,4 @@ Result<std::optional<std::chrono::milliseconds>> TimeoutPolicy::For(
   return default_;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -21,7 +21,7 @@
 
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class TimeoutPolicy {
  public:
@@ -43,6 +43,6 @@ class TimeoutPolicy {
   std::optional<std::chrono::milliseconds> default_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_JOB_TIMEOUTS_H_

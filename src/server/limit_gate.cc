@@ -9,7 +9,7 @@
 #include "server/job_expiry.h"
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -268,4 +268,4 @@ void LimitGate::AddPending(PayloadsByQueue* per_queue) const {
   for (const auto& [limit, job] : refused_) (*per_queue)[job.queue].push_back(job.payload);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

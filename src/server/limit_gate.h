@@ -42,7 +42,7 @@
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // Which limiter a job falls under. Pure.
 class LimitPlan {
@@ -137,6 +137,6 @@ class LimitGate {
   bool acquire_refused_logged_ = false;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_LIMIT_GATE_H_

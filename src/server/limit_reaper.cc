@@ -12,7 +12,7 @@
 
 #include "protocol/script_calls.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -60,4 +60,4 @@ Result<int64_t> ReapLimits(redis::Connection& redis, const protocol::Keys& keys,
   return freed;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -13,13 +13,13 @@
 #include "redis/connection.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // Frees the slots of dead processes and moves parked jobs back while there
 // is room (limit_reap.lua per limiter in `limits`). Returns the number of
 // slots freed.
 Result<int64_t> ReapLimits(redis::Connection& redis, const protocol::Keys& keys, double now);
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_LIMIT_REAPER_H_

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -96,4 +96,4 @@ std::string MetricsEndpoint::Scrape() const {
   return metrics_->Serialize();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -32,7 +32,7 @@
 #include "server/processor_pool.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // What the health line says, given how long ago the loop last turned and
 // Redis last answered. Empty when healthy. Pure, for tests.
@@ -84,6 +84,6 @@ class MetricsEndpoint {
   std::unique_ptr<http::HttpListener> listener_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_METRICS_ENDPOINT_H_

@@ -8,7 +8,7 @@
 #include "http/listener.h"
 #include "protocol/keys.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -141,4 +141,4 @@ Status CheckServerOptions(const ServerOptions& options) {
   return Status::OK();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -12,7 +12,7 @@
 #include "reliableq/server.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // Processor threads. Each is a thread with its own stack; Sidekiq advises
 // far fewer (its default is 5, and it warns above 50).
@@ -42,6 +42,6 @@ inline constexpr std::chrono::seconds kMaxDeadTimeout = std::chrono::hours(24 * 
 // fault and its limit.
 Status CheckServerOptions(const ServerOptions& options);
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_OPTIONS_CHECK_H_

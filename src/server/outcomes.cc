@@ -6,7 +6,7 @@
 #include "protocol/keys.h"
 #include "protocol/script_calls.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -275,4 +275,4 @@ size_t Outcomes::Unconfirmed() const {
   return n;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

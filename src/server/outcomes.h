@@ -37,7 +37,7 @@
 #include "server/queue_set.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class Outcomes {
  public:
@@ -122,6 +122,6 @@ class Outcomes {
   std::chrono::milliseconds retry_pause_{200};
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_OUTCOMES_H_

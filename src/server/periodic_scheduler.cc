@@ -7,7 +7,7 @@
 #include "protocol/script_calls.h"
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -309,4 +309,4 @@ void PeriodicScheduler::Arm() {
   timer_.Start(milliseconds(wait));
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

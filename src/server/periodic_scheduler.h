@@ -40,7 +40,7 @@
 #include "reliableq/periodic.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class PeriodicScheduler {
  public:
@@ -87,6 +87,6 @@ class PeriodicScheduler {
   uint64_t run_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_PERIODIC_SCHEDULER_H_

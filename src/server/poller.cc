@@ -11,7 +11,7 @@
 #include "protocol/script_calls.h"
 #include "redis/reply.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -329,4 +329,4 @@ void Poller::ArmDue(double due, double now) {
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

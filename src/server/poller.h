@@ -37,7 +37,7 @@
 #include "reliableq/clock.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // The queue a due member of `schedule` or `retry` is pushed to (QueueOf), or
 // "" when it is not a job as a worker reads one (DecodeJob), which sends it
@@ -127,6 +127,6 @@ class Poller {
   int64_t process_count_ = 1;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_POLLER_H_

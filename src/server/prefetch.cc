@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace reliableq {
+namespace reliableq::server {
 
 Prefetch::Prefetch(int concurrency)
     : concurrency_(concurrency),
@@ -35,4 +35,4 @@ void Prefetch::OnReply(TimePoint sent, TimePoint now, uint64_t finished_total) {
   finished_at_last_reply_ = finished_total;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace reliableq {
+namespace reliableq::server {
 
 class Prefetch {
  public:
@@ -45,6 +45,6 @@ class Prefetch {
   uint64_t finished_at_last_reply_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_PREFETCH_H_

@@ -17,7 +17,7 @@
 #include "server/job_expiry.h"
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -594,4 +594,4 @@ void ProcessorPool::Shutdown(std::chrono::milliseconds wait) {
   threads_.clear();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -43,7 +43,7 @@
 #include "server/job_timeouts.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // What processors need to know besides the handlers.
 struct ProcessorConfig {
@@ -171,6 +171,6 @@ class ProcessorPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_PROCESSOR_POOL_H_

@@ -5,7 +5,7 @@
 
 #include "redis/reply.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -104,4 +104,4 @@ void PushTracking::Refused(const Status& why) {
            error.c_str());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -38,7 +38,7 @@
 #include "base/log.h"
 #include "redis/async_connection.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class PushTracking {
  public:
@@ -73,6 +73,6 @@ class PushTracking {
   bool refused_ = false;   // the server refused it: never asked again
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_PUSH_TRACKING_H_

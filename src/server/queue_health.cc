@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -42,4 +42,4 @@ void QueueHealth::Working(uint32_t queue) {
            "queue %s works again", queues_[queue].name.c_str());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

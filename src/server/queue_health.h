@@ -23,7 +23,7 @@
 #include "reliableq/clock.h"
 #include "server/queue_set.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class QueueHealth {
  public:
@@ -51,6 +51,6 @@ class QueueHealth {
   size_t broken_count_ = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_QUEUE_HEALTH_H_

@@ -3,7 +3,7 @@
 #include "redis/reply.h"
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 QueuePauses::QueuePauses(redis::AsyncConnection& command, const protocol::Keys& keys, QueueSet& queues,
                          const base::Logger& log, Events events)
@@ -85,4 +85,4 @@ void QueuePauses::Apply(std::set<std::string> names) {
   if (!resumed.empty()) events_.on_resumed(resumed);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

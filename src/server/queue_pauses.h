@@ -31,7 +31,7 @@
 #include "redis/connection.h"
 #include "server/queue_set.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class QueuePauses {
  public:
@@ -72,6 +72,6 @@ class QueuePauses {
   bool read_failure_logged_ = false;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_QUEUE_PAUSES_H_

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace reliableq {
+namespace reliableq::server {
 
 bool IsQueueNamespace(std::string_view spec) { return !spec.empty() && spec.back() == '*'; }
 
@@ -110,4 +110,4 @@ std::vector<uint32_t> QueueSet::FetchOrder(std::mt19937_64& random) const {
   return order;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -41,7 +41,7 @@
 #include "protocol/keys.h"
 #include "reliableq/server.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 struct ServedQueue {
   std::string name;
@@ -113,6 +113,6 @@ class QueueSet {
   std::unordered_set<std::string> paused_names_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_QUEUE_SET_H_

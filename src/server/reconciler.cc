@@ -2,7 +2,7 @@
 
 #include <memory>
 
-namespace reliableq {
+namespace reliableq::server {
 
 Reconciler::Reconciler(Parts parts, std::function<void()> on_done)
     : parts_(parts), on_done_(std::move(on_done)) {}
@@ -82,4 +82,4 @@ void Reconciler::Requeue(protocol::RequeueMode mode, PayloadsByQueue listed,
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -35,7 +35,7 @@
 #include "server/processor_pool.h"
 #include "server/queue_set.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class Reconciler {
  public:
@@ -97,6 +97,6 @@ class Reconciler {
   std::vector<StaleClient> stale_clients_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_RECONCILER_H_

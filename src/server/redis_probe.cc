@@ -8,7 +8,7 @@
 #include "version.h"
 #include "redis/reply.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -104,4 +104,4 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
   return probe;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

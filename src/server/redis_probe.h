@@ -16,7 +16,7 @@
 #include "reliableq/redis_options.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // The connection it probed through, ready for reuse. kIoError/kTimeout
 // naming where it tried when Redis is unreachable; kInvalidArgument for a
@@ -37,6 +37,6 @@ Result<std::unique_ptr<redis::Connection>> ProbeRedis(const RedisOptions& option
 // reads as an empty group. Errors as the connection reports them.
 Status AddToGroups(const RedisOptions& options, const protocol::Keys& keys);
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_REDIS_PROBE_H_

@@ -6,7 +6,7 @@
 #include "base/text_escape.h"
 #include "redis/pubsub_message.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -106,4 +106,4 @@ void SentinelWatch::OnMessage(redis::ReplyRef message) {
   on_switch_();
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -32,7 +32,7 @@
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class SentinelWatch {
  public:
@@ -66,6 +66,6 @@ class SentinelWatch {
   bool stopped_ = true;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_SENTINEL_WATCH_H_

@@ -23,11 +23,7 @@
 #include "base/text_escape.h"
 #include "redis/reply.h"
 
-namespace reliableq {
-
-Server::~Server() = default;
-
-namespace server_detail {
+namespace reliableq::server {
 
 // ---------------------------------------------------------------------------
 // Control
@@ -450,5 +446,4 @@ Status ServerImpl::Run() {
   return fatal_;
 }
 
-}  // namespace server_detail
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -39,8 +39,7 @@
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
-namespace reliableq {
-namespace server_detail {
+namespace reliableq::server {
 
 using std::chrono::milliseconds;
 
@@ -165,7 +164,6 @@ class ServerImpl final : public Server {
   Status fatal_;
 };
 
-}  // namespace server_detail
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_SERVER_IMPL_H_

@@ -9,8 +9,7 @@
 #include "server/redis_probe.h"
 #include "server/server_impl.h"
 
-namespace reliableq {
-namespace server_detail {
+namespace reliableq::server {
 
 ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
                        std::shared_ptr<const ExternalHandlers> external)
@@ -185,12 +184,18 @@ Status ServerImpl::Init() {
   return pool_->Start();
 }
 
-}  // namespace server_detail
+}  // namespace reliableq::server
 
-using server_detail::ServerImpl;
+// The public Server: opened here, its implementation in reliableq::server.
+namespace reliableq {
+
+Server::~Server() = default;
 
 Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options,
                                              HandlerRegistry registry) {
+  using server::CheckServerOptions;
+  using server::ExternalHandlers;
+  using server::ServerImpl;
   if (Status s = CheckServerOptions(options); !s.ok()) return s;
   // A program that is not there or a bad URL fails Open before it connects.
   auto external =

@@ -10,7 +10,7 @@
 
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::unique_ptr<ServiceNotifier> ServiceNotifier::FromEnvironment(uv::EventLoop&
   return std::make_unique<SystemdNotifier>(loop, std::move(lib), log);
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

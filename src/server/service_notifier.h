@@ -22,7 +22,7 @@
 #include "base/log.h"
 #include "uv/event_loop.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 class ServiceNotifier {
  public:
@@ -40,6 +40,6 @@ class ServiceNotifier {
   virtual void Stopping(std::string_view status) = 0;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_SERVICE_NOTIFIER_H_

@@ -2,7 +2,7 @@
 
 #include "codec/job_codec.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 void LogWorkerState(const base::Logger& log, const WorkerState& state, const QueueSet& queues) {
   log.Log(LogLevel::kInfo, "state_dump",
@@ -30,4 +30,4 @@ void LogWorkerState(const base::Logger& log, const WorkerState& state, const Que
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

@@ -13,7 +13,7 @@
 #include "server/queue_set.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 struct WorkerState {
   std::string identity;
@@ -28,6 +28,6 @@ struct WorkerState {
 
 void LogWorkerState(const base::Logger& log, const WorkerState& state, const QueueSet& queues);
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_STATE_DUMP_H_

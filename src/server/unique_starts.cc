@@ -5,7 +5,7 @@
 #include "protocol/script_calls.h"
 #include "base/text_escape.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -57,4 +57,4 @@ void UniqueStarts::LogFailure(const std::string& key, const Status& why) const {
            base::Escaped(key).c_str(), why.ToString().c_str());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

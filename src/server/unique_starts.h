@@ -27,7 +27,7 @@
 #include "redis/async_connection.h"
 #include "server/worker_jobs.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // The unique key and jid of a job unique until it starts; nullopt for any
 // other payload (no such field, not JSON, a key or jid that is not a
@@ -54,6 +54,6 @@ class UniqueStarts {
   const base::Logger& log_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_UNIQUE_STARTS_H_

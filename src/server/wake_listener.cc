@@ -4,7 +4,7 @@
 
 #include "redis/pubsub_message.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 namespace {
 
@@ -252,4 +252,4 @@ void WakeListener::OnQueueEvent(std::string_view queue_name, std::string_view ev
   }
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::server

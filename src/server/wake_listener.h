@@ -48,7 +48,7 @@
 #include "uv/event_loop.h"
 #include "uv/handles.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // The keyspace notification channel of `key` in database `db`.
 std::string KeyspaceChannel(int db, std::string_view key);
@@ -131,6 +131,6 @@ class WakeListener {
   std::unordered_map<std::string, uint32_t> by_name_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_WAKE_LISTENER_H_

@@ -11,7 +11,7 @@
 
 #include "protocol/retry.h"
 
-namespace reliableq {
+namespace reliableq::server {
 
 // A job moved into one of this process's working lists.
 struct FetchedJob {
@@ -56,6 +56,6 @@ struct RunningJob {
 // Payloads by queue index, as the requeue script takes them.
 using PayloadsByQueue = std::vector<std::vector<std::string>>;
 
-}  // namespace reliableq
+}  // namespace reliableq::server
 
 #endif  // RELIABLEQ_SERVER_WORKER_JOBS_H_
