@@ -12,48 +12,17 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "http/listener.h"
 #include "base/log.h"
 #include "reliableq/admin.h"
+#include "web/admin_pool.h"
 #include "web/web_server.h"
 
 namespace reliableq::web {
-
-// Blocking Admin connections for the request threads: a thread borrows one
-// for a request and gives it back, so there are never more connections
-// than threads, and no connection is used by two threads at once.
-class AdminPool {
- public:
-  AdminPool(RedisOptions redis, AdminOptions admin) : redis_(std::move(redis)), admin_(admin) {}
-
-  class Lease {
-   public:
-    Lease(AdminPool* pool, std::unique_ptr<Admin> admin) : pool_(pool), admin_(std::move(admin)) {}
-    Lease(Lease&&) = default;
-    ~Lease();
-    Admin* operator->() { return admin_.get(); }
-    Admin& operator*() { return *admin_; }
-
-   private:
-    AdminPool* pool_;
-    std::unique_ptr<Admin> admin_;
-  };
-
-  // An idle connection, or a new one (Admin::Open).
-  Result<Lease> Acquire();
-
- private:
-  RedisOptions redis_;
-  AdminOptions admin_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Admin>> idle_;
-};
 
 struct Context {
   WebOptions options;

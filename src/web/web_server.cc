@@ -1,6 +1,5 @@
 // `reliableq web`: start-up, authentication, the checks every POST passes
-// (read-only, origin, CSRF token, JSON body), the security headers, and the
-// pool of Admin connections. The routes live in api_*.cc, assets.cc and
+// (read-only, origin, CSRF token, JSON body) and the security headers. The routes live in api_*.cc, assets.cc and
 // cluster_metrics.cc.
 
 #include "web/web_server.h"
@@ -181,26 +180,6 @@ bool IsLoopback(const std::string& host) {
     return std::memcmp(addr, kLoopback, 16) == 0;
   }
   return false;
-}
-
-AdminPool::Lease::~Lease() {
-  if (admin_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(pool_->mutex_);
-  pool_->idle_.push_back(std::move(admin_));
-}
-
-Result<AdminPool::Lease> AdminPool::Acquire() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!idle_.empty()) {
-      std::unique_ptr<Admin> admin = std::move(idle_.back());
-      idle_.pop_back();
-      return Lease(this, std::move(admin));
-    }
-  }
-  Result<std::unique_ptr<Admin>> admin = Admin::Open(redis_, admin_);
-  if (!admin.ok()) return admin.status();
-  return Lease(this, std::move(admin.value()));
 }
 
 void SendJson(http::HttpResponse& response, std::string json, int status) {
