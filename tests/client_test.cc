@@ -19,6 +19,8 @@
 #include "testutil.h"
 
 namespace reliableq {
+
+using namespace reliableq::codec;
 namespace {
 
 using testing::AcceptedJid;

@@ -17,8 +17,7 @@
 
 namespace reliableq {
 
-
-
+using namespace reliableq::codec;
 
 namespace {
 

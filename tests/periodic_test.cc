@@ -13,6 +13,8 @@
 
 namespace reliableq {
 
+using namespace reliableq::codec;
+
 using namespace periodic;
 
 namespace {

@@ -32,6 +32,8 @@
 
 namespace reliableq::testing {
 
+using namespace reliableq::codec;
+
 using namespace reliableq::base;
 
 using namespace reliableq::protocol;

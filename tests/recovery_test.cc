@@ -20,6 +20,7 @@
 #include "testutil.h"
 
 using namespace reliableq;
+using namespace reliableq::codec;
 using namespace reliableq::protocol;
 using namespace reliableq::testing;
 

@@ -33,7 +33,7 @@ constexpr int64_t kBulkBatch = 100;
 // Ruby's JSON.generate writes it: how a jid appears inside a payload.
 std::string JsonEscaped(std::string_view text) {
   rapidjson::Value value(rapidjson::StringRef(text.data(), text.size()));
-  std::string quoted = ToJson(value);
+  std::string quoted = codec::ToJson(value);
   return quoted.substr(1, quoted.size() - 2);
 }
 
@@ -51,7 +51,7 @@ std::string GlobLiteral(std::string_view text) {
 SetEntry MakeEntry(std::string payload, double score) {
   SetEntry entry;
   entry.score = score;
-  Result<DecodedJob> decoded = DecodeJob(payload);
+  Result<codec::DecodedJob> decoded = codec::DecodeJob(payload);
   entry.valid = decoded.ok();
   // A member that is no job is still shown with what it names, read
   // iteratively: one nested absurdly deep must not exhaust the stack.

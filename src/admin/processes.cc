@@ -42,7 +42,7 @@ RunningJobInfo ReadWork(std::string thread, std::string_view json) {
     if (payload->value.IsString()) {
       job.payload.assign(payload->value.GetString(), payload->value.GetStringLength());
     } else {
-      job.payload = ToJson(payload->value);
+      job.payload = codec::ToJson(payload->value);
     }
   }
   return job;

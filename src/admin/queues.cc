@@ -76,7 +76,7 @@ std::string CloseNames(std::string_view name, std::vector<std::string> known) {
 // milliseconds, told apart by being an integer above 1e12. Unknown or in the
 // future (clock skew) reads as 0.
 double Latency(std::string_view payload, double now) {
-  Result<DecodedJob> job = DecodeJob(payload);
+  Result<codec::DecodedJob> job = codec::DecodeJob(payload);
   if (!job.ok()) return 0;
   const rapidjson::Document& doc = job->document;
   auto it = doc.FindMember("enqueued_at");

@@ -341,7 +341,7 @@ class ClientImpl : public Client {
 
   Result<Encoded> EncodeAsIs(const Job& job, double now, std::optional<double> enqueued_at) {
     Encoded out;
-    Result<std::string> json = EncodeJob(job, now, enqueued_at, &out.jid);
+    Result<std::string> json = codec::EncodeJob(job, now, enqueued_at, &out.jid);
     if (!json.ok()) return json.status();
     out.queue = job.queue;
     if (options_.middleware.empty()) {
@@ -350,7 +350,7 @@ class ClientImpl : public Client {
     }
     // The DOM holds integers beyond 64 bits as doubles; they are written
     // back as the literals EncodeJob wrote, unless a middleware changed them.
-    WideIntegers wide = WideIntegers::Find(*json);
+    codec::WideIntegers wide = codec::WideIntegers::Find(*json);
     rapidjson::Document doc;
     doc.Parse<rapidjson::kParseFullPrecisionFlag>(json->data(), json->size());
     auto string_field = [&doc](const char* name) -> std::string {
@@ -373,7 +373,7 @@ class ClientImpl : public Client {
           "a client middleware left the job without a class, an args array or a queue");
     }
     out.jid = string_field("jid");
-    out.payload = ToJson(doc, wide);
+    out.payload = codec::ToJson(doc, wide);
     return out;
   }
 

@@ -50,7 +50,8 @@ Result<std::string> UniqueRedisKey(const protocol::Keys& keys, const Job& job) {
     if (args.HasParseError() || !args.IsArray()) {
       return Status::InvalidArgument("args is not a JSON array");
     }
-    Result<std::string> digest = Sha256Hex(ToJson(args, WideIntegers::Find(job.args)));
+    Result<std::string> digest =
+        Sha256Hex(codec::ToJson(args, codec::WideIntegers::Find(job.args)));
     if (!digest.ok()) return digest.status();
     key = job.job_class + ":" + *digest;
   }
@@ -110,7 +111,7 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
       return Status::InvalidArgument("the expiry must be a finite number > 0");
     }
     double at = job.expires_at ? value : created_at + value;
-    if (Status s = add("expires_at", FormatEpoch(at)); !s.ok()) return s;
+    if (Status s = add("expires_at", codec::FormatEpoch(at)); !s.ok()) return s;
   }
   if (job.unique) {
     if (Status s = add("unique_key", "\"" + unique_key + "\""); !s.ok()) return s;
@@ -182,7 +183,7 @@ Status CheckJob(const Job& job) {
   } else if (Status s = client::CheckNoUniqueFields(job.extra); !s.ok()) {
     return s;
   }
-  return EncodeJob(*encoded, kAnyTime, kAnyTime).status();
+  return codec::EncodeJob(*encoded, kAnyTime, kAnyTime).status();
 }
 
 }  // namespace reliableq

@@ -1,4 +1,4 @@
-// Job ids: NewJid (declared in job_codec.h) and the random bytes behind it,
+// Job ids: NewJid (codec/jid.h) and the random bytes behind it,
 // with a per-thread pool that a forked child refills before use. Nothing
 // else in the codec needs randomness, so there is no private header.
 //
@@ -21,7 +21,7 @@
 
 #include "codec/jid.h"
 
-namespace reliableq {
+namespace reliableq::codec {
 
 namespace {
 
@@ -118,4 +118,4 @@ std::string NewJid() {
   return jid;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::codec

@@ -7,12 +7,12 @@
 
 #include <string>
 
-namespace reliableq {
+namespace reliableq::codec {
 
 // A new job id: 24 lowercase hex digits from 12 random bytes (getrandom(2),
 // /dev/urandom where that is missing). Different in a forked child.
 std::string NewJid();
 
-}  // namespace reliableq
+}  // namespace reliableq::codec
 
 #endif  // RELIABLEQ_CODEC_JID_H_

@@ -1,7 +1,5 @@
-// The job-level half of job_codec.h: EncodeJob, DecodeJob, RecordFailure and
-// FormatEpoch. The pieces they are built from are under codec/, which also
-// holds the rest of job_codec.h: NewJid (jid.cc), ToJson and WideIntegers
-// (ruby_json.cc).
+// job_codec.h: EncodeJob, DecodeJob, RecordFailure and FormatEpoch, built
+// from the other parts of src/codec/.
 
 #include "codec/job_codec.h"
 
@@ -22,7 +20,7 @@
 #include "codec/ruby_json.h"
 #include "base/utf8.h"
 
-namespace reliableq {
+namespace reliableq::codec {
 
 namespace {
 
@@ -328,4 +326,4 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
   return std::move(rewriter.json());
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::codec

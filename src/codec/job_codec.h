@@ -41,7 +41,7 @@
 #include "reliableq/job.h"
 #include "reliableq/status.h"
 
-namespace reliableq {
+namespace reliableq::codec {
 
 // Sidekiq cuts error messages to this many characters.
 inline constexpr size_t kMaxErrorMessageChars = 10000;
@@ -128,6 +128,6 @@ struct FailureInfo {
 // its retry_count is neither null nor an integer below 2^63 - 1.
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
 
-}  // namespace reliableq
+}  // namespace reliableq::codec
 
 #endif  // RELIABLEQ_CODEC_JOB_CODEC_H_

@@ -202,7 +202,7 @@ class WideIntegerFinder
 
 }  // namespace reliableq::codec
 
-namespace reliableq {
+namespace reliableq::codec {
 
 std::string ToJson(const rapidjson::Value& value) {
   std::string out;
@@ -225,4 +225,4 @@ std::string ToJson(const rapidjson::Value& value, const WideIntegers& wide) {
   return out;
 }
 
-}  // namespace reliableq
+}  // namespace reliableq::codec

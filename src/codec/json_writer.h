@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace reliableq {
+namespace reliableq::codec {
 
 // Deeper nesting (the job object counts as level 1) is refused, as Ruby's
 // JSON parser refuses it by default: Sidekiq could not read such a job.
@@ -53,6 +53,6 @@ class WideIntegers {
   std::map<std::string, std::string, std::less<>> literals_;
 };
 
-}  // namespace reliableq
+}  // namespace reliableq::codec
 
 #endif  // RELIABLEQ_CODEC_JSON_WRITER_H_

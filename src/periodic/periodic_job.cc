@@ -50,7 +50,7 @@ Status CheckPeriodicJob(const PeriodicJob& job) {
       (extra.HasMember("periodic") || extra.HasMember("periodic_tick"))) {
     return Bad(name, "extra: must not name periodic or periodic_tick (set for each tick)");
   }
-  Result<std::string> payload = EncodeJob(*as_job, 0, 0);
+  Result<std::string> payload = codec::EncodeJob(*as_job, 0, 0);
   if (!payload.ok()) return Bad(name, payload.status().message());
   return Status::OK();
 }

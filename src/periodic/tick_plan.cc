@@ -28,7 +28,7 @@ uint64_t Fnv1a(uint64_t hash, std::string_view bytes) {
 // `extra` (a JSON object's text) with the periodic fields first.
 std::string ExtraWithTick(const PeriodicJob& job, int64_t tick) {
   std::string fields = "\"periodic\":\"" + job.name +
-                       "\",\"periodic_tick\":" + FormatEpoch(static_cast<double>(tick));
+                       "\",\"periodic_tick\":" + codec::FormatEpoch(static_cast<double>(tick));
   const std::string& extra = job.extra;
   size_t open = extra.find('{');
   size_t inner = extra.find_first_not_of(" \t\r\n", open + 1);
@@ -76,7 +76,7 @@ PeriodicDefinition DefinitionOf(const PeriodicJob& job) {
   fixed.jid = "0";
   // The job's JSON as the codec writes it: the same for args and extra
   // spelt with other spaces.
-  Result<std::string> canonical = EncodeJob(fixed, 0, 0);
+  Result<std::string> canonical = codec::EncodeJob(fixed, 0, 0);
   std::string text = canonical.ok() ? *canonical : "";
   d.args = job.args;
   rapidjson::Document args;
@@ -115,7 +115,7 @@ Result<std::string> TickPayload(const PeriodicJob& job, int64_t tick, double now
   Result<Job> pushed = JobOf(job);
   if (!pushed.ok()) return pushed.status();
   pushed->extra = ExtraWithTick(job, tick);
-  return EncodeJob(*pushed, now, now);
+  return codec::EncodeJob(*pushed, now, now);
 }
 
 }  // namespace reliableq::periodic

@@ -34,7 +34,7 @@ std::string EncodeProcessEntry(const ProcessEntry& entry) {
   w.Key("pid");
   w.Int64(entry.pid);
   w.Key("started_at");
-  std::string started = FormatEpoch(entry.started_at);
+  std::string started = codec::FormatEpoch(entry.started_at);
   w.RawValue(started.c_str(), started.size(), rapidjson::kNumberType);
   w.Key("queues");
   w.StartArray();

@@ -116,7 +116,7 @@ ScriptCall PushCall(const Keys& keys, std::vector<QueuePush> pushes) {
 ScriptCall ScheduleCall(const Keys& keys, double at, std::string payload) {
   return ScriptCall{ScriptId::kSchedule,
                     {keys.Schedule()},
-                    {FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
+                    {codec::FormatEpoch(at), std::move(payload), keys.WakeScheduled()}};
 }
 
 Result<ScheduleReply> ReadScheduleReply(redis::ReplyRef reply) {
@@ -135,7 +135,7 @@ ScriptCall PushOnceCall(const Keys& keys, std::chrono::seconds replay_window,
   for (OncePush& job : jobs) {
     call.keys.push_back(keys.Pushed(job.jid));
     call.keys.push_back(job.at ? keys.Schedule() : keys.Queue(job.queue));
-    call.args.push_back(job.at ? FormatEpoch(*job.at) : std::string(job.queue));
+    call.args.push_back(job.at ? codec::FormatEpoch(*job.at) : std::string(job.queue));
     call.args.push_back(std::move(job.payload));
   }
   return call;
@@ -152,10 +152,9 @@ ScriptCall PushUniqueCall(const Keys& keys, std::string_view unique_key, std::st
                           std::string payload) {
   if (at) {
     return ScriptCall{ScriptId::kPushUnique,
-                      {std::string(unique_key), keys.Queues(),
-                       keys.Schedule()},
+                      {std::string(unique_key), keys.Queues(), keys.Schedule()},
                       {"at", std::string(jid), Count(ttl_millis), std::move(payload),
-                       FormatEpoch(*at), keys.WakeScheduled()}};
+                       codec::FormatEpoch(*at), keys.WakeScheduled()}};
   }
   return ScriptCall{
       ScriptId::kPushUnique,
@@ -228,14 +227,13 @@ Result<FetchReply> ReadFetchReply(redis::ReplyRef reply) {
 }
 
 ScriptCall HeartbeatCall(const Keys& keys, std::string_view identity, BeatFields fields) {
-  ScriptCall call{ScriptId::kHeartbeat,
-                  {keys.Heartbeat(identity), keys.Registry(), keys.Processes(),
-                   keys.Process(identity), keys.Work(identity), keys.Workers(identity),
-                   keys.Signals(identity)},
-                  {std::string(identity), Count(fields.ttl_millis),
-                   std::move(fields.registry_entry), std::move(fields.info),
-                   std::to_string(fields.busy), FormatEpoch(fields.now),
-                   fields.quiet ? "true" : "false", Count(fields.rss_kb), Count(fields.rtt_us)}};
+  ScriptCall call{
+      ScriptId::kHeartbeat,
+      {keys.Heartbeat(identity), keys.Registry(), keys.Processes(), keys.Process(identity),
+       keys.Work(identity), keys.Workers(identity), keys.Signals(identity)},
+      {std::string(identity), Count(fields.ttl_millis), std::move(fields.registry_entry),
+       std::move(fields.info), std::to_string(fields.busy), codec::FormatEpoch(fields.now),
+       fields.quiet ? "true" : "false", Count(fields.rss_kb), Count(fields.rtt_us)}};
   for (auto& [thread, work] : fields.work) {
     call.args.push_back(std::move(thread));
     call.args.push_back(std::move(work));
@@ -293,26 +291,27 @@ ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const De
   const char* mode = job.mode == FailMode::kRetry  ? "retry"
                      : job.mode == FailMode::kDead ? "dead"
                                                    : "drop";
-  std::string now_text = FormatEpoch(now);
-  return ScriptCall{
-      ScriptId::kFail,
-      {std::string(job.working_key), std::move(target), keys.Processed(), keys.Processed(date),
-       keys.Failed(), keys.Failed(date)},
-      {std::string(job.original), std::string(job.updated),
-       job.mode == FailMode::kRetry ? FormatEpoch(job.retry_at) : now_text, mode, now_text,
-       Count(limits.max_jobs), Count(limits.timeout.count()), !job.counted ? "0" : job.resent_unconfirmed ? "2" : "1",
-       std::string(wake_channel)}};
+  std::string now_text = codec::FormatEpoch(now);
+  return ScriptCall{ScriptId::kFail,
+                    {std::string(job.working_key), std::move(target), keys.Processed(),
+                     keys.Processed(date), keys.Failed(), keys.Failed(date)},
+                    {std::string(job.original), std::string(job.updated),
+                     job.mode == FailMode::kRetry ? codec::FormatEpoch(job.retry_at) : now_text,
+                     mode, now_text, Count(limits.max_jobs), Count(limits.timeout.count()),
+                     !job.counted             ? "0"
+                     : job.resent_unconfirmed ? "2"
+                                              : "1",
+                     std::string(wake_channel)}};
 }
 
 ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,
                        std::vector<std::string> listed) {
   ScriptCall call{ScriptId::kRequeue,
-                  {std::string(working_key), keys.Queue(queue), keys.Dead(),
-                   keys.Queues()},
+                  {std::string(working_key), keys.Queue(queue), keys.Dead(), keys.Queues()},
                   {mode == RequeueMode::kKeep ? "keep" : "interrupt",
-                   std::to_string(max_interruptions), FormatEpoch(now), Count(limits.max_jobs),
-                   Count(limits.timeout.count()), std::string(queue)}};
+                   std::to_string(max_interruptions), codec::FormatEpoch(now),
+                   Count(limits.max_jobs), Count(limits.timeout.count()), std::string(queue)}};
   call.args.reserve(call.args.size() + listed.size());
   for (std::string& payload : listed) call.args.push_back(std::move(payload));
   return call;
@@ -326,19 +325,20 @@ Result<RequeueReply> ReadRequeueReply(redis::ReplyRef reply) {
 
 ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
                        const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
-  return ScriptCall{ScriptId::kRecover,
-                    {keys.Heartbeat(identity), keys.Working(identity, queue), keys.Queue(queue),
-                     keys.Dead(), keys.Queues()},
-                    {std::to_string(batch.max_interruptions), FormatEpoch(now), Count(batch.limit),
-                     batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
-                     Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
+  return ScriptCall{
+      ScriptId::kRecover,
+      {keys.Heartbeat(identity), keys.Working(identity, queue), keys.Queue(queue), keys.Dead(),
+       keys.Queues()},
+      {std::to_string(batch.max_interruptions), codec::FormatEpoch(now), Count(batch.limit),
+       batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
+       Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
 }
 
 ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
                        std::string_view wake_prefix, std::vector<QueuedMember> members) {
   ScriptCall call{ScriptId::kPromote,
                   {std::string(set), keys.Queues(), keys.Dead()},
-                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
+                  {codec::FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
                    std::string(wake_prefix)}};
   AddQueuedMembers(keys, 3, std::move(members), &call);
   return call;
@@ -354,7 +354,7 @@ ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool
                         std::vector<QueuedMember> entries) {
   ScriptCall call{ScriptId::kRetryNow,
                   {std::string(set), keys.Queues()},
-                  {FormatEpoch(now), decrement_retry ? "1" : "0"}};
+                  {codec::FormatEpoch(now), decrement_retry ? "1" : "0"}};
   AddQueuedMembers(keys, 2, std::move(entries), &call);
   return call;
 }
@@ -382,7 +382,7 @@ ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, s
                     std::optional<std::string_view> from) {
   ScriptCall call{ScriptId::kKill,
                   {from ? std::string(*from) : keys.Retry(), keys.Dead()},
-                  {FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+                  {codec::FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
   for (std::string& entry : entries) call.args.push_back(std::move(entry));
   return call;
 }
@@ -398,12 +398,11 @@ ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,
                             std::string_view holder, std::optional<double> now,
                             double jitter_seconds) {
   return ScriptCall{ScriptId::kLimitAcquire,
-                    {std::string(working_key), keys.Limit(limit.name),
-                     keys.LimitStarts(limit.name), keys.LimitWaiting(limit.name),
-                     keys.Schedule()},
-                    {std::move(payload), std::string(holder), now ? FormatEpoch(*now) : "",
+                    {std::string(working_key), keys.Limit(limit.name), keys.LimitStarts(limit.name),
+                     keys.LimitWaiting(limit.name), keys.Schedule()},
+                    {std::move(payload), std::string(holder), now ? codec::FormatEpoch(*now) : "",
                      std::to_string(limit.concurrency), std::to_string(limit.rate),
-                     FormatEpoch(limit.period_seconds), FormatEpoch(jitter_seconds),
+                     codec::FormatEpoch(limit.period_seconds), codec::FormatEpoch(jitter_seconds),
                      keys.WakeScheduled()}};
 }
 
@@ -435,22 +434,22 @@ Result<LimitAcquireReply> ReadLimitAcquireReply(redis::ReplyRef reply) {
 
 ScriptCall LimitReleaseCall(const Keys& keys, const LimitTerms& limit,
                             std::vector<std::string> holders, double now) {
-  ScriptCall call{ScriptId::kLimitRelease,
-                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
-                   keys.Queues(), keys.Dead()},
-                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
-                   keys.Queue("")}};
+  ScriptCall call{
+      ScriptId::kLimitRelease,
+      {keys.Limit(limit.name), keys.LimitWaiting(limit.name), keys.Queues(), keys.Dead()},
+      {std::to_string(limit.concurrency), keys.WakeQueue(""), codec::FormatEpoch(now),
+       keys.Queue("")}};
   for (std::string& holder : holders) call.args.push_back(std::move(holder));
   return call;
 }
 
 ScriptCall LimitReapCall(const Keys& keys, const LimitTerms& limit,
                          const std::vector<std::string>& identities, double now) {
-  ScriptCall call{ScriptId::kLimitReap,
-                  {keys.Limit(limit.name), keys.LimitWaiting(limit.name),
-                   keys.Queues(), keys.Dead()},
-                  {std::to_string(limit.concurrency), keys.WakeQueue(""), FormatEpoch(now),
-                   keys.Heartbeat(""), keys.Queue("")}};
+  ScriptCall call{
+      ScriptId::kLimitReap,
+      {keys.Limit(limit.name), keys.LimitWaiting(limit.name), keys.Queues(), keys.Dead()},
+      {std::to_string(limit.concurrency), keys.WakeQueue(""), codec::FormatEpoch(now),
+       keys.Heartbeat(""), keys.Queue("")}};
   for (const std::string& identity : identities) call.keys.push_back(keys.Heartbeat(identity));
   return call;
 }
@@ -466,13 +465,13 @@ std::string LimitHolder(uint64_t n, std::string_view identity) {
 }
 
 ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
-  return ScriptCall{ScriptId::kPeriodic,
-                    {keys.PeriodicJob(tick.name), keys.PeriodicTicks(tick.name),
-                     keys.Queues(), keys.Queue(tick.queue)},
-                    {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
-                     tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue),
-                     std::string(tick.queue), std::move(tick.payload), std::string(tick.jid),
-                     FormatEpoch(tick.now)}};
+  return ScriptCall{
+      ScriptId::kPeriodic,
+      {keys.PeriodicJob(tick.name), keys.PeriodicTicks(tick.name), keys.Queues(),
+       keys.Queue(tick.queue)},
+      {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
+       tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue), std::string(tick.queue),
+       std::move(tick.payload), std::string(tick.jid), codec::FormatEpoch(tick.now)}};
 }
 
 Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
@@ -503,9 +502,10 @@ Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
 ScriptCall PeriodicDeclareCall(const Keys& keys, std::string_view name, std::string_view digest,
                                std::string_view identity, double now,
                                std::vector<std::pair<std::string, std::string>> fields) {
-  ScriptCall call{ScriptId::kPeriodicDeclare,
-                  {keys.Periodic(), keys.PeriodicJob(name)},
-                  {std::string(name), std::string(digest), std::string(identity), FormatEpoch(now)}};
+  ScriptCall call{
+      ScriptId::kPeriodicDeclare,
+      {keys.Periodic(), keys.PeriodicJob(name)},
+      {std::string(name), std::string(digest), std::string(identity), codec::FormatEpoch(now)}};
   for (auto& [field, value] : fields) {
     call.args.push_back(std::move(field));
     call.args.push_back(std::move(value));

@@ -36,7 +36,7 @@ void DeadlineWatch::Stop() { timer_.Close(); }
 void DeadlineWatch::Check() {
   for (const DeadlineEvent& event : pool_.CheckDeadlines(clock_.Monotonic())) {
     // Only jobs that started have a deadline, so the payload decodes.
-    Result<DecodedJob> decoded = DecodeJob(event.payload);
+    Result<codec::DecodedJob> decoded = codec::DecodeJob(event.payload);
     if (!decoded.ok()) continue;
     std::string_view job_class = StringField(decoded->document, "class");
     std::string_view queue = StringField(decoded->document, "queue");

@@ -23,13 +23,13 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
   thread_local std::mt19937 random{std::random_device{}()};
   done->outcome = Outcome::kFailed;
   done->error = error.error_class + ": " + error.message;
-  FailureInfo info;
+  codec::FailureInfo info;
   info.error_class = error.error_class;
   info.error_message = error.message;
   info.fetched_queue = queue;
   info.now = now;
   info.backtrace = std::move(backtrace);
-  Result<std::string> failed = RecordFailure(payload, info);
+  Result<std::string> failed = codec::RecordFailure(payload, info);
   if (!failed.ok()) {
     // A payload Sidekiq could not retry either (say, a retry_count that is
     // not an integer): it goes to the dead set as it was, with the reason
@@ -68,7 +68,7 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
   if (!plan.exhausted && !plan.death) return;
 
   // Hooks see the job as it now stands, with the failure recorded.
-  Result<DecodedJob> failed_doc = DecodeJob(done->failed_payload);
+  Result<codec::DecodedJob> failed_doc = codec::DecodeJob(done->failed_payload);
   if (!failed_doc.ok()) return;
   JobView failed_view(done->failed_payload, queue, failed_doc->document);
   auto guarded = [&](const char* what, const auto& hook) {

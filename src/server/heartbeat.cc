@@ -80,7 +80,7 @@ std::string Heartbeat::InfoJson(const std::vector<std::string>& queues) const {
   w.Key("hostname");
   WriteString(w, self_.hostname);
   w.Key("started_at");
-  std::string started = FormatEpoch(started_at_);
+  std::string started = codec::FormatEpoch(started_at_);
   w.RawValue(started.c_str(), started.size(), rapidjson::kNumberType);
   w.Key("pid");
   w.Int64(self_.pid);

@@ -74,7 +74,7 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
   if (!Expired(flow, now)) return false;
   done->outcome = Outcome::kExpired;
   log.Log(LogLevel::kInfo, "job_expired", "expired at %s, %.3f s before its start: discarded unrun",
-          FormatEpoch(*flow.expires_at).c_str(), now - *flow.expires_at);
+          codec::FormatEpoch(*flow.expires_at).c_str(), now - *flow.expires_at);
   if (metrics != nullptr) metrics->JobExpired(job_class);
   return true;
 }

@@ -181,7 +181,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       sent = payload.status();
     } else {
       // The jid is the payload's: read back rather than made twice.
-      Result<DecodedJob> decoded = DecodeJob(*payload);
+      Result<codec::DecodedJob> decoded = codec::DecodeJob(*payload);
       if (decoded.ok() && decoded->document["jid"].IsString()) {
         jid = decoded->document["jid"].GetString();
       }

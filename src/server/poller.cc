@@ -41,8 +41,8 @@ bool HeadScore(redis::ReplyRef reply, double* score) {
 }  // namespace
 
 std::string DueJobQueue(std::string_view member) {
-  Result<DecodedJob> job = DecodeJob(member);
-  return job.ok() ? QueueOf(job->document) : std::string();
+  Result<codec::DecodedJob> job = codec::DecodeJob(member);
+  return job.ok() ? codec::QueueOf(job->document) : std::string();
 }
 
 Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
@@ -123,7 +123,7 @@ void Poller::OnTimer() {
   Pass(mask != 0 ? mask : kBothSets);
 }
 
-std::string Poller::NowText() const { return FormatEpoch(clock_.Now()); }
+std::string Poller::NowText() const { return codec::FormatEpoch(clock_.Now()); }
 
 unsigned Poller::DueMask(double now) const {
   unsigned mask = 0;

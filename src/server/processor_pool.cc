@@ -309,7 +309,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
   done.queue = job.queue;
-  Result<DecodedJob> decoded = DecodeJob(job.payload);
+  Result<codec::DecodedJob> decoded = codec::DecodeJob(job.payload);
   if (!decoded.ok()) {
     done.outcome = Outcome::kInvalid;
     done.error = decoded.status().message();

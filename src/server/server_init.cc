@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "codec/job_codec.h"      // NewJid
+#include "codec/jid.h"
 #include "protocol/process_entry.h"  // ProcessHostname
 #include "server/options_check.h"
 #include "server/redis_probe.h"
@@ -18,7 +18,7 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
       log_(std::make_shared<base::Logger>(options.log_level, options.log_sink, options.log_format)),
       keys_(protocol::Keys::For(options.prefix, options.redis)),
       hostname_(protocol::ProcessHostname()),
-      identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + NewJid().substr(0, 12)),
+      identity_(hostname_ + ":" + std::to_string(getpid()) + ":" + codec::NewJid().substr(0, 12)),
       queues_(options.queues, keys_, identity_),
       pool_config_(ProcessorConfig::For(options, std::move(registry), std::move(external),
                                         queues_.names(), log_, clock_)),

@@ -13,7 +13,7 @@ void LogWorkerState(const base::Logger& log, const WorkerState& state, const Que
   std::vector<bool> busy(static_cast<size_t>(state.concurrency), false);
   for (const RunningJob& job : state.running) {
     busy[static_cast<size_t>(job.slot)] = true;
-    Result<DecodedJob> decoded = DecodeJob(job.payload);
+    Result<codec::DecodedJob> decoded = codec::DecodeJob(job.payload);
     std::string cls = "?", jid = "?";
     if (decoded.ok()) {
       const auto& doc = decoded->document;

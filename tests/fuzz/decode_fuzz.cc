@@ -17,6 +17,7 @@
 #include "reliableq/handler.h"
 
 using namespace reliableq;
+using namespace reliableq::codec;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view raw(reinterpret_cast<const char*>(data), size);

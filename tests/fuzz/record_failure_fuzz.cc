@@ -20,6 +20,7 @@
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::codec;
 using namespace reliableq::base;
 
 namespace {

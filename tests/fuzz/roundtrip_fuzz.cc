@@ -18,6 +18,7 @@
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::codec;
 using namespace reliableq::base;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

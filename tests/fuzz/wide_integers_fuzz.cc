@@ -14,6 +14,7 @@
 #include "fuzz_support.h"
 
 using namespace reliableq;
+using namespace reliableq::codec;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
