@@ -32,6 +32,7 @@ import subprocess
 import threading
 import time
 
+from ..processes import stop_process
 from ..resp import encode
 from ..servers import free_port
 from .common import BenchError, log
@@ -115,12 +116,7 @@ def idle_rss(bench, http_port):
         time.sleep(1.0)
         return rss_kb(worker.pid)
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop_process(worker, grace=30)
 
 
 def metrics(bench):
@@ -240,12 +236,7 @@ def start_web(r, port):
 
 
 def stop_web(web):
-    web.terminate()
-    try:
-        web.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        web.kill()
-        web.wait()
+    stop_process(web, grace=10)
 
 
 def web_pages(bench):

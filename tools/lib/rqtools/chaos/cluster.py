@@ -42,7 +42,6 @@ reported as such.
 
 import json
 import os
-import signal
 import threading
 import time
 
@@ -51,7 +50,7 @@ from ..resp import Redis, RedisReplyError, pairs
 from ..servers import Cluster
 from ..slots import GroupClient, group_in_slot, key, key_slot
 from . import QUEUES, RECORD_PREFIX
-from .oracle import print_findings
+from .oracle import pending_job_ids, print_findings
 from .worker_faults import Chaos
 
 
@@ -320,12 +319,8 @@ class ClusterChaos(Chaos):
             self.tend_workers()
             if plan and now - start >= plan[0][0]:
                 _, kind = plan.pop(0)
-                if kind == 'kill':
-                    self.kill_worker()
-                elif kind == 'zombie':
-                    self.stop_worker_as_zombie()
-                elif kind == 'term':
-                    self.term_worker()
+                if self.worker_fault(kind):
+                    pass
                 elif kind == 'failover':
                     self.fail_primary(self.groups[turn % len(self.groups)])
                     turn += 1
@@ -342,27 +337,8 @@ class ClusterChaos(Chaos):
                 self.progress(ledger)
             time.sleep(0.02)
 
-        for w in self.workers:
-            if w.state == 'stopped':
-                w.resume_at = 0
-        if a.backlog:
-            # A standing backlog ends with the chaos (see the default mode).
-            for p, _ in self.producers:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-        self.log('chaos over; waiting for the producers and the queues to drain')
-        self.drain(self.pending, lambda left: self.progress(ledger, left))
-        for w in self.workers:
-            if w.state in ('running', 'stopped'):
-                w.proc.send_signal(signal.SIGCONT)
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
+        self.wind_down(self.pending, lambda left: self.progress(ledger, left))
+        self.stop_workers()
         report = self.check(ledger)
         ledger.close()
         return report
@@ -408,13 +384,7 @@ class ClusterChaos(Chaos):
         dead, dead_reasons, left, stranded = {}, {}, {}, {}
         for g in self.groups:
             leftovers(self.client(g), g, dead, dead_reasons, left, stranded)
-        pending_ids = {}
-        for payload, where in left.items():
-            try:
-                pending_ids[int(json.loads(payload)['args'][0])] = where
-            except (ValueError, KeyError, IndexError, TypeError):
-                pending_ids.setdefault(-1, where)
-        return dead, dead_reasons, pending_ids, stranded
+        return dead, dead_reasons, pending_job_ids(left), stranded
 
     def windows(self, kind):
         out = []

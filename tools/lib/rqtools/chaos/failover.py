@@ -48,7 +48,6 @@ seconds after the kill); otherwise the run fails.
 
 import json
 import os
-import signal
 import time
 
 from ..processes import spawn
@@ -325,30 +324,12 @@ class FailoverChaos(Chaos):
                 self.progress(ledger)
             time.sleep(0.02)
 
-        if a.backlog:
-            for p, _ in self.producers:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-        self.log('failovers over; waiting for the producers and the queues to drain')
-        self.drain(lambda: self.pending(self.data()), lambda left: self.progress(ledger, left))
+        self.wind_down(lambda: self.pending(self.data()), lambda left: self.progress(ledger, left),
+                       'failovers')
         self.stop_workers()
         report = self.check(ledger, self.data())
         ledger.close()
         return report
-
-    def stop_workers(self):
-        a = self.args
-        for w in self.workers:
-            if w.state in ('running', 'stopped'):
-                w.proc.send_signal(signal.SIGCONT)
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
 
     def progress(self, ledger, pending=None):
         try:

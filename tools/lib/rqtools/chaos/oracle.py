@@ -17,6 +17,18 @@ from ..resp import pairs
 from . import HEARTBEAT_GONE, PREFIX, RECORD_PREFIX, TICK_QUEUE
 
 
+def pending_job_ids(left):
+    """{job id: where} of the payloads in `left` ({payload: key}); -1 for
+    the unreadable ones."""
+    out = {}
+    for payload, where in left.items():
+        try:
+            out[int(json.loads(payload)['args'][0])] = where
+        except (ValueError, KeyError, IndexError, TypeError):
+            out.setdefault(-1, where)
+    return out
+
+
 class Oracle:
     """The check's half of a Chaos run (worker_faults.Chaos): it reads what
     the run recorded (self.events, self.workers, self.producers, self.redis's
@@ -313,13 +325,7 @@ class Oracle:
                     stranded_keys[key] = r.call('LLEN', key)
             if cursor == '0':
                 break
-        pending_ids = {}
-        for payload, where in left.items():
-            try:
-                pending_ids[int(json.loads(payload)['args'][0])] = where
-            except (ValueError, KeyError, IndexError, TypeError):
-                pending_ids.setdefault(-1, where)
-        return dead, dead_reasons, pending_ids, stranded_keys
+        return dead, dead_reasons, pending_job_ids(left), stranded_keys
 
     def check(self, r):
         a = self.args

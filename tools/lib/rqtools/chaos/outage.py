@@ -173,19 +173,9 @@ class OutageChaos(Chaos):
                 self.progress(ledger)
             time.sleep(0.05)
 
-        self.log('outages over; waiting for the producers and the queues to drain')
         r = Redis(self.redis.sock)
-        self.drain(lambda: self.pending(r))
-        for w in self.workers:
-            if w.state == 'running':
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
+        self.wind_down(lambda: self.pending(r), what='outages')
+        self.stop_workers()
         report = self.check(ledger, r)
         ledger.close()
         r.close()

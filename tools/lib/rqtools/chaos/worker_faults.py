@@ -369,6 +369,31 @@ class Chaos(Oracle):
         self.event('term', w.pid)
         self.start_worker()
 
+    def stop_workers(self):
+        """A clean stop of every worker (TERM, bounded): they hand back
+        nothing (nothing is left) and unregister."""
+        a = self.args
+        for w in self.workers:
+            if w.state in ('running', 'stopped'):
+                w.proc.send_signal(signal.SIGCONT)
+                w.proc.send_signal(signal.SIGTERM)
+                w.state = 'terming'
+                w.term_deadline = time.monotonic() + a.timeout + 20
+        end = time.monotonic() + a.timeout + 25
+        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
+            self.tend_workers(replace=False)
+            time.sleep(0.05)
+        self.tend_workers(replace=False)
+
+    def worker_fault(self, kind):
+        """Carries out a worker fault of the plan (timeline()): 'kill',
+        'zombie' or 'term'; False for any other kind."""
+        action = {'kill': self.kill_worker, 'zombie': self.stop_worker_as_zombie,
+                  'term': self.term_worker}.get(kind)
+        if action is not None:
+            action()
+        return action is not None
+
     def kill_connections(self):
         """CLIENT KILL of every connection the workers hold (their CLIENT
         SETNAME begins with the key prefix), as a proxy or a network blip
@@ -430,6 +455,20 @@ class Chaos(Oracle):
         self.event('redis_kill', self.redis.proc.pid)
         self.redis.kill_and_restart(down)
         self.event('redis_ready', self.redis.proc.pid)
+
+    def wind_down(self, pending, progress=None, what='chaos'):
+        """After the faults: resumes every zombie, ends a standing backlog
+        (its producers stop between two pushes), and waits for the
+        producers and then for every job to be done (drain())."""
+        for w in self.workers:
+            if w.state == 'stopped':
+                w.resume_at = 0
+        if self.args.backlog:
+            for p, _ in self.producers:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+        self.log('%s over; waiting for the producers and the queues to drain' % what)
+        self.drain(pending, progress)
 
     def drain(self, pending, progress=None):
         """After the faults: keeps replacing crashed workers while the
@@ -643,12 +682,8 @@ class Chaos(Oracle):
             self.tend_workers()
             if plan and now - start >= plan[0][0]:
                 _, kind = plan.pop(0)
-                if kind == 'kill':
-                    self.kill_worker()
-                elif kind == 'zombie':
-                    self.stop_worker_as_zombie()
-                elif kind == 'term':
-                    self.term_worker()
+                if self.worker_fault(kind):
+                    pass
                 elif kind == 'conn':
                     self.kill_connections()
                 else:
@@ -662,34 +697,11 @@ class Chaos(Oracle):
             time.sleep(0.02)
         self.chaos_wall[1] = time.time()
 
-        # Resume every zombie, keep replacing crashed workers, and wait for
-        # the producers and then for every job to be done. A standing backlog
-        # ends with the chaos: its producers stop between two pushes.
-        for w in self.workers:
-            if w.state == 'stopped':
-                w.resume_at = 0
-        if a.backlog:
-            for p, _ in self.producers:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-        self.log('chaos over; waiting for the producers and the queues to drain')
-        self.drain(lambda: self.pending(r), lambda left: self.progress(r, left))
+        self.wind_down(lambda: self.pending(r), lambda left: self.progress(r, left))
         if a.stall_pushes:
             self.spool_stall(r)
 
-        # A clean stop of every worker: they hand back nothing (nothing is
-        # left) and unregister.
-        for w in self.workers:
-            if w.state in ('running', 'stopped'):
-                w.proc.send_signal(signal.SIGCONT)
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
+        self.stop_workers()
         self.sampler.stopping.set()
         self.sampler.join(timeout=5)
         report = self.check(r)
