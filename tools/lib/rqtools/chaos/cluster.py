@@ -46,10 +46,10 @@ import threading
 import time
 
 from ..processes import spawn
-from ..resp import Redis, RedisReplyError, pairs
+from ..resp import Redis, pairs
 from ..servers import Cluster
 from ..slots import GroupClient, group_in_slot, key, key_slot
-from . import QUEUES, RECORD_PREFIX
+from . import QUEUES
 from .oracle import pending_job_ids, print_findings
 from .worker_faults import Chaos
 
@@ -344,10 +344,7 @@ class ClusterChaos(Chaos):
         return report
 
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', RECORD_PREFIX + 'runs')
-        except (OSError, RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         kinds = [e['kind'] for e in self.events]
         text = 'executed %s, workers %d, kills %d, zombies %d, terms %d, failovers %d, ' \
                'reshards %d' % (executed, len(self.running_workers()), kinds.count('kill'),

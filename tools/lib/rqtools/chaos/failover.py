@@ -332,10 +332,7 @@ class FailoverChaos(Chaos):
         return report
 
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', RECORD_PREFIX + 'runs')
-        except (OSError, RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         stored = {g: len(self.read_pushes(g, '.accepted')) for g in GROUPS}
         text = 'stored %s, executed %s, failovers %d, workers %d' % (
             stored, executed, len(self.failovers), len(self.running_workers()))

@@ -34,9 +34,9 @@ import subprocess
 import time
 
 from ..processes import spawn
-from ..resp import Redis, RedisReplyError
+from ..resp import Redis
 from ..servers import RedisServer
-from . import HEARTBEAT_GONE, QUEUES, RECORD_PREFIX
+from . import HEARTBEAT_GONE, QUEUES
 from .oracle import print_findings, print_stall
 from .worker_faults import Chaos, StallPushes
 
@@ -182,10 +182,7 @@ class OutageChaos(Chaos):
         return report
 
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', RECORD_PREFIX + 'runs')
-        except (OSError, RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         self.log('stored %d, executed %s, spooled now %s' % (
             len(self.read_ids('.accepted')), executed, self.spooled_now()))
 

@@ -708,11 +708,17 @@ class Chaos(Oracle):
         r.close()
         return report
 
-    def progress(self, r, pending=None):
+    @staticmethod
+    def runs_so_far(ledger):
+        """The jobs run to the end so far, by the ledger's count; '?' while
+        it cannot be read."""
         try:
-            executed = r.call('HLEN', RECORD_PREFIX + 'runs')
+            return ledger.call('HLEN', RECORD_PREFIX + 'runs')
         except (OSError, RedisReplyError):
-            executed = '?'
+            return '?'
+
+    def progress(self, r, pending=None):
+        executed = self.runs_so_far(r)
         accepted = 0
         for _, base in self.producers:
             try:
