@@ -25,11 +25,17 @@ RELIABLEQ_SOURCE_ROOT (the source tree). Exits 0 when every step passed.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+# The shared Python tooling in tools/lib, found in the nearest folder above
+# this one that holds it.
+LIB = os.path.dirname(os.path.realpath(__file__))
+while not os.path.isdir(os.path.join(LIB, "tools", "lib")) and LIB != os.path.dirname(LIB):
+    LIB = os.path.dirname(LIB)
+sys.path.insert(0, os.path.join(LIB, "tools", "lib"))
+from rqtools.servers import RedisServer, ServerError  # noqa: E402
 
 BUILD_ROOT = os.path.realpath(os.environ.get("RELIABLEQ_BUILD_ROOT", "build"))
 SOURCE_ROOT = os.path.realpath(os.environ.get("RELIABLEQ_SOURCE_ROOT", "."))
@@ -112,47 +118,6 @@ def build_with_pkg_config(tmp, root, sources):
     return program
 
 
-class Redis:
-    """A redis-server on a unix socket of its own, stopped by its PID."""
-
-    def __init__(self, tmp):
-        self.socket_path = os.path.join(tmp, "redis.sock")
-        self.log = open(os.path.join(tmp, "redis.log"), "w")
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", "0", "--unixsocket", self.socket_path,
-             "--save", "", "--appendonly", "no", "--dir", tmp],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + REDIS_START_SECONDS
-        while not self.answers_ping():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise Failure("redis-server did not answer PING on %s" % self.socket_path)
-            time.sleep(0.05)
-
-    def answers_ping(self):
-        try:
-            with socket.socket(socket.AF_UNIX) as connection:
-                connection.settimeout(1)
-                connection.connect(self.socket_path)
-                connection.sendall(b"PING\r\n")
-                return connection.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def url(self):
-        return "unix://" + self.socket_path
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self.log.close()
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix="reliableq-consumer-") as tmp:
         # The consumer's own files out of the source tree, so that nothing
@@ -164,10 +129,13 @@ def main():
         root = install_and_move(tmp)
         programs = {"cmake": build_with_cmake(tmp, root, sources),
                     "pkg-config": build_with_pkg_config(tmp, root, sources)}
-        redis = Redis(tmp)
+        try:
+            redis = RedisServer(os.path.join(tmp, "redis")).start(limit=REDIS_START_SECONDS)
+        except ServerError as error:
+            raise Failure(str(error)) from error
         try:
             for way, program in programs.items():
-                print(run([program, redis.url()], seconds=60).strip(), "(built with %s)" % way)
+                print(run([program, redis.url], seconds=60).strip(), "(built with %s)" % way)
         finally:
             redis.stop()
     print("consumer: OK (CMake and pkg-config, from a moved install)")

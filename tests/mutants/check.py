@@ -18,7 +18,11 @@ import os
 import subprocess
 import sys
 
-CHAOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'tools', 'chaos')
+# tools/chaos, in the nearest folder above this one that holds it.
+ROOT = os.path.dirname(os.path.abspath(__file__))
+while not os.path.isfile(os.path.join(ROOT, 'tools', 'chaos')) and ROOT != os.path.dirname(ROOT):
+    ROOT = os.path.dirname(ROOT)
+CHAOS = os.path.join(ROOT, 'tools', 'chaos')
 
 
 def main(argv):

@@ -53,6 +53,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
+# The shared Python tooling in tools/lib, found in the nearest folder above
+# this one that holds it.
+LIB = os.path.dirname(os.path.realpath(__file__))
+while not os.path.isdir(os.path.join(LIB, 'tools', 'lib')) and LIB != os.path.dirname(LIB):
+    LIB = os.path.dirname(LIB)
+sys.path.insert(0, os.path.join(LIB, 'tools', 'lib'))
+from rqtools.servers import RedisServer, ServerError, free_port  # noqa: E402
+
 XSS = '<img src=x onerror=alert(1)>'
 BACKTRACE = ["app/jobs/flaky_job.rb:12:in `perform'", 'lib/net/http.rb:960:in `connect\'']
 DEAD_JID = 'dead0000000000000000beef'
@@ -77,15 +85,6 @@ def check(condition, message):
         raise Failure(message)
 
 
-def free_port():
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
-
-
 def wait_until(what, predicate, timeout=WAIT, interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,19 +95,14 @@ def wait_until(what, predicate, timeout=WAIT, interval=0.05):
     raise Failure('timed out after %ss waiting for %s' % (timeout, what))
 
 
-class Redis:
-    def __init__(self, port):
-        self.port = port
+class Redis(RedisServer):
+    """The test's redis-server; cli() gives a reply as redis-cli prints it."""
 
-    def cli(self, *args, stdin=None):
-        result = subprocess.run(['redis-cli', '-h', '127.0.0.1', '-p', str(self.port)] + [str(a) for a in args],
-                                input=stdin, capture_output=True, text=True, timeout=WAIT)
-        if result.returncode != 0:
-            raise Failure('redis-cli %s: %s' % (' '.join(map(str, args)), result.stderr.strip()))
-        return result.stdout
+    def cli(self, *args):
+        return str(self.call(*args))
 
     def lines(self, *args):
-        return self.cli(*args).splitlines()
+        return self.call(*args)
 
 
 def stop(process, name):
@@ -281,19 +275,8 @@ def run(reliableq, shots, workdir):
     processes = []
     driver = None
     try:
-        redis_server = subprocess.Popen(
-            ['redis-server', '--port', str(redis_port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-             '--dir', workdir], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        processes.append((redis_server, 'redis-server'))
-        redis = Redis(redis_port)
-
-        def pong():
-            check(redis_server.poll() is None, 'redis-server exited at start')
-            try:
-                return redis.cli('PING').strip() == 'PONG'
-            except (Failure, subprocess.TimeoutExpired):
-                return False
-        wait_until('redis-server to answer', pong)
+        redis = Redis(os.path.join(workdir, 'redis'), port=redis_port, unix=False, timeout=WAIT).start(limit=WAIT)
+        processes.append((redis.proc, 'redis-server'))
 
         queued, scheduled = seed(redis, reliableq, redis_url)
 
@@ -569,7 +552,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix='reliableq-web-') as workdir:
         try:
             run(reliableq, shots, workdir)
-        except (Failure, WebDriverException, subprocess.TimeoutExpired) as error:
+        except (Failure, ServerError, WebDriverException, subprocess.TimeoutExpired) as error:
             print('FAIL: %s' % error, file=sys.stderr)
             if not isinstance(error, Failure):
                 traceback.print_exc()

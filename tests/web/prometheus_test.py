@@ -25,13 +25,20 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+# The shared Python tooling in tools/lib, found in the nearest folder above
+# this one that holds it.
+LIB = os.path.dirname(os.path.realpath(__file__))
+while not os.path.isdir(os.path.join(LIB, "tools", "lib")) and LIB != os.path.dirname(LIB):
+    LIB = os.path.dirname(LIB)
+sys.path.insert(0, os.path.join(LIB, "tools", "lib"))
+from rqtools.servers import RedisServer, free_port  # noqa: E402
 
 BIN = os.environ.get("RELIABLEQ_BIN", "build/src/cli/reliableq")
 PLUGIN = os.environ.get("RELIABLEQ_DEMO_PLUGIN", "build/examples/libdemo_jobs.so")
@@ -40,12 +47,6 @@ DEADLINE_SECONDS = 30
 
 class Failure(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(what, check, seconds=DEADLINE_SECONDS):
@@ -100,18 +101,6 @@ class Processes:
                 process.wait()
 
 
-class Redis:
-    def __init__(self, socket_path):
-        self.socket = socket_path
-
-    def cli(self, *words, stdin=None):
-        done = subprocess.run(["redis-cli", "-s", self.socket] + list(words), input=stdin,
-                              capture_output=True, text=True, timeout=30)
-        if done.returncode != 0:
-            raise Failure("redis-cli %s failed: %s" % (" ".join(words), done.stderr.strip()))
-        return done.stdout.strip()
-
-
 def sidekiq_job(job_class, queue, jid, args=None):
     """A job as Ruby Sidekiq's client writes it."""
     return json.dumps({"class": job_class, "args": args or [], "queue": queue, "jid": jid,
@@ -148,13 +137,9 @@ class Prometheus:
 def run(workdir):
     processes = Processes(workdir)
     try:
-        redis_socket = os.path.join(workdir, "redis.sock")
-        processes.start("redis", ["redis-server", "--port", "0", "--unixsocket", redis_socket,
-                                  "--save", "", "--appendonly", "no",
-                                  "--dir", workdir])
-        redis = Redis(redis_socket)
-        wait_until("redis-server", lambda: redis.cli("PING") == "PONG")
-        url = "unix://" + redis_socket
+        redis = RedisServer(os.path.join(workdir, "redis"), timeout=30)
+        processes.running.append(("redis", redis.start(limit=DEADLINE_SECONDS).proc))
+        url = redis.url
 
         worker_port, web_port, prometheus_port = free_port(), free_port(), free_port()
         processes.start("worker", [BIN, "worker", "--redis", url, "-r", PLUGIN, "-c", "4",
@@ -186,18 +171,18 @@ def run(workdir):
 
         # Before any job: the web's queue gauge of a queue nobody serves is
         # seen at 0 once there is such a queue, so that the move is visible.
-        redis.cli("SADD", "queues", "unserved")
+        redis.call("SADD", "queues", "unserved")
         batch = []
         for i in range(20):
             batch.append(sidekiq_job("NoopJob", "default", "noop%02d" % i))
         batch.append(sidekiq_job("FailingJob", "default", "failing01"))
         batch.append(sidekiq_job("NoSuchJob", "default", "unknown01"))
         for payload in batch:
-            redis.cli("LPUSH", "queue:default", payload)
-        redis.cli("SADD", "queues", "default")
+            redis.call("LPUSH", "queue:default", payload)
+        redis.call("SADD", "queues", "default")
         for i in range(7):
-            redis.cli("LPUSH", "queue:unserved", sidekiq_job("NoopJob", "unserved", "u%02d" % i))
-        redis.cli("ZADD", "dead", str(time.time()),
+            redis.call("LPUSH", "queue:unserved", sidekiq_job("NoopJob", "unserved", "u%02d" % i))
+        redis.call("ZADD", "dead", str(time.time()),
                   sidekiq_job("NoopJob", "default", "dead01"))
 
         labels = 'class="NoopJob",queue="default"'
@@ -224,8 +209,8 @@ def run(workdir):
         prometheus.wait_value("reliableq_dead_set_size", 1.0)
         prometheus.wait_value("reliableq_processes", 1.0)
         # ... and they move.
-        redis.cli("LPUSH", "queue:unserved", sidekiq_job("NoopJob", "unserved", "u99"))
-        redis.cli("ZADD", "dead", str(time.time()), sidekiq_job("NoopJob", "default", "dead02"))
+        redis.call("LPUSH", "queue:unserved", sidekiq_job("NoopJob", "unserved", "u99"))
+        redis.call("ZADD", "dead", str(time.time()), sidekiq_job("NoopJob", "default", "dead02"))
         prometheus.wait_value('reliableq_queue_size{queue="unserved"}', 8.0)
         prometheus.wait_value("reliableq_dead_set_size", 2.0)
         wait_until("a queue latency above 0",

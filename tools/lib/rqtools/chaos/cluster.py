@@ -1,7 +1,7 @@
 """tools/chaos --mode cluster: queue groups on a Redis Cluster whose primaries
 are SIGKILLed and whose slots move while producers push and workers run.
 
-The jobs live on a Cluster (redis_cluster.py: --primaries primaries with a
+The jobs live on a Cluster (servers.Cluster: --primaries primaries with a
 replica each, a short cluster-node-timeout) in --groups queue groups, each
 in the lowest slot of its own primary (layout 2: every key of group G is
 "reliableq:{G}:" + its layout-1 name, so a group is one slot on one
@@ -42,12 +42,16 @@ reported as such.
 
 import json
 import os
-import signal
 import threading
 import time
 
-import chaos as base
-from redis_cluster import Cluster, GroupClient, group_in_slot, key, key_slot, leftovers
+from ..processes import spawn
+from ..resp import Redis, pairs
+from ..servers import Cluster
+from ..slots import GroupClient, group_in_slot, key, key_slot
+from . import QUEUES
+from .oracle import pending_job_ids, print_findings
+from .worker_faults import Chaos
 
 
 class NoSampler:
@@ -67,7 +71,7 @@ class NoSampler:
         pass
 
 
-class ClusterChaos(base.Chaos):
+class ClusterChaos(Chaos):
     def __init__(self, args, work):
         super().__init__(args, work)
         # self.redis (a unix-socket redis-server) is the ledger of records.
@@ -129,7 +133,7 @@ class ClusterChaos(base.Chaos):
                 path = os.path.join(self.work, 'producers', '%s-%d' % (group, p))
                 argv = [a.producer, '--redis', self.redis_url(group),
                         '--first-id', str(number * 10_000_000), '--count', str(count),
-                        '--rate', '%.3f' % (count / window), '--queues', ','.join(base.QUEUES),
+                        '--rate', '%.3f' % (count / window), '--queues', ','.join(QUEUES),
                         '--accepted', path + '.accepted', '--unknown', path + '.unknown',
                         '--deadline', str(a.duration + a.drain_timeout)]
                 if a.ack_replicas > 0:
@@ -138,7 +142,7 @@ class ClusterChaos(base.Chaos):
                 if a.backlog:
                     # The producer reads its own group's queues.
                     argv += ['--backlog', str(max(1, a.backlog // a.producers))]
-                self.producers.append((base.spawn(argv, path + '.log'), path))
+                self.producers.append((spawn(argv, path + '.log'), path))
                 self.producer_group[path] = group
 
     # -- cluster faults -------------------------------------------------------
@@ -254,7 +258,7 @@ class ClusterChaos(base.Chaos):
                 n = r.call('LLEN', key(g, 'queue:' + q))
                 if n:
                     out[key(g, 'queue:' + q)] = n
-            for identity, text in base.pairs(r.call('HGETALL', key(g, 'registry'))).items():
+            for identity, text in pairs(r.call('HGETALL', key(g, 'registry'))).items():
                 try:
                     queues = json.loads(text)['queues']
                 except (ValueError, KeyError, TypeError):
@@ -304,7 +308,7 @@ class ClusterChaos(base.Chaos):
                  '%.0f s' % (a.workers, a.producers, a.ack_replicas, a.jobs,
                              a.duration * a.push_window))
 
-        ledger = base.Redis(self.redis.sock)
+        ledger = Redis(self.redis.sock)
         plan = self.timeline()
         start = time.monotonic()
         next_progress = start + 10
@@ -315,12 +319,8 @@ class ClusterChaos(base.Chaos):
             self.tend_workers()
             if plan and now - start >= plan[0][0]:
                 _, kind = plan.pop(0)
-                if kind == 'kill':
-                    self.kill_worker()
-                elif kind == 'zombie':
-                    self.stop_worker_as_zombie()
-                elif kind == 'term':
-                    self.term_worker()
+                if self.worker_fault(kind):
+                    pass
                 elif kind == 'failover':
                     self.fail_primary(self.groups[turn % len(self.groups)])
                     turn += 1
@@ -337,36 +337,14 @@ class ClusterChaos(base.Chaos):
                 self.progress(ledger)
             time.sleep(0.02)
 
-        for w in self.workers:
-            if w.state == 'stopped':
-                w.resume_at = 0
-        if a.backlog:
-            # A standing backlog ends with the chaos (see the default mode).
-            for p, _ in self.producers:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-        self.log('chaos over; waiting for the producers and the queues to drain')
-        self.drain(self.pending, lambda left: self.progress(ledger, left))
-        for w in self.workers:
-            if w.state in ('running', 'stopped'):
-                w.proc.send_signal(signal.SIGCONT)
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
+        self.wind_down(self.pending, lambda left: self.progress(ledger, left))
+        self.stop_workers()
         report = self.check(ledger)
         ledger.close()
         return report
 
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', base.RECORD_PREFIX + 'runs')
-        except (OSError, base.RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         kinds = [e['kind'] for e in self.events]
         text = 'executed %s, workers %d, kills %d, zombies %d, terms %d, failovers %d, ' \
                'reshards %d' % (executed, len(self.running_workers()), kinds.count('kill'),
@@ -403,13 +381,7 @@ class ClusterChaos(base.Chaos):
         dead, dead_reasons, left, stranded = {}, {}, {}, {}
         for g in self.groups:
             leftovers(self.client(g), g, dead, dead_reasons, left, stranded)
-        pending_ids = {}
-        for payload, where in left.items():
-            try:
-                pending_ids[int(json.loads(payload)['args'][0])] = where
-            except (ValueError, KeyError, IndexError, TypeError):
-                pending_ids.setdefault(-1, where)
-        return dead, dead_reasons, pending_ids, stranded
+        return dead, dead_reasons, pending_job_ids(left), stranded
 
     def windows(self, kind):
         out = []
@@ -589,4 +561,35 @@ def print_report(report, details, work):
     print('executed more than once:  %d (one job at most %d times); extra runs by cause: %s; '
           'unexplained: %d' % (r['executed_more_than_once'], r['most_runs_of_one_job'],
                                r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
-    base.print_findings(r, details, work)
+    print_findings(r, details, work)
+
+
+def leftovers(r, g, dead, dead_reasons, left, stranded):
+    """Adds what group `g` (reached through GroupClient `r`) still holds:
+    dead {id: reason}, dead_reasons {error class: [ids]}, left {payload:
+    key} for every job in a queue, working list, the schedule or retry, and
+    stranded {working list: length} for the lists no registered process
+    owns (nobody would ever give those back)."""
+    for payload in r.call('ZRANGE', key(g, 'dead'), '0', '-1') or []:
+        try:
+            job = json.loads(payload)
+            dead[int(job['args'][0])] = '%s: %s' % (job.get('error_class'),
+                                                    job.get('error_message'))
+            dead_reasons.setdefault(job.get('error_class'), []).append(job['args'][0])
+        except (ValueError, KeyError, IndexError, TypeError):
+            dead_reasons.setdefault('unreadable payload', []).append(payload[:80])
+    for q in r.call('SMEMBERS', key(g, 'queues')) or []:
+        for payload in r.call('LRANGE', key(g, 'queue:' + q), '0', '-1') or []:
+            left[payload] = key(g, 'queue:' + q)
+    for name in ('schedule', 'retry'):
+        for payload in r.call('ZRANGE', key(g, name), '0', '-1') or []:
+            left[payload] = key(g, name)
+    registered = set(pairs(r.call('HGETALL', key(g, 'registry'))))
+    # Every key of the group is in its slot, on the node r reaches.
+    for k in r.call('CLUSTER', 'GETKEYSINSLOT', key_slot('{%s}' % g), '100000') or []:
+        if not k.startswith(key(g, 'working:')):
+            continue
+        for payload in r.call('LRANGE', k, '0', '-1') or []:
+            left[payload] = k
+        if k[len(key(g, 'working:')):].rsplit(':', 1)[0] not in registered:
+            stranded[k] = r.call('LLEN', k)

@@ -1,7 +1,7 @@
 """tools/chaos --mode failover: SIGKILLs the master of a replication group
 under Sentinel while producers push and workers run, and counts every job.
 
-The jobs' Redis is a ReplicationGroup (replication.py): a master, two
+The jobs' Redis is a ReplicationGroup (servers.py): a master, two
 replicas and three sentinels on loopback. Workers and producers reach it only
 through the sentinels (a redis+sentinel:// URL). The job records (every
 attempt of a ChaosJob, tests/chaos/chaos_jobs.cc) go to a separate ledger
@@ -50,13 +50,17 @@ import json
 import os
 import time
 
-import chaos as base
-from replication import HOST, ReplicationGroup
+from ..processes import spawn
+from ..resp import Redis, RedisReplyError
+from ..servers import HOST, ReplicationGroup
+from . import HEARTBEAT_GONE, QUEUES, RECORD_PREFIX
+from .oracle import print_findings
+from .worker_faults import Chaos
 
 GROUPS = ('ack', 'plain')
 
 
-class FailoverChaos(base.Chaos):
+class FailoverChaos(Chaos):
     def __init__(self, args, work):
         super().__init__(args, work)
         # self.redis (a unix-socket redis-server) is the ledger of job
@@ -80,7 +84,7 @@ class FailoverChaos(base.Chaos):
         if self._data is None or self._data.address[1] != named[0]:
             if self._data is not None:
                 self._data.close()
-            self._data = base.Redis((HOST, named[0]), timeout=2.0)
+            self._data = Redis((HOST, named[0]), timeout=2.0)
         return self._data
 
     def watch_orphans(self, kind, pid):
@@ -106,7 +110,7 @@ class FailoverChaos(base.Chaos):
                 base_path = os.path.join(self.work, 'producers', '%s-%d' % (group, p))
                 argv = [a.producer, '--redis', self.redis_url(),
                         '--first-id', str(number * 10_000_000), '--count', str(count),
-                        '--rate', '%.3f' % (count / window), '--queues', ','.join(base.QUEUES),
+                        '--rate', '%.3f' % (count / window), '--queues', ','.join(QUEUES),
                         '--accepted', base_path + '.accepted',
                         '--unknown', base_path + '.unknown',
                         '--deadline', str(a.duration + a.drain_timeout)]
@@ -115,7 +119,7 @@ class FailoverChaos(base.Chaos):
                              '--wait-timeout', str(a.wait_timeout)]
                 if a.backlog:
                     argv += ['--backlog', str(a.backlog)]
-                self.producers.append((base.spawn(argv, base_path + '.log'), base_path))
+                self.producers.append((spawn(argv, base_path + '.log'), base_path))
                 self.producer_group[base_path] = group
 
     def read_pushes(self, group, suffix):
@@ -197,7 +201,7 @@ class FailoverChaos(base.Chaos):
             time.sleep(max(0.0, record['pause_at'] + a.pause_seconds - time.time()))
         try:
             offset = int(old.replication(timeout=0.5).get('master_repl_offset', 0))
-        except (OSError, base.RedisReplyError, ValueError):
+        except (OSError, RedisReplyError, ValueError):
             offset = None
         if paused:
             for n in replicas:
@@ -221,7 +225,7 @@ class FailoverChaos(base.Chaos):
             if offset is not None and promoted >= 0:
                 # A lower bound: the master wrote on after its offset was read.
                 record['gap_bytes'] = max(0, offset - promoted)
-        except (OSError, base.RedisReplyError, ValueError):
+        except (OSError, RedisReplyError, ValueError):
             pass
         record['old_offset'] = offset
         # The killed server comes back once every sentinel names the new
@@ -251,9 +255,9 @@ class FailoverChaos(base.Chaos):
         written = 0
         try:
             for _ in range(self.args.ballast_mb):
-                r.call('SET', base.RECORD_PREFIX + 'ballast', value)
+                r.call('SET', RECORD_PREFIX + 'ballast', value)
                 written += len(value)
-        except (OSError, base.RedisReplyError) as e:
+        except (OSError, RedisReplyError) as e:
             self.problems.append('ballast: %s' % e)
         finally:
             r.close()
@@ -293,7 +297,7 @@ class FailoverChaos(base.Chaos):
                      a.workers, a.producers, a.producers, a.jobs, a.duration * a.push_window,
                      self.redis_url()))
 
-        ledger = base.Redis(self.redis.sock)
+        ledger = Redis(self.redis.sock)
         plan = self.plan()
         start = time.monotonic()
         next_progress = start + 10
@@ -320,36 +324,15 @@ class FailoverChaos(base.Chaos):
                 self.progress(ledger)
             time.sleep(0.02)
 
-        if a.backlog:
-            for p, _ in self.producers:
-                if p.poll() is None:
-                    p.send_signal(base.signal.SIGTERM)
-        self.log('failovers over; waiting for the producers and the queues to drain')
-        self.drain(lambda: self.pending(self.data()), lambda left: self.progress(ledger, left))
+        self.wind_down(lambda: self.pending(self.data()), lambda left: self.progress(ledger, left),
+                       'failovers')
         self.stop_workers()
         report = self.check(ledger, self.data())
         ledger.close()
         return report
 
-    def stop_workers(self):
-        a = self.args
-        for w in self.workers:
-            if w.state in ('running', 'stopped'):
-                w.proc.send_signal(base.signal.SIGCONT)
-                w.proc.send_signal(base.signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
-
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', base.RECORD_PREFIX + 'runs')
-        except (OSError, base.RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         stored = {g: len(self.read_pushes(g, '.accepted')) for g in GROUPS}
         text = 'stored %s, executed %s, failovers %d, workers %d' % (
             stored, executed, len(self.failovers), len(self.running_workers()))
@@ -495,7 +478,7 @@ class FailoverChaos(base.Chaos):
             'duplicate_runs_by_cause': causes,
             'unexplained_duplicates': len(unexplained),
             'workers_taken_for_dead': self.count_in_logs(
-                base.HEARTBEAT_GONE, {w.pid for w in self.workers}),
+                HEARTBEAT_GONE, {w.pid for w in self.workers}),
             'heartbeat_ttl_s': a.heartbeat_ttl,
             'stranded_working_lists': stranded_keys,
             'workers': a.workers,
@@ -627,4 +610,4 @@ def print_report(report, details, work):
                                r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
     print('workers taken for dead:   %d times a live worker found its heartbeat key gone '
           '(heartbeat ttl %g s)' % (r['workers_taken_for_dead'], r['heartbeat_ttl_s']))
-    base.print_findings(r, details, work)
+    print_findings(r, details, work)

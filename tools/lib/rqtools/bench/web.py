@@ -26,14 +26,16 @@ web_idle      5,000 entries in `dead`, 20 processes: `reliableq web` (its
 
 import http.client
 import json
-import os
 import random
 import socket
 import subprocess
 import threading
 import time
 
-from bench_common import BenchError, free_port, log
+from ..processes import stop_process
+from ..resp import encode
+from ..servers import free_port
+from .common import BenchError, log
 
 WEB_PAGE_REQUESTS = 200
 DEAD_ENTRIES = 100000
@@ -101,7 +103,7 @@ def idle_rss(bench, http_port):
     worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
-        while r.redis.command("SCARD", "processes") != "1":
+        while r.redis.call("SCARD", "processes") != 1:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise BenchError("the idle worker did not register (exit %s)" % worker.poll())
             time.sleep(0.05)
@@ -114,12 +116,7 @@ def idle_rss(bench, http_port):
         time.sleep(1.0)
         return rss_kb(worker.pid)
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop_process(worker, grace=30)
 
 
 def metrics(bench):
@@ -152,11 +149,6 @@ def metrics(bench):
 
 # --- web_pages ---------------------------------------------------------------
 
-def resp(*words):
-    return "*%d\r\n" % len(words) + "".join(
-        "$%d\r\n%s\r\n" % (len(w.encode()), w) for w in words)
-
-
 def seed(redis, dead_entries):
     """Writes the dead and retry entries and the process records through
     redis-cli --pipe (one stream of commands, a few seconds)."""
@@ -168,29 +160,29 @@ def seed(redis, dead_entries):
                "jid": "%024x" % i, "retry": True, "created_at": now - 3600,
                "enqueued_at": now - 3600, "failed_at": now - 3000, "retry_count": 25,
                "error_class": "RuntimeError", "error_message": "card declined %d" % i}
-        commands.append(resp("ZADD", "dead", "%.6f" % (now - rng.random() * 86400),
+        commands.append(encode("ZADD", "dead", "%.6f" % (now - rng.random() * 86400),
                              json.dumps(job)))
     for i in range(RETRY_ENTRIES):
         job = {"class": "EmailJob", "args": [i], "queue": "mail", "jid": "r%023x" % i,
                "retry": True, "retry_count": 1, "error_class": "Timeout",
                "error_message": "smtp timed out"}
-        commands.append(resp("ZADD", "retry", "%.6f" % (now + 60 + i), json.dumps(job)))
+        commands.append(encode("ZADD", "retry", "%.6f" % (now + 60 + i), json.dumps(job)))
     for p in range(FAKE_PROCESSES):
         identity = "web-bench-%02d:%d:%012x" % (p, 1000 + p, p)
         info = {"hostname": "web-bench-%02d" % p, "pid": 1000 + p, "tag": "bench",
                 "concurrency": 25, "queues": ["default"], "labels": [],
                 "identity": identity, "started_at": now - 600}
-        commands.append(resp("SADD", "processes", identity))
-        commands.append(resp("HSET", identity, "info", json.dumps(info), "busy", "5",
+        commands.append(encode("SADD", "processes", identity))
+        commands.append(encode("HSET", identity, "info", json.dumps(info), "busy", "5",
                              "beat", "%.3f" % now, "quiet", "false", "rss", "9000"))
         for t in range(5):
             work = {"queue": "default", "run_at": int(now),
                     "payload": json.dumps({"class": "PaymentJob", "args": [t],
                                            "jid": "w%02d%021x" % (p, t), "queue": "default"})}
-            commands.append(resp("HSET", identity + ":work", "tid%d" % t, json.dumps(work)))
-        commands.append(resp("EXPIRE", identity, "600"))
-    done = subprocess.run(["redis-cli", "-s", redis.socket, "--pipe"],
-                          input="".join(commands).encode(), capture_output=True, timeout=300)
+            commands.append(encode("HSET", identity + ":work", "tid%d" % t, json.dumps(work)))
+        commands.append(encode("EXPIRE", identity, "600"))
+    done = subprocess.run(["redis-cli", "-s", redis.sock, "--pipe"],
+                          input=b"".join(commands), capture_output=True, timeout=300)
     if done.returncode != 0 or b"errors: 0" not in done.stdout:
         raise BenchError("seeding through redis-cli --pipe failed: %s" % (
             done.stdout + done.stderr).decode(errors="replace")[-300:])
@@ -244,12 +236,7 @@ def start_web(r, port):
 
 
 def stop_web(web):
-    web.terminate()
-    try:
-        web.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        web.kill()
-        web.wait()
+    stop_process(web, grace=10)
 
 
 def web_pages(bench):

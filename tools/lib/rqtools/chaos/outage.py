@@ -33,14 +33,19 @@ import signal
 import subprocess
 import time
 
-import chaos as base
+from ..processes import spawn
+from ..resp import Redis
+from ..servers import RedisServer
+from . import HEARTBEAT_GONE, QUEUES
+from .oracle import print_findings, print_stall
+from .worker_faults import Chaos, StallPushes
 
 
-class OutageChaos(base.Chaos):
+class OutageChaos(Chaos):
     def __init__(self, args, work):
         super().__init__(args, work)
         # self.redis holds the jobs; the ledger the job records.
-        self.ledger = base.RedisServer(os.path.join(work, 'ledger'))
+        self.ledger = RedisServer(os.path.join(work, 'ledger'), durable=True)
         self.spool = os.path.join(work, 'spool')
         self.outage_log = []  # per outage: kind, down_at, back_at, drained_at, peak
 
@@ -63,10 +68,10 @@ class OutageChaos(base.Chaos):
             path = os.path.join(self.work, 'producers', 'producer-%d' % p)
             argv = [a.producer, '--redis', self.redis_url(),
                     '--first-id', str((p + 1) * 10_000_000), '--count', str(count),
-                    '--rate', '%.3f' % (count / window), '--queues', ','.join(base.QUEUES),
+                    '--rate', '%.3f' % (count / window), '--queues', ','.join(QUEUES),
                     '--accepted', path + '.accepted', '--unknown', path + '.unknown',
                     '--deadline', str(a.duration + a.drain_timeout), '--spool', self.spool]
-            self.producers.append((base.spawn(argv, path + '.log'), path))
+            self.producers.append((spawn(argv, path + '.log'), path))
 
     def spooled_now(self):
         """Jobs the spool holds now, or None when it cannot be read."""
@@ -92,7 +97,7 @@ class OutageChaos(base.Chaos):
             self.event('redis_kill', pid)
         self.log('%s redis-server (pid %d) for %.0f s' % (
             'SIGSTOP' if kind == 'stop' else 'SIGKILL', pid, a.outage_seconds))
-        stalled = base.StallPushes(self, a.stall_pushes) if kind == 'stop' and a.stall_pushes \
+        stalled = StallPushes(self, a.stall_pushes) if kind == 'stop' and a.stall_pushes \
             else None
         end = time.monotonic() + a.outage_seconds
         while time.monotonic() < end:
@@ -149,7 +154,7 @@ class OutageChaos(base.Chaos):
         self.log('%d workers, %d producers pushing %d jobs over %.0f s, spool %s' % (
             a.workers, a.producers, a.jobs, a.duration * a.push_window, self.spool))
 
-        ledger = base.Redis(self.ledger.sock)
+        ledger = Redis(self.ledger.sock)
         start = time.monotonic()
         plan = list(a.outages)
         next_at = start + 5.0
@@ -168,29 +173,16 @@ class OutageChaos(base.Chaos):
                 self.progress(ledger)
             time.sleep(0.05)
 
-        self.log('outages over; waiting for the producers and the queues to drain')
-        r = base.Redis(self.redis.sock)
-        self.drain(lambda: self.pending(r))
-        for w in self.workers:
-            if w.state == 'running':
-                w.proc.send_signal(signal.SIGTERM)
-                w.state = 'terming'
-                w.term_deadline = time.monotonic() + a.timeout + 20
-        end = time.monotonic() + a.timeout + 25
-        while time.monotonic() < end and any(w.state == 'terming' for w in self.workers):
-            self.tend_workers(replace=False)
-            time.sleep(0.05)
-        self.tend_workers(replace=False)
+        r = Redis(self.redis.sock)
+        self.wind_down(lambda: self.pending(r), what='outages')
+        self.stop_workers()
         report = self.check(ledger, r)
         ledger.close()
         r.close()
         return report
 
     def progress(self, ledger, pending=None):
-        try:
-            executed = ledger.call('HLEN', base.RECORD_PREFIX + 'runs')
-        except (OSError, base.RedisReplyError):
-            executed = '?'
+        executed = self.runs_so_far(ledger)
         self.log('stored %d, executed %s, spooled now %s' % (
             len(self.read_ids('.accepted')), executed, self.spooled_now()))
 
@@ -245,7 +237,7 @@ class OutageChaos(base.Chaos):
             'unexplained_duplicates': len(unexplained),
             'spool_stall': stall,
             'workers_taken_for_dead': self.count_in_logs(
-                base.HEARTBEAT_GONE, {w.pid for w in self.workers}),
+                HEARTBEAT_GONE, {w.pid for w in self.workers}),
             'stranded_working_lists': stranded_keys,
             'workers': a.workers,
             'producers': a.producers,
@@ -297,6 +289,6 @@ def print_report(report, details, work):
     print('executed more than once:  %d (one job at most %d times); extra runs by cause: %s; '
           'unexplained: %d' % (r['executed_more_than_once'], r['most_runs_of_one_job'],
                                r['duplicate_runs_by_cause'] or '{}', r['unexplained_duplicates']))
-    base.print_stall(r)
+    print_stall(r)
     print('workers taken for dead:   %d' % r['workers_taken_for_dead'])
-    base.print_findings(r, details, work)
+    print_findings(r, details, work)

@@ -28,145 +28,23 @@ slot.
 """
 
 import os
-import socket
-import subprocess
 import time
 
-from bench_common import BenchError, free_port, log
+from ..processes import spawn
+from ..resp import Redis
+from ..servers import HOST, Cluster, RedisServer, ServerError, free_port
+from ..slots import key, key_slot
+from .common import BenchError, log
 
-HOST = "127.0.0.1"
-PREFIX = "reliableq:"
 GROUPS = 3
 QUEUE = "default"
 POLL_SECONDS = 0.002
 
 
-def _crc16_table():
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return table
-
-
-CRC16 = _crc16_table()
-
-
-def key_slot(text):
-    """Redis Cluster's slot of a hash tag's contents (CRC16/XMODEM % 16384)."""
-    crc = 0
-    for byte in text.encode():
-        crc = ((crc << 8) & 0xFFFF) ^ CRC16[((crc >> 8) ^ byte) & 0xFF]
-    return crc % 16384
-
-
-def key(group, name):
-    return "%s{%s}:%s" % (PREFIX, group, name)
-
-
-class Conn:
-    """One RESP connection to 127.0.0.1:port, with pipelining."""
-
-    def __init__(self, port, timeout=60):
-        self.port = port
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
-
-    def pipeline(self, commands):
-        out = []
-        for words in commands:
-            out.append("*%d\r\n" % len(words))
-            for w in words:
-                w = str(w)
-                out.append("$%d\r\n%s\r\n" % (len(w.encode()), w))
-        self.sock.sendall("".join(out).encode())
-        return [self._reply() for _ in commands]
-
-    def call(self, *words):
-        return self.pipeline([words])[0]
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise BenchError("Redis on port %d closed the connection" % self.port)
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"-":
-            raise BenchError("Redis on port %d: %s" % (self.port, rest.decode(errors="replace")))
-        if kind == b":":
-            return int(rest)
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise BenchError("Redis on port %d closed the connection" % self.port)
-                self.buf += chunk
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode(errors="replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise BenchError("bad reply from port %d: %r" % (self.port, line[:40]))
-
-    def cpu_seconds(self):
-        fields = dict(line.split(":", 1) for line in self.call("INFO", "cpu").splitlines()
-                      if ":" in line)
-        return float(fields["used_cpu_user"]) + float(fields["used_cpu_sys"])
-
-
-class Server:
-    """One redis-server on loopback TCP in its own directory, stopped by PID."""
-
-    def __init__(self, workdir, name, cluster):
-        self.port = free_port()
-        self.dir = os.path.join(workdir, name)
-        os.makedirs(self.dir)
-        argv = ["redis-server", "--bind", HOST, "--port", str(self.port), "--dir", self.dir,
-                "--save", "", "--appendonly", "no",
-                "--logfile", os.path.join(self.dir, "redis.log")]
-        if cluster:
-            argv += ["--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                     "--cluster-config-file", "nodes.conf"]
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                conn = Conn(self.port, timeout=1)
-                if conn.call("PING") == "PONG":
-                    conn.close()
-                    return
-            except (OSError, BenchError):
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise BenchError("redis-server on port %d did not start (see %s)" % (
-                    self.port, self.dir))
-            time.sleep(0.02)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def cpu_seconds(conn):
+    """The CPU time (user + sys) of the Redis `conn` reaches."""
+    fields = conn.info("cpu")
+    return float(fields["used_cpu_user"]) + float(fields["used_cpu_sys"])
 
 
 class Topology:
@@ -176,49 +54,19 @@ class Topology:
     def __init__(self, workdir, primaries):
         """`primaries`: 3 (a cluster of three), 1 (a cluster of one node
         that owns every slot) or 0 (a plain redis-server)."""
-        self.cluster = primaries > 0
+        self.cluster = None
         self.name = {3: "cluster", 1: "one_node_cluster", 0: "one_redis"}[primaries]
-        self.servers = []
+        directory = os.path.join(workdir, self.name.replace("_", "-"))
         try:
-            if primaries == 3:
-                self.servers = [Server(workdir, "cluster-%d" % i, True) for i in range(3)]
-                self._create()
-            elif primaries == 1:
-                self.servers = [Server(workdir, "one-node-cluster", True)]
-                conn = Conn(self.servers[0].port)
-                conn.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
-                conn.close()
-                self._wait_ok()
+            if primaries:
+                self.cluster = Cluster(directory, primaries=primaries, replicas=0,
+                                       node_timeout_ms=None).start()
+                self.servers = self.cluster.nodes
             else:
-                self.servers = [Server(workdir, "one-redis", False)]
-        except BaseException:
-            self.stop()
-            raise
+                self.servers = [RedisServer(directory, port=free_port(), unix=False).start()]
+        except ServerError as e:
+            raise BenchError("%s (see %s)" % (e, directory))
         self.groups = self._groups()
-
-    def _create(self):
-        argv = ["redis-cli", "--cluster", "create"] + [
-            "%s:%d" % (HOST, s.port) for s in self.servers] + ["--cluster-yes"]
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=60)
-        if done.returncode != 0:
-            raise BenchError("redis-cli --cluster create failed: %s" % done.stdout[-1000:])
-        self._wait_ok()
-
-    def _wait_ok(self):
-        deadline = time.monotonic() + 30
-        while True:
-            states = []
-            for s in self.servers:
-                conn = Conn(s.port)
-                states.append("cluster_state:ok" in conn.call("CLUSTER", "INFO"))
-                conn.close()
-            if all(states):
-                return
-            if time.monotonic() > deadline:
-                raise BenchError("the cluster is not ok within 30 s (see %s)" %
-                                 self.servers[0].dir)
-            time.sleep(0.1)
 
     def _groups(self):
         """{group: port}: one group in the first slot of each primary (the
@@ -231,16 +79,14 @@ class Topology:
                 n += 1
             groups["bench%d-%d" % (i, n)] = None
         if self.cluster:
-            conn = Conn(self.servers[0].port)
-            ranges = conn.call("CLUSTER", "SLOTS")
             for g in groups:
-                slot = conn.call("CLUSTER", "KEYSLOT", "{%s}" % g)
+                slot = self.servers[0].call("CLUSTER", "KEYSLOT", "{%s}" % g)
                 if slot != key_slot(g):
                     raise BenchError("CRC16 of %s: %d here, %d in Redis" % (g, key_slot(g), slot))
-                groups[g] = next(int(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
-            conn.close()
+                groups[g] = self.cluster.owner(slot)
             if len(set(groups.values())) != len(self.servers):
-                raise BenchError("the groups %s are not on three primaries" % groups)
+                raise BenchError("the groups %s are not on %d primaries" % (
+                    groups, len(self.servers)))
         else:
             for g in groups:
                 groups[g] = self.servers[0].port
@@ -248,8 +94,7 @@ class Topology:
 
     def url(self, group):
         if self.cluster:
-            return "redis+cluster://%s/%s" % (
-                ",".join("%s:%d" % (HOST, s.port) for s in self.servers), group)
+            return self.cluster.url(group)
         return "redis://%s:%d/0?group=%s" % (HOST, self.servers[0].port, group)
 
     def stop(self):
@@ -266,7 +111,7 @@ def process_cpu_seconds(pid):
 def drain_once(bench, topo, jobs_per_group, concurrency):
     """Pushes, drains, and returns the figures of one run."""
     runner = bench.runner
-    conns = {s.port: Conn(s.port) for s in topo.servers}
+    conns = {s.port: Redis((HOST, s.port), timeout=60) for s in topo.servers}
     workers = []
     try:
         for conn in conns.values():
@@ -282,12 +127,9 @@ def drain_once(bench, topo, jobs_per_group, concurrency):
             runner.logs += 1
             path = os.path.join(runner.workdir, "worker-%d-%s-%s.log" % (
                 runner.logs, topo.name, g))
-            log_file = open(path, "ab")
             command = runner.reliableq_worker(concurrency, ((QUEUE, 0),),
                                               ["--redis", topo.url(g)])
-            workers.append((subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                             stdout=log_file, stderr=log_file), path))
-            log_file.close()
+            workers.append((spawn(command, path), path))
         working = {g: [] for g in topo.groups}
         start = end = None
         cpu_start = {}
@@ -321,11 +163,11 @@ def drain_once(bench, topo, jobs_per_group, concurrency):
             now = time.monotonic()
             if start is None and left < total:
                 start = now
-                cpu_start = {"redis": sum(c.cpu_seconds() for c in conns.values()),
+                cpu_start = {"redis": sum(cpu_seconds(c) for c in conns.values()),
                              "worker": sum(process_cpu_seconds(p.pid) for p, _ in workers)}
             elif start is not None and empty:
                 end = now
-                redis_cpu = sum(c.cpu_seconds() for c in conns.values()) - cpu_start["redis"]
+                redis_cpu = sum(cpu_seconds(c) for c in conns.values()) - cpu_start["redis"]
                 worker_cpu = sum(process_cpu_seconds(p.pid)
                                  for p, _ in workers) - cpu_start["worker"]
                 break
