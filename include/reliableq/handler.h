@@ -85,7 +85,7 @@ class JobView {
   // Whether this job may have run before, in whole or in part: it failed
   // before (retry_count) or its process died while running it
   // (interrupted_count). An idempotent handler checks its own records of
-  // the jid when this is true (README, "Idempotent handlers").
+  // the jid when this is true (docs/handlers.md, "Idempotent handlers").
   bool may_have_run_before() const { return retry_count().has_value() || interrupted_count() > 0; }
 
   // Cancellation. A C++ thread cannot be stopped from outside, so a handler
