@@ -63,8 +63,7 @@ Modes (--mode; each sets its own defaults, see --help):
             pushes reported accepted or spooled, and reports how long after
             Redis came back the spool was empty. tools/lib/rqtools/chaos/outage.py.
 
-The long forms, run before a release (figures in README's reliability
-section):
+The long forms, run before a release (figures in docs/reliability.md):
   tools/chaos --mode failover --failovers 10 --duration 120
   tools/chaos --mode outage --outage-seconds 30
   tools/chaos --mode cluster --duration 120 --cluster-failovers 5 --reshards 5
