@@ -293,7 +293,8 @@ class Chaos(Oracle):
         if a.periodic:
             argv += ['--periodic', TICK_DECLARATION]
         log_path = os.path.join(self.work, 'workers', 'worker-%03d.log' % self.worker_count)
-        proc = spawn(argv, log_path, env or self.worker_env(self.throw_fraction))
+        proc = spawn(self.in_place('worker', argv), log_path,
+                     env or self.worker_env(self.throw_fraction))
         worker = Worker(self.worker_count, proc, log_path)
         self.workers.append(worker)
         self.event('start', worker.pid)
@@ -599,7 +600,12 @@ class Chaos(Oracle):
                     '--deadline', str(a.duration + a.drain_timeout)]
             if a.backlog:
                 argv += ['--backlog', str(max(1, a.backlog // a.producers))]
-            self.producers.append((spawn(argv, base + '.log'), base))
+            self.producers.append((spawn(self.in_place('producer', argv), base + '.log'), base))
+
+    def in_place(self, role, argv):
+        """The command that starts `argv` (a 'worker' or a 'producer'): the
+        network mode runs each in a network namespace of its own."""
+        return argv
 
     def timeline(self):
         a = self.args
