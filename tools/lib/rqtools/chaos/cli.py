@@ -184,7 +184,7 @@ MODES = {
     # abort or throw), so that every duplicate is theirs or a defect.
     'network': dict(PROFILES['saturated'], workers=4, producers=2, duration=50, kills=0,
                     zombies=0, terms=0, redis_restarts=0, conn_kills=0, stall_pushes=0,
-                    throw_fraction='0', abort_fraction=0.0, heartbeat_ttl=3,
+                    throw_fraction='0', abort_fraction=0.0, heartbeat_ttl=3, long_ms=5000,
                     drain_timeout=40),
 }
 MODE_HELP = {
@@ -200,7 +200,8 @@ MODE_HELP = {
               '--no-periodic --conn-kills 0',
     'network': 'the saturated profile, --workers 4 --producers 2 --duration 50 --kills 0 '
                '--zombies 0 --terms 0 --redis-restarts 0 --conn-kills 0 --stall-pushes 0 '
-               '--throw-fraction 0 --abort-fraction 0 --heartbeat-ttl 3 --drain-timeout 40',
+               '--throw-fraction 0 --abort-fraction 0 --heartbeat-ttl 3 --long-ms 5000 '
+               '--drain-timeout 40',
 }
 
 
