@@ -47,10 +47,9 @@ import time
 
 from ..faultproxy import FaultProxy
 from ..netns import Network
-from ..resp import Redis
 from ..servers import HOST, RedisServer, free_port
 from .oracle import print_report as print_chaos_report
-from .worker_faults import Chaos, Sampler
+from .worker_faults import Chaos
 
 PROXY_EPISODES = ('latency', 'stall', 'cut', 'bandwidth')
 # Duplicates explained by a fault's kind: the label the report gives them.
@@ -104,6 +103,8 @@ class NetworkChaos(Chaos):
     def start_producers(self):
         first = self.roles['producer']
         super().start_producers()
+        self.log('every worker and producer in a network namespace of its own; %d workers '
+                 'through a fault proxy' % len(self.proxy_of))
         # in_place() made one place per producer, in order.
         places = [p for p in self.network.places if p.netns.rsplit('-', 1)[1].startswith('p')]
         for (proc, _), place in zip(self.producers, places[first:]):
@@ -118,19 +119,6 @@ class NetworkChaos(Chaos):
         self.event('unwatched', pid, kind)
 
     # -- the plan --------------------------------------------------------------
-
-    def plan(self):
-        a = self.args
-        lo, hi = 2.0, max(3.0, a.duration - 2.0)
-        plan = []
-        for kind, count in (('partition', a.partitions), ('long_partition', a.long_partitions),
-                            ('proxy', a.latency_episodes if a.proxied_workers else 0),
-                            ('producer_partition', a.producer_partitions)):
-            step = (hi - lo) / max(1, count)
-            for i in range(count):
-                plan.append((lo + step * (i + self.rng.uniform(0.1, 0.9)), kind))
-        plan.sort()
-        return plan
 
     def busy_pids(self):
         return {f['pid'] for _, f, _ in self.active}
@@ -156,11 +144,11 @@ class NetworkChaos(Chaos):
         self.log('%s of %s %d for %.1f s%s' % (kind.replace('_', ' '), role, pid, seconds,
                                               ' (%s)' % detail if detail else ''))
 
-    def heal_due(self, everything=False):
+    def heal_due(self):
         now = time.monotonic()
         still = []
         for end, fault, heal in self.active:
-            if everything or now >= end:
+            if now >= end:
                 heal()
                 fault['end'] = time.time()
                 self.event('healed', fault['pid'], fault['kind'])
@@ -168,7 +156,7 @@ class NetworkChaos(Chaos):
                 still.append((end, fault, heal))
         self.active = still
 
-    def network_fault(self, kind):
+    def fault(self, kind):
         """Starts the fault `kind` of the plan; False when no process may take
         it now (the plan tries again a second later)."""
         a = self.args
@@ -215,13 +203,17 @@ class NetworkChaos(Chaos):
         self.begin(episode, 'worker', pid, seconds, proxy.clear, detail)
         return True
 
+    def faults_active(self):
+        return bool(self.active)
+
+    def tend_workers(self, replace=True):
+        self.heal_due()
+        super().tend_workers(replace)
+
     # -- the run ---------------------------------------------------------------
 
-    def run(self):
+    def start_redis(self):
         a = self.args
-        self.t0 = time.monotonic()
-        for sub in ('redis', 'workers', 'producers'):
-            os.makedirs(os.path.join(self.work, sub))
         self.network = Network()
         if self.network.removed_leftovers:
             self.log('removed %d namespaces and links left by runs that are gone'
@@ -233,50 +225,13 @@ class NetworkChaos(Chaos):
         self.log('redis-server pid %d on %s and %s:%d (anchor of the namespaces)' % (
             self.redis.proc.pid, self.redis.sock, self.network.anchor, self.redis.port))
         self.throw_fraction = 0.0 if a.throw_fraction == 'auto' else float(a.throw_fraction)
-        self.sampler = Sampler(self.redis.sock)
-        self.sampler.start()
-        for _ in range(a.workers):
-            self.start_worker()
-        self.start_producers()
-        self.log('%d workers (%d through a fault proxy) and %d producers, each in a network '
-                 'namespace, keeping %d jobs queued for %.0f s' % (
-                     a.workers, len(self.proxy_of), len(self.producers), a.backlog, a.duration))
 
-        plan = self.plan()
-        r = Redis(self.redis.sock)
-        start = time.monotonic()
-        self.chaos_wall = [time.time(), None]
-        next_progress = start + 10
-        while True:
-            now = time.monotonic()
-            self.tend_workers()
-            self.heal_due()
-            if plan and now - start >= plan[0][0]:
-                at, kind = plan.pop(0)
-                if not self.network_fault(kind):
-                    if at + 1.0 < a.duration:
-                        plan.append((at + 1.0, kind))
-                        plan.sort()
-                    else:
-                        self.problems.append('no process could take the %s planned at %.1f s'
-                                             % (kind, at))
-                continue
-            if now - start >= a.duration and not self.active:
-                break
-            if now >= next_progress:
-                next_progress += 10
-                self.progress(r)
-            time.sleep(0.02)
-        self.heal_due(everything=True)
-        self.chaos_wall[1] = time.time()
-
-        self.wind_down(lambda: self.pending(r), lambda left: self.progress(r, left), 'faults')
-        self.stop_workers()
-        self.sampler.stopping.set()
-        self.sampler.join(timeout=5)
-        report = self.check(r)
-        r.close()
-        return report
+    def timeline(self):
+        a = self.args
+        return self.spread(2.0, max(3.0, a.duration - 2.0), (
+            ('partition', a.partitions), ('long_partition', a.long_partitions),
+            ('proxy', a.latency_episodes if a.proxied_workers else 0),
+            ('producer_partition', a.producer_partitions)))
 
     def cleanup(self):
         for _, fault, heal in self.active:
