@@ -293,14 +293,14 @@ class NetworkChaos(Chaos):
             'mode': 'network',
             'faults': by_kind,
             'proxied_workers': len(self.proxy_of),
-            'run_twice_after_partition_past_ttl': len(after_long),
+            'runs_again_after_partition_past_ttl': len(after_long),
             'finished_past_the_fence': len(past_fence),
             'expect_fencing': a.expect_fencing,
         })
         if a.expect_fencing and past_fence:
-            self.problems.append('%d jobs ran to the end on a worker partitioned past its ttl '
-                                 'after partition start + ttl, and ran again elsewhere '
-                                 '(--expect-fencing)' % len(past_fence))
+            self.problems.append('%d first runs on a worker partitioned past its ttl finished '
+                                 "later than the partition's start + ttl, and their jobs ran "
+                                 'again elsewhere (--expect-fencing)' % len(past_fence))
             report['ok'] = False
         happened = dict(by_kind, proxy=sum(by_kind.get(k, 0) for k in PROXY_EPISODES))
         planned = {'partition': a.partitions, 'long_partition': a.long_partitions,
@@ -337,11 +337,11 @@ def print_report(report, details, work):
     for e in details.get('explained', []):
         causes[e['cause']] = causes.get(e['cause'], 0) + 1
     print('network: %d jobs executed; faults %s; %d jobs run more than once, extra runs by '
-          'cause %s, unexplained %d; %d run twice after a partition past the ttl, %d of them '
-          'finished past the fence (%s)' % (
+          'cause %s, unexplained %d; %d extra runs after a partition past the ttl, %d of whose '
+          'first runs finished past the fence (%s)' % (
               r['executed_at_least_once'], json.dumps(r['faults'], sort_keys=True),
               r['executed_more_than_once'], json.dumps(causes, sort_keys=True),
-              r['unexplained_duplicates'], r['run_twice_after_partition_past_ttl'],
+              r['unexplained_duplicates'], r['runs_again_after_partition_past_ttl'],
               r['finished_past_the_fence'],
               'a failure with --expect-fencing' if not r['expect_fencing'] else
               'must be 0: --expect-fencing'))
