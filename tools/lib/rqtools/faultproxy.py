@@ -14,7 +14,6 @@ accepted later. Standard library only.
 
 import asyncio
 import random
-import socket
 import threading
 
 DIRECTIONS = ('requests', 'replies')
@@ -206,8 +205,6 @@ class FaultProxy:
                 server_reader, server_writer = await asyncio.open_unix_connection(self.upstream)
             else:
                 server_reader, server_writer = await asyncio.open_connection(*self.upstream)
-            client_writer.get_extra_info('socket').setsockopt(
-                socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             pipes = [Pipe(self, 'requests', client_reader, server_writer),
                      Pipe(self, 'replies', server_reader, client_writer)]
             writers = [asyncio.ensure_future(p.write()) for p in pipes]
