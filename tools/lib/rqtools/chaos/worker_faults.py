@@ -743,9 +743,11 @@ class Chaos(Oracle):
         self.stop_workers()
         self.sampler.stopping.set()
         self.sampler.join(timeout=5)
-        report = self.check(r)
         r.close()
-        return report
+        # The records of a long run (a million jobs and more) take longer
+        # than a command's usual timeout to send.
+        with Redis(self.redis.sock, timeout=120) as reader:
+            return self.check(reader)
 
     @staticmethod
     def runs_so_far(ledger):
