@@ -62,14 +62,31 @@ Modes (--mode; each sets its own defaults, see --help):
             spool (ClientOptions::spool_dir); fails on any job lost among the
             pushes reported accepted or spooled, and reports how long after
             Redis came back the spool was empty. tools/lib/rqtools/chaos/outage.py.
+  network   the saturated load with every worker and every producer in a
+            network namespace of its own, joined to Redis by a veth pair
+            (root only): workers' links taken down for under the ttl
+            (--partitions) and past it (--long-partitions), producers'
+            links briefly (--producer-partitions), and fault-proxy episodes
+            (--latency-episodes: latency and jitter, one direction stalled,
+            connections cut mid-reply, bandwidth limited) between
+            --proxied-workers workers and Redis. Every fault is recorded with
+            its times and the process it hit; fails on a confirmed push lost
+            or a duplicate no recorded fault of its first worker explains,
+            and lists each duplicate's explanation. Runs twice after a
+            partition past the ttl are counted apart; --expect-fencing fails
+            the run when such a first run finished later than the
+            partition's start + ttl. tools/lib/rqtools/chaos/network.py.
 
 The long forms, run before a release (figures in docs/reliability.md):
   tools/chaos --mode failover --failovers 10 --duration 120
   tools/chaos --mode outage --outage-seconds 30
   tools/chaos --mode cluster --duration 120 --cluster-failovers 5 --reshards 5
             --groups 3 --backlog 400 --sleep-ms 2 --concurrency 8 --jobs 10000000
-tools/test runs the failover mode short (5 failovers in 45 s), and the
-cluster mode short (1 failover and 1 reshard in 30 s, --backlog 400).
+  tools/chaos --mode network --duration 1200 --partitions 24 --long-partitions 8
+            --latency-episodes 16 --producer-partitions 10 --drain-timeout 120
+tools/test runs the failover mode short (5 failovers in 45 s), the
+cluster mode short (1 failover and 1 reshard in 30 s, --backlog 400), and
+the network mode short (its defaults: under 2 minutes in all).
   tools/chaos --limit 3 --jobs 3000 --duration 30   (a concurrency limit of 3
             on ChaosJob across the 4 workers: the most seen running at
             once, and the moments above 3 inside and outside the crash
@@ -124,6 +141,7 @@ import tempfile
 from .. import ROOT
 from .cluster import ClusterChaos, print_report as print_cluster_report
 from .failover import FailoverChaos, print_report as print_failover_report
+from .network import NetworkChaos, print_report as print_network_report
 from .oracle import print_report
 from .outage import OutageChaos, print_report as print_outage_report
 from .worker_faults import Chaos
@@ -161,6 +179,12 @@ MODES = {
     'outage': {'workers': 2, 'producers': 2, 'jobs': 12000, 'duration': 100,
                'push_window': 1.0, 'throw_fraction': '0', 'abort_fraction': 0.0,
                'long_fraction': 0.0, 'drain_timeout': 120, 'periodic': False, 'conn_kills': 0},
+    # The saturated load; the network faults only (no kill, stop, TERM,
+    # abort or throw), so that every duplicate is theirs or a defect.
+    'network': dict(PROFILES['saturated'], workers=4, producers=2, duration=50, kills=0,
+                    zombies=0, terms=0, redis_restarts=0, conn_kills=0, stall_pushes=0,
+                    throw_fraction='0', abort_fraction=0.0, heartbeat_ttl=3, long_ms=5000,
+                    drain_timeout=40),
 }
 MODE_HELP = {
     'failover': '--workers 3 --producers 2 (per group) --backlog 600 --jobs 1000000 '
@@ -173,6 +197,10 @@ MODE_HELP = {
     'outage': '--workers 2 --producers 2 --jobs 12000 --duration 100 --push-window 1 '
               '--throw-fraction 0 --abort-fraction 0 --long-fraction 0 --drain-timeout 120 '
               '--no-periodic --conn-kills 0',
+    'network': 'the saturated profile, --workers 4 --producers 2 --duration 50 --kills 0 '
+               '--zombies 0 --terms 0 --redis-restarts 0 --conn-kills 0 --stall-pushes 0 '
+               '--throw-fraction 0 --abort-fraction 0 --heartbeat-ttl 3 --long-ms 5000 '
+               '--drain-timeout 40',
 }
 
 
@@ -194,10 +222,13 @@ def parse_args(argv):
                         'Sentinel whose master is SIGKILLed (--failovers); outage: Redis '
                         'unreachable for --outage-seconds while producers push through a '
                         'spool; cluster: queue groups on a Redis Cluster whose primaries are '
-                        'SIGKILLed and whose slots move, beside the worker faults. Each mode '
+                        'SIGKILLed and whose slots move, beside the worker faults; network: '
+                        'workers and producers in network namespaces whose links go down, '
+                        'some workers behind a fault proxy (root only). Each mode '
                         'sets defaults (an option given explicitly wins): failover: %s; '
-                        'outage: %s; cluster: %s' % (MODE_HELP['failover'], MODE_HELP['outage'],
-                                                     MODE_HELP['cluster']))
+                        'outage: %s; cluster: %s; network: %s' % (
+                            MODE_HELP['failover'], MODE_HELP['outage'], MODE_HELP['cluster'],
+                            MODE_HELP['network']))
     p.add_argument('--profile', choices=sorted(PROFILES), default='default',
                    help='a set of defaults for the options below; an option given '
                         'explicitly wins (default mode only). saturated: %s'
@@ -316,6 +347,23 @@ def parse_args(argv):
     o.add_argument('--outages', default='stop,kill',
                    help="comma-separated, in order: 'stop' (SIGSTOP, pushes time out) and "
                         "'kill' (SIGKILL, restarted on its AOF after --outage-seconds)")
+    n = p.add_argument_group('network mode')
+    n.add_argument('--partitions', type=int, default=4,
+                   help="times a worker's link goes down for 0.5 s to 2/3 of the ttl")
+    n.add_argument('--long-partitions', type=int, default=2,
+                   help="times a worker's link goes down for ttl + janitor interval + 2 s")
+    n.add_argument('--latency-episodes', type=int, default=4,
+                   help='fault-proxy episodes on a proxied worker, in turn: latency and '
+                        'jitter, one direction stalled, connections cut mid-reply, '
+                        'bandwidth limited')
+    n.add_argument('--producer-partitions', type=int, default=2,
+                   help="times a producer's link goes down for 0.5 to 2 s")
+    n.add_argument('--proxied-workers', type=int, default=2,
+                   help='workers that reach Redis through a fault proxy of their own')
+    n.add_argument('--expect-fencing', action='store_true',
+                   help='fail on a job whose first run finished on a worker partitioned past '
+                        "its ttl later than the partition's start + ttl, and ran again "
+                        'elsewhere (a worker that fences itself stops it before)')
     first, _ = p.parse_known_args(argv)
     if first.mode != 'default' and first.profile != 'default':
         p.error('--profile applies to the default mode only')
@@ -368,6 +416,17 @@ def parse_args(argv):
             p.error("--outages takes 'stop' and 'kill', comma-separated")
         if a.outage_seconds <= 0:
             p.error('--outage-seconds must be positive')
+    if a.mode == 'network':
+        if min(a.partitions, a.long_partitions, a.latency_episodes, a.producer_partitions,
+               a.proxied_workers) < 0:
+            p.error('--partitions, --long-partitions, --latency-episodes, '
+                    '--producer-partitions and --proxied-workers must be at least 0')
+        if a.proxied_workers > a.workers:
+            p.error('--proxied-workers must be at most --workers')
+        if os.geteuid() != 0:
+            p.error('--mode network makes network namespaces: it needs root')
+        if shutil.which('ip') is None:
+            p.error("iproute2's ip is not installed (tools/setup installs it)")
     for path in (a.bin, a.plugin, a.producer):
         if not os.path.isfile(path):
             p.error('%s does not exist (build first, or see --help)' % path)
@@ -384,6 +443,7 @@ RUNS = {
     'failover': (FailoverChaos, print_failover_report),
     'cluster': (ClusterChaos, print_cluster_report),
     'outage': (OutageChaos, print_outage_report),
+    'network': (NetworkChaos, print_network_report),
 }
 
 

@@ -293,7 +293,8 @@ class Chaos(Oracle):
         if a.periodic:
             argv += ['--periodic', TICK_DECLARATION]
         log_path = os.path.join(self.work, 'workers', 'worker-%03d.log' % self.worker_count)
-        proc = spawn(argv, log_path, env or self.worker_env(self.throw_fraction))
+        proc = spawn(self.in_place('worker', argv), log_path,
+                     env or self.worker_env(self.throw_fraction))
         worker = Worker(self.worker_count, proc, log_path)
         self.workers.append(worker)
         self.event('start', worker.pid)
@@ -599,14 +600,25 @@ class Chaos(Oracle):
                     '--deadline', str(a.duration + a.drain_timeout)]
             if a.backlog:
                 argv += ['--backlog', str(max(1, a.backlog // a.producers))]
-            self.producers.append((spawn(argv, base + '.log'), base))
+            self.producers.append((spawn(self.in_place('producer', argv), base + '.log'), base))
+
+    def in_place(self, role, argv):
+        """The command that starts `argv` (a 'worker' or a 'producer'): the
+        network mode runs each in a network namespace of its own."""
+        return argv
 
     def timeline(self):
         a = self.args
-        lo, hi = 1.5, max(2.0, a.duration - 1.0)
+        return self.spread(1.5, max(2.0, a.duration - 1.0), (
+            ('kill', a.kills), ('zombie', a.zombies), ('term', a.terms),
+            ('redis', a.redis_restarts), ('conn', a.conn_kills)))
+
+    def spread(self, lo, hi, counts):
+        """The plan [(seconds from the start, kind)], sorted: `count` faults
+        of each (kind, count), evenly over [lo, hi], each moved at random by
+        up to 0.3 of its share."""
         plan = []
-        for kind, count in (('kill', a.kills), ('zombie', a.zombies), ('term', a.terms),
-                            ('redis', a.redis_restarts), ('conn', a.conn_kills)):
+        for kind, count in counts:
             if count <= 0:
                 continue
             step = (hi - lo) / count
@@ -643,15 +655,13 @@ class Chaos(Oracle):
                 out[key] = n
         return out
 
-    def run(self):
+    def start_redis(self):
+        """Starts the jobs' Redis, and finds the throw fraction (a probe:
+        whether a failed job is retried)."""
         a = self.args
-        self.t0 = time.monotonic()
-        for sub in ('redis', 'workers', 'producers'):
-            os.makedirs(os.path.join(self.work, sub))
         self.redis.start()
         self.log('redis-server pid %d on %s (appendonly yes, appendfsync always, '
                  'noeviction)' % (self.redis.proc.pid, self.redis.sock))
-
         self.retries_found = self.probe_retries()
         if a.throw_fraction == 'auto':
             self.throw_fraction = a.auto_throw_fraction if self.retries_found else 0.0
@@ -660,6 +670,55 @@ class Chaos(Oracle):
         self.log('a failing job goes to %s: throw fraction %g' % (
             'retry' if self.retries_found else 'dead', self.throw_fraction))
 
+    def fault(self, kind):
+        """Carries out the fault `kind` of the plan (timeline()); False when
+        it cannot be now (carry_out() tries again a second later)."""
+        if not self.worker_fault(kind):
+            if kind == 'conn':
+                self.kill_connections()
+            else:
+                self.restart_redis()
+        return True
+
+    def faults_active(self):
+        """True while a fault that lasts is not over (the chaos waits for
+        it past D)."""
+        return False
+
+    def carry_out(self, plan, progress):
+        """Runs the plan [(seconds from now, kind)] for D seconds and until
+        no fault is active, tending the workers, with `progress()` every
+        10 s. A fault no process can take is tried a second later, and is a
+        problem once D is over."""
+        a = self.args
+        start = time.monotonic()
+        next_progress = start + 10
+        while True:
+            now = time.monotonic()
+            self.tend_workers()
+            if plan and now - start >= plan[0][0]:
+                at, kind = plan.pop(0)
+                if not self.fault(kind):
+                    if at + 1.0 < a.duration:
+                        plan.append((at + 1.0, kind))
+                        plan.sort()
+                    else:
+                        self.problems.append('no process could take the %s planned at %.1f s'
+                                             % (kind, at))
+                continue
+            if now - start >= a.duration and not self.faults_active():
+                break
+            if now >= next_progress:
+                next_progress += 10
+                progress()
+            time.sleep(0.02)
+
+    def run(self):
+        a = self.args
+        self.t0 = time.monotonic()
+        for sub in ('redis', 'workers', 'producers'):
+            os.makedirs(os.path.join(self.work, sub))
+        self.start_redis()
         self.sampler = Sampler(self.redis.sock)
         self.sampler.start()
         for _ in range(a.workers):
@@ -672,29 +731,9 @@ class Chaos(Oracle):
             self.log('%d workers, %d producers pushing %d jobs over %.0f s (profile %s)' % (
                 a.workers, len(self.producers), a.jobs, a.duration * a.push_window, a.profile))
 
-        plan = self.timeline()
         r = Redis(self.redis.sock)
-        start = time.monotonic()
         self.chaos_wall = [time.time(), None]
-        next_progress = start + 10
-        while True:
-            now = time.monotonic()
-            self.tend_workers()
-            if plan and now - start >= plan[0][0]:
-                _, kind = plan.pop(0)
-                if self.worker_fault(kind):
-                    pass
-                elif kind == 'conn':
-                    self.kill_connections()
-                else:
-                    self.restart_redis()
-                continue
-            if now - start >= a.duration:
-                break
-            if now >= next_progress:
-                next_progress += 10
-                self.progress(r)
-            time.sleep(0.02)
+        self.carry_out(self.timeline(), lambda: self.progress(r))
         self.chaos_wall[1] = time.time()
 
         self.wind_down(lambda: self.pending(r), lambda left: self.progress(r, left))
@@ -704,9 +743,11 @@ class Chaos(Oracle):
         self.stop_workers()
         self.sampler.stopping.set()
         self.sampler.join(timeout=5)
-        report = self.check(r)
         r.close()
-        return report
+        # The records of a long run (a million jobs and more) take longer
+        # than a command's usual timeout to send.
+        with Redis(self.redis.sock, timeout=120) as reader:
+            return self.check(reader)
 
     @staticmethod
     def runs_so_far(ledger):
