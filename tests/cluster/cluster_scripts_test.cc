@@ -18,14 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "cluster_servers.h"
+#include "support/cluster_servers.h"
 #include "protocol/keys.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "redis/reply.h"
 #include "reliableq/admin.h"
 #include "protocol/script_calls.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

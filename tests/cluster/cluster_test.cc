@@ -19,12 +19,12 @@
 #include <thread>
 #include <vector>
 
-#include "cluster_servers.h"
+#include "support/cluster_servers.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "redis/reply.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 namespace {

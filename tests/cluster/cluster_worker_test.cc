@@ -1,4 +1,4 @@
-// Real workers on a real Redis Cluster (tests/cluster_servers.h: three
+// Real workers on a real Redis Cluster (tests/support/cluster_servers.h: three
 // primaries, three replicas): queue groups on different primaries run their
 // jobs, retries, scheduled jobs and dead jobs; the janitor of a group
 // recovers a SIGKILLed worker's jobs; a resharding under load and a
@@ -23,13 +23,13 @@
 #include <thread>
 #include <vector>
 
-#include "cluster_servers.h"
+#include "support/cluster_servers.h"
 #include "protocol/keys.h"
-#include "process.h"
+#include "support/process.h"
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

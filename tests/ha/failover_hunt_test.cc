@@ -1,7 +1,7 @@
 // Failover, the hard cases: what the Sentinel code must keep when the
 // interleavings are unkind (a master that freezes and comes back, a lookup
 // another part of the process made with other settings, an address that
-// cannot even be tried). Real replication groups (tests/ha_servers.h).
+// cannot even be tried). Real replication groups (tests/support/ha_servers.h).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,13 +21,13 @@
 
 #include <doctest/doctest.h>
 
-#include "ha_servers.h"
-#include "process.h"
+#include "support/ha_servers.h"
+#include "support/process.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "redis/discovery.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 namespace {

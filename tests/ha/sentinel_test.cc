@@ -1,4 +1,4 @@
-// Sentinel: real replication groups (tests/ha_servers.h): a client, an admin
+// Sentinel: real replication groups (tests/support/ha_servers.h): a client, an admin
 // connection and a worker process find the master through the sentinels,
 // follow it through a failover, and fail with a clear message, in bounded
 // time, when the sentinels cannot name one.
@@ -13,12 +13,12 @@
 
 #include <doctest/doctest.h>
 
-#include "ha_servers.h"
-#include "process.h"
+#include "support/ha_servers.h"
+#include "support/process.h"
 #include "redis/connection.h"
 #include "redis/discovery.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 namespace {

@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "ha_servers.h"
-#include "process.h"
+#include "support/ha_servers.h"
+#include "support/process.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 namespace {

@@ -16,7 +16,7 @@
 #include "protocol/keys.h"
 #include "lua_scripts.h"
 #include "redis/connection.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

@@ -19,7 +19,7 @@
 
 #include "redis/connection.h"
 #include "redis/reply.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 namespace {

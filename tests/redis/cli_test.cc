@@ -1,5 +1,5 @@
 // The `reliableq` program, run as a child process against the test Redis.
-// Its path comes from $RELIABLEQ_BIN (set by tests/meson.build), the test
+// Its path comes from $RELIABLEQ_BIN (set by tests/redis/meson.build), the test
 // plugins' from $RELIABLEQ_TEST_PLUGIN_{FAILS,EMPTY,ONE}.
 
 #include <doctest/doctest.h>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "reliableq/plugin.h"
-#include "testutil.h"
+#include "support/testutil.h"
 #include "version.h"
 
 extern char** environ;

@@ -1,4 +1,4 @@
-// Plugins for tests/cli_test.cc, built once per behaviour with
+// Plugins for tests/redis/cli_test.cc, built once per behaviour with
 // -DCLI_TEST_PLUGIN_KIND=<n>:
 //   1  reliableq_register returns 7 (the worker must refuse to start);
 //   2  registers nothing (a usage error: no job classes);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "codec/job_codec.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 

@@ -9,7 +9,7 @@
 
 #include <chrono>
 
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::testing;

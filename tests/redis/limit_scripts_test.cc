@@ -13,7 +13,7 @@
 #include "protocol/keys.h"
 #include "redis/connection.h"
 #include "protocol/script_calls.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

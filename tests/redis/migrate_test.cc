@@ -2,7 +2,7 @@
 // real redis-servers, a layout-1 source (on a unix socket) and a target
 // (on a loopback port), as an operator runs it.
 // The move into a real Redis Cluster, with a worker of the group draining
-// the moved queues, is in tests/cluster_worker_test.cc.
+// the moved queues, is in tests/cluster/cluster_worker_test.cc.
 
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -19,9 +19,9 @@
 
 #include "migrate/key_map.h"
 #include "migrate/mover.h"
-#include "process.h"
+#include "support/process.h"
 #include "redis/connection.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 namespace {
@@ -806,7 +806,7 @@ TEST_CASE_FIXTURE(MigrateFixture,
 }
 
 // The move into a real cluster, drained by a worker of the group, is in
-// tests/cluster_worker_test.cc.
+// tests/cluster/cluster_worker_test.cc.
 
 }  // namespace
 }  // namespace reliableq::testing

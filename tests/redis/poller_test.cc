@@ -27,7 +27,7 @@
 #include "protocol/keys.h"
 #include "base/log.h"
 #include "redis/async_connection.h"
-#include "testutil.h"
+#include "support/testutil.h"
 #include "uv/event_loop.h"
 
 namespace reliableq::testing {

@@ -21,7 +21,7 @@
 #include "redis/connection.h"
 #include "reliableq/client.h"
 #include "protocol/script_calls.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 

@@ -17,7 +17,7 @@
 #include "protocol/process_entry.h"
 #include "reliableq/admin.h"
 #include "protocol/script_calls.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::codec;

@@ -11,7 +11,7 @@
 
 #include "protocol/layout_version.h"
 #include "redis/reply.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 

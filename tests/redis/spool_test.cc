@@ -30,13 +30,13 @@
 #include <thread>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "redis/connection.h"
 #include "reliableq/client.h"
 #include "spool/directory.h"
 #include "spool/journal.h"
 #include "spool/record.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq {
 namespace {

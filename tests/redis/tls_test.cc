@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "protocol/keys.h"
-#include "log_capture.h"
-#include "process.h"
+#include "support/log_capture.h"
+#include "support/process.h"
 #include "redis/async_connection.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
 #include "reliableq/client.h"
 #include "server/redis_probe.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 

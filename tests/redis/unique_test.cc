@@ -15,7 +15,7 @@
 #include "reliableq/client.h"
 #include "protocol/script_calls.h"
 #include "server/unique_starts.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "protocol/keys.h"
-#include "process.h"
-#include "testutil.h"
+#include "support/process.h"
+#include "support/testutil.h"
 #include "web/web_server.h"
 
 using namespace reliableq;

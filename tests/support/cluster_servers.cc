@@ -1,4 +1,4 @@
-#include "cluster_servers.h"
+#include "support/cluster_servers.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include "redis/connection.h"
 #include "redis/key_slot.h"
 #include "redis/reply.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 

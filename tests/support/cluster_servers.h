@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/redis_options.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 

@@ -1,4 +1,4 @@
-#include "ha_servers.h"
+#include "support/ha_servers.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 
 #include "redis/connection.h"
 #include "redis/reply.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/redis_options.h"
 

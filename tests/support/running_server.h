@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "reliableq/server.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 

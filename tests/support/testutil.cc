@@ -1,4 +1,4 @@
-#include "testutil.h"
+#include "support/testutil.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backtrace_decode.h"
+#include "support/backtrace_decode.h"
 #include "codec/backtrace.h"
 #include "codec/payload_rewriter.h"
 #include "codec/ruby_json.h"

@@ -1,6 +1,6 @@
 #include "codec/job_codec.h"
 
-#include "backtrace_decode.h"
+#include "support/backtrace_decode.h"
 #include "reliableq/handler.h"
 
 #include <sys/wait.h>

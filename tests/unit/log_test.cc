@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "log_capture.h"
+#include "support/log_capture.h"
 
 namespace reliableq {
 

@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "protocol/keys.h"
-#include "log_capture.h"
-#include "process.h"
+#include "support/log_capture.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "running_server.h"
-#include "testutil.h"
+#include "support/running_server.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "protocol/keys.h"
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "log_capture.h"
+#include "support/log_capture.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "running_server.h"
-#include "testutil.h"
+#include "support/running_server.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::testing;

@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "protocol/keys.h"
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "running_server.h"
-#include "testutil.h"
+#include "support/running_server.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

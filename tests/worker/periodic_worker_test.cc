@@ -5,7 +5,7 @@
 // The form here runs about 8 ticks. The long form of issue 20's check runs
 // 300 or more (5 minutes):
 //   RELIABLEQ_PERIODIC_TICKS=300 tests/worker_tests -tc='periodic: 4 workers*'
-// (with the environment of tests/meson.build's worker suite).
+// (with the environment of tests/worker/meson.build).
 
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "process.h"
-#include "testutil.h"
+#include "support/process.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::testing;

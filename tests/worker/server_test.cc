@@ -24,14 +24,14 @@
 #include <thread>
 #include <vector>
 
-#include "backtrace_decode.h"
+#include "support/backtrace_decode.h"
 #include "protocol/keys.h"
-#include "log_capture.h"
-#include "process.h"
+#include "support/log_capture.h"
+#include "support/process.h"
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
-#include "running_server.h"
-#include "testutil.h"
+#include "support/running_server.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

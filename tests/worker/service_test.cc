@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 namespace {

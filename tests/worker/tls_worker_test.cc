@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs the saturated chaos run (tools/chaos --profile saturated) against each
-mutant program (tests/mutants/mutants.py) and checks that it reports lost
+mutant program (tests/chaos/mutants/mutants.py) and checks that it reports lost
 jobs: the run must catch each deliberate defect, every time, not by luck.
 
   check.py [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-CHAOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'tools', 'chaos')
+CHAOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'tools', 'chaos')
 
 
 def main(argv):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Deliberately broken scripts: each a defect that loses jobs only under
 faults, which the saturated chaos run (tools/chaos --profile saturated) must
-report. tests/mutants/check.py runs it against each; the mutant programs are
-built by tests/meson.build, each `reliableq` with one script changed.
+report. tests/chaos/mutants/check.py runs it against each; the mutant programs
+are built by tests/chaos/mutants/meson.build, each `reliableq` with one script changed.
 
   mutants.py --list                      the mutants' names, one a line
   mutants.py NAME OUT.cc LUA_DIR SCRIPT...
@@ -18,7 +18,8 @@ mutant that no longer breaks anything.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'tools'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', '..', '..', 'tools'))
 import embed_lua  # noqa: E402
 
 MUTANTS = {
@@ -58,7 +59,7 @@ def mutate(entries, name):
         count = entry[1].count(text)
         if count != 1:
             sys.exit(f'mutant {name}: {script}.lua holds {text!r} {count} times, not once; '
-                     f'update tests/mutants/mutants.py to the script as it is now')
+                     f'update tests/chaos/mutants/mutants.py to the script as it is now')
         entry[1] = entry[1].replace(text, replacement)
     return [tuple(entry) for entry in entries]
 

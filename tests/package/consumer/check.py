@@ -33,7 +33,7 @@ import time
 
 BUILD_ROOT = os.path.realpath(os.environ.get("RELIABLEQ_BUILD_ROOT", "build"))
 SOURCE_ROOT = os.path.realpath(os.environ.get("RELIABLEQ_SOURCE_ROOT", "."))
-CONSUMER_DIR = os.path.join(SOURCE_ROOT, "tests", "consumer")
+CONSUMER_DIR = os.path.join(SOURCE_ROOT, "tests", "package", "consumer")
 STEP_SECONDS = 240  # one install, configure, compile or run
 REDIS_START_SECONDS = 20
 

@@ -1,7 +1,7 @@
 // A program that uses reliableq the way a C++ team would, through the
 // installed public headers only: it pushes one job to the Redis at argv[1]
 // (a URL), runs a Server with one handler until that job ran, and exits 0
-// only if the handler saw the job's jid and args. tests/consumer/check.py
+// only if the handler saw the job's jid and args. tests/package/consumer/check.py
 // builds it against an installed tree with CMake and with pkg-config.
 
 #include <atomic>
