@@ -27,6 +27,7 @@
 #include "protocol/keys.h"
 #include "base/log.h"
 #include "redis/async_connection.h"
+#include "support/fake_clock.h"
 #include "support/testutil.h"
 #include "uv/event_loop.h"
 

@@ -412,16 +412,4 @@ double NowSeconds() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-FakeClock::FakeClock() : start_wall_(NowSeconds()), start_steady_(std::chrono::steady_clock::now()) {}
-
-double FakeClock::Now() const {
-  return start_wall_ + static_cast<double>(offset_ms_.load()) / 1000.0;
-}
-
-std::chrono::steady_clock::time_point FakeClock::Monotonic() const {
-  return start_steady_ + std::chrono::milliseconds(offset_ms_.load());
-}
-
-void FakeClock::Advance(std::chrono::milliseconds by) { offset_ms_ += by.count(); }
-
 }  // namespace reliableq::testing

@@ -187,23 +187,6 @@ bool WaitUntil(const std::function<bool()>& condition,
 // Seconds since the epoch, with sub-second precision.
 double NowSeconds();
 
-// A clock that moves only when the test moves it: Now() starts at the real
-// time of construction (so Redis's own TTLs and Sidekiq's readers still see
-// plausible times), Monotonic() at the real steady time; Advance moves both.
-// Safe to read from every thread.
-class FakeClock final : public Clock {
- public:
-  FakeClock();
-  double Now() const override;
-  std::chrono::steady_clock::time_point Monotonic() const override;
-  void Advance(std::chrono::milliseconds by);
-
- private:
-  const double start_wall_;
-  const std::chrono::steady_clock::time_point start_steady_;
-  std::atomic<int64_t> offset_ms_{0};
-};
-
 }  // namespace reliableq::testing
 
 #endif  // RELIABLEQ_TESTS_TESTUTIL_H_

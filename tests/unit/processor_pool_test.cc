@@ -19,10 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "support/fake_clock.h"
+
 using namespace reliableq;
 using namespace reliableq::base;
 using namespace reliableq::protocol;
 using namespace reliableq::server;
+using reliableq::testing::FakeClock;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Strings = std::vector<std::string>;
@@ -31,26 +34,6 @@ namespace {
 
 constexpr double kNow = 1700000000.5;
 constexpr milliseconds kPatience(5000);  // the most any wait for the threads takes
-
-// A clock whose readings the test sets; safe to read from every thread.
-class FakeClock : public Clock {
- public:
-  double Now() const override { return now_.load(); }
-  steady_clock::time_point Monotonic() const override {
-    return steady_clock::time_point(steady_clock::duration(monotonic_.load()));
-  }
-  void AdvanceNow(double seconds) {
-    double now = now_.load();
-    while (!now_.compare_exchange_weak(now, now + seconds)) {
-    }
-  }
-  void SetMonotonic(steady_clock::time_point t) { monotonic_.store(t.time_since_epoch().count()); }
-
- private:
-  std::atomic<double> now_{kNow};
-  std::atomic<steady_clock::rep> monotonic_{
-      std::chrono::duration_cast<steady_clock::duration>(std::chrono::seconds(1000)).count()};
-};
 
 // Strings added from several threads (events, log lines), in order.
 class Events {
@@ -116,7 +99,8 @@ std::string Job(const std::string& job_class, const std::string& jid,
 // the threads use is held by shared_ptr, so a thread left behind by
 // Shutdown may outlive the test safely.
 struct Harness {
-  std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>();
+  // Now() from kNow, which the retry scores and timestamps are checked against.
+  std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>(kNow, steady_clock::now());
   std::shared_ptr<Events> lines = std::make_shared<Events>();
   std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   std::shared_ptr<std::atomic<int>> wakes = std::make_shared<std::atomic<int>>(0);
@@ -311,7 +295,7 @@ TEST_CASE("a job of a class no handler knows fails with Reliableq::UnknownJobCla
 TEST_CASE("a failure is logged with the job's class and jid and the time on the clock") {
   Harness h;
   h.config.registry.Register("Slow", [clock = h.clock](const JobView&) {
-    clock->AdvanceNow(2.5);
+    clock->Advance(milliseconds(2500));
     throw std::logic_error("too slow");
   });
   h.Start(1);
@@ -396,7 +380,7 @@ TEST_CASE("nothing starts while the lease is in the past; moving it forward star
 
   // The clock passes the lease (a pause longer than the ttl): again nothing
   // starts until the next beat extends it.
-  h.clock->SetMonotonic(t + std::chrono::seconds(61));
+  h.clock->Advance(std::chrono::seconds(61));
   h.Submit({{0, Job("Ok", "j3")}});
   std::this_thread::sleep_for(milliseconds(150));
   CHECK(*h.ran == 2);

@@ -31,6 +31,7 @@
 #include "reliableq/admin.h"
 #include "reliableq/client.h"
 #include "support/running_server.h"
+#include "support/fake_clock.h"
 #include "support/testutil.h"
 
 using namespace reliableq;
