@@ -136,7 +136,7 @@ seeds["edge-spacing-escapes"] = " { \"class\" : \"A\\u00e9\\/\" , \"args\" : [ 1
                                 " \"\\ud83d\\ude00\", -0, 1E2 ] , \"retry_count\" : null } "
 seeds["edge-minimal"] = '{"class":"A","args":[]}'
 
-# What the fuzzers found (tests/job_codec_test.cc has a test for each).
+# What the fuzzers found (tests/unit/job_codec_test.cc has a test for each).
 seeds["found-zero-decimals"] = '{"class":"A","args":[0.00000000000000000000000,' \
                                '-0.0000000000000000000000000000e5,1.7976931348623157e308]}'
 seeds["found-lone-surrogate"] = '{"class":"A\\udc00","args":["\\udfff",["\\ud83d\\ude00"]],' \

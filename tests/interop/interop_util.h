@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/redis_options.h"
 #include "reliableq/server.h"
 #include "reliableq/status.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 namespace reliableq::testing {
 
@@ -27,7 +27,7 @@ namespace reliableq::testing {
 // tools/setup when the program is not installed.
 std::string RequireProgram(const std::string& name);
 
-// The path of `name` in tests/interop, which tests/meson.build passes as
+// The path of `name` in tests/interop, which tests/interop/meson.build passes as
 // $RELIABLEQ_INTEROP_DIR; fails the test binary when that is unset.
 std::string InteropFile(const std::string& name);
 

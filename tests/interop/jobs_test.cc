@@ -17,7 +17,7 @@
 //   reliableq worker.
 //
 // Scripts come from $RELIABLEQ_INTEROP_DIR, the programs from $RELIABLEQ_BIN
-// and $RELIABLEQ_DEMO_PLUGIN (tests/meson.build). A missing ruby, sidekiq or
+// and $RELIABLEQ_DEMO_PLUGIN (tests/interop/meson.build). A missing ruby, sidekiq or
 // gem is a failure, never a skip: tools/setup installs them.
 
 #include <signal.h>
@@ -46,10 +46,10 @@
 
 #include "interop_util.h"
 #include "protocol/keys.h"
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

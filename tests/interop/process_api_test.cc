@@ -12,7 +12,7 @@
 // Every state the scripts read was written by a reliableq Server or worker
 // and the C++ Client; nothing is written by hand.
 //
-// The scripts are in $RELIABLEQ_INTEROP_DIR (tests/meson.build). A missing
+// The scripts are in $RELIABLEQ_INTEROP_DIR (tests/interop/meson.build). A missing
 // ruby or Sidekiq gem is a failure, never a skip: tools/setup installs both.
 
 #include <doctest/doctest.h>
@@ -36,10 +36,10 @@
 
 #include "interop_util.h"
 #include "protocol/keys.h"
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;

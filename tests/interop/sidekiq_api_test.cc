@@ -4,7 +4,7 @@
 // Sidekiq::RetrySet, DeadSet, Stats and the Web UI, and "retries now" one
 // of each; finally a reliableq worker runs the jobs Sidekiq pushed back.
 //
-// The script's path comes from $RELIABLEQ_INTEROP_SCRIPT (tests/meson.build).
+// The script's path comes from $RELIABLEQ_INTEROP_SCRIPT (tests/interop/meson.build).
 // A missing ruby or Sidekiq gem is a failure, never a skip: tools/setup
 // installs both.
 
@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "interop_util.h"
-#include "process.h"
+#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
-#include "testutil.h"
+#include "support/testutil.h"
 
 using namespace reliableq;
 using namespace reliableq::testing;

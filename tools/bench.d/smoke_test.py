@@ -5,7 +5,7 @@ the fields tools/bench promises. It never looks at how fast anything was:
 timing belongs to tools/bench, not to tests.
 
 The binaries come from the environment (RELIABLEQ_BIN, RELIABLEQ_DEMO_PLUGIN,
-RELIABLEQ_BENCH_BIN), as tests/meson.build sets them.
+RELIABLEQ_BENCH_BIN), as tests/bench/meson.build sets them.
 """
 
 import json

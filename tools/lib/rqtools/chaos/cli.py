@@ -26,7 +26,7 @@ kind of fault meets jobs at every stage. saturated keeps a standing backlog
 of short jobs (the producers wait while --backlog jobs are queued, and stop
 at the end of D): every fault then meets full fetch batches, prefetched jobs
 and pipelined acks, where a defect in the batch paths loses jobs in every
-run. tools/test runs it short; tests/mutants/check.py proves it catches
+run. tools/test runs it short; tests/chaos/mutants/check.py proves it catches
 scripts broken on purpose.
 
 Modes (--mode; each sets its own defaults, see --help):

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Deliberately broken scripts: each a defect that loses jobs only under
+faults, which the saturated chaos run (tools/chaos --profile saturated) must
+report. tests/chaos/mutants/check.py runs it against each; the mutant programs
+are built by tests/chaos/mutants/meson.build, each `reliableq` with one script changed.
+
+  mutants.py --list                      the mutants' names, one a line
+  mutants.py NAME OUT.cc LUA_DIR SCRIPT...
+      writes lua_scripts.cc (tools/embed_lua.py) for the scripts with the
+      mutant NAME applied
+
+A mutant is a list of (script, text, replacement) edits of the script with
+its includes expanded; each text must occur exactly once, so that a change of
+the script that moves the text fails the build here instead of leaving a
+mutant that no longer breaks anything.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', '..', '..', 'tools'))
+import embed_lua  # noqa: E402
+
+MUTANTS = {
+    # The defect tools/chaos missed at its old default load: the oldest job of
+    # every fetch batch of two or more is returned to the worker but not put
+    # in its working list. Lost when the worker dies before that job ends;
+    # an idle worker fetches one job at a time and never shows it.
+    'fetch_leaves_oldest': [
+        ('fetch', '      moved[#moved + 1] = jobs[i]\n',
+         '      if i ~= count or count == 1 then moved[#moved + 1] = jobs[i] end\n'),
+    ],
+    # The janitor empties a dead process's working list but gives back all
+    # of each batch but one.
+    'recover_drops_one': [
+        ('recover', '  if goes_dead then dead[#dead + 1] = new_payload else back[#back + 1] = '
+                    'new_payload end\n',
+         '  if goes_dead then dead[#dead + 1] = new_payload '
+         'elseif _ > 1 then back[#back + 1] = new_payload end\n'),
+    ],
+    # A worker told to stop hands back its prefetched jobs, all but one.
+    'requeue_drops_one': [
+        ('requeue', '      back[#back + 1] = payload\n',
+         '      if dropped then back[#back + 1] = payload end\n      dropped = true\n'),
+        ('requeue', 'local kept, back, dead, leaving = {}, {}, {}, {}\n',
+         'local kept, back, dead, leaving, dropped = {}, {}, {}, {}, false\n'),
+    ],
+}
+
+
+def mutate(entries, name):
+    entries = [list(entry) for entry in entries]
+    for script, text, replacement in MUTANTS[name]:
+        matches = [entry for entry in entries if entry[0] == script]
+        if len(matches) != 1:
+            sys.exit(f'mutant {name}: no script {script}.lua')
+        entry = matches[0]
+        count = entry[1].count(text)
+        if count != 1:
+            sys.exit(f'mutant {name}: {script}.lua holds {text!r} {count} times, not once; '
+                     f'update tests/chaos/mutants/mutants.py to the script as it is now')
+        entry[1] = entry[1].replace(text, replacement)
+    return [tuple(entry) for entry in entries]
+
+
+def main(argv):
+    if argv == ['--list']:
+        print('\n'.join(sorted(MUTANTS)))
+        return 0
+    if len(argv) < 4 or argv[0] not in MUTANTS:
+        sys.exit(__doc__)
+    name, out, lua_dir, scripts = argv[0], argv[1], argv[2], argv[3:]
+    _, body = embed_lua.render(mutate(embed_lua.load(lua_dir, scripts), name))
+    with open(out, 'w', encoding='utf-8') as f:
+        f.write(body)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
