@@ -15,7 +15,7 @@
 // [0.5, 1.5) of that, so the cluster as a whole reads the heads about once
 // per interval whatever its size. The fallback finds members nobody
 // signalled (a Ruby client without keyspace notifications) and bounds the
-// damage of a wall-clock step. A full batch makes it go again at once, both
+// damage of a step of Redis's clock. A full batch makes it go again at once, both
 // sets each time, schedule first, so a huge retry set never keeps due
 // scheduled jobs waiting (Sidekiq issue 3889).
 //
