@@ -17,12 +17,15 @@
 -- ARGV[6]  the queue's name q
 -- ARGV[7]  the payload
 -- ARGV[8]  the jid in the payload
--- ARGV[9]  now, epoch seconds (recorded as last_pushed_at)
+-- ARGV[9]  now, epoch seconds: a 'tick' later than now is early, and now
+--          is recorded as last_pushed_at; empty: Redis's own clock (TIME),
+--          which workers give, so that a worker whose clock runs ahead
+--          pushes no tick early (reliableq-schema(7), CLOCKS)
 --
 -- Refuses, writing nothing, in this order: a declaration that is not
 -- recorded (KEYS[1] has no digest: the caller declares again); a recorded
 -- digest other than ARGV[1] (another worker's declaration won); a tick
--- already in the ZSET; a tick older than every tick the ZSET keeps when it
+-- already in the ZSET; for tick, a tick later than now; a tick older than every tick the ZSET keeps when it
 -- is full (its record is gone, so it may have been pushed); for catch_up,
 -- a tick not later than the latest recorded. Otherwise it adds the tick,
 -- trims the ZSET to its ARGV[3] latest ticks, sets last_tick,
@@ -30,7 +33,8 @@
 -- publishing q on ARGV[5] when the queue was empty (as push.lua does).
 --
 -- Returns {'pushed'}, {'undeclared'}, {'conflict', declared_by},
--- {'duplicate'}, {'too_late'} or {'superseded', latest tick}.
+-- {'duplicate'}, {'early', now}, {'too_late'} or {'superseded', latest
+-- tick}.
 -- Errors: RQ_INVALID for bad ARGV; WRONGTYPE naming the key when a key
 -- exists with another type; nothing is written then.
 -- @include lib/args.lua
@@ -52,7 +56,16 @@ if not recorded then return {'undeclared'} end
 if recorded ~= ARGV[1] then
   return {'conflict', redis.call('HGET', KEYS[1], 'declared_by') or ''}
 end
+local now = ARGV[9]
+if now == '' then
+  local time = redis.call('TIME')
+  now = string.format('%d.%06d', tonumber(time[1]), tonumber(time[2]))
+end
+if tonumber(now) == nil then
+  return redis.error_reply('RQ_INVALID periodic: now must be epoch seconds, got ' .. now)
+end
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return {'duplicate'} end
+if mode == 'tick' and tick > tonumber(now) then return {'early', now} end
 local latest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 if mode == 'catch_up' and latest[2] and tonumber(latest[2]) >= tick then
   return {'superseded', latest[2]}
@@ -65,7 +78,7 @@ end
 redis.call('ZADD', KEYS[2], tick, ARGV[2])
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(keep + 1))
 if latest[2] == nil or tick > tonumber(latest[2]) then
-  redis.call('HSET', KEYS[1], 'last_tick', ARGV[2], 'last_pushed_at', ARGV[9],
+  redis.call('HSET', KEYS[1], 'last_tick', ARGV[2], 'last_pushed_at', now,
              'last_jid', ARGV[8])
 end
 redis.call('SADD', KEYS[3], ARGV[6])

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 
 #include "codec/job_codec.h"
@@ -334,20 +335,22 @@ ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_
        Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
 }
 
-ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
-                       std::string_view wake_prefix, std::vector<QueuedMember> members) {
+ScriptCall PromoteCall(const Keys& keys, std::string_view set, std::optional<double> now,
+                       const DeadSetLimits& limits, std::string_view wake_prefix,
+                       std::vector<QueuedMember> members) {
   ScriptCall call{ScriptId::kPromote,
                   {std::string(set), keys.Queues(), keys.Dead()},
-                  {codec::FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count()),
+                  {now ? codec::FormatEpoch(*now) : std::string(), Count(limits.max_jobs),
+                   Count(limits.timeout.count()),
                    std::string(wake_prefix)}};
   AddQueuedMembers(keys, 3, std::move(members), &call);
   return call;
 }
 
 Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply) {
-  auto counts = Integers("promote.lua", reply, 3, "{promoted, dead, skipped}");
+  auto counts = Integers("promote.lua", reply, 4, "{promoted, dead, skipped, early}");
   if (!counts.ok()) return counts.status();
-  return PromoteReply{(*counts)[0], (*counts)[1], (*counts)[2]};
+  return PromoteReply{(*counts)[0], (*counts)[1], (*counts)[2], (*counts)[3]};
 }
 
 ScriptCall RetryNowCall(const Keys& keys, std::string_view set, double now, bool decrement_retry,
@@ -471,17 +474,19 @@ ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick) {
        keys.Queue(tick.queue)},
       {std::string(tick.digest), Count(tick.tick), Count(kPeriodicTicksKept),
        tick.catch_up ? "catch_up" : "tick", keys.WakeQueue(tick.queue), std::string(tick.queue),
-       std::move(tick.payload), std::string(tick.jid), codec::FormatEpoch(tick.now)}};
+       std::move(tick.payload), std::string(tick.jid),
+       tick.now ? codec::FormatEpoch(*tick.now) : std::string()}};
 }
 
 Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
   constexpr std::string_view kWant =
-      "{'pushed'}, {'undeclared'}, {'conflict', declared_by}, {'duplicate'}, {'too_late'} or "
-      "{'superseded', tick}";
+      "{'pushed'}, {'undeclared'}, {'conflict', declared_by}, {'duplicate'}, {'early', now}, "
+      "{'too_late'} or {'superseded', tick}";
   using Outcome = PeriodicTickReply::Outcome;
   static const std::pair<std::string_view, Outcome> kOutcomes[] = {
       {"pushed", Outcome::kPushed},     {"undeclared", Outcome::kUndeclared},
       {"conflict", Outcome::kConflict}, {"duplicate", Outcome::kDuplicate},
+      {"early", Outcome::kEarly},
       {"too_late", Outcome::kTooLate},  {"superseded", Outcome::kSuperseded}};
   const redisReply* r = ArrayOf(reply, 1, 2);
   if (r == nullptr) return Unexpected("periodic.lua", reply, kWant);
@@ -495,6 +500,15 @@ Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply) {
   if (read.outcome == Outcome::kConflict && r->elements == 2) {
     Result<std::string> declarer = redis::ToString(r->element[1]);
     if (declarer.ok()) read.declarer = std::move(*declarer);
+  }
+  if (read.outcome == Outcome::kEarly) {
+    if (r->elements != 2) return Unexpected("periodic.lua", reply, kWant);
+    Result<std::string> now = redis::ToString(r->element[1]);
+    char* end = nullptr;
+    if (now.ok()) read.now = std::strtod(now->c_str(), &end);
+    if (!now.ok() || end == now->c_str() || *end != '\0') {
+      return Unexpected("periodic.lua", reply, kWant);
+    }
   }
   return read;
 }

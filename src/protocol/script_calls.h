@@ -202,14 +202,18 @@ struct QueuedMember {
 
 // promote.lua: due members of `set` (schedule or retry) to their queues; a
 // queue found empty is announced on `wake_prefix` + its name (empty: not).
-ScriptCall PromoteCall(const Keys& keys, std::string_view set, double now, const DeadSetLimits& limits,
-                       std::string_view wake_prefix, std::vector<QueuedMember> members);
-// Its reply: members pushed to their queues, sent to dead, and no longer in
-// the set (promoted or deleted by somebody else).
+// What is due, and the new enqueued_at, are judged by `now`; nullopt: by
+// Redis's TIME (what workers give, reliableq-schema(7), CLOCKS).
+ScriptCall PromoteCall(const Keys& keys, std::string_view set, std::optional<double> now,
+                       const DeadSetLimits& limits, std::string_view wake_prefix,
+                       std::vector<QueuedMember> members);
+// Its reply: members pushed to their queues, sent to dead, no longer in
+// the set (promoted or deleted by somebody else), and left as not yet due.
 struct PromoteReply {
   int64_t promoted = 0;
   int64_t dead = 0;
   int64_t skipped = 0;
+  int64_t early = 0;
 };
 Result<PromoteReply> ReadPromoteReply(redis::ReplyRef reply);
 
@@ -298,7 +302,9 @@ struct PeriodicTick {
   std::string_view queue;
   std::string payload;
   std::string_view jid;
-  double now = 0;
+  // Judges whether the tick is due and is recorded as last_pushed_at;
+  // nullopt: Redis's TIME (what workers give, reliableq-schema(7), CLOCKS).
+  std::optional<double> now;
 };
 // How many ticks periodic:<name>:ticks keeps; older ticks are refused as
 // too late.
@@ -306,9 +312,10 @@ inline constexpr int64_t kPeriodicTicksKept = 1000;
 ScriptCall PeriodicTickCall(const Keys& keys, PeriodicTick tick);
 // Its reply: what became of the tick (see the script).
 struct PeriodicTickReply {
-  enum class Outcome { kPushed, kUndeclared, kConflict, kDuplicate, kTooLate, kSuperseded };
+  enum class Outcome { kPushed, kUndeclared, kConflict, kDuplicate, kEarly, kTooLate, kSuperseded };
   Outcome outcome = Outcome::kPushed;
   std::string declarer;  // kConflict: whose declaration is recorded ("": unknown)
+  double now = 0;        // kEarly: the now the tick was judged by
 };
 Result<PeriodicTickReply> ReadPeriodicTickReply(redis::ReplyRef reply);
 

@@ -37,6 +37,7 @@ struct PeriodicScheduler::Batch {
   uint64_t run = 0;
   std::vector<int64_t> ticks;
   std::vector<bool> handled;  // Redis answered for the tick (not an error)
+  std::vector<bool> early;    // Redis found the tick not yet due
   size_t remaining = 0;
   bool catch_up_first = false;  // ticks[0] is the catch-up tick
 };
@@ -48,7 +49,7 @@ PeriodicScheduler::PeriodicScheduler(uv::EventLoop& loop, redis::AsyncConnection
     : command_(command),
       keys_(keys),
       identity_(std::move(identity)),
-      clock_(clock),
+      redis_time_(clock),
       log_(log),
       metrics_(metrics),
       timer_(loop, [this] { Turn(); }) {
@@ -70,7 +71,21 @@ void PeriodicScheduler::Start() {
   if (running_ || entries_.empty()) return;
   running_ = true;
   ++run_;
-  auto now = static_cast<int64_t>(std::floor(clock_.Now()));
+  // The cursors start at Redis's now: from the worker's, one a minute
+  // behind would owe the last minute's ticks, pushing one that was not due
+  // at its start. Without an answer, the estimate (the wall clock at
+  // first) will do.
+  uint64_t run = run_;
+  Status sent = command_.Command({"TIME"}, [this, run](const Status& s, redis::ReplyRef r) {
+    if (run != run_) return;
+    if (s.ok()) redis_time_.Observe(r);
+    Begin();
+  });
+  if (!sent.ok()) Begin();
+}
+
+void PeriodicScheduler::Begin() {
+  auto now = static_cast<int64_t>(std::floor(redis_time_.Now()));
   for (auto& entry : entries_) {
     entry->cursor = now;
     entry->declared = false;
@@ -91,7 +106,15 @@ void PeriodicScheduler::Stop() {
 void PeriodicScheduler::Turn() {
   if (!running_) return;
   timer_.Stop();
-  auto now = static_cast<int64_t>(std::floor(clock_.Now()));
+  auto now = static_cast<int64_t>(std::floor(redis_time_.Now()));
+  // Read again every turn, for the next one: Redis's clock may have been
+  // set, or a failover brought another server's.
+  if (command_.ready()) {
+    uint64_t run = run_;
+    command_.Command({"TIME"}, [this, run](const Status& s, redis::ReplyRef r) {
+      if (run == run_ && s.ok()) redis_time_.Observe(r);
+    });
+  }
   for (auto& entry : entries_) {
     if (entry->busy) continue;
     entry->retry_soon = false;
@@ -108,7 +131,7 @@ void PeriodicScheduler::Turn() {
 
 void PeriodicScheduler::Declare(Entry& entry) {
   const periodic::PeriodicDefinition& d = entry.definition;
-  ScriptCall call = protocol::PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, clock_.Now(),
+  ScriptCall call = protocol::PeriodicDeclareCall(keys_, entry.job.name, d.digest, identity_, redis_time_.Now(),
                                         {{"cron", d.cron},
                                          {"timezone", d.time_zone},
                                          {"class", d.job_class},
@@ -169,9 +192,10 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
   batch->ticks.insert(batch->ticks.end(), owed.ticks.begin(), owed.ticks.end());
   if (batch->ticks.empty()) return;
   batch->handled.assign(batch->ticks.size(), false);
+  batch->early.assign(batch->ticks.size(), false);
   batch->remaining = batch->ticks.size();
   entry.busy = true;
-  double at = clock_.Now();
+  double at = redis_time_.Now();
   for (size_t i = 0; i < batch->ticks.size(); ++i) {
     int64_t tick = batch->ticks[i];
     std::string jid;
@@ -187,7 +211,7 @@ void PeriodicScheduler::SubmitOwed(Entry& entry, int64_t now) {
       }
       protocol::PeriodicTick call{
           entry.job.name,  entry.definition.digest, tick, batch->catch_up_first && i == 0,
-          entry.job.queue, std::move(*payload),     jid,  at};
+          entry.job.queue, std::move(*payload),     jid,  std::nullopt};
       sent = command_.Eval(protocol::PeriodicTickCall(keys_, std::move(call)),
                            [this, &entry, batch, i](const Status& s, redis::ReplyRef r) {
                              OnTickReply(
@@ -217,6 +241,11 @@ void PeriodicScheduler::OnTickReply(Entry& entry, const std::shared_ptr<Batch>& 
              name.c_str(), static_cast<long long>(tick),
              batch->catch_up_first && index == 0 ? " (catch-up)" : "");
     if (metrics_) metrics_->PeriodicPushed(name);
+  } else if (read->outcome == Outcome::kEarly) {
+    // The estimate ran ahead of Redis's clock (it was set back, or a
+    // failover): learn its time; the tick is submitted again when due.
+    batch->early[index] = true;
+    redis_time_.Observe(read->now);
   } else if (read->outcome == Outcome::kDuplicate || read->outcome == Outcome::kSuperseded) {
     batch->handled[index] = true;
   } else if (read->outcome == Outcome::kTooLate) {
@@ -278,7 +307,8 @@ void PeriodicScheduler::Finish(Entry& entry, const Batch& batch) {
   // failed: that one and the later ones are submitted again.
   for (size_t i = first; i < batch.ticks.size(); ++i) {
     if (!batch.handled[i]) {
-      entry.retry_soon = true;
+      // An early tick waits for its time (Arm), not the retry delay.
+      entry.retry_soon = !batch.early[i];
       break;
     }
     entry.cursor = std::max(entry.cursor, batch.ticks[i]);
@@ -289,7 +319,7 @@ void PeriodicScheduler::Finish(Entry& entry, const Batch& batch) {
 
 void PeriodicScheduler::Arm() {
   if (!running_) return;
-  double now = clock_.Now();
+  double now = redis_time_.Now();
   int64_t wait = kMaxSleepMillis;
   for (const auto& entry : entries_) {
     if (entry->busy) continue;  // its reply arms the timer again

@@ -13,6 +13,13 @@
 // turn submits at most kMaxTicksPerTurn ticks of a job, the latest; the
 // earlier ones are logged as skipped.
 //
+// Time is Redis's, not the worker's: periodic.lua refuses a tick later
+// than its TIME as early, and the scheduler counts `now` and times its
+// turns by the TIME it reads at Start and with every turn (redis_time.h).
+// So a worker whose clock is a minute ahead pushes no tick early, one a
+// minute behind pushes none late, and a step of a worker's clock moves
+// nothing (reliableq-schema(7), CLOCKS).
+//
 // At Start, and again when periodic.lua finds no declaration, it records
 // its declarations with periodic_declare.lua; the newest declaration wins,
 // and a worker whose declaration lost pushes nothing and logs
@@ -38,6 +45,7 @@
 #include "redis/async_connection.h"
 #include "reliableq/clock.h"
 #include "reliableq/periodic.h"
+#include "server/redis_time.h"
 #include "uv/handles.h"
 
 namespace reliableq::server {
@@ -64,6 +72,8 @@ class PeriodicScheduler {
   struct Entry;
   struct Batch;
 
+  // Starts the run once Redis's clock is known (Start asks for it).
+  void Begin();
   void Turn();
   void Declare(Entry& entry);
   void SubmitOwed(Entry& entry, int64_t now);
@@ -77,7 +87,7 @@ class PeriodicScheduler {
   redis::AsyncConnection& command_;
   const protocol::Keys& keys_;
   const std::string identity_;
-  const Clock& clock_;
+  RedisTime redis_time_;
   const base::Logger& log_;
   metrics::WorkerMetrics* const metrics_;  // null: none
   std::vector<std::unique_ptr<Entry>> entries_;

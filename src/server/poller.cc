@@ -54,7 +54,7 @@ Poller::Poller(uv::EventLoop& loop, redis::AsyncConnection& command,
       keys_(keys),
       wake_prefix_(keys.WakeQueue("")),
       sets_{keys.Schedule(), keys.Retry()},
-      clock_(clock),
+      redis_time_(clock),
       log_(log),
       timer_(loop, [this] { OnTimer(); }),
       random_(std::random_device{}()) {}
@@ -102,7 +102,7 @@ void Poller::NudgeAt(double score) {
     nudged_at_ = std::min(nudged_at_, score);
     return;
   }
-  if (score < wake_at_) ArmDue(score, clock_.Now());
+  if (score < wake_at_) ArmDue(score, redis_time_.Now());
 }
 
 void Poller::OnTimer() {
@@ -123,7 +123,7 @@ void Poller::OnTimer() {
   Pass(mask != 0 ? mask : kBothSets);
 }
 
-std::string Poller::NowText() const { return codec::FormatEpoch(clock_.Now()); }
+std::string Poller::NowText() const { return codec::FormatEpoch(redis_time_.Now()); }
 
 unsigned Poller::DueMask(double now) const {
   unsigned mask = 0;
@@ -148,7 +148,7 @@ void Poller::ReadHeads(bool count_processes) {
     double heads[2] = {kNever, kNever};
   };
   auto read = std::make_shared<Read>();
-  read->remaining = count_processes ? 3 : 2;
+  read->remaining = count_processes ? 4 : 3;
   auto finished = [this, read] {
     if (--read->remaining > 0) return;
     busy_ = false;
@@ -182,6 +182,14 @@ void Poller::ReadHeads(bool count_processes) {
       finished();
     }
   }
+  // Redis's clock with every read of the heads, so that what is due and
+  // when to wake are judged by it (redis_time.h). A failed read keeps the
+  // last estimate: promote.lua judges by TIME anyway.
+  Status timed = command_.Command({"TIME"}, [this, finished](const Status& s, redis::ReplyRef r) {
+    if (s.ok()) redis_time_.Observe(r);
+    finished();
+  });
+  if (!timed.ok()) finished();
   if (count_processes) {
     Status sent = command_.Command({"SCARD", keys_.Processes()},
                                    [this, finished](const Status& s, redis::ReplyRef r) {
@@ -262,20 +270,26 @@ void Poller::Promote(std::string_view set, std::vector<std::string> members,
     due.push_back({DueJobQueue(member), std::move(member)});
   }
   Status sent = command_.Eval(
-      protocol::PromoteCall(keys_, set, clock_.Now(), dead_limits_, wake_prefix_, std::move(due)),
+      protocol::PromoteCall(keys_, set, std::nullopt, dead_limits_, wake_prefix_, std::move(due)),
       [this, set, full, done](const Status& s, redis::ReplyRef r) {
+        // Members left as early mean the estimate of Redis's clock ran
+        // ahead (a step of Redis's clock, a failover): not another batch
+        // at once, which would find them again, but the heads and TIME.
+        bool early = false;
         if (!s.ok()) {
           std::string error = s.ToString();
           log_.Log(LogLevel::kWarn, base::LogEvent("due_move_failed").WithError(error),
                    "moving due jobs of %.*s failed: %s", static_cast<int>(set.size()), set.data(),
                    error.c_str());
         } else if (Result<protocol::PromoteReply> read = protocol::ReadPromoteReply(r); read.ok()) {
+          early = read->early > 0;
           log_.Log(LogLevel::kDebug, "due_moved",
-                   "%.*s: %lld due jobs enqueued, %lld to the dead set",
+                   "%.*s: %lld due jobs enqueued, %lld to the dead set, %lld not yet due",
                    static_cast<int>(set.size()), set.data(),
-                   static_cast<long long>(read->promoted), static_cast<long long>(read->dead));
+                   static_cast<long long>(read->promoted), static_cast<long long>(read->dead),
+                   static_cast<long long>(read->early));
         }
-        done(s.ok() && full, !s.ok());
+        done(s.ok() && full && !early, !s.ok());
       });
   if (!sent.ok()) done(false, true);
 }
@@ -296,14 +310,14 @@ void Poller::Sleep(double due) {
   fallback_at_ = std::chrono::steady_clock::now() + FallbackWait();
   due = std::min(due, nudged_at_);
   nudged_at_ = kNever;
-  ArmDue(due, clock_.Now());
+  ArmDue(due, redis_time_.Now());
 }
 
 void Poller::BackOff() {
   backing_off_ = true;
   nudged_at_ = kNever;
   fallback_at_ = std::chrono::steady_clock::now() + FallbackWait();
-  ArmDue(kNever, clock_.Now());
+  ArmDue(kNever, redis_time_.Now());
 }
 
 void Poller::ArmDue(double due, double now) {

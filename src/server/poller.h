@@ -4,6 +4,10 @@
 //
 // When: it reads the earliest score of both sets (the heads) and sleeps
 // until the earlier one is due, then promotes and reads the heads again.
+// Due means due by Redis's clock, not the worker's: promote.lua judges by
+// TIME, and the poller times its wake-ups by the TIME it reads with every
+// read of the heads (redis_time.h), so that a worker whose clock is ahead
+// moves nothing early and one whose clock is behind nothing late.
 // Nudge() and NudgeAt() tell it that an earlier member may have arrived
 // (the server calls them for the wake-up signals; reliableq-schema(7),
 // "Wake-up signals"). Every sleep is capped by a fallback wait with
@@ -11,7 +15,7 @@
 // [0.5, 1.5) of that, so the cluster as a whole reads the heads about once
 // per interval whatever its size. The fallback finds members nobody
 // signalled (a Ruby client without keyspace notifications) and bounds the
-// damage of a wall-clock step. A full batch makes it go again at once, both
+// damage of a step of Redis's clock. A full batch makes it go again at once, both
 // sets each time, schedule first, so a huge retry set never keeps due
 // scheduled jobs waiting (Sidekiq issue 3889).
 //
@@ -35,6 +39,7 @@
 #include "redis/async_connection.h"
 #include "reliableq/dead_set.h"
 #include "reliableq/clock.h"
+#include "server/redis_time.h"
 #include "uv/handles.h"
 
 namespace reliableq::server {
@@ -99,7 +104,7 @@ class Poller {
   void BackOff();
   void ArmDue(double due, double now);
   std::chrono::milliseconds FallbackWait();
-  // Now, as the sorted-set bound promote.lua and ZRANGEBYSCORE are given,
+  // Now by Redis's clock as estimated, as the bound ZRANGEBYSCORE is given
   // and as a number read back from that text, so that "the head is due"
   // and "ZRANGEBYSCORE finds it" agree to the last digit.
   std::string NowText() const;
@@ -111,7 +116,7 @@ class Poller {
   const protocol::Keys keys_;
   const std::string wake_prefix_;
   const std::array<std::string, 2> sets_;  // by Set: schedule, retry
-  const Clock& clock_;
+  RedisTime redis_time_;  // what is due and when to wake, by Redis's clock
   const base::Logger& log_;
   uv::Timer timer_;
   std::mt19937_64 random_;

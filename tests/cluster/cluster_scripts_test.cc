@@ -235,7 +235,7 @@ TEST_CASE_FIXTURE(MigratingSlot, "migrating slot: promote, retry now and kill em
   auto promoted =
       EvalOk(PromoteCall(keys(), keys().Schedule(), kNow, {}, "",
                          {{"default", Job("s1")}, {"default", Job("s2")}, {"", "not a job"}}));
-  CHECK(Integers(promoted) == std::vector<std::string>{"2", "1", "0"});
+  CHECK(Integers(promoted) == std::vector<std::string>{"2", "1", "0", "0"});
   auto retried =
       EvalOk(RetryNowCall(keys(), keys().Retry(), kNow, false, {{"default", Job("r1")}}));
   CHECK(Integers(retried) == std::vector<std::string>{"1", "0"});

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +85,33 @@ TEST_CASE_FIXTURE(PeriodicFixture, "periodic: one push per tick, the record with
   CHECK(Outcome(kTick - 5) == "pushed");
   CHECK(HGet("reliableq:periodic:rep", "last_tick") == std::to_string(kTick));
   CHECK(LRange("queue:default").size() == 2);
+}
+
+TEST_CASE_FIXTURE(PeriodicFixture, "periodic: a tick later than Redis's clock is early") {
+  Declare("d1", "w1");
+  auto time = redis().Command({"TIME"});
+  REQUIRE(time.ok());
+  const int64_t redis_now = std::stoll((*time)->element[0]->str);
+  auto submit = [&](int64_t tick, std::optional<double> now) {
+    std::string payload = "{\"class\":\"Report\",\"args\":[]}";
+    return Reply(redis(), PeriodicTickCall(keys, PeriodicTick{"rep", "d1", tick, false, "default",
+                                                               payload, "j", now}));
+  };
+  // No now: TIME judges, so a worker a minute ahead cannot push the next
+  // minute's tick now; the reply says Redis's time for it to wait by.
+  std::vector<std::string> early = submit(redis_now + 60, std::nullopt);
+  REQUIRE(early.size() == 2);
+  CHECK(early[0] == "early");
+  CHECK(std::stod(early[1]) >= static_cast<double>(redis_now));
+  CHECK(std::stod(early[1]) < static_cast<double>(redis_now + 5));
+  CHECK_FALSE(Exists("reliableq:periodic:rep:ticks"));
+  CHECK(LRange("queue:default").empty());
+  // The current second's tick goes, recorded at Redis's time.
+  CHECK(submit(redis_now, std::nullopt) == std::vector<std::string>{"pushed"});
+  CHECK(std::stod(HGet("reliableq:periodic:rep", "last_pushed_at")) >= static_cast<double>(redis_now));
+  // A given now judges the same way.
+  CHECK(submit(kTick + 10, kTick + 9.5)[0] == "early");
+  CHECK(submit(kTick + 10, kTick + 10.0)[0] == "pushed");
 }
 
 TEST_CASE_FIXTURE(PeriodicFixture, "periodic: two callers at once push each tick once") {

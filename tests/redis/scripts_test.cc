@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -934,6 +935,44 @@ const redis::Argv kPromoteKeys = {"schedule", "queues", "dead", "queue:a"};
 
 }  // namespace
 
+TEST_CASE_FIXTURE(ScriptFixture, "promote moves only what is due by Redis's clock, or by now") {
+  // Read from the server the script runs on, as the script reads it.
+  auto time = redis().Command({"TIME"});
+  REQUIRE(time.ok());
+  const double redis_now = std::stod((*time)->element[0]->str);
+  auto seconds = [](double at) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.6f", at);
+    return std::string(text);
+  };
+  Run({"ZADD", "schedule", seconds(redis_now - 10), Job(1)});
+  Run({"ZADD", "schedule", seconds(redis_now + 60), Job(2)});
+  const Strings both = {"4", "a", Job(1), "4", "a", Job(2)};
+  auto call = [&](const std::string& now) {
+    Strings storage = {now, kDeadMax, kDeadTimeout, ""};
+    storage.insert(storage.end(), both.begin(), both.end());
+    return Eval(ScriptId::kPromote, kPromoteKeys, redis::Argv(storage.begin(), storage.end()));
+  };
+  SUBCASE("no now: TIME, whatever clock the caller read the members by") {
+    // A caller a minute ahead found both due; the later one stays.
+    CHECK(call("") == Strings{"1", "0", "0", "1"});
+    CHECK(ZRange("schedule") == Strings{Job(2)});
+    REQUIRE(LRange("queue:a").size() == 1);
+    // Job() is no JSON a parser takes (a raw NUL): the field is read as text.
+    const std::string moved = LRange("queue:a")[0];
+    const std::string field = "\"enqueued_at\":";
+    REQUIRE(moved.find(field) != std::string::npos);
+    double enqueued_at = std::stod(moved.substr(moved.find(field) + field.size()));
+    CHECK(enqueued_at >= redis_now);
+    CHECK(enqueued_at < redis_now + 5);
+  }
+  SUBCASE("a given now, as tests and tools give it") {
+    CHECK(call(seconds(redis_now + 30)) == Strings{"1", "0", "0", "1"});
+    CHECK(call(seconds(redis_now + 61)) == Strings{"1", "0", "1", "0"});
+    CHECK_FALSE(Exists("schedule"));
+  }
+}
+
 TEST_CASE_FIXTURE(ScriptFixture, "promote refuses wrong-typed keys and keeps the due members") {
   // Job(1) goes to queue:a, "not a job" (index 0) to dead. Unchecked, each
   // would be removed from schedule before its write failed.
@@ -967,7 +1006,7 @@ TEST_CASE_FIXTURE(ScriptFixture, "promote refuses wrong-typed keys and keeps the
   CHECK(ZRange("schedule") == Strings{Job(1), "not a job"});
   // The same call moves both once the key is gone.
   Run({"DEL", bad_key});
-  CHECK(Eval(ScriptId::kPromote, kPromoteKeys, args) == Strings{"1", "1", "0"});
+  CHECK(Eval(ScriptId::kPromote, kPromoteKeys, args) == Strings{"1", "1", "0", "0"});
   CHECK_FALSE(Exists("schedule"));
   CHECK(LRange("queue:a").size() == 1);
   CHECK(ZRange("dead") == Strings{"not a job"});

@@ -10,9 +10,11 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,7 +53,8 @@ struct PeriodicWorkers : RedisFixture {
 
   // A worker that serves no queue the ticks go to, so the pushed jobs stay
   // in queue:periodic to be counted.
-  std::unique_ptr<ChildProcess> Launch(int slot) {
+  // `env` adds to the environment (a clock offset through faketime).
+  std::unique_ptr<ChildProcess> Launch(int slot, std::vector<std::string> env = {}) {
     std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
                                      "worker",
                                      "--redis",
@@ -68,7 +71,7 @@ struct PeriodicWorkers : RedisFixture {
                                      kDeclaration};
     std::string log =
         dir_ + "/worker" + std::to_string(slot) + "." + std::to_string(launches_++) + ".log";
-    return std::make_unique<ChildProcess>(argv, std::vector<std::string>{}, log);
+    return std::make_unique<ChildProcess>(argv, std::move(env), log);
   }
 
   // Waits (bounded) until the worker of `pid` has registered: its
@@ -185,6 +188,72 @@ TEST_CASE_FIXTURE(PeriodicWorkers,
   // up): the check is that most were measured.
   CHECK(covered >= ticks / 2);
   CHECK(missing == 0);
+}
+
+// Redis's clock (TIME), epoch seconds.
+double RedisNow(redis::Connection& redis) {
+  auto reply = redis.Command({"TIME"});
+  REQUIRE(reply.ok());
+  const redisReply* r = reply->get();
+  REQUIRE(r->type == REDIS_REPLY_ARRAY);
+  REQUIRE(r->elements == 2);
+  return std::stod(std::string(r->element[0]->str, r->element[0]->len)) +
+         std::stod(std::string(r->element[1]->str, r->element[1]->len)) / 1e6;
+}
+
+// The path of Debian's libfaketime, in /usr/lib/<multiarch triplet>/;
+// "" when it is not installed.
+std::string FaketimeLibrary() {
+  std::error_code error;
+  for (const auto& dir : std::filesystem::directory_iterator("/usr/lib", error)) {
+    std::filesystem::path library = dir.path() / "faketime" / "libfaketime.so.1";
+    if (access(library.c_str(), R_OK) == 0) return library.string();
+  }
+  return "";
+}
+
+// The environment that runs a worker with its wall clock `offset` off
+// (faketime's form, "+60s"); its monotonic clock, which libuv's timers
+// run on, stays the real one.
+std::vector<std::string> SkewedBy(const std::string& offset) {
+  return {"LD_PRELOAD=" + FaketimeLibrary(), "FAKETIME=" + offset,
+          "FAKETIME_DONT_FAKE_MONOTONIC=1"};
+}
+
+TEST_CASE_FIXTURE(PeriodicWorkers,
+                  "periodic: workers a minute ahead and behind push each tick once, on time") {
+  REQUIRE_MESSAGE(!FaketimeLibrary().empty(), "faketime is not installed (tools/setup)");
+  slots_.resize(2);
+  const double start = RedisNow(redis());
+  slots_[0].process = Launch(0, SkewedBy("+60s"));
+  slots_[1].process = Launch(1, SkewedBy("-60s"));
+  for (Slot& s : slots_) REQUIRE(Registered(s.process->pid()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+  for (Slot& s : slots_) s.process->Signal(SIGKILL);
+  for (Slot& s : slots_) s.process->Wait(std::chrono::seconds(5));
+  const double end = RedisNow(redis());
+
+  std::map<int64_t, int> pushed;
+  for (const std::string& payload : LRange("queue:periodic")) {
+    rapidjson::Document job;
+    REQUIRE_FALSE(job.Parse(payload.c_str()).HasParseError());
+    ++pushed[static_cast<int64_t>(job["periodic_tick"].GetDouble())];
+  }
+  REQUIRE(pushed.size() >= 3);
+  // Not early: no tick later than Redis's clock at the end (the one a
+  // minute ahead pushed the next minute's); not before the first worker
+  // started (the one behind owed the last minute's).
+  CHECK(pushed.rbegin()->first <= end);
+  CHECK(pushed.begin()->first >= static_cast<int64_t>(start));
+  // Once, and none skipped between the first and the last.
+  int64_t expected = pushed.begin()->first;
+  for (const auto& [tick, count] : pushed) {
+    CHECK_MESSAGE(count == 1, "tick " << tick << " pushed " << count << " times");
+    CHECK_MESSAGE(tick == expected, "ticks from " << expected << " to " << tick - 1 << " skipped");
+    expected = tick + 1;
+  }
+  // And on time: the last second's tick was pushed, not a minute later.
+  CHECK(pushed.rbegin()->first >= static_cast<int64_t>(end) - 2);
 }
 
 TEST_CASE_FIXTURE(PeriodicWorkers, "periodic: a different declaration loses and pushes nothing") {

@@ -10,6 +10,8 @@ QUEUES = ['critical', 'default']
 TICK_QUEUE = 'chaos_ticks'
 TICK_DECLARATION = ('chaos_tick={"cron":"* * * * * *","class":"ChaosTick","queue":"%s"}'
                     % TICK_QUEUE)
+# Where Redis records the ticks pushed (periodic.lua).
+TICK_RECORD = 'reliableq:periodic:chaos_tick:ticks'
 PREFIX = 'reliableq:'
 RECORD_PREFIX = 'chaos:'
 HEARTBEAT_GONE = 'heartbeat key was gone'

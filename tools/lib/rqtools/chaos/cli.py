@@ -84,6 +84,10 @@ The long forms, run before a release (figures in docs/reliability.md):
             --groups 3 --backlog 400 --sleep-ms 2 --concurrency 8 --jobs 10000000
   tools/chaos --mode network --duration 1200 --partitions 24 --long-partitions 8
             --latency-episodes 16 --producer-partitions 10 --drain-timeout 120
+            --expect-fencing
+  tools/chaos --clock-skew --clock-steps 10   (every worker's wall clock off
+            by up to 60 s either way under libfaketime, and stepped while it
+            runs; see below)
 tools/test runs the failover mode short (5 failovers in 45 s), the
 cluster mode short (1 failover and 1 reshard in 30 s, --backlog 400), and
 the network mode short (its defaults: under 2 minutes in all).
@@ -91,6 +95,19 @@ the network mode short (its defaults: under 2 minutes in all).
             on ChaosJob across the 4 workers: the most seen running at
             once, and the moments above 3 inside and outside the crash
             window of reliableq(1), LIMITS; any outside fails the run)
+
+With --clock-skew (the default mode and its profiles), every worker runs
+under Debian's libfaketime with its wall clock off by a random whole number
+of seconds in [-60, 60], read from a file of its own on every call
+(FAKETIME_TIMESTAMP_FILE, FAKETIME_NO_CACHE=1); --clock-steps times during
+the chaos it writes another offset into a running worker's file, stepping
+its clock by 10 s or more (each a clock_step event). The monotonic clock,
+on which libuv's timers and every deadline run, stays the real one
+(FAKETIME_DONT_FAKE_MONOTONIC=1). Times the workers write (job records, log
+stamps) are taken back to the real clock by the offsets each had. Beside the
+usual checks, no periodic tick may be pushed twice, skipped or early (a
+sampler watches the latest recorded tick against Redis's clock), since cron
+ticks and due jobs are judged by Redis's TIME (reliableq-schema(7), CLOCKS).
 
 Then it waits (bounded) until every queue, working list, the schedule and the
 retry set are empty, stops the workers, and checks every job: each push Redis
@@ -144,7 +161,7 @@ from .failover import FailoverChaos, print_report as print_failover_report
 from .network import NetworkChaos, print_report as print_network_report
 from .oracle import print_report
 from .outage import OutageChaos, print_report as print_outage_report
-from .worker_faults import Chaos
+from .worker_faults import Chaos, faketime_library
 
 
 # Defaults by --profile. default: the workers are mostly idle at this load,
@@ -261,6 +278,11 @@ def parse_args(argv):
                    help='every worker declares a periodic job that ticks every second into a '
                         'queue no worker serves; fails on a tick of the chaos never pushed or '
                         'pushed twice')
+    p.add_argument('--clock-skew', action='store_true',
+                   help='run every worker with its wall clock off by up to 60 s either way '
+                        '(libfaketime), and step some of them (default mode only)')
+    p.add_argument('--clock-steps', type=int, default=4,
+                   help='with --clock-skew: clock steps of running workers during the chaos')
     p.add_argument('--concurrency', type=int, default=5, help='threads per worker')
     p.add_argument('--limit', type=int, default=0,
                    help='a concurrency limit across the workers on ChaosJob (--limit '
@@ -372,6 +394,12 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.backlog < 0:
         p.error('--backlog must be at least 0')
+    if a.clock_skew and a.mode != 'default':
+        p.error('--clock-skew applies to the default mode only')
+    if a.clock_steps < 0:
+        p.error('--clock-steps must be at least 0')
+    if a.clock_skew and faketime_library() is None:
+        p.error('libfaketime is not installed (tools/setup installs faketime)')
     if a.stall_pushes < 0 or a.stall_pushes == 1:
         p.error('--stall-pushes must be 0, or 2 or more (two waves)')
     if a.seed is None:

@@ -110,9 +110,16 @@ class Oracle:
                     t += float('0' + stamp[19:-1]) if len(stamp) > 20 else 0.0
                 except ValueError:
                     continue
-                times.setdefault(pid, []).append(t)
+                # Stamped by the clock of the worker that wrote the log.
+                times.setdefault(pid, []).append(self.real_time(w.pid, t))
         self._log_times = times
         return times
+
+    def real_time(self, pid, t):
+        """`t`, read from the wall clock of worker `pid`, on the real clock
+        (they differ with --clock-skew only)."""
+        clocks = getattr(self, 'clocks', None)
+        return t if clocks is None else clocks.real_time(pid, t)
 
     @staticmethod
     def explain_duplicates(runs, by_job, explain):
@@ -257,6 +264,11 @@ class Oracle:
             return any(killed - 1 <= tick <= ready + 2 for killed, ready in self.redis.outages)
         excused = [t for t in missing if in_outage(t)]
         missing = [t for t in missing if not in_outage(t)]
+        with self.sampler.lock:
+            early = sorted(self.sampler.early_ticks)
+        if early:
+            self.problems.append('%d periodic ticks pushed before their second: %s' % (
+                len(early), early[:20]))
         if missing:
             self.problems.append('%d periodic ticks never pushed between %d and %d, none of '
                                  'them while Redis was down: %s' % (len(missing), begin, end,
@@ -266,7 +278,7 @@ class Oracle:
                 len(twice), twice[:20]))
         return {'periodic_ticks': len(seen), 'periodic_ticks_missing': len(missing),
                 'periodic_ticks_missing_in_outages': len(excused),
-                'periodic_ticks_twice': len(twice)}
+                'periodic_ticks_twice': len(twice), 'periodic_ticks_early': len(early)}
 
     @staticmethod
     def read_records(ledger):
@@ -332,6 +344,9 @@ class Oracle:
         accepted = set(self.read_ids('.accepted'))
         unknown = self.read_ids('.unknown')
         runs, attempts, by_job = self.read_records(r)
+        for at in attempts:  # by_job holds the same records
+            at['start'] = self.real_time(at['pid'], at['start'])
+            at['end'] = self.real_time(at['pid'], at['end'])
         dead, dead_reasons, pending_ids, stranded_keys = self.read_leftovers(r)
 
         executed = {i for i, n in runs.items() if n > 0}
@@ -386,7 +401,8 @@ class Oracle:
         orphaned = [w for w in watches if w.initial]
         recovered = [w for w in orphaned if w.recovered_at is not None]
         waits = [w.recovered_at - w.at for w in recovered]
-        beat_waits = [w.recovered_at - w.last_beat for w in recovered if w.last_beat]
+        beat_waits = [w.recovered_at - self.real_time(w.pid, w.last_beat)
+                      for w in recovered if w.last_beat]
 
         def overlaps_outage(w):
             end = w.recovered_at if w.recovered_at is not None else time.time()
@@ -460,6 +476,11 @@ class Oracle:
         if a.periodic:
             report.update(self.check_ticks(r))
         report['connection_kills'] = kinds.count('conn_kill')
+        if getattr(self, 'clocks', None) is not None:
+            offsets = [o for history in self.clocks.offsets.values() for _, o in history]
+            report['clock_skewed_workers'] = len(self.clocks.offsets)
+            report['clock_steps'] = kinds.count('clock_step')
+            report['clock_offsets_s'] = [min(offsets), max(offsets)] if offsets else None
         report['ok'] = (not lost and not unexplained and not phantom and not still_pending
                         and not stranded_keys and not not_recovered and not self.problems
                         and not report.get('limit_overlaps_outside'))
@@ -508,12 +529,17 @@ def print_report(report, details, work):
     print('redis-server SIGKILLs:    %d (each restarted on its AOF)' % r['redis_restarts'])
     print('connection drops:         %d (CLIENT KILL of every worker connection)'
           % r['connection_kills'])
+    if 'clock_steps' in r:
+        print('clock skew:               %d workers with wall clocks off by %s s; %d clocks '
+              'stepped while running' % (r['clock_skewed_workers'], r['clock_offsets_s'],
+                                         r['clock_steps']))
     if 'periodic_ticks' in r:
         print('periodic ticks:           %d pushed; %d seconds of the chaos without one (%d '
               'more while Redis was down, whose workers were killed before it came back), %d '
-              'pushed twice (must be 0 and 0)'
+              'pushed twice, %d early (must be 0, 0 and 0)'
               % (r['periodic_ticks'], r['periodic_ticks_missing'],
-                 r['periodic_ticks_missing_in_outages'], r['periodic_ticks_twice']))
+                 r['periodic_ticks_missing_in_outages'], r['periodic_ticks_twice'],
+                 r['periodic_ticks_early']))
     print_stall(r)
     print('orphaned working lists:   %d; longest wait until recovered: %s s (%s s without a '
           'Redis outage; %s s since the last heartbeat); bound ttl + janitor interval = %g s'

@@ -1,8 +1,10 @@
 """The default chaos mode: one durable redis-server; workers SIGKILLed,
 stopped past their heartbeat ttl (zombies), sent TERM mid-job; every worker
 connection dropped (CLIENT KILL); redis-server SIGKILLed and restarted on
-its AOF; then pushes made while Redis is stopped (StallPushes). Chaos is
-also the base of the other modes, which replace its topology and faults."""
+its AOF; with --clock-skew, workers whose wall clocks are off and stepped
+(WorkerClocks); then pushes made while Redis is stopped (StallPushes).
+Chaos is also the base of the other modes, which replace its topology and
+faults."""
 
 import json
 import os
@@ -15,7 +17,7 @@ import time
 from ..processes import spawn, stop_process
 from ..resp import Redis, RedisReplyError, pairs
 from ..servers import RedisServer
-from . import PREFIX, QUEUES, RECORD_PREFIX, TICK_DECLARATION, TICK_QUEUE
+from . import PREFIX, QUEUES, RECORD_PREFIX, TICK_DECLARATION, TICK_QUEUE, TICK_RECORD
 from .oracle import Oracle
 
 
@@ -42,6 +44,7 @@ class Sampler(threading.Thread):
         self.lock = threading.Lock()
         self.identities = {}      # pid -> (identity, queues)
         self.watches = []
+        self.early_ticks = set()  # periodic ticks seen recorded before their second
         self.stopping = threading.Event()
 
     def identity_of(self, pid):
@@ -64,6 +67,7 @@ class Sampler(threading.Thread):
             try:
                 if time.monotonic() >= next_registry:
                     self._read_registry()
+                    self._read_latest_tick()
                     next_registry = time.monotonic() + 0.2
                 self._sample()
             except (OSError, RedisReplyError):
@@ -81,6 +85,16 @@ class Sampler(threading.Thread):
                 continue
         with self.lock:
             self.identities.update(found)
+
+    def _read_latest_tick(self):
+        """A tick recorded while its second is still to come was pushed
+        early (by a worker whose clock runs ahead). This clock is Redis's:
+        the same machine's."""
+        latest = self.redis.call('ZRANGE', TICK_RECORD, '-1', '-1')
+        now = time.time()
+        if latest and int(latest[0]) > now:
+            with self.lock:
+                self.early_ticks.add(int(latest[0]))
 
     def _sample(self):
         with self.lock:
@@ -114,6 +128,82 @@ class Worker:
         self.term_deadline = None
         self.resume_at = None
         self.returncode = None
+
+
+class WorkerClocks:
+    """--clock-skew: every worker runs under Debian's libfaketime with its
+    wall clock off by up to MAX_OFFSET seconds either way, read from a file
+    of its own on every call (FAKETIME_TIMESTAMP_FILE, FAKETIME_NO_CACHE=1),
+    so that writing the file steps the clock of the running process. Its
+    monotonic clock, which libuv's timers and every deadline run on, stays
+    the real one (FAKETIME_DONT_FAKE_MONOTONIC=1). What the workers write
+    with their wall clock (the job records, their logs' time stamps) is
+    taken back to the real clock by real_time(), from the offsets each had
+    and when."""
+
+    MAX_OFFSET = 60
+
+    def __init__(self, work, rng):
+        self.dir = os.path.join(work, 'clocks')
+        self.rng = rng
+        self.library = faketime_library()
+        self.offsets = {}  # pid -> [(real time from, offset in seconds)]
+        self.files = {}    # pid -> its timestamp file
+
+    def env(self, number):
+        """The environment of worker `number`, and its timestamp file with
+        a first offset in it."""
+        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.join(self.dir, 'worker-%03d' % number)
+        offset = self.rng.randint(-self.MAX_OFFSET, self.MAX_OFFSET)
+        self._write(path, offset)
+        return {'LD_PRELOAD': self.library, 'FAKETIME_TIMESTAMP_FILE': path,
+                'FAKETIME_NO_CACHE': '1', 'FAKETIME_DONT_FAKE_MONOTONIC': '1'}, path, offset
+
+    def started(self, pid, path, offset, at):
+        self.files[pid] = path
+        self.offsets[pid] = [(at, offset)]
+
+    def step(self, pid):
+        """Sets the clock of worker `pid` to another offset, at least 10 s
+        away from its present one; (old, new)."""
+        old = self.offsets[pid][-1][1]
+        new = old
+        while abs(new - old) < 10:
+            new = self.rng.randint(-self.MAX_OFFSET, self.MAX_OFFSET)
+        self._write(self.files[pid], new)
+        self.offsets[pid].append((time.time(), new))
+        return old, new
+
+    def real_time(self, pid, t):
+        """`t`, a time worker `pid` read from its wall clock, on the real
+        one: less the offset it had then (with a second of slack around a
+        step, where either may apply)."""
+        history = self.offsets.get(pid)
+        if not history or t is None:
+            return t
+        for i, (since, offset) in enumerate(history):
+            until = history[i + 1][0] if i + 1 < len(history) else float('inf')
+            if since - 1 <= t - offset < until + 1:
+                return t - offset
+        return t - history[-1][1]
+
+    @staticmethod
+    def _write(path, offset):
+        # Renamed into place: the worker reads the file at any moment.
+        with open(path + '.new', 'w') as f:
+            f.write('%+ds\n' % offset)
+        os.replace(path + '.new', path)
+
+
+def faketime_library():
+    """The path of libfaketime.so.1 (in /usr/lib/<multiarch>/faketime/), or
+    None when it is not installed."""
+    for entry in sorted(os.listdir('/usr/lib')):
+        path = os.path.join('/usr/lib', entry, 'faketime', 'libfaketime.so.1')
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 # Ids of the jobs pushed while Redis is stopped (StallPushes): far above any
@@ -233,6 +323,7 @@ class Chaos(Oracle):
         self.id_bases = []
         self.stall_outcomes = {}
         self.stall_count = 0
+        self.clocks = WorkerClocks(work, self.rng) if getattr(args, 'clock_skew', False) else None
 
     # -- helpers -----------------------------------------------------------
 
@@ -278,7 +369,7 @@ class Chaos(Oracle):
         })
         return env
 
-    def start_worker(self, queues=None, env=None):
+    def start_worker(self, queues=None, env=None, skew=True):
         self.worker_count += 1
         a = self.args
         argv = [a.bin, 'worker', '--redis', self.redis_url(), '-r', a.plugin,
@@ -293,11 +384,18 @@ class Chaos(Oracle):
         if a.periodic:
             argv += ['--periodic', TICK_DECLARATION]
         log_path = os.path.join(self.work, 'workers', 'worker-%03d.log' % self.worker_count)
-        proc = spawn(self.in_place('worker', argv), log_path,
-                     env or self.worker_env(self.throw_fraction))
+        env = env or self.worker_env(self.throw_fraction)
+        clock = None
+        if self.clocks is not None and skew:
+            faked, path, offset = self.clocks.env(self.worker_count)
+            env = dict(env, **faked)
+            clock = (path, offset)
+        proc = spawn(self.in_place('worker', argv), log_path, env)
         worker = Worker(self.worker_count, proc, log_path)
         self.workers.append(worker)
-        self.event('start', worker.pid)
+        if clock is not None:
+            self.clocks.started(worker.pid, clock[0], clock[1], time.time())
+        self.event('start', worker.pid, None if clock is None else 'clock %+d s' % clock[1])
         return worker
 
     def running_workers(self, min_age=0.0):
@@ -386,11 +484,21 @@ class Chaos(Oracle):
             time.sleep(0.05)
         self.tend_workers(replace=False)
 
+    def step_clock(self):
+        """--clock-skew: steps the wall clock of a running worker to another
+        offset (WorkerClocks.step), a fault recorded as clock_step."""
+        w = self.pick_target()
+        if w is None or w.pid not in self.clocks.files:
+            return
+        old, new = self.clocks.step(w.pid)
+        self.log('clock of worker %d stepped from %+d s to %+d s' % (w.pid, old, new))
+        self.event('clock_step', w.pid, '%+d s to %+d s' % (old, new))
+
     def worker_fault(self, kind):
         """Carries out a worker fault of the plan (timeline()): 'kill',
-        'zombie' or 'term'; False for any other kind."""
+        'zombie', 'term' or 'clock'; False for any other kind."""
         action = {'kill': self.kill_worker, 'zombie': self.stop_worker_as_zombie,
-                  'term': self.term_worker}.get(kind)
+                  'term': self.term_worker, 'clock': self.step_clock}.get(kind)
         if action is not None:
             action()
         return action is not None
@@ -556,7 +664,11 @@ class Chaos(Oracle):
         straight into `dead` (they do not yet)."""
         r = Redis(self.redis.sock)
         probe_queue = 'chaos_probe'
-        worker = self.start_worker(queues=[probe_queue], env=self.worker_env(1.0, 0.0, 0.0))
+        # On the real clock: a retry that a worker behind schedules is due
+        # at once (its time is the worker's clock plus the backoff), and
+        # might come and go between two looks.
+        worker = self.start_worker(queues=[probe_queue], env=self.worker_env(1.0, 0.0, 0.0),
+                                   skew=False)
         now = time.time()
         payload = json.dumps({
             'class': 'ChaosJob', 'args': [-1], 'queue': probe_queue, 'retry': True,
@@ -609,9 +721,10 @@ class Chaos(Oracle):
 
     def timeline(self):
         a = self.args
+        steps = a.clock_steps if getattr(a, 'clock_skew', False) else 0
         return self.spread(1.5, max(2.0, a.duration - 1.0), (
             ('kill', a.kills), ('zombie', a.zombies), ('term', a.terms),
-            ('redis', a.redis_restarts), ('conn', a.conn_kills)))
+            ('redis', a.redis_restarts), ('conn', a.conn_kills), ('clock', steps)))
 
     def spread(self, lo, hi, counts):
         """The plan [(seconds from the start, kind)], sorted: `count` faults
