@@ -177,4 +177,18 @@ Result<int64_t> ReadWaitReply(ReplyRef ref) {
   return int64_t{reply->integer};
 }
 
+Result<double> ReadTimeReply(ReplyRef reply) {
+  Result<std::vector<std::string>> parts = ToStrings(reply);
+  if (!parts.ok() || parts->size() != 2) return Status::Protocol("TIME answered no pair");
+  long long seconds = 0, micros = 0;
+  for (auto [text, value] : {std::pair{&(*parts)[0], &seconds}, std::pair{&(*parts)[1], &micros}}) {
+    const char* end = text->data() + text->size();
+    auto [stop, error] = std::from_chars(text->data(), end, *value);
+    if (text->empty() || error != std::errc() || stop != end || *value < 0) {
+      return Status::Protocol("TIME answered '" + *text + "'");
+    }
+  }
+  return static_cast<double>(seconds) + static_cast<double>(micros) / 1e6;
+}
+
 }  // namespace reliableq::redis

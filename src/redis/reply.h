@@ -131,6 +131,10 @@ Result<std::vector<ReplyRef>> ExecReplies(ReplyRef reply);
 // kProtocol "WAIT answered <type>".
 Result<int64_t> ReadWaitReply(ReplyRef reply);
 
+// TIME's reply ({seconds, microseconds}) as epoch seconds; kProtocol for
+// any other reply.
+Result<double> ReadTimeReply(ReplyRef reply);
+
 }  // namespace reliableq::redis
 
 #endif  // RELIABLEQ_REDIS_REPLY_H_

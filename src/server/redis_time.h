@@ -23,10 +23,6 @@
 
 namespace reliableq::server {
 
-// Epoch seconds from the reply of TIME ({seconds, microseconds}); nullopt
-// for any other reply.
-std::optional<double> ReadTimeReply(redis::ReplyRef reply);
-
 class RedisTime {
  public:
   explicit RedisTime(const Clock& clock) : clock_(clock) {}
@@ -39,9 +35,9 @@ class RedisTime {
   // Observe the TIME reply `reply`; false (and nothing learnt) when it is
   // not one.
   bool Observe(redis::ReplyRef reply) {
-    std::optional<double> now = ReadTimeReply(reply);
-    if (now) Observe(*now);
-    return now.has_value();
+    Result<double> now = redis::ReadTimeReply(reply);
+    if (now.ok()) Observe(*now);
+    return now.ok();
   }
 
   // Redis's clock now, as far as this worker knows (epoch seconds).
