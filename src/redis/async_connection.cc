@@ -75,7 +75,6 @@ void AsyncConnection::Connect(std::function<void(const Status&)> on_ready) {
     endpoint = master->endpoint;
     epoch_ = master->epoch;
   }
-  server_ = endpoint.Describe();
   at_ = endpoint;
   Result<std::unique_ptr<Transport>> started =
       Transport::StartConnect(endpoint, options_.tls.enabled ? tls_ : nullptr);
@@ -211,6 +210,8 @@ void AsyncConnection::HandshakeAfterAuth(uint64_t attempt) {
     Result<int64_t> id = status.ok() ? ToInteger(reply) : Result<int64_t>(status);
     client_id_ = id.ok() ? *id : 0;
     last_client_id_ = client_id_;
+    // INFO was answered first (same pipeline), so run_id_ is this id's run.
+    last_run_id_ = run_id_;
     state_ = State::kReady;
     FinishConnect(Status::OK());
   });

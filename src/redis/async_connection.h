@@ -135,13 +135,14 @@ class AsyncConnection {
   // read in the handshake: client ids are counted per server run. Empty
   // before it is ready, and where INFO is refused (an ACL).
   const std::string& run_id() const { return run_id_; }
-  // The id of the last connection that was ready, also after it broke.
+  // The id of the last connection that was ready, also after it broke,
+  // and the run that gave it out (empty where INFO is refused). Only on a
+  // server of that same run does the id still name that connection: a
+  // restart or a failover starts the ids again, for other clients.
   int64_t last_client_id() const { return last_client_id_; }
+  const std::string& last_run_id() const { return last_run_id_; }
   // Commands sent and not yet answered.
   size_t pending() const { return pending_.size(); }
-  // The address the current (or last) connection went to
-  // ("127.0.0.1:6379"): client ids belong to that server.
-  const std::string& server() const { return server_; }
 
   // Sends one command. `extra_timeout` is added to the command timeout, for
   // blocking commands. Fails (without calling back) when not ready.
@@ -242,7 +243,6 @@ class AsyncConnection {
   std::shared_ptr<Discovery> discovery_;  // null without Sentinel or a cluster
   Endpoint at_;                           // where the connect went
   uint64_t epoch_ = 0;                    // the Discovery's epoch at the connect
-  std::string server_;                    // where the connect went
   std::string client_name_;
   std::shared_ptr<const TlsContext> tls_;  // made on the first Connect with TLS
   std::unique_ptr<Transport> transport_;   // null while idle
@@ -260,6 +260,7 @@ class AsyncConnection {
   State state_ = State::kIdle;
   int64_t client_id_ = 0;
   int64_t last_client_id_ = 0;
+  std::string last_run_id_;
   std::string run_id_;
   uv_timer_t* timer_;  // freed in its close callback
   Clock::time_point connect_deadline_;

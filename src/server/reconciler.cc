@@ -14,7 +14,7 @@ void Reconciler::Request() {
 
 void Reconciler::FenceStaleClients() {
   for (const StaleClient& stale : stale_clients_) {
-    if (stale.server != parts_.command.server()) continue;
+    if (stale.run.empty() || stale.run != parts_.command.run_id()) continue;
     parts_.command.Command({"CLIENT", "KILL", "ID", std::to_string(stale.id)},
                            [](const Status&, redis::ReplyRef) {});
   }

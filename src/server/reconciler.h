@@ -70,11 +70,13 @@ class Reconciler {
   bool blocks_fetching() const { return owed_ || running_ > 0; }
 
   // A connection of ours broke; it is killed before the next requeue when
-  // the command connection is on the same `server` again (an id of another
-  // server, after Sentinel moved the master, would name someone else's
-  // connection; the old server's data is discarded anyway).
-  void AddStaleClient(int64_t id, std::string server) {
-    stale_clients_.push_back({id, std::move(server)});
+  // the command connection is on a server of the same `run` again. On
+  // another run (a restart, a failover) the id names someone else's
+  // connection now, maybe another worker's, which a kill would make look
+  // dead to the janitors; and the broken connection died with its run.
+  // Where the run is unknown (INFO refused), it is not killed either.
+  void AddStaleClient(int64_t id, std::string run) {
+    stale_clients_.push_back({id, std::move(run)});
   }
   // Sends CLIENT KILL for every stale connection, on the command connection.
   void FenceStaleClients();
@@ -92,7 +94,7 @@ class Reconciler {
   int running_ = 0;
   struct StaleClient {
     int64_t id;
-    std::string server;
+    std::string run;
   };
   std::vector<StaleClient> stale_clients_;
 };

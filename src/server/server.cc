@@ -97,7 +97,7 @@ void ServerImpl::OnCommandLost(const Status& status) {
   // A fetch reply may have been lost with jobs in it: they sit in our
   // working lists unseen until we reconcile.
   if (command_->last_client_id() != 0) {
-    reconciler_->AddStaleClient(command_->last_client_id(), command_->server());
+    reconciler_->AddStaleClient(command_->last_client_id(), command_->last_run_id());
   }
   Reconcile(false);
   if (phase_ != Phase::kStopped) ScheduleReconnect();

@@ -2,11 +2,10 @@
 // real signals. These are the tests behind the promise that no job is lost:
 // every job pushed before a SIGKILL completes after recovery.
 
-#include <signal.h>
-#include <sys/wait.h>
-
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,8 +18,9 @@
 #include <thread>
 
 #include "protocol/keys.h"
-#include "support/process.h"
+#include "protocol/process_entry.h"
 #include "reliableq/client.h"
+#include "support/process.h"
 #include "support/testutil.h"
 
 using namespace reliableq;
@@ -665,6 +665,113 @@ TEST_CASE("a Redis restart under running workers recovers none of their jobs") {
   for (auto& worker : workers) worker->Signal(SIGTERM);
   for (auto& worker : workers) CHECK(worker->Wait(30s));
   workers.clear();
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+// A worker that lost its connection kills it by id once it is connected
+// again (a fetch sent on it must not complete unseen). Client ids start
+// again when Redis restarts: the old id may name another client of the new
+// run by then, here the test's own connections. Killing another worker's
+// connection made that worker look dead to the janitors, which ran its
+// running jobs a second time (seen in "a Redis restart under running
+// workers ...").
+TEST_CASE("after a Redis restart, a worker kills no connection by an id of the run before") {
+  RedisServer own({"--appendonly", "yes", "--appendfsync", "always"});
+  char templ[] = "/tmp/reliableq-reuse-XXXXXX";
+  REQUIRE(mkdtemp(templ) != nullptr);
+  const std::string dir = templ;
+  const std::string record_log = dir + "/executions.log";
+  // Ids burnt first, so that the worker's are higher than any the restart
+  // itself takes on the new run (its start-up PINGs): the test can take
+  // them there before the worker comes back.
+  for (int i = 0; i < 50; ++i) REQUIRE(redis::Connection::Open(own.Options()).ok());
+  std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
+                                   "worker",
+                                   "--redis",
+                                   own.Url(),
+                                   "-r",
+                                   BuildPath("RELIABLEQ_DEMO_PLUGIN"),
+                                   "-c",
+                                   "1",
+                                   "--heartbeat-ttl",
+                                   "10",
+                                   "--heartbeat-interval",
+                                   "0.25"};
+  auto worker = std::make_unique<ChildProcess>(
+      argv, std::vector<std::string>{"RELIABLEQ_DEMO_LOG=" + record_log}, dir + "/worker.log");
+
+  // The ids of the worker's connections on the first run, as it published them.
+  std::string identity;
+  ProcessEntry entry;
+  {
+    auto admin = redis::Connection::Open(own.Options());
+    REQUIRE(admin.ok());
+    REQUIRE(WaitUntil([&] {
+      auto reply = (*admin)->Command({"HGETALL", Keys().Registry()});
+      if (!reply.ok() || (*reply)->elements != 2) return false;
+      identity = std::string((*reply)->element[0]->str, (*reply)->element[0]->len);
+      std::string json((*reply)->element[1]->str, (*reply)->element[1]->len);
+      return DecodeProcessEntry(json, &entry) && entry.clients.size() == 2;
+    }));
+  }
+  const int64_t highest = *std::max_element(entry.clients.begin(), entry.clients.end());
+
+  // Stopped, the worker cannot reconnect before the test's connections
+  // have taken every id it published.
+  worker->Signal(SIGSTOP);
+  own.KillAndRestart();
+  std::vector<std::unique_ptr<redis::Connection>> holders;
+  std::set<int64_t> held;
+  for (int attempt = 0; attempt < 1000 && (held.empty() || *held.rbegin() < highest); ++attempt) {
+    auto opened = redis::Connection::Open(own.Options());
+    REQUIRE(opened.ok());
+    auto id = (*opened)->Command({"CLIENT", "ID"});
+    REQUIRE(id.ok());
+    held.insert((*id)->integer);
+    holders.push_back(std::move(*opened));
+  }
+  for (int64_t id : entry.clients)
+    REQUIRE_MESSAGE(held.count(id) == 1,
+                    id << " not in " << *held.begin() << ".." << *held.rbegin());
+  worker->Signal(SIGCONT);
+
+  // Once it beats from the new run, and two beats later: the kill, if it
+  // were sent, went out on the same connection before them.
+  redis::Connection& admin = *holders.front();
+  auto field = [&](const std::string& key, const std::string& name) {
+    auto reply = admin.Command({"HGET", key, name});
+    return reply.ok() && (*reply)->type == REDIS_REPLY_STRING
+               ? std::string((*reply)->str, (*reply)->len)
+               : std::string();
+  };
+  auto info = admin.Command({"INFO", "server"});
+  REQUIRE(info.ok());
+  const std::string info_text((*info)->str, (*info)->len);
+  const size_t at = info_text.find("run_id:");
+  REQUIRE(at != std::string::npos);
+  const std::string run = info_text.substr(at + 7, 40);
+  REQUIRE(WaitUntil(
+      [&] {
+        ProcessEntry now;
+        return DecodeProcessEntry(field(Keys().Registry(), identity), &now) &&
+               now.clients_run == run;
+      },
+      10s));
+  for (int beats = 0; beats < 2; ++beats) {
+    const std::string before = field(identity, "beat");
+    REQUIRE(WaitUntil([&] { return field(identity, "beat") != before; }, 5s));
+  }
+  INFO(worker->Log());
+  CHECK(worker->Log().find("reconnected to Redis at") != std::string::npos);
+  for (auto& holder : holders) {
+    auto pong = holder->Command({"PING"});
+    CHECK_MESSAGE(pong.ok(), pong.status().ToString());
+  }
+
+  worker->Signal(SIGTERM);
+  CHECK(worker->Wait(30s));
+  worker.reset();
   std::string cmd = "rm -rf '" + dir + "'";
   CHECK(std::system(cmd.c_str()) == 0);
 }
