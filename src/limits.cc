@@ -10,13 +10,13 @@ namespace reliableq {
 
 namespace {
 
-constexpr size_t kMaxNameBytes = 100;
+constexpr size_t kMaxLimitNameBytes = 100;
 // Far beyond any real limit; keeps the Lua arithmetic in exact integers.
 constexpr long kMaxCount = 1000000;
 constexpr std::chrono::milliseconds kMaxPeriod = std::chrono::hours(24 * 7);
 
 bool ValidName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  if (name.empty() || name.size() > kMaxLimitNameBytes) return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == ':' || c == '-';
@@ -69,7 +69,7 @@ bool ParsePeriod(std::string_view text, std::chrono::milliseconds* out) {
   return true;
 }
 
-Status Bad(std::string_view text, const std::string& why) {
+Status BadLimit(std::string_view text, const std::string& why) {
   return Status::InvalidArgument("limit '" + std::string(text.substr(0, 200)) + "': " + why);
 }
 
@@ -82,25 +82,25 @@ std::vector<std::string> Limit::EffectiveClasses() const {
 
 Result<Limit> ParseLimit(std::string_view text) {
   size_t eq = text.find('=');
-  if (eq == std::string_view::npos) return Bad(text, "want NAME=SPEC");
+  if (eq == std::string_view::npos) return BadLimit(text, "want NAME=SPEC");
   Limit limit;
   limit.name = std::string(text.substr(0, eq));
   if (!ValidName(limit.name)) {
-    return Bad(text, "the name must be 1 to 100 of A-Z a-z 0-9 _ . : -");
+    return BadLimit(text, "the name must be 1 to 100 of A-Z a-z 0-9 _ . : -");
   }
   std::string_view spec = text.substr(eq + 1);
-  if (spec.empty()) return Bad(text, "empty SPEC (want concurrency=N and/or rate=R/PERIOD)");
+  if (spec.empty()) return BadLimit(text, "empty SPEC (want concurrency=N and/or rate=R/PERIOD)");
   bool in_classes = false;
   bool seen_concurrency = false, seen_rate = false, seen_classes = false;
   while (!spec.empty()) {
     size_t comma = spec.find(',');
     std::string_view item = spec.substr(0, comma);
     spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
-    if (comma != std::string_view::npos && spec.empty()) return Bad(text, "trailing comma");
+    if (comma != std::string_view::npos && spec.empty()) return BadLimit(text, "trailing comma");
     size_t item_eq = item.find('=');
     if (item_eq == std::string_view::npos) {
-      if (!in_classes) return Bad(text, "'" + std::string(item) + "' is not KEY=VALUE");
-      if (!ValidClass(item)) return Bad(text, "bad class name '" + std::string(item) + "'");
+      if (!in_classes) return BadLimit(text, "'" + std::string(item) + "' is not KEY=VALUE");
+      if (!ValidClass(item)) return BadLimit(text, "bad class name '" + std::string(item) + "'");
       limit.classes.emplace_back(item);
       continue;
     }
@@ -108,33 +108,34 @@ Result<Limit> ParseLimit(std::string_view text) {
     std::string_view value = item.substr(item_eq + 1);
     in_classes = false;
     if (key == "concurrency") {
-      if (seen_concurrency) return Bad(text, "concurrency given twice");
+      if (seen_concurrency) return BadLimit(text, "concurrency given twice");
       seen_concurrency = true;
       if (!ParseCount(value, &limit.concurrency)) {
-        return Bad(text, "concurrency must be an integer from 1 to 1000000");
+        return BadLimit(text, "concurrency must be an integer from 1 to 1000000");
       }
     } else if (key == "rate") {
-      if (seen_rate) return Bad(text, "rate given twice");
+      if (seen_rate) return BadLimit(text, "rate given twice");
       seen_rate = true;
       size_t slash = value.find('/');
       if (slash == std::string_view::npos || !ParseCount(value.substr(0, slash), &limit.rate) ||
           !ParsePeriod(value.substr(slash + 1), &limit.period)) {
-        return Bad(text,
-                   "rate must be R/PERIOD, R from 1 to 1000000, PERIOD like 500ms, 1s, 5m, 1h "
-                   "(at most a week)");
+        return BadLimit(text,
+                        "rate must be R/PERIOD, R from 1 to 1000000, PERIOD like 500ms, 1s, 5m, 1h "
+                        "(at most a week)");
       }
     } else if (key == "classes") {
-      if (seen_classes) return Bad(text, "classes given twice");
+      if (seen_classes) return BadLimit(text, "classes given twice");
       seen_classes = true;
       in_classes = true;
-      if (!ValidClass(value)) return Bad(text, "bad class name '" + std::string(value) + "'");
+      if (!ValidClass(value)) return BadLimit(text, "bad class name '" + std::string(value) + "'");
       limit.classes.emplace_back(value);
     } else {
-      return Bad(text, "unknown key '" + std::string(key) + "' (want concurrency, rate, classes)");
+      return BadLimit(text,
+                      "unknown key '" + std::string(key) + "' (want concurrency, rate, classes)");
     }
   }
   if (limit.concurrency == 0 && limit.rate == 0) {
-    return Bad(text, "set concurrency=N, rate=R/PERIOD or both");
+    return BadLimit(text, "set concurrency=N, rate=R/PERIOD or both");
   }
   return limit;
 }

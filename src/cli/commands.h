@@ -13,6 +13,7 @@
 #define RELIABLEQ_CLI_COMMANDS_H_
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,6 +116,8 @@ std::string Shown(std::string_view text);
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
 // "2.5 s".
 std::string SecondsText(std::chrono::milliseconds ms);
+// "1 job", "2 jobs": `n` and the word for it.
+std::string Plural(int64_t n, const char* one, const char* many);
 
 // Prints "reliableq: <reason> (see 'reliableq VERB --help')" to stderr
 // ("(see 'reliableq --help')" when `verb` is empty) and returns kExitUsage.

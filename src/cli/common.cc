@@ -286,4 +286,8 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   return buf;
 }
 
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 }  // namespace reliableq::cli

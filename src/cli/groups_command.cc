@@ -19,6 +19,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace groups_command {
 namespace {
 
 constexpr std::string_view kVerb = "groups";
@@ -216,15 +219,16 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace groups_command
 
 const Command& GroupsCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = groups_command::kVerb,
       .summary = "list the queue groups (layout 2) and their sizes",
-      .help = kHelp,
+      .help = groups_command::kHelp,
       .options = {{.name = "json"}},
       .works_without_group = true,
-      .run = Run,
+      .run = groups_command::Run,
   };
   return command;
 }

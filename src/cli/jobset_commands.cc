@@ -304,10 +304,6 @@ int Print(const std::string& text) {
   return kExitOk;
 }
 
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 int RunSet(const SetVerb& verb, const ParsedArgs& args) {
   const std::vector<std::string>& words = args.positionals();
   std::string choices =

@@ -13,6 +13,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace limits_command {
 namespace {
 
 constexpr std::string_view kVerb = "limits";
@@ -121,14 +124,15 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace limits_command
 
 const Command& LimitsCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = limits_command::kVerb,
       .summary = "list the concurrency and rate limits with what they hold",
-      .help = kHelp,
+      .help = limits_command::kHelp,
       .options = {{.name = "json"}},
-      .run = Run,
+      .run = limits_command::Run,
   };
   return command;
 }

@@ -16,6 +16,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace migrate_command {
 namespace {
 
 using migrate::Action;
@@ -262,15 +265,17 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace migrate_command
 
 const Command& MigrateCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = migrate_command::kVerb,
       .summary = "move a single-Redis deployment into a queue group (layout 2)",
-      .help = kHelp,
+      .help = migrate_command::kHelp,
       .options =
           [] {
-            std::vector<OptionSpec> specs = ConnectionOptionSpecs(kTargetConnection);
+            std::vector<OptionSpec> specs =
+                ConnectionOptionSpecs(migrate_command::kTargetConnection);
             specs.insert(specs.end(), {
                                           {.name = "group", .takes_value = true},
                                           {.name = "dry-run"},
@@ -280,7 +285,7 @@ const Command& MigrateCommand() {
             return specs;
           }(),
       .works_without_group = true,
-      .run = Run,
+      .run = migrate_command::Run,
   };
   return command;
 }

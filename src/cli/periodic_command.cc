@@ -14,6 +14,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace periodic_command {
 namespace {
 
 constexpr std::string_view kVerb = "periodic";
@@ -122,14 +125,15 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace periodic_command
 
 const Command& PeriodicCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = periodic_command::kVerb,
       .summary = "list the periodic jobs workers declared (list)",
-      .help = kHelp,
+      .help = periodic_command::kHelp,
       .options = {{.name = "json"}},
-      .run = Run,
+      .run = periodic_command::Run,
   };
   return command;
 }

@@ -15,6 +15,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace push_command {
 namespace {
 
 constexpr std::string_view kVerb = "push";
@@ -281,12 +284,13 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace push_command
 
 const Command& PushCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = push_command::kVerb,
       .summary = "push a job, to run now, in some seconds or at a time",
-      .help = kHelp,
+      .help = push_command::kHelp,
       .options =
           {
               {.name = "queue", .short_name = 'q', .takes_value = true},
@@ -305,7 +309,7 @@ const Command& PushCommand() {
               {.name = "unique-until", .takes_value = true},
               {.name = "unique-ttl", .takes_value = true},
           },
-      .run = Run,
+      .run = push_command::Run,
   };
   return command;
 }

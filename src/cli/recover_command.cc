@@ -12,6 +12,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace recover_command {
 namespace {
 
 constexpr std::string_view kVerb = "recover";
@@ -93,10 +96,6 @@ std::string AsJson(const RecoveryReport& report, bool dry_run) {
   writer.EndArray();
   writer.EndObject();
   return base::TerminalSafeJson(std::string_view(buffer.GetString(), buffer.GetSize())) + "\n";
-}
-
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 std::string AsText(const RecoveryReport& report, const RecoverOptions& options) {
@@ -181,12 +180,13 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace recover_command
 
 const Command& RecoverCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = recover_command::kVerb,
       .summary = "return the jobs of dead worker processes to their queues",
-      .help = kHelp,
+      .help = recover_command::kHelp,
       .options =
           {
               {.name = "dry-run"},
@@ -195,7 +195,7 @@ const Command& RecoverCommand() {
               {.name = "max-interruptions", .takes_value = true},
               {.name = "json"},
           },
-      .run = Run,
+      .run = recover_command::Run,
   };
   return command;
 }

@@ -16,6 +16,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace spool_command {
 namespace {
 
 constexpr std::string_view kVerb = "spool";
@@ -72,10 +75,6 @@ constexpr std::string_view kHelp =
     "                       drain: how long Redis keeps the record of each jid\n"
     "                       pushed, so that a later push of the same jid stores\n"
     "                       nothing (default 3600)\n";
-
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 std::string Age(double spooled_at) {
   if (spooled_at <= 0) return "-";
@@ -307,12 +306,13 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace spool_command
 
 const Command& SpoolCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = spool_command::kVerb,
       .summary = "what a client spool directory holds; drain it into Redis",
-      .help = kHelp,
+      .help = spool_command::kHelp,
       .options =
           {
               {.name = "json"},
@@ -320,7 +320,7 @@ const Command& SpoolCommand() {
               {.name = "wait-timeout", .takes_value = true},
               {.name = "replay-window", .takes_value = true},
           },
-      .run = Run,
+      .run = spool_command::Run,
   };
   return command;
 }

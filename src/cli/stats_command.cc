@@ -15,6 +15,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace stats_command {
 namespace {
 
 constexpr std::string_view kVerb = "stats";
@@ -103,14 +106,15 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace stats_command
 
 const Command& StatsCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = stats_command::kVerb,
       .summary = "show the counters and the queues",
-      .help = kHelp,
+      .help = stats_command::kHelp,
       .options = {{.name = "json"}},
-      .run = Run,
+      .run = stats_command::Run,
   };
   return command;
 }

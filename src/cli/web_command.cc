@@ -15,6 +15,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace web_command {
 namespace {
 
 constexpr std::string_view kVerb = "web";
@@ -158,12 +161,13 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace web_command
 
 const Command& WebCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = web_command::kVerb,
       .summary = "serve the dashboard, its JSON API and cluster metrics",
-      .help = kHelp,
+      .help = web_command::kHelp,
       .options =
           {
               {.name = "http", .takes_value = true},
@@ -174,7 +178,7 @@ const Command& WebCommand() {
               {.name = "threads", .takes_value = true},
               {.name = "log-format", .takes_value = true},
           },
-      .run = Run,
+      .run = web_command::Run,
   };
   return command;
 }

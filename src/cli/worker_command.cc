@@ -25,6 +25,9 @@
 
 namespace reliableq::cli {
 
+// Named as well, so that the verbs' kVerb, kHelp and Run stay apart in a
+// unity build (tools/quickstart).
+namespace worker_command {
 namespace {
 
 constexpr std::string_view kVerb = "worker";
@@ -357,12 +360,13 @@ int Run(const ParsedArgs& args) {
 }
 
 }  // namespace
+}  // namespace worker_command
 
 const Command& WorkerCommand() {
   static const Command command = {
-      .name = kVerb,
+      .name = worker_command::kVerb,
       .summary = "run jobs with plugins' handlers, programs or URLs",
-      .help = kHelp,
+      .help = worker_command::kHelp,
       .options =
           {
               {.name = "config", .short_name = 'C', .takes_value = true},
@@ -391,7 +395,7 @@ const Command& WorkerCommand() {
               {.name = "periodic", .takes_value = true, .repeats = true},
               {.name = "verbose", .short_name = 'v'},
           },
-      .run = Run,
+      .run = worker_command::Run,
   };
   return command;
 }

@@ -16,6 +16,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/errno_text.h"
+
 namespace reliableq::exec {
 namespace {
 
@@ -36,11 +38,6 @@ constexpr std::string_view kJobVariable = "RELIABLEQ_JOB=";
 // remaining output is awaited. Only a process that left the group (setsid)
 // can hold the pipes longer.
 constexpr milliseconds kDrainWait{250};
-
-std::string ErrnoText(int err) {
-  char buffer[128];
-  return strerror_r(err, buffer, sizeof buffer);
-}
 
 class UniqueFd {
  public:
@@ -66,13 +63,13 @@ class UniqueFd {
 // started with stdin closed gets fd 0 from its first pipe).
 Status MakePipe(UniqueFd* read_end, UniqueFd* write_end) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::IoError("pipe: " + ErrnoText(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::IoError("pipe: " + base::ErrnoText(errno));
   read_end->reset(fds[0]);
   write_end->reset(fds[1]);
   for (UniqueFd* end : {read_end, write_end}) {
     if (end->get() > 2) continue;
     int moved = fcntl(end->get(), F_DUPFD_CLOEXEC, 3);
-    if (moved < 0) return Status::IoError("fcntl: " + ErrnoText(errno));
+    if (moved < 0) return Status::IoError("fcntl: " + base::ErrnoText(errno));
     end->reset(moved);
   }
   return Status::OK();
@@ -81,7 +78,7 @@ Status MakePipe(UniqueFd* read_end, UniqueFd* write_end) {
 Status SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return Status::IoError("fcntl: " + ErrnoText(errno));
+    return Status::IoError("fcntl: " + base::ErrnoText(errno));
   }
   return Status::OK();
 }
@@ -157,12 +154,12 @@ class JobFile {
     std::string path = dir + "/reliableq-job-XXXXXX";
     // mkostemp creates the file with mode 0600 and a name no one else has.
     UniqueFd fd(mkostemp(path.data(), O_CLOEXEC));
-    if (!fd) return Status::IoError("job file in " + dir + ": " + ErrnoText(errno));
+    if (!fd) return Status::IoError("job file in " + dir + ": " + base::ErrnoText(errno));
     path_ = std::move(path);
     while (!job.empty()) {
       ssize_t n = write(fd.get(), job.data(), job.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::IoError("job file " + path_ + ": " + ErrnoText(errno));
+      if (n <= 0) return Status::IoError("job file " + path_ + ": " + base::ErrnoText(errno));
       job.remove_prefix(static_cast<size_t>(n));
     }
     return Status::OK();
@@ -384,7 +381,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   if (pid == 0) RunChild(plan);
   int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (pid < 0) return not_started("fork: " + ErrnoText(fork_errno));
+  if (pid < 0) return not_started("fork: " + base::ErrnoText(fork_errno));
   ChildProcess child(pid);
   // The child does the same; whichever runs first, the group exists before
   // anyone signals it.
@@ -394,7 +391,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
     child_end->reset();
   }
   UniqueFd pidfd(PidfdOpen(pid));
-  if (!pidfd) return not_started("pidfd_open: " + ErrnoText(errno));
+  if (!pidfd) return not_started("pidfd_open: " + base::ErrnoText(errno));
   if (guard != nullptr) {
     Status added = guard->Add(pid);
     if (!added.ok()) {
@@ -434,7 +431,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   if (got == sizeof exec_errno && exec_errno != 0) {
     kill_on_stop.reset();
     child.Reap();
-    return not_started(ErrnoText(exec_errno));
+    return not_started(base::ErrnoText(exec_errno));
   }
 
   for (int fd : {stdin_write.get(), out.fd.get(), err.fd.get()}) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "base/errno_text.h"
+
 namespace reliableq::exec {
 namespace {
 
@@ -30,11 +32,6 @@ constexpr int32_t kRemove = 2;
 // supervisor runs on a copy of whichever thread's stack called Start. In the
 // worker these pages are never touched, so they cost it no memory.
 pid_t supervised_groups[ProcessGuard::kMaxGroups];
-
-std::string ErrnoText(int err) {
-  char buffer[128];
-  return strerror_r(err, buffer, sizeof buffer);
-}
 
 // The supervisor, in the child of a fork from a process that may have other
 // threads: their locks may be held forever here, so only async-signal-safe
@@ -101,7 +98,7 @@ std::string ErrnoText(int err) {
 Result<std::unique_ptr<ProcessGuard>> ProcessGuard::Start() {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
-    return Status::IoError("process supervisor: socketpair: " + ErrnoText(errno));
+    return Status::IoError("process supervisor: socketpair: " + base::ErrnoText(errno));
   }
   // All signals blocked across the fork, so that none of the worker's
   // handlers runs in the child before Supervise resets them.
@@ -115,7 +112,7 @@ Result<std::unique_ptr<ProcessGuard>> ProcessGuard::Start() {
   close(fds[1]);
   if (pid < 0) {
     close(fds[0]);
-    return Status::IoError("process supervisor: fork: " + ErrnoText(fork_errno));
+    return Status::IoError("process supervisor: fork: " + base::ErrnoText(fork_errno));
   }
   return std::unique_ptr<ProcessGuard>(new ProcessGuard(pid, fds[0]));
 }
@@ -152,7 +149,7 @@ Status ProcessGuard::Add(pid_t pgid) {
   if (n != static_cast<ssize_t>(sizeof message)) {
     int err = n < 0 ? errno : EIO;
     registered_.fetch_sub(1);
-    return Status::IoError("the process supervisor is gone: " + ErrnoText(err));
+    return Status::IoError("the process supervisor is gone: " + base::ErrnoText(err));
   }
   return Status::OK();
 }

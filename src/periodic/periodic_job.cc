@@ -15,9 +15,9 @@ namespace reliableq {
 
 namespace {
 
-constexpr size_t kMaxNameBytes = 200;
+constexpr size_t kMaxPeriodicNameBytes = 200;
 
-Status Bad(std::string_view name, const std::string& why) {
+Status BadPeriodicJob(std::string_view name, const std::string& why) {
   return Status::InvalidArgument("periodic job \"" + std::string(name) + "\": " + why);
 }
 
@@ -32,26 +32,27 @@ std::string Compact(const rapidjson::Value& value) {
 
 Status CheckPeriodicJob(const PeriodicJob& job) {
   const std::string& name = job.name;
-  if (name.empty() || name.size() > kMaxNameBytes) {
-    return Bad(name, "name: must be 1 to 200 bytes");
+  if (name.empty() || name.size() > kMaxPeriodicNameBytes) {
+    return BadPeriodicJob(name, "name: must be 1 to 200 bytes");
   }
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '-' || c == '.' || c == ':';
     // The name is part of Redis keys and of log lines: kept plain.
-    if (!ok) return Bad(name, "name: only letters, digits and _ - . : are allowed");
+    if (!ok) return BadPeriodicJob(name, "name: only letters, digits and _ - . : are allowed");
   }
   Result<periodic::CronSchedule> cron = periodic::CronSchedule::Parse(job.cron, job.time_zone);
-  if (!cron.ok()) return Bad(name, cron.status().message());
+  if (!cron.ok()) return BadPeriodicJob(name, cron.status().message());
   Result<Job> as_job = periodic::JobOf(job);
-  if (!as_job.ok()) return Bad(name, "retry: " + as_job.status().message());
+  if (!as_job.ok()) return BadPeriodicJob(name, "retry: " + as_job.status().message());
   rapidjson::Document extra;
   if (!extra.Parse(job.extra.c_str()).HasParseError() && extra.IsObject() &&
       (extra.HasMember("periodic") || extra.HasMember("periodic_tick"))) {
-    return Bad(name, "extra: must not name periodic or periodic_tick (set for each tick)");
+    return BadPeriodicJob(name,
+                          "extra: must not name periodic or periodic_tick (set for each tick)");
   }
   Result<std::string> payload = codec::EncodeJob(*as_job, 0, 0);
-  if (!payload.ok()) return Bad(name, payload.status().message());
+  if (!payload.ok()) return BadPeriodicJob(name, payload.status().message());
   return Status::OK();
 }
 
@@ -61,16 +62,17 @@ Result<PeriodicJob> ParsePeriodicJob(std::string_view name, std::string_view jso
   rapidjson::Document doc;
   std::string text(json);
   if (doc.Parse(text.c_str()).HasParseError()) {
-    return Bad(name, std::string("not JSON: ") + rapidjson::GetParseError_En(doc.GetParseError()) +
-                         " at offset " + std::to_string(doc.GetErrorOffset()));
+    return BadPeriodicJob(name, std::string("not JSON: ") +
+                                    rapidjson::GetParseError_En(doc.GetParseError()) +
+                                    " at offset " + std::to_string(doc.GetErrorOffset()));
   }
-  if (!doc.IsObject()) return Bad(name, "must be a JSON object");
+  if (!doc.IsObject()) return BadPeriodicJob(name, "must be a JSON object");
   bool has_cron = false;
   bool has_class = false;
   for (const auto& member : doc.GetObject()) {
     std::string key(member.name.GetString(), member.name.GetStringLength());
     const rapidjson::Value& v = member.value;
-    auto want = [&](const char* type) { return Bad(name, key + ": must be " + type); };
+    auto want = [&](const char* type) { return BadPeriodicJob(name, key + ": must be " + type); };
     if (key == "cron" || key == "class" || key == "queue" || key == "timezone") {
       if (!v.IsString()) return want("a string");
       std::string s(v.GetString(), v.GetStringLength());
@@ -103,12 +105,13 @@ Result<PeriodicJob> ParsePeriodicJob(std::string_view name, std::string_view jso
       if (!v.IsBool()) return want("true or false");
       job.catch_up = v.GetBool();
     } else {
-      return Bad(name, "unknown key \"" + key +
-                           "\" (known: cron class queue args retry timezone catch_up extra)");
+      return BadPeriodicJob(name,
+                            "unknown key \"" + key +
+                                "\" (known: cron class queue args retry timezone catch_up extra)");
     }
   }
-  if (!has_cron) return Bad(name, "cron: missing");
-  if (!has_class) return Bad(name, "class: missing");
+  if (!has_cron) return BadPeriodicJob(name, "cron: missing");
+  if (!has_class) return BadPeriodicJob(name, "class: missing");
   if (Status s = CheckPeriodicJob(job); !s.ok()) return s;
   return job;
 }

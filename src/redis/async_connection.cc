@@ -15,9 +15,6 @@ namespace {
 // How often pending commands are checked against their deadlines.
 constexpr uint64_t kWatchdogMillis = 50;
 
-// What one read may bring: a fetch reply of a full batch fits.
-constexpr size_t kReadBufferBytes = 64 * 1024;
-
 }  // namespace
 
 void CommandList::Add(std::initializer_list<std::string_view> argv) {

@@ -18,9 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What one read may bring; large replies take several.
-constexpr size_t kReadBufferBytes = 64 * 1024;
-
 }  // namespace
 
 Argv ScriptArgv(std::string_view command, std::string_view body, const std::string& numkeys,

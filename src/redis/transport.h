@@ -83,6 +83,10 @@ struct Endpoint {
   std::string Describe() const;
 };
 
+// The buffer each connection reads into: what one Read may bring. A fetch
+// reply of a full batch fits; larger replies take several reads.
+inline constexpr size_t kReadBufferBytes = 64 * 1024;
+
 // The outcome of one non-blocking step.
 struct IoResult {
   enum class Kind { kDone, kWouldBlock, kEof, kError };

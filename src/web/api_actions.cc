@@ -18,10 +18,6 @@ constexpr size_t kMaxIds = 10000;
 // Ids an audit entry names.
 constexpr size_t kAuditedIds = 20;
 
-std::string Done(rapidjson::StringBuffer& buffer) {
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
 bool WantsAll(const rapidjson::Document& body) {
   auto it = body.FindMember("all");
   return it != body.MemberEnd() && it->value.IsBool() && it->value.GetBool();

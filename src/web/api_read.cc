@@ -28,10 +28,6 @@ std::optional<AdminPool::Lease> Borrow(Call& call) {
   return std::move(lease.value());
 }
 
-std::string Done(rapidjson::StringBuffer& buffer) {
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
 void WriteQueue(JsonWriter& w, const QueueStats& q) {
   w.StartObject();
   w.Key("name");

@@ -4,6 +4,10 @@
 
 namespace reliableq::web {
 
+std::string Done(const rapidjson::StringBuffer& buffer) {
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 void WriteString(JsonWriter& w, std::string_view text) {
   w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
 }

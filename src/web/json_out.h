@@ -21,6 +21,9 @@ namespace reliableq::web {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
+// What a JsonWriter wrote into `buffer`, as a response body.
+std::string Done(const rapidjson::StringBuffer& buffer);
+
 void WriteString(JsonWriter& w, std::string_view text);
 void WriteOptionalString(JsonWriter& w, const std::optional<std::string>& text);
 // A number, or null when it is not finite.
