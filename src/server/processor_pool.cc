@@ -118,6 +118,8 @@ struct ProcessorPool::State {
     bool external = false;
     bool timed_out_reported = false;
     bool overrun_reported = false;
+    // Fence() stopped this slot's job: its outcome is dropped.
+    bool fenced = false;
   };
 
   explicit State(ProcessorConfig c)
@@ -155,6 +157,9 @@ struct ProcessorPool::State {
   std::atomic<bool> hard_stop{false};     // the same, for Run without mu
   std::condition_variable slot_freed;     // a slot freed after a hard stop
   std::chrono::steady_clock::time_point lease;  // guarded by mu
+  // Fenced jobs that returned, and their limiter slots (TakeFencedEnded).
+  size_t fenced_ended = 0;                 // guarded by mu
+  std::vector<uint64_t> fenced_limit_slots;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
   size_t exited = 0;                      // guarded by mu
   std::condition_variable thread_exited;
@@ -253,6 +258,15 @@ void ProcessorPool::State::Loop(int slot_index) {
       // Its job goes back with the hand-back (StopRunning listed it): an
       // outcome would ack it, or retry or drop it, as if it had run.
       slot_freed.notify_all();
+      continue;
+    }
+    if (slot.fenced) {
+      // The job stays in the working list (Fence): the loop is told, so
+      // that the reconcile requeues it if no janitor took it.
+      slot.fenced = false;
+      ++fenced_ended;
+      if (slot.job.limit_slot != 0) fenced_limit_slots.push_back(slot.job.limit_slot);
+      if (wake_enabled) wake();
       continue;
     }
     outcome.payload = std::move(slot.job.payload);
@@ -388,6 +402,11 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // Stopped hard: its outcome is dropped (Loop), and so are its retry,
   // hooks, log lines and metrics. The job goes back to its queue.
   if (hard_stop.load(std::memory_order_acquire)) return done;
+  // Fenced the same way (a stop was requested, and Fence() did it).
+  if (slot.stop.stop_requested()) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (slot.fenced) return done;
+  }
   // The clock is read only when the time is logged: a no-op job costs a
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
@@ -480,6 +499,28 @@ std::vector<RunningJob> ProcessorPool::StopRunning(std::chrono::milliseconds wai
     return true;
   });
   return running;
+}
+
+std::vector<RunningJob> ProcessorPool::Fence() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<RunningJob> fenced;
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    State::Slot& slot = state_->slots[i];
+    if (!slot.busy || slot.fenced) continue;
+    slot.fenced = true;
+    // Under the lock, as CheckDeadlines does: the slot's thread replaces
+    // its stop source only between jobs.
+    slot.stop.request_stop();
+    fenced.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
+  }
+  return fenced;
+}
+
+size_t ProcessorPool::TakeFencedEnded(std::vector<uint64_t>* limit_slots) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (uint64_t slot : state_->fenced_limit_slots) limit_slots->push_back(slot);
+  state_->fenced_limit_slots.clear();
+  return std::exchange(state_->fenced_ended, 0);
 }
 
 void ProcessorPool::SetLease(std::chrono::steady_clock::time_point until) {

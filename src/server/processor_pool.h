@@ -146,6 +146,19 @@ class ProcessorPool {
   // TakeFinished (what finished before is acked as usual).
   std::vector<RunningJob> StopRunning(std::chrono::milliseconds wait);
 
+  // Self-fencing (server/self_fence.h): requests stop on the token of every
+  // running job not fenced yet (a command handler's process group gets
+  // SIGKILL, an HTTP request is abandoned, a C++ handler sees
+  // stop_requested()) and, when each returns, drops its outcome, whatever
+  // it is: the job stays in its working list, for a janitor to recover or,
+  // if this process was not taken for dead, for the reconcile to requeue.
+  // Returns the jobs it fenced now. Loop thread.
+  std::vector<RunningJob> Fence();
+  // How many fenced jobs returned since the last call, appending the
+  // limiter slot (FetchedJob::limit_slot) of each that held one. Each such
+  // return calls `wake`. Loop thread.
+  size_t TakeFencedEnded(std::vector<uint64_t>* limit_slots);
+
   // Jobs submitted and not finished: ready plus running.
   size_t held() const;
   // Outcomes posted since the start; any thread may read it.

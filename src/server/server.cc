@@ -160,6 +160,7 @@ void ServerImpl::OnBeat(Heartbeat::Found result, const std::string& signal,
   // Extended only now, after the jobs a lost heartbeat invalidated were
   // dropped above.
   pool_->SetLease(lease_until);
+  fence_->Extend(lease_until);
   if (!queues_.namespaces().empty() && heartbeat_->published_queues() > queues_.published()) {
     // The registry names their working lists now: they may be fetched
     // from, and may already hold jobs.
@@ -312,6 +313,15 @@ void ServerImpl::OnFinished() {
   if (phase_ == Phase::kStopped) return;
   outcomes_->Collect();
   idle_fetch_->OnFinished();
+  // Jobs the fence stopped are still in our working lists: if no janitor
+  // took them, the reconcile gives them back to their queues.
+  std::vector<uint64_t> limit_slots;
+  if (pool_->TakeFencedEnded(&limit_slots) > 0) {
+    if (limit_gate_) {
+      for (uint64_t slot : limit_slots) limit_gate_->Release(slot);
+    }
+    Reconcile(false);
+  }
 }
 
 void ServerImpl::Reconcile(bool drop_ready) {
@@ -417,6 +427,7 @@ void ServerImpl::CloseAll() {
   if (periodic_) periodic_->Stop();
   janitor_->Stop();
   deadline_watch_->Stop();
+  fence_->Close();
   fetcher_->Stop();
   command_->Close();
   idle_fetch_->Stop();

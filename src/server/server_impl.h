@@ -32,6 +32,7 @@
 #include "server/queue_pauses.h"
 #include "server/queue_set.h"
 #include "server/reconciler.h"
+#include "server/self_fence.h"
 #include "server/sentinel_watch.h"
 #include "server/service_notifier.h"
 #include "server/state_dump.h"
@@ -149,6 +150,7 @@ class ServerImpl final : public Server {
   std::unique_ptr<PeriodicScheduler> periodic_;  // null without periodic jobs
   std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<DeadlineWatch> deadline_watch_;
+  std::unique_ptr<SelfFence> fence_;
   std::unique_ptr<SentinelWatch> sentinel_watch_;  // null without Sentinel
   std::unique_ptr<MetricsEndpoint> endpoint_;      // null without http_address
   std::unique_ptr<ServiceNotifier> notifier_;      // null unless NOTIFY_SOCKET is set

@@ -157,6 +157,7 @@ Status ServerImpl::Init() {
                                        options_.janitor_interval, clock, log, metrics);
   deadline_watch_ =
       std::make_unique<DeadlineWatch>(loop_ref, *pool_, options_.on_overrun, clock, log, metrics);
+  fence_ = std::make_unique<SelfFence>(loop_ref, *pool_, options_.heartbeat_ttl, clock, log);
   if (auto discovery = redis::Discovery::For(options_.redis); discovery && discovery->sentinel()) {
     // Every connection drops within a watchdog tick (the epoch moved) and
     // reconnects at once, not after the backoff the dead master built up.

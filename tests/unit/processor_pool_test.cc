@@ -701,6 +701,46 @@ TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outco
   for (const std::string& line : h.lines->Get()) CHECK(line.find("j1") == std::string::npos);
 }
 
+TEST_CASE("Fence stops the running jobs and drops their outcomes; the pool runs on") {
+  Harness h;
+  auto seen = std::make_shared<Events>();
+  auto gate = h.gate;
+  h.config.registry.Register("Cancel", [seen, gate](const JobView& job) {
+    gate->Pass();
+    seen->Add(job.stop_requested() ? "stopped" : "running");
+    job.ThrowIfStopRequested();
+  });
+  h.Start(2);
+  h.LeaseAnHour();
+  const std::string fenced = Job("Cancel", "j1");
+  FetchedJob held_slot{1, fenced};
+  held_slot.limit_slot = 7;
+  h.Submit({held_slot});
+  REQUIRE(h.gate->WaitEntered(1));
+  std::vector<RunningJob> running = h.pool->Fence();
+  REQUIRE(running.size() == 1);
+  CHECK(running[0].payload == fenced);
+  CHECK(h.pool->Fence().empty());  // listed once
+  int wakes_before = h.wakes->load();
+  h.gate->Open();
+  REQUIRE(WaitUntil([&] { return h.pool->running() == 0; }));
+  CHECK(seen->Get() == Strings{"stopped"});
+  // No outcome (the job stays in its working list), one wake-up, and its
+  // limiter slot handed to the loop.
+  std::vector<FinishedJob> after;
+  h.pool->TakeFinished(&after);
+  CHECK(after.empty());
+  CHECK(h.wakes->load() == wakes_before + 1);
+  std::vector<uint64_t> limit_slots;
+  CHECK(h.pool->TakeFencedEnded(&limit_slots) == 1);
+  CHECK(limit_slots == std::vector<uint64_t>{7});
+  CHECK(h.pool->TakeFencedEnded(&limit_slots) == 0);
+  for (const std::string& line : h.lines->Get()) CHECK(line.find("j1") == std::string::npos);
+  // Unlike a hard stop, the next job runs and is acked as usual.
+  h.Submit({{0, Job("Ok", "after")}});
+  CHECK(h.WaitFinished(1)[0].outcome == Outcome::kSucceeded);
+}
+
 TEST_CASE("TimeoutPolicy: the job's field, then the server's class entry, the class's own, "
           "and the default") {
   TimeoutPolicy policy({{"Mail", milliseconds(2000)}, {"*", milliseconds(9000)}});

@@ -26,6 +26,7 @@
 #include "reliableq/client.h"
 #include "reliableq/server.h"
 #include "support/running_server.h"
+#include "support/stall_proxy.h"
 #include "support/testutil.h"
 
 using namespace reliableq;
@@ -145,11 +146,12 @@ class HandlersFixture : public RedisFixture {
 
   bool Drained() { return Integer({"LLEN", "queue:default"}) == 0 && Processed() > 0; }
 
-  ChildProcess& StartWorker(std::vector<std::string> extra) {
+  // A worker process on the test's Redis (or on `redis_url`).
+  ChildProcess& StartWorker(std::vector<std::string> extra, std::string redis_url = "") {
     std::vector<std::string> argv = {BuildPath("RELIABLEQ_BIN"),
                                      "worker",
                                      "--redis",
-                                     server().Url(),
+                                     redis_url.empty() ? server().Url() : redis_url,
                                      "--heartbeat-ttl",
                                      "1",
                                      "--heartbeat-interval",
@@ -466,4 +468,93 @@ TEST_CASE_FIXTURE(HandlersFixture,
   StartWorker({"-r", BuildPath("RELIABLEQ_DEMO_PLUGIN")});
   REQUIRE(WaitUntil([&] { return Processed() == 1; }, 15s));
   CHECK(Integer({"ZCARD", "retry"}) == 0);
+}
+
+TEST_CASE_FIXTURE(HandlersFixture,
+                  "a worker cut off from Redis past its ttl has stopped its command handler "
+                  "before a janitor may take the job, and after healing writes nothing about it") {
+  StallProxy proxy(dir_ + "/proxy.sock", server().socket_path());
+  std::string jid = Push("HoldJob", "[]");
+  ChildProcess& worker = StartWorker({"--exec", "HoldJob=" + HoldScript()},
+                                     "unix://" + proxy.path() + "?db=0");
+  REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
+  std::vector<long> held = Pids(dir_ + "/pids");
+  std::vector<std::string> identities = SMembers("processes");
+  REQUIRE(identities.size() == 1);
+  std::string heartbeat = Keys().Heartbeat(identities[0]);
+
+  // A partition: the worker's connections stay open at both ends, and
+  // nothing crosses. Its heartbeat key lapses after the ttl (1 s).
+  proxy.Stall();
+  REQUIRE(WaitUntil([&] { return !Exists(heartbeat); }, 5s));
+  // The moment a janitor may take the job, nothing of its run runs.
+  CHECK(Ended(held[0]));
+  CHECK(Ended(held[1]));
+  CommandResult recovered = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis",
+                                        server().Url()});
+  REQUIRE_MESSAGE(recovered.exit_code == 0, recovered.err);
+  // Another worker takes it from its queue.
+  REQUIRE(LRange("queue:default").size() == 1);
+  Run({"LMOVE", "queue:default", "taken", "RIGHT", "LEFT"});
+  std::vector<std::string> taken = LRange("taken");
+
+  // Healed: the worker finds it was taken for dead and registers again,
+  // without a word about the job it ran.
+  proxy.Resume();
+  REQUIRE(WaitUntil([&] { return Exists(heartbeat); }, 10s));
+  std::this_thread::sleep_for(1s);  // room for an ack, a retry or a requeue to show
+  CHECK(LRange("taken") == taken);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(Integer({"ZCARD", "retry"}) == 0);
+  CHECK(Integer({"ZCARD", "dead"}) == 0);
+  CHECK(Get("stat:processed").empty());
+  CHECK(Get("stat:failed").empty());
+  // One run only: the handler's ledger line, never a second.
+  CHECK(ReadFile(dir_ + "/ledger") == jid + " 0\n");
+  std::string log = worker.Log();
+  CHECK(log.find("no heartbeat confirmed") != std::string::npos);
+  if (log.find("no heartbeat confirmed") == std::string::npos) MESSAGE(log);
+  CHECK(log.find("heartbeat key was gone") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(HandlersFixture,
+                  "a job the fence stopped is interrupted, not failed: when the worker is "
+                  "found alive again it goes back to its queue and runs again") {
+  StallProxy proxy(dir_ + "/proxy.sock", server().socket_path());
+  // Its first run holds (an hour, in a background child), the next ones end
+  // at once: a run is a line of dir/runs.
+  std::string script = dir_ + "/first_holds.sh";
+  WriteFile(script,
+            "#!/bin/sh\n"
+            "echo \"$RELIABLEQ_JID\" >> " + dir_ + "/runs\n"
+            "if [ \"$(wc -l < " + dir_ + "/runs)\" = 1 ]; then\n"
+            "  sleep 3600 &\n"
+            "  echo \"$$ $!\" >> " + dir_ + "/pids\n"
+            "  wait\n"
+            "fi\n");
+  chmod(script.c_str(), 0755);
+  std::string jid = Push("HoldJob", "[]");
+  // A ttl long enough that the fence (a second before the lease ends)
+  // comes well before the heartbeat key could lapse.
+  ChildProcess& worker = StartWorker({"--heartbeat-ttl", "10", "--heartbeat-interval", "2.5",
+                                      "--exec", "HoldJob=" + script},
+                                     "unix://" + proxy.path() + "?db=0");
+  REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
+  std::vector<long> held = Pids(dir_ + "/pids");
+  proxy.Stall();
+  REQUIRE(WaitUntil([&] { return worker.Log().find("no heartbeat confirmed") != std::string::npos; },
+                    15s));
+  proxy.Resume();
+  // The fence SIGKILLed the group as it logged; the kernel ends them soon
+  // after (later under a sanitizer).
+  CHECK(WaitUntil([&] { return Ended(held[0]) && Ended(held[1]); }, 5s));
+  // Its second run ends at once, and succeeds. (An interruption by the
+  // fence is not counted: the job did nothing to cause it.)
+  bool done = WaitUntil([&] { return Processed() == 1; }, 15s);
+  if (!done) MESSAGE(ReadFile(dir_ + "/runs"), worker.Log());
+  REQUIRE(done);
+  CHECK(ReadFile(dir_ + "/runs") == jid + "\n" + jid + "\n");
+  CHECK(Integer({"ZCARD", "retry"}) == 0);
+  CHECK(Get("stat:failed").empty());
+  CHECK(worker.Log().find("heartbeat key was gone") == std::string::npos);
 }
