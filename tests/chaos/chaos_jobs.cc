@@ -11,7 +11,10 @@
 // (one per processor thread):
 //   HASH <prefix>log   field = a random token per attempt, value = JSON
 //                      {"id":7,"pid":123,"ic":0,"rc":-1,"start":...,
-//                       "end":...,"outcome":"ok"|"throw"|"abort"}
+//                       "end":...,"outcome":"ok"|"throw"|"abort"|"stopped"}
+//                      ("stopped": its stop token was stopped while it
+//                       slept, by a fence or a stop past the timeout; it
+//                       returned at once, and its outcome was dropped)
 //                      (ic: the payload's interrupted_count, 0 when absent;
 //                       rc: its retry_count, -1 when absent)
 //   HASH <prefix>runs  field = id, value = the number of attempts that
@@ -48,9 +51,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -258,6 +263,17 @@ constexpr uint64_t kThrowSalt = 0x7468726f77ULL;
 constexpr uint64_t kAbortSalt = 0x61626f7274ULL;
 constexpr uint64_t kLongSalt = 0x6c6f6e67ULL;
 
+// Sleeps `duration` unless the job's stop token is stopped first (a worker
+// that fenced itself, or stopped past its timeout), as a well-behaved
+// handler waits; true when it slept the whole time.
+bool SleepUnlessStopped(const JobView& job, std::chrono::microseconds duration) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock<std::mutex> lock(mutex);
+  wake.wait_for(lock, job.stop_token(), duration, [] { return false; });
+  return !job.stop_requested();
+}
+
 void ChaosJob(const JobView& job) {
   const rapidjson::Value& args = job.args();
   if (args.Empty() || !args[0].IsInt64()) {
@@ -274,9 +290,14 @@ void ChaosJob(const JobView& job) {
     std::abort();
   }
   std::uniform_int_distribution<int> sleep_us(1000, g_settings.sleep_max_ms * 1000);
-  std::this_thread::sleep_for(std::chrono::microseconds(sleep_us(Random())));
-  if (interrupted < 2 && Chosen(id, kLongSalt, g_settings.long_fraction)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(g_settings.long_ms));
+  bool slept = SleepUnlessStopped(job, std::chrono::microseconds(sleep_us(Random())));
+  if (slept && interrupted < 2 && Chosen(id, kLongSalt, g_settings.long_fraction)) {
+    slept = SleepUnlessStopped(job, std::chrono::milliseconds(g_settings.long_ms));
+  }
+  if (!slept) {
+    // Its outcome is dropped and the job handed back: not a run.
+    Record(id, interrupted, retried, start, "stopped");
+    return;
   }
   if (retried < 0 && Chosen(id, kThrowSalt, g_settings.throw_fraction)) {
     Record(id, interrupted, retried, start, "throw");

@@ -15,3 +15,5 @@ TICK_RECORD = 'reliableq:periodic:chaos_tick:ticks'
 PREFIX = 'reliableq:'
 RECORD_PREFIX = 'chaos:'
 HEARTBEAT_GONE = 'heartbeat key was gone'
+# What a worker logs when it fences itself (server/self_fence.h).
+FENCED = 'no heartbeat confirmed for'

@@ -14,7 +14,7 @@ import signal
 import time
 
 from ..resp import pairs
-from . import HEARTBEAT_GONE, PREFIX, RECORD_PREFIX, TICK_QUEUE
+from . import FENCED, HEARTBEAT_GONE, PREFIX, RECORD_PREFIX, TICK_QUEUE
 
 
 def pending_job_ids(left):
@@ -27,6 +27,17 @@ def pending_job_ids(left):
         except (ValueError, KeyError, IndexError, TypeError):
             out.setdefault(-1, where)
     return out
+
+
+def log_stamp(line):
+    """The time a log line was written (its leading ISO 8601 UTC stamp), in
+    epoch seconds of the writer's clock; None for a line without one."""
+    stamp = line.split(' ', 1)[0]
+    try:
+        t = calendar.timegm(time.strptime(stamp[:19], '%Y-%m-%dT%H:%M:%S'))
+    except ValueError:
+        return None
+    return t + (float('0' + stamp[19:-1]) if len(stamp) > 20 else 0.0)
 
 
 class Oracle:
@@ -78,11 +89,14 @@ class Oracle:
                 pass
         return n
 
-    def log_times(self):
+    def log_times(self, marker=None):
         """From every worker log: {pid: [wall-clock times]} at which that
         worker's process was declared dead, either by a janitor ("janitor:
         process <identity> is dead", in any worker's log) or by itself
-        ("heartbeat key was gone", when it beat again)."""
+        ("heartbeat key was gone", when it beat again); with `marker`, the
+        times at which a worker's own log has a line holding it."""
+        if marker is not None:
+            return self._marked_times(marker)
         if self._log_times is not None:
             return self._log_times
         janitor = re.compile(r'janitor: process (\S+) is dead')
@@ -104,15 +118,31 @@ class Oracle:
                     pid = w.pid
                 else:
                     continue
-                stamp = line.split(' ', 1)[0]
-                try:
-                    t = calendar.timegm(time.strptime(stamp[:19], '%Y-%m-%dT%H:%M:%S'))
-                    t += float('0' + stamp[19:-1]) if len(stamp) > 20 else 0.0
-                except ValueError:
+                t = log_stamp(line)
+                if t is None:
                     continue
                 # Stamped by the clock of the worker that wrote the log.
                 times.setdefault(pid, []).append(self.real_time(w.pid, t))
         self._log_times = times
+        return times
+
+    def _marked_times(self, marker):
+        cache = self.__dict__.setdefault('_marked_cache', {})
+        if marker in cache:
+            return cache[marker]
+        times = {}
+        for w in self.workers:
+            try:
+                with open(w.log_path, errors='replace') as f:
+                    lines = [line for line in f if marker in line]
+            except OSError:
+                continue
+            for line in lines:
+                t = log_stamp(line)
+                if t is None:
+                    continue
+                times.setdefault(w.pid, []).append(self.real_time(w.pid, t))
+        cache[marker] = times
         return times
 
     def real_time(self, pid, t):
@@ -158,6 +188,14 @@ class Oracle:
         nothing explains it."""
         if higher['rc'] > lower['rc']:
             return 'retry'
+        # A worker that fenced itself (a Redis outage or a partition near its
+        # ttl) stopped the jobs it was running, dropped their outcomes and
+        # put them back without counting an interruption: a run that was
+        # still on (its handler waiting for its own record, say) when the
+        # fence came runs again.
+        fenced = self.log_times(FENCED).get(lower['pid'], [])
+        if any(lower['start'] <= t <= higher['start'] for t in fenced):
+            return 'fenced'
         if higher['ic'] <= lower['ic']:
             return None
         # The payload of `higher` was handed back with one more interruption
