@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Runs the saturated chaos run (tools/chaos --profile saturated) against each
-mutant program (tests/mutants/mutants.py) and checks that it reports lost
-jobs: the run must catch each deliberate defect, every time, not by luck.
+"""Runs a chaos run against each mutant program (mutants.py, and
+never_fences) and checks that it reports the defect: the run must catch
+each deliberate defect, every time, not by luck.
 
-  check.py [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
+  check.py [--mode network] [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
 
-Each --chaos-arg is passed to every tools/chaos run (e.g. --duration); the
-plugin and the producer come from the environment, as tools/chaos reads them.
-Prints one line per mutant (the lost jobs and the faults of its run) and
-exits 1 when a mutant was not caught, or its run failed for another reason
-than lost jobs (then the tools/chaos output is printed); 0 when every mutant
-was caught.
+Without --mode, the saturated run (tools/chaos --profile saturated) must
+report lost jobs. With --mode network (tools/chaos --mode network
+--expect-fencing, as root), it must report jobs lost, run twice with no
+fault to explain it, or run on past a partition past the ttl. Each
+--chaos-arg is passed to every tools/chaos run (e.g. --duration); the
+plugin and the producer come from the environment, as tools/chaos reads
+them. Prints one line per mutant and exits 1 when a mutant was not caught,
+or its run failed for another reason (then the tools/chaos output is
+printed); 0 when every mutant was caught.
 """
 
 import json
@@ -26,10 +29,14 @@ CHAOS = os.path.join(ROOT, 'tools', 'chaos')
 
 
 def main(argv):
-    chaos_args, mutants = [], []
+    chaos_args, mutants, mode = [], [], 'saturated'
     args = iter(argv)
     for arg in args:
-        if arg == '--chaos-arg':
+        if arg == '--mode':
+            mode = next(args, '')
+            if mode not in ('saturated', 'network'):
+                sys.exit(__doc__)
+        elif arg == '--chaos-arg':
             chaos_args.append(next(args, ''))
         elif arg.startswith('--chaos-arg='):
             chaos_args.append(arg[len('--chaos-arg='):])
@@ -41,7 +48,11 @@ def main(argv):
         sys.exit(__doc__)
     survived = []
     for name, program in mutants:
-        command = [sys.executable, CHAOS, '--profile', 'saturated', '--bin', program] + chaos_args
+        if mode == 'network':
+            command = [sys.executable, CHAOS, '--mode', 'network', '--expect-fencing']
+        else:
+            command = [sys.executable, CHAOS, '--profile', 'saturated']
+        command += ['--bin', program] + chaos_args
         run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, errors='replace')
         report = None
@@ -51,13 +62,26 @@ def main(argv):
                 break
         if report is None:
             print('mutant %s: tools/chaos printed no report (exit %d)' % (name, run.returncode))
+        elif mode == 'network':
+            print('mutant %s: lost %d of %d jobs; run twice unexplained %d; finished past the '
+                  'fence %d; faults %s; problems: %s' % (
+                      name, report['lost'], report['accepted'], report['unexplained_duplicates'],
+                      report['finished_past_the_fence'], report['faults'],
+                      report['problems'] or 'none'), flush=True)
         else:
             print('mutant %s: lost %d of %d jobs; kills %d, crashes %d, terms %d, redis '
                   'restarts %d; other problems: %s' % (
                       name, report['lost'], report['accepted'], report['worker_kills'],
                       report['worker_crashes'], report['worker_terms'],
                       report['redis_restarts'], report['problems'] or 'none'), flush=True)
-        if report is None or report['lost'] == 0 or run.returncode != 1:
+        if report is None:
+            caught = False
+        elif mode == 'network':
+            caught = (report['lost'] + report['unexplained_duplicates'] +
+                      report['finished_past_the_fence']) > 0
+        else:
+            caught = report['lost'] > 0
+        if not caught or run.returncode != 1:
             survived.append(name)
             print(run.stdout)
     if survived:
