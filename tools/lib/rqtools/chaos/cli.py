@@ -83,8 +83,8 @@ The long forms, run before a release (figures in docs/reliability.md):
   tools/chaos --mode cluster --duration 120 --cluster-failovers 5 --reshards 5
             --groups 3 --backlog 400 --sleep-ms 2 --concurrency 8 --jobs 10000000
   tools/chaos --mode network --duration 1200 --partitions 24 --long-partitions 8
-            --latency-episodes 16 --producer-partitions 10 --drain-timeout 120
-            --expect-fencing
+            --latency-episodes 24 --producer-partitions 10 --drain-timeout 120
+            --expect-fencing --clock-skew --clock-steps 8
   tools/chaos --clock-skew --clock-steps 10   (every worker's wall clock off
             by up to 60 s either way under libfaketime, and stepped while it
             runs; see below)
@@ -96,7 +96,7 @@ the network mode short (its defaults: under 2 minutes in all).
             once, and the moments above 3 inside and outside the crash
             window of reliableq(1), LIMITS; any outside fails the run)
 
-With --clock-skew (the default mode and its profiles), every worker runs
+With --clock-skew (the default mode and its profiles, and the network mode), every worker runs
 under Debian's libfaketime with its wall clock off by a random whole number
 of seconds in [-60, 60], read from a file of its own on every call
 (FAKETIME_TIMESTAMP_FILE, FAKETIME_NO_CACHE=1); --clock-steps times during
@@ -280,7 +280,7 @@ def parse_args(argv):
                         'pushed twice')
     p.add_argument('--clock-skew', action='store_true',
                    help='run every worker with its wall clock off by up to 60 s either way '
-                        '(libfaketime), and step some of them (default mode only)')
+                        '(libfaketime), and step some of them (default and network modes)')
     p.add_argument('--clock-steps', type=int, default=4,
                    help='with --clock-skew: clock steps of running workers during the chaos')
     p.add_argument('--concurrency', type=int, default=5, help='threads per worker')
@@ -394,8 +394,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.backlog < 0:
         p.error('--backlog must be at least 0')
-    if a.clock_skew and a.mode != 'default':
-        p.error('--clock-skew applies to the default mode only')
+    if a.clock_skew and a.mode not in ('default', 'network'):
+        p.error('--clock-skew applies to the default and network modes only')
     if a.clock_steps < 0:
         p.error('--clock-steps must be at least 0')
     if a.clock_skew and faketime_library() is None:

@@ -21,7 +21,9 @@ During D seconds the plan makes, spread over the run:
                       latency and jitter both ways, one direction stalled
                       (up to past the ttl), connections cut after a few bytes
                       of a reply, bandwidth limited both ways;
-  --producer-partitions  a producer's link down for 0.5 to 2 s.
+  --producer-partitions  a producer's link down for 0.5 to 2 s;
+  --clock-skew, --clock-steps  as in the default mode: every worker's wall
+                      clock off by up to 60 s, and stepped while it runs.
 Each fault is recorded with its start and end (wall clock) and the process
 it hit (faults in events.json, and the report).
 
@@ -161,6 +163,11 @@ class NetworkChaos(Chaos):
         it now (the plan tries again a second later)."""
         a = self.args
         rng = self.rng
+        if kind == 'clock':
+            # --clock-skew: a worker's wall clock stepped (an event of the
+            # default mode's, not a network fault: it explains nothing).
+            self.step_clock()
+            return True
         if kind in ('partition', 'long_partition', 'producer_partition'):
             role = 'producer' if kind == 'producer_partition' else 'worker'
             pid = self.target(role)
@@ -231,7 +238,8 @@ class NetworkChaos(Chaos):
         return self.spread(2.0, max(3.0, a.duration - 2.0), (
             ('partition', a.partitions), ('long_partition', a.long_partitions),
             ('proxy', a.latency_episodes if a.proxied_workers else 0),
-            ('producer_partition', a.producer_partitions)))
+            ('producer_partition', a.producer_partitions),
+            ('clock', a.clock_steps if a.clock_skew else 0)))
 
     def cleanup(self):
         for _, fault, heal in self.active:
