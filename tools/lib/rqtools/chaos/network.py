@@ -61,6 +61,9 @@ CAUSES = {'long_partition': 'partition past the ttl', 'partition': 'partition',
 # A fault explains the second run of a job when it began at most this long
 # before the first run (a prefetched job waits) and before the second run.
 EXPLAIN_SLACK = 30.0
+# How long after a job ends its ack may still go out (the outcomes are
+# sent in batches, on the loop's next turn).
+ACK_SLACK = 1.0
 
 
 class NetworkChaos(Chaos):
@@ -272,8 +275,16 @@ class NetworkChaos(Chaos):
             since = min(lower['start'], higher['start']) - EXPLAIN_SLACK
             hits = [f for f in self.faults if f['role'] == 'worker' and
                     f['pid'] == lower['pid'] and since <= f['start'] <= higher['start']]
-            hits.sort(key=lambda f: (f['kind'] != 'long_partition', -f['start']))
-            fault = hits[0] if hits else None
+            # The fault that met the first run's ack: the last to begin
+            # before the run ended (and its ack went out, ACK_SLACK later).
+            # A process takes one fault at a time, so that one was on then.
+            # Without one, a long partition first, then the latest.
+            met = [f for f in hits if f['start'] <= lower['end'] + ACK_SLACK]
+            if met:
+                fault = max(met, key=lambda f: f['start'])
+            else:
+                hits.sort(key=lambda f: (f['kind'] != 'long_partition', -f['start']))
+                fault = hits[0] if hits else None
             cause = CAUSES[fault['kind']] if fault else super().explain(lower, higher)
             if cause in ('declared dead', 'redis restart'):
                 return None
