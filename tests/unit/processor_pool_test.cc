@@ -667,8 +667,11 @@ TEST_CASE("a job's timeout field wins, and a bad one fails the job as invalid") 
   CHECK(*h.ran == 1);  // the handler of the bad one never ran
 }
 
-TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outcomes") {
-  Harness h;
+namespace {
+
+// Registers "Cancel": it waits at the harness's gate, records whether its
+// stop was requested by then ("stopped" or "running"), and honours it.
+std::shared_ptr<Events> RegisterCancel(Harness& h) {
   auto seen = std::make_shared<Events>();
   auto gate = h.gate;
   h.config.registry.Register("Cancel", [seen, gate](const JobView& job) {
@@ -676,6 +679,14 @@ TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outco
     seen->Add(job.stop_requested() ? "stopped" : "running");
     job.ThrowIfStopRequested();
   });
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outcomes") {
+  Harness h;
+  std::shared_ptr<Events> seen = RegisterCancel(h);
   h.Start(2);
   h.LeaseAnHour();
   h.Submit({{0, Job("Ok", "done-before")}});
@@ -703,13 +714,7 @@ TEST_CASE("StopRunning lists the running jobs, stops them, and drops their outco
 
 TEST_CASE("Fence stops the running jobs and drops their outcomes; the pool runs on") {
   Harness h;
-  auto seen = std::make_shared<Events>();
-  auto gate = h.gate;
-  h.config.registry.Register("Cancel", [seen, gate](const JobView& job) {
-    gate->Pass();
-    seen->Add(job.stop_requested() ? "stopped" : "running");
-    job.ThrowIfStopRequested();
-  });
+  std::shared_ptr<Events> seen = RegisterCancel(h);
   h.Start(2);
   h.LeaseAnHour();
   const std::string fenced = Job("Cancel", "j1");
