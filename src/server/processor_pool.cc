@@ -158,7 +158,7 @@ struct ProcessorPool::State {
   std::condition_variable slot_freed;     // a slot freed after a hard stop
   std::chrono::steady_clock::time_point lease;  // guarded by mu
   // Fenced jobs that returned, and their limiter slots (TakeFencedEnded).
-  size_t fenced_ended = 0;                 // guarded by mu
+  size_t fenced_ended = 0;                   // guarded by mu
   std::vector<uint64_t> fenced_limit_slots;  // guarded by mu
   bool wake_enabled = true;               // guarded by mu
   size_t exited = 0;                      // guarded by mu

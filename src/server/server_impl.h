@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "protocol/keys.h"
 #include "base/log.h"
+#include "protocol/keys.h"
 #include "redis/async_connection.h"
 #include "reliableq/server.h"
 #include "server/control.h"

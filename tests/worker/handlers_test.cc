@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "protocol/keys.h"
-#include "support/log_capture.h"
-#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
+#include "support/log_capture.h"
+#include "support/process.h"
 #include "support/running_server.h"
 #include "support/stall_proxy.h"
 #include "support/testutil.h"
@@ -475,8 +475,8 @@ TEST_CASE_FIXTURE(HandlersFixture,
                   "before a janitor may take the job, and after healing writes nothing about it") {
   StallProxy proxy(dir_ + "/proxy.sock", server().socket_path());
   std::string jid = Push("HoldJob", "[]");
-  ChildProcess& worker = StartWorker({"--exec", "HoldJob=" + HoldScript()},
-                                     "unix://" + proxy.path() + "?db=0");
+  ChildProcess& worker =
+      StartWorker({"--exec", "HoldJob=" + HoldScript()}, "unix://" + proxy.path() + "?db=0");
   REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
   std::vector<long> held = Pids(dir_ + "/pids");
   std::vector<std::string> identities = SMembers("processes");
@@ -490,8 +490,8 @@ TEST_CASE_FIXTURE(HandlersFixture,
   // The moment a janitor may take the job, nothing of its run runs.
   CHECK(Ended(held[0]));
   CHECK(Ended(held[1]));
-  CommandResult recovered = RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis",
-                                        server().Url()});
+  CommandResult recovered =
+      RunCommand({BuildPath("RELIABLEQ_BIN"), "recover", "--redis", server().Url()});
   REQUIRE_MESSAGE(recovered.exit_code == 0, recovered.err);
   // Another worker takes it from its queue.
   REQUIRE(LRange("queue:default").size() == 1);
@@ -526,24 +526,30 @@ TEST_CASE_FIXTURE(HandlersFixture,
   std::string script = dir_ + "/first_holds.sh";
   WriteFile(script,
             "#!/bin/sh\n"
-            "echo \"$RELIABLEQ_JID\" >> " + dir_ + "/runs\n"
-            "if [ \"$(wc -l < " + dir_ + "/runs)\" = 1 ]; then\n"
-            "  sleep 3600 &\n"
-            "  echo \"$$ $!\" >> " + dir_ + "/pids\n"
-            "  wait\n"
-            "fi\n");
+            "echo \"$RELIABLEQ_JID\" >> " +
+                dir_ +
+                "/runs\n"
+                "if [ \"$(wc -l < " +
+                dir_ +
+                "/runs)\" = 1 ]; then\n"
+                "  sleep 3600 &\n"
+                "  echo \"$$ $!\" >> " +
+                dir_ +
+                "/pids\n"
+                "  wait\n"
+                "fi\n");
   chmod(script.c_str(), 0755);
   std::string jid = Push("HoldJob", "[]");
   // A ttl long enough that the fence (a second before the lease ends)
   // comes well before the heartbeat key could lapse.
-  ChildProcess& worker = StartWorker({"--heartbeat-ttl", "10", "--heartbeat-interval", "2.5",
-                                      "--exec", "HoldJob=" + script},
-                                     "unix://" + proxy.path() + "?db=0");
+  ChildProcess& worker = StartWorker(
+      {"--heartbeat-ttl", "10", "--heartbeat-interval", "2.5", "--exec", "HoldJob=" + script},
+      "unix://" + proxy.path() + "?db=0");
   REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
   std::vector<long> held = Pids(dir_ + "/pids");
   proxy.Stall();
-  REQUIRE(WaitUntil([&] { return worker.Log().find("no heartbeat confirmed") != std::string::npos; },
-                    15s));
+  REQUIRE(WaitUntil(
+      [&] { return worker.Log().find("no heartbeat confirmed") != std::string::npos; }, 15s));
   proxy.Resume();
   // The fence SIGKILLed the group as it logged; the kernel ends them soon
   // after (later under a sanitizer).
