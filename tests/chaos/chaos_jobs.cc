@@ -11,7 +11,11 @@
 // (one per processor thread):
 //   HASH <prefix>log   field = a random token per attempt, value = JSON
 //                      {"id":7,"pid":123,"ic":0,"rc":-1,"start":...,
-//                       "end":...,"outcome":"ok"|"throw"|"abort"|"stopped"}
+//                       "end":...,"ms":...,"me":...,
+//                       "outcome":"ok"|"throw"|"abort"|"stopped"}
+//                      (start, end: the wall clock, faked under
+//                       --clock-skew; ms, me: the same on the monotonic
+//                       clock, which is not)
 //                      ("stopped": its stop token was stopped while it
 //                       slept, by a fence or a stop past the timeout; it
 //                       returned at once, and its outcome was dropped)
@@ -158,6 +162,14 @@ double NowSeconds() {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
 }
 
+// The monotonic clock (CLOCK_MONOTONIC, the same in every process of the
+// machine), which libfaketime leaves alone in the chaos run: tools/chaos
+// turns it into real time even where a stepped wall clock is ambiguous.
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::mt19937_64& Random() {
   thread_local std::mt19937_64 generator{std::random_device{}() ^
                                          (static_cast<uint64_t>(getpid()) << 32) ^
@@ -228,17 +240,18 @@ class RecordConnection {
 
 // Writes the record of one attempt, retrying within the patience. Throws
 // when it cannot.
-void Record(int64_t id, int64_t interrupted, int64_t retried, double start, const char* outcome) {
+void Record(int64_t id, int64_t interrupted, int64_t retried, double start, double start_mono,
+            const char* outcome) {
   thread_local RecordConnection connection;
   char token[17];
   std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(Random()()));
   char details[256];
   std::snprintf(details, sizeof details,
                 "{\"id\":%lld,\"pid\":%d,\"ic\":%lld,\"rc\":%lld,\"start\":%.6f,\"end\":%.6f,"
-                "\"outcome\":\"%s\"}",
+                "\"ms\":%.6f,\"me\":%.6f,\"outcome\":\"%s\"}",
                 static_cast<long long>(id), static_cast<int>(getpid()),
                 static_cast<long long>(interrupted), static_cast<long long>(retried), start,
-                NowSeconds(), outcome);
+                NowSeconds(), start_mono, MonotonicSeconds(), outcome);
   const std::string id_text = std::to_string(id);
   const bool counts = std::string_view(outcome) == "ok";
   auto deadline =
@@ -280,13 +293,14 @@ void ChaosJob(const JobView& job) {
     throw std::invalid_argument("ChaosJob expects args [id]");
   }
   const double start = NowSeconds();
+  const double start_mono = MonotonicSeconds();
   const int64_t id = args[0].GetInt64();
   const int64_t interrupted = IntegerField(job, "interrupted_count", 0);
   const int64_t retried = job.retry_count().value_or(-1);
   const bool first_attempt = interrupted == 0 && retried < 0;
 
   if (first_attempt && Chosen(id, kAbortSalt, g_settings.abort_fraction)) {
-    Record(id, interrupted, retried, start, "abort");
+    Record(id, interrupted, retried, start, start_mono, "abort");
     std::abort();
   }
   std::uniform_int_distribution<int> sleep_us(1000, g_settings.sleep_max_ms * 1000);
@@ -296,14 +310,14 @@ void ChaosJob(const JobView& job) {
   }
   if (!slept) {
     // Its outcome is dropped and the job handed back: not a run.
-    Record(id, interrupted, retried, start, "stopped");
+    Record(id, interrupted, retried, start, start_mono, "stopped");
     return;
   }
   if (retried < 0 && Chosen(id, kThrowSalt, g_settings.throw_fraction)) {
-    Record(id, interrupted, retried, start, "throw");
+    Record(id, interrupted, retried, start, start_mono, "throw");
     throw std::runtime_error("chaos: planned failure of job " + std::to_string(id));
   }
-  Record(id, interrupted, retried, start, "ok");
+  Record(id, interrupted, retried, start, start_mono, "ok");
 }
 
 }  // namespace

@@ -382,9 +382,16 @@ class Oracle:
         accepted = set(self.read_ids('.accepted'))
         unknown = self.read_ids('.unknown')
         runs, attempts, by_job = self.read_records(r)
+        # On the real clock: from the monotonic times where the record has
+        # them (a wall clock stepped back makes some of its times occur
+        # twice), else through the worker's clock offsets.
+        mono_to_real = time.time() - time.monotonic()
         for at in attempts:  # by_job holds the same records
-            at['start'] = self.real_time(at['pid'], at['start'])
-            at['end'] = self.real_time(at['pid'], at['end'])
+            if 'ms' in at and 'me' in at:
+                at['start'], at['end'] = at['ms'] + mono_to_real, at['me'] + mono_to_real
+            else:
+                at['start'] = self.real_time(at['pid'], at['start'])
+                at['end'] = self.real_time(at['pid'], at['end'])
         dead, dead_reasons, pending_ids, stranded_keys = self.read_leftovers(r)
 
         executed = {i for i, n in runs.items() if n > 0}
