@@ -40,6 +40,17 @@ def log_stamp(line):
     return t + (float('0' + stamp[19:-1]) if len(stamp) > 20 else 0.0)
 
 
+def limit_waiting_lists(r):
+    """The lists where concurrency limits hold jobs back
+    (<prefix>limit:<name>:waiting, reliableq-schema(7))."""
+    found, cursor = [], '0'
+    while True:
+        cursor, keys = r.call('SCAN', cursor, 'MATCH', PREFIX + 'limit:*:waiting', 'COUNT', '1000')
+        found.extend(keys)
+        if cursor == '0':
+            return found
+
+
 class Oracle:
     """The check's half of a Chaos run (worker_faults.Chaos): it reads what
     the run recorded (self.events, self.workers, self.producers, self.redis's
@@ -361,6 +372,10 @@ class Oracle:
                 left[payload] = 'queue:' + q
         for key in ('schedule', 'retry'):
             for payload in r.call('ZRANGE', key, '0', '-1') or []:
+                left[payload] = key
+        # Jobs a concurrency limit holds back (--limit) wait in its list.
+        for key in limit_waiting_lists(r):
+            for payload in r.call('LRANGE', key, '0', '-1') or []:
                 left[payload] = key
         registered = set(pairs(r.call('HGETALL', PREFIX + 'registry')))
         stranded_keys = {}

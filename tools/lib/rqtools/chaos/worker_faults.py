@@ -18,7 +18,7 @@ from ..processes import spawn, stop_process
 from ..resp import Redis, RedisReplyError, pairs
 from ..servers import RedisServer
 from . import PREFIX, QUEUES, RECORD_PREFIX, TICK_DECLARATION, TICK_QUEUE, TICK_RECORD
-from .oracle import Oracle
+from .oracle import Oracle, limit_waiting_lists
 
 
 # Watching Redis while the run goes on: who is registered, and how long the
@@ -743,7 +743,8 @@ class Chaos(Oracle):
 
     def pending(self, r):
         """Jobs still to run: {key: count} for every non-empty queue, working
-        list of a registered process, schedule and retry."""
+        list of a registered process, schedule, retry and list of jobs a
+        concurrency limit holds back."""
         out = {}
         for q in r.call('SMEMBERS', 'queues') or []:
             if q == TICK_QUEUE:
@@ -764,6 +765,10 @@ class Chaos(Oracle):
                     out[key] = n
         for key in ('schedule', 'retry'):
             n = r.call('ZCARD', key)
+            if n:
+                out[key] = n
+        for key in limit_waiting_lists(r):
+            n = r.call('LLEN', key)
             if n:
                 out[key] = n
         return out
