@@ -168,19 +168,23 @@ class HandlersFixture : public RedisFixture {
   // dir/ledger and, on its first run, writes its pid and a background
   // child's to dir/pids and waits for the child: an hour.
   std::string HoldScript() {
-    std::string path = dir_ + "/hold.sh";
-    WriteFile(path,
-              "#!/bin/sh\n"
-              "echo \"$RELIABLEQ_JID $RELIABLEQ_INTERRUPTED_COUNT\" >> " +
-                  dir_ +
-                  "/ledger\n"
-                  "if [ \"$RELIABLEQ_INTERRUPTED_COUNT\" = 0 ]; then\n"
-                  "  sleep 3600 &\n"
-                  "  echo \"$$ $!\" >> " +
-                  dir_ +
-                  "/pids\n"
-                  "  wait\n"
-                  "fi\n");
+    return HoldingScript("hold.sh", "\"$RELIABLEQ_JID $RELIABLEQ_INTERRUPTED_COUNT\"", "ledger",
+                         "\"$RELIABLEQ_INTERRUPTED_COUNT\" = 0");
+  }
+
+  // A handler script dir/`name` that appends `record` (shell words) to
+  // dir/`log` and, while the test `holds_when` is true, writes its pid and a
+  // background child's to dir/pids and waits for the child: an hour.
+  std::string HoldingScript(const std::string& name, const std::string& record,
+                            const std::string& log, const std::string& holds_when) {
+    std::string path = dir_ + "/" + name;
+    WriteFile(path, "#!/bin/sh\n"
+                    "echo " + record + " >> " + dir_ + "/" + log + "\n" +
+                    "if [ " + holds_when + " ]; then\n"
+                    "  sleep 3600 &\n"
+                    "  echo \"$$ $!\" >> " + dir_ + "/pids\n"
+                    "  wait\n"
+                    "fi\n");
     chmod(path.c_str(), 0755);
     return path;
   }
@@ -523,22 +527,8 @@ TEST_CASE_FIXTURE(HandlersFixture,
   StallProxy proxy(dir_ + "/proxy.sock", server().socket_path());
   // Its first run holds (an hour, in a background child), the next ones end
   // at once: a run is a line of dir/runs.
-  std::string script = dir_ + "/first_holds.sh";
-  WriteFile(script,
-            "#!/bin/sh\n"
-            "echo \"$RELIABLEQ_JID\" >> " +
-                dir_ +
-                "/runs\n"
-                "if [ \"$(wc -l < " +
-                dir_ +
-                "/runs)\" = 1 ]; then\n"
-                "  sleep 3600 &\n"
-                "  echo \"$$ $!\" >> " +
-                dir_ +
-                "/pids\n"
-                "  wait\n"
-                "fi\n");
-  chmod(script.c_str(), 0755);
+  std::string script = HoldingScript("first_holds.sh", "\"$RELIABLEQ_JID\"", "runs",
+                                     "\"$(wc -l < " + dir_ + "/runs)\" = 1");
   std::string jid = Push("HoldJob", "[]");
   // A ttl long enough that the fence (a second before the lease ends)
   // comes well before the heartbeat key could lapse.
