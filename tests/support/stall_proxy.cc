@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,11 +28,13 @@ sockaddr_un Address(const std::string& path) {
   return address;
 }
 
-// Copies what `from` has to `to`; false when either end is done.
-bool Forward(int from, int to) {
+// Copies what `from` has to `to` (also into *copied); false when either
+// end is done.
+bool Forward(int from, int to, std::string* copied) {
   char buffer[16384];
   ssize_t n = read(from, buffer, sizeof buffer);
   if (n <= 0) return false;
+  copied->assign(buffer, static_cast<size_t>(n));
   for (ssize_t sent = 0; sent < n;) {
     ssize_t w = write(to, buffer + sent, static_cast<size_t>(n - sent));
     if (w < 0 && errno == EINTR) continue;
@@ -63,6 +66,11 @@ StallProxy::~StallProxy() {
   thread_.join();
   close(listen_fd_);
   unlink(listen_path_.c_str());
+}
+
+void StallProxy::StallAfter(std::string needle) {
+  needle_ = std::move(needle);
+  armed_ = true;
 }
 
 void StallProxy::Run() {
@@ -97,9 +105,16 @@ void StallProxy::Run() {
       if (fds.size() > 1 + 2 * i) {
         short from_client = fds[1 + 2 * i].revents;
         short from_upstream = fds[2 + 2 * i].revents;
-        if (from_client & (POLLIN | POLLHUP | POLLERR)) alive = Forward(client, upstream);
+        std::string copied;
+        if (from_client & (POLLIN | POLLHUP | POLLERR)) {
+          alive = Forward(client, upstream, &copied);
+          if (alive && armed_ && copied.find(needle_) != std::string::npos) {
+            armed_ = false;
+            stalled_ = true;
+          }
+        }
         if (alive && (from_upstream & (POLLIN | POLLHUP | POLLERR))) {
-          alive = Forward(upstream, client);
+          alive = Forward(upstream, client, &copied);
         }
       }
       if (alive) {

@@ -4,7 +4,8 @@
 // clients, the worker sees no error), and no byte crosses either way until
 // the test resumes it.
 //
-// Thread safety: Stall and Resume from any thread; the forwarding runs on a
+// Thread safety: Stall, StallAfter and Resume from any thread, StallAfter
+// once at a time; the forwarding runs on a
 // thread of its own.
 
 #ifndef RELIABLEQ_TESTS_STALL_PROXY_H_
@@ -30,6 +31,11 @@ class StallProxy {
   // are accepted but not forwarded.
   void Stall() { stalled_ = true; }
   void Resume() { stalled_ = false; }
+  // Stalls as soon as a client has sent bytes holding `needle` (after they
+  // are passed on): a process held exactly after the command that names
+  // it, before the next one.
+  void StallAfter(std::string needle);
+  bool stalled() const { return stalled_; }
 
  private:
   void Run();
@@ -38,6 +44,9 @@ class StallProxy {
   std::string upstream_path_;
   int listen_fd_ = -1;
   std::atomic<bool> stalled_{false};
+  // Set before armed_, read after it.
+  std::string needle_;
+  std::atomic<bool> armed_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -554,3 +554,64 @@ TEST_CASE_FIXTURE(HandlersFixture,
   CHECK(Get("stat:failed").empty());
   CHECK(worker.Log().find("heartbeat key was gone") == std::string::npos);
 }
+
+TEST_CASE_FIXTURE(HandlersFixture,
+                  "a janitor that took a worker for dead leaves its jobs when it beats again "
+                  "before the move: the script checks the heartbeat in the same step") {
+  // Every run of the job holds; each is a line of dir/runs.
+  std::string script =
+      HoldingScript("always_holds.sh", "\"$RELIABLEQ_JID\"", "runs", "-n \"$RELIABLEQ_JID\"");
+  std::string jid = Push("HoldJob", "[]");
+  StallProxy victim_link(dir_ + "/victim.sock", server().socket_path());
+  StallProxy janitor_link(dir_ + "/janitor.sock", server().socket_path());
+  // The victim runs one janitor pass as it starts, none after: the passes
+  // this test watches are the other worker's.
+  StartWorker({"--janitor-interval", "3600", "--exec", "HoldJob=" + script},
+              "unix://" + victim_link.path() + "?db=0");
+  REQUIRE(WaitUntil([&] { return Pids(dir_ + "/pids").size() == 2; }, 10s));
+  std::string victim;
+  for (const std::string& identity : SMembers("processes")) victim = identity;
+  REQUIRE_FALSE(victim.empty());
+  // The janitor's worker: another queue, and a ttl long enough to be held a
+  // few seconds without fencing itself.
+  ChildProcess& janitor =
+      StartWorker({"-q", "other", "--heartbeat-ttl", "10", "--heartbeat-interval", "2.5", "--exec",
+                   "HoldJob=" + script},
+                  "unix://" + janitor_link.path() + "?db=0");
+  REQUIRE_MESSAGE(WaitUntil([&] { return SMembers("processes").size() == 2; }, 10s), janitor.Log());
+
+  // The victim is cut off past its ttl: it fences itself, its heartbeat
+  // key lapses.
+  const std::string heartbeat = Keys().Heartbeat(victim);
+  victim_link.Stall();
+  REQUIRE(WaitUntil([&] { return !Exists(heartbeat); }, 5s));
+  // The janitor's next pass reads that heartbeat (gone) and is held right
+  // after, before it fences and moves anything.
+  janitor_link.StallAfter(heartbeat);
+  // (The lease the victim's first pass took holds the next one back up to 5 s.)
+  REQUIRE(WaitUntil([&] { return janitor_link.stalled(); }, 10s));
+  const std::string record_before = Get(Keys().JanitorLast());
+
+  // Healed meanwhile: the victim beats again, gives the job it stopped back
+  // to its queue and runs it again.
+  victim_link.Resume();
+  REQUIRE(WaitUntil([&] { return Exists(heartbeat) && Pids(dir_ + "/pids").size() == 4; }, 10s));
+  const std::string working = Keys().Working(victim, "default");
+  REQUIRE(LRange(working).size() == 1);
+
+  // The held pass goes on: the victim is alive again when it would move its
+  // list, and keeps its job and its registration.
+  janitor_link.Resume();
+  REQUIRE(WaitUntil([&] { return Get(Keys().JanitorLast()) != record_before; }, 10s));
+  std::string record = Get(Keys().JanitorLast());
+  // A third run would show within this second: the job is fetched at once.
+  std::this_thread::sleep_for(1s);
+  std::string runs = ReadFile(dir_ + "/runs");
+  CHECK_MESSAGE(runs == jid + "\n" + jid + "\n",
+                "the janitor moved a job of a live worker, which ran it twice at once: runs\n"
+                    << runs << "pass " << record);
+  CHECK(LRange(working).size() == 1);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(record.find(victim) == std::string::npos);
+  CHECK(!HGet(Keys().Registry(), victim).empty());
+}

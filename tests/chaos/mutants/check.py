@@ -1,9 +1,9 @@
-#!/usr/bin/env python3
-"""Runs a chaos run against each mutant program (mutants.py, and
-never_fences) and checks that it reports the defect: the run must catch
+"""Runs a chaos run (or a test) against each mutant program (mutants.py,
+and never_fences) and checks that it reports the defect: the run must catch
 each deliberate defect, every time, not by luck.
 
   check.py [--mode network] [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
+  check.py --mode test --test TEST_PROGRAM CASE MESSAGE NAME=PROGRAM...
 
 Without --mode, the saturated run (tools/chaos --profile saturated) must
 report lost jobs. With --mode network (tools/chaos --mode network
@@ -11,9 +11,11 @@ report lost jobs. With --mode network (tools/chaos --mode network
 fault to explain it, or run on past a partition past the ttl. Each
 --chaos-arg is passed to every tools/chaos run (e.g. --duration); the
 plugin and the producer come from the environment, as tools/chaos reads
-them. Prints one line per mutant and exits 1 when a mutant was not caught,
-or its run failed for another reason (then the tools/chaos output is
-printed); 0 when every mutant was caught.
+them. With --mode test, the doctest case CASE of TEST_PROGRAM, run with
+RELIABLEQ_BIN set to the mutant, must fail and print MESSAGE. Prints one
+line per mutant and exits 1 when a mutant was not caught, or its run failed
+for another reason (then the output is printed); 0 when every mutant was
+caught.
 """
 
 import json
@@ -29,13 +31,15 @@ CHAOS = os.path.join(ROOT, 'tools', 'chaos')
 
 
 def main(argv):
-    chaos_args, mutants, mode = [], [], 'saturated'
+    chaos_args, mutants, mode, test = [], [], 'saturated', None
     args = iter(argv)
     for arg in args:
         if arg == '--mode':
             mode = next(args, '')
-            if mode not in ('saturated', 'network'):
+            if mode not in ('saturated', 'network', 'test'):
                 sys.exit(__doc__)
+        elif arg == '--test':
+            test = [next(args, '') for _ in range(3)]
         elif arg == '--chaos-arg':
             chaos_args.append(next(args, ''))
         elif arg.startswith('--chaos-arg='):
@@ -44,8 +48,10 @@ def main(argv):
             mutants.append(arg.split('=', 1))
         else:
             sys.exit(__doc__)
-    if not mutants:
+    if not mutants or (mode == 'test') != (test is not None and all(test)):
         sys.exit(__doc__)
+    if mode == 'test':
+        return check_test(test, mutants)
     survived = []
     for name, program in mutants:
         if mode == 'network':
@@ -88,6 +94,26 @@ def main(argv):
         print('check: chaos did not catch: %s' % ', '.join(survived))
         return 1
     print('check: chaos caught every mutant (%d)' % len(mutants))
+    return 0
+
+
+def check_test(test, mutants):
+    program, case, message = test
+    survived = []
+    for name, mutant in mutants:
+        run = subprocess.run([program, '-tc=' + case], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors='replace',
+                             env=dict(os.environ, RELIABLEQ_BIN=mutant))
+        caught = run.returncode != 0 and message in run.stdout
+        print('mutant %s: the case %s %s' % (
+            name, 'failed with' if caught else 'did not fail with', repr(message)), flush=True)
+        if not caught:
+            survived.append(name)
+            print(run.stdout)
+    if survived:
+        print('check: the test did not catch: %s' % ', '.join(survived))
+        return 1
+    print('check: the test caught every mutant (%d)' % len(mutants))
     return 0
 
 

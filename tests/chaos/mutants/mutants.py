@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Deliberately broken scripts: each a defect that loses jobs only under
-faults, which the saturated chaos run (tools/chaos --profile saturated) must
-report. tests/chaos/mutants/check.py runs it against each; the mutant programs
-are built by tests/chaos/mutants/meson.build, each `reliableq` with one script changed.
+"""Deliberately broken scripts: each a defect that loses or doubles jobs only
+under faults, which a chaos run (tools/chaos --profile saturated, by default)
+or a test that puts the fault exactly there must report.
+tests/chaos/mutants/check.py runs it against each; the mutant programs are
+built by tests/chaos/mutants/meson.build, each `reliableq` with one script
+changed.
 
   mutants.py --list [MODE]               the mutants' names, one a line; with
-                                         MODE (saturated, network), those
-                                         whose defect that chaos run reports
+                                         MODE (saturated, network, test),
+                                         those whose defect that run reports
   mutants.py NAME OUT.cc LUA_DIR SCRIPT...
       writes lua_scripts.cc (tools/embed_lua.py) for the scripts with the
       mutant NAME applied
@@ -51,14 +53,22 @@ MUTANTS = {
         ('requeue', 'local kept, back, dead, leaving = {}, {}, {}, {}\n',
          'local kept, back, dead, leaving, dropped = {}, {}, {}, {}, false\n'),
     ],
+    # The janitor moves the jobs of a process it read as dead without looking
+    # again: a worker that healed and beat between the pass's read of the
+    # heartbeats and the move loses a job it is running, which runs twice.
+    'recover_ignores_heartbeat': [
+        ('recover', "if force ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then\n",
+         'if false then\n'),
+    ],
 }
 
-# The chaos run that must report each mutant: the saturated run (lost jobs)
-# unless listed here. (recover.lua without its heartbeat check is not here:
-# the janitor's pass reads every heartbeat just before, so the script's
-# check only closes a race of a round trip with a worker that heals, which
-# the network mode's partitions do not aim at yet.)
-CAUGHT_BY = {}
+# The run that must report each mutant: the saturated run (lost jobs) unless
+# listed here; 'test' is the worker test case that holds a janitor pass
+# between its read of a heartbeat and its move while the worker heals
+# (tests/chaos/meson.build, janitor-race-mutant). The network mode's
+# partitions heal at random: the window of one round trip is hit too rarely
+# to catch a defect every time.
+CAUGHT_BY = {'recover_ignores_heartbeat': 'test'}
 
 # Mutants of a C++ source of the worker, by the same rule (each text once):
 # NAME: (the source under src/, [(text, replacement)]). The program links
