@@ -9,7 +9,11 @@
 //
 // A handler that returns has succeeded and its job is acknowledged. A handler
 // that throws has failed; the exception's type and what() become the job's
-// error_class and error_message. A handler may be called again for the same
+// error_class and error_message, and the job is retried with its class's
+// backoff, then goes to the dead set. To say more, a handler throws one of
+// the outcomes below (JobSnooze, JobRetry, JobDiscard, JobDead); command and
+// HTTP handlers say the same through their outcome channel and their HTTP
+// status (reliableq(1), OUTCOMES). A handler may be called again for the same
 // job: delivery is at least once (see reliableq-schema(7)), so make handlers
 // idempotent where running twice would hurt.
 //
@@ -130,13 +134,42 @@ class JobView {
 // Runs one job. Throw to fail it.
 using Handler = std::function<void(const JobView& job)>;
 
+// A job class's answer to "when should this failed job run again?"
+// (Sidekiq's sidekiq_retry_in), and a failure's own (JobFailure::then).
+class RetryIn {
+ public:
+  // Sidekiq's schedule: count^4 + 15 seconds, plus jitter.
+  static RetryIn Default() { return RetryIn(Kind::kDefault, 0); }
+  // After `seconds` (> 0), plus the same jitter as the default.
+  static RetryIn After(double seconds) { return RetryIn(Kind::kAfter, seconds); }
+  // Drop the job: no retry, no dead set. As Sidekiq 8 does, the payload
+  // gets `discarded_at` (the time, float seconds) and the death handlers
+  // run with it; the retries-exhausted hook does not.
+  static RetryIn Discard() { return RetryIn(Kind::kDiscard, 0); }
+  // As if its retries were used up now (Sidekiq 7's :kill): the
+  // retries-exhausted hook and the death handlers run, and the job goes to
+  // the dead set unless its `dead` field is false.
+  static RetryIn Kill() { return RetryIn(Kind::kKill, 0); }
+
+  enum class Kind { kDefault, kAfter, kDiscard, kKill };
+  Kind kind() const { return kind_; }
+  double seconds() const { return seconds_; }
+
+ private:
+  RetryIn(Kind kind, double seconds) : kind_(kind), seconds_(seconds) {}
+  Kind kind_;
+  double seconds_;
+};
+
 // An error a handler may throw to give its failure a backtrace. C++
 // exceptions carry none, so a job whose `backtrace` option asks for one
 // (Sidekiq's error_backtrace) gets these lines, innermost first, when the
 // handler throws a JobFailure; any other exception stores no backtrace.
 //
 // A JobFailure may also name its error_class (shown in the Web UI and
-// matched by retry rules); otherwise it is the exception's type.
+// matched by retry rules); otherwise it is the exception's type. And it may
+// say what becomes of the job (then()): JobRetry, JobDiscard and JobDead
+// below do; any other failure follows its class's retry_in.
 class JobFailure : public std::runtime_error {
  public:
   JobFailure(const std::string& message, std::vector<std::string> backtrace)
@@ -151,10 +184,13 @@ class JobFailure : public std::runtime_error {
   const std::vector<std::string>& backtrace() const { return backtrace_; }
   // Empty: the exception's type names the error.
   const std::string& error_class() const { return error_class_; }
+  // What becomes of the job instead of its class's retry_in; empty: that.
+  const std::optional<RetryIn>& then() const { return then_; }
 
  protected:
   std::vector<std::string> backtrace_;
   std::string error_class_;
+  std::optional<RetryIn> then_;
 };
 
 // The failure of a job stopped at its timeout (error_class
@@ -172,35 +208,71 @@ inline void JobView::ThrowIfStopRequested() const {
   if (stop_requested()) throw JobTimeout("stopped: its timeout passed or the worker stopped");
 }
 
+// The outcomes a handler throws to say more than "failed". Each ends the
+// run as one atomic move of the job (reliableq-schema(7), "The end of a
+// job's life"). The failures take an error_class as JobFailure::Named
+// does (empty: the exception's type):
+//
+//   throw reliableq::JobSnooze(std::chrono::seconds(30));  // not yet
+//   throw reliableq::JobRetry(300, "the gateway is busy");  // a failure
+//   throw reliableq::JobDiscard("the order was deleted");   // never again
+//   throw reliableq::JobDead("the card was refused");       // dead now
+
+// A failure retried after `seconds` (> 0, plus Sidekiq's jitter) rather
+// than its class's backoff; its retries and retry_for still bound it.
+class JobRetry : public JobFailure {
+ public:
+  JobRetry(double seconds, const std::string& message, std::string error_class = "")
+      : JobFailure(message, {}) {
+    then_ = RetryIn::After(seconds);
+    error_class_ = std::move(error_class);
+  }
+};
+
+// A failure that will never succeed (a 4xx of a webhook, a record that is
+// gone): counted as failed, dropped, not in the dead set; `discarded_at`
+// and the death handlers as RetryIn::Discard.
+class JobDiscard : public JobFailure {
+ public:
+  explicit JobDiscard(const std::string& message, std::string error_class = "")
+      : JobFailure(message, {}) {
+    then_ = RetryIn::Discard();
+    error_class_ = std::move(error_class);
+  }
+};
+
+// A failure sent to the dead set now, whatever retries are left
+// (RetryIn::Kill).
+class JobDead : public JobFailure {
+ public:
+  explicit JobDead(const std::string& message, std::string error_class = "")
+      : JobFailure(message, {}) {
+    then_ = RetryIn::Kill();
+    error_class_ = std::move(error_class);
+  }
+};
+
+// Not a failure: "try again in `delay`" (a rate limit, a resource not ready
+// yet). The job goes to the scheduled set for that long, its
+// `snooze_count` one higher, no retry spent and nothing recorded as an
+// error; it counts as processed. A job snoozed more than its class's
+// max_snoozes (ServerOptions::max_snoozes unless the class sets one) fails
+// instead, with error_class "Reliableq::SnoozedTooOften". A delay below 0
+// counts as 0; one above a year, as a year.
+class JobSnooze : public std::exception {
+ public:
+  explicit JobSnooze(std::chrono::milliseconds delay) : delay_(delay) {}
+  std::chrono::milliseconds delay() const { return delay_; }
+  const char* what() const noexcept override { return "snoozed"; }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
 // What a failed execution threw, as hooks see it.
 struct JobError {
   std::string error_class;  // the exception's type, e.g. "std::runtime_error"
   std::string message;      // what()
-};
-
-// A job class's answer to "when should this failed job run again?"
-// (Sidekiq's sidekiq_retry_in).
-class RetryIn {
- public:
-  // Sidekiq's schedule: count^4 + 15 seconds, plus jitter.
-  static RetryIn Default() { return RetryIn(Kind::kDefault, 0); }
-  // After `seconds` (> 0), plus the same jitter as the default.
-  static RetryIn After(double seconds) { return RetryIn(Kind::kAfter, seconds); }
-  // Drop the job: no retry, no dead set, no hooks.
-  static RetryIn Discard() { return RetryIn(Kind::kDiscard, 0); }
-  // As if its retries were used up now (Sidekiq 7's :kill): the
-  // retries-exhausted hook and the death handlers run, and the job goes to
-  // the dead set unless its `dead` field is false.
-  static RetryIn Kill() { return RetryIn(Kind::kKill, 0); }
-
-  enum class Kind { kDefault, kAfter, kDiscard, kKill };
-  Kind kind() const { return kind_; }
-  double seconds() const { return seconds_; }
-
- private:
-  RetryIn(Kind kind, double seconds) : kind_(kind), seconds_(seconds) {}
-  Kind kind_;
-  double seconds_;
 };
 
 // Options of one job class, like Sidekiq's sidekiq_options and blocks.
@@ -214,7 +286,9 @@ struct JobClassOptions {
   std::function<void(const JobView& job, const JobError& error)> on_retries_exhausted;
   // How long a job of this class may run (0: the server's default, see
   // ServerOptions::job_timeouts). A job's own `timeout` field wins.
-  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds timeout{0};  // The most times a job of this class may snooze (JobSnooze) before a
+  // snooze fails it; empty: ServerOptions::max_snoozes.
+  std::optional<int> max_snoozes;
 };
 
 // Job class name -> handler. Header-only, so that a plugin built against

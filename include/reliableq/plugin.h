@@ -27,8 +27,9 @@
 
 #include "reliableq/handler.h"
 
-// Bumped whenever HandlerRegistry, Handler or JobView change layout.
-#define RELIABLEQ_PLUGIN_ABI_VERSION 3
+// Bumped whenever HandlerRegistry, Handler, JobView or the outcomes a
+// handler throws (handler.h) change layout.
+#define RELIABLEQ_PLUGIN_ABI_VERSION 4
 
 // The symbol the worker looks up.
 #define RELIABLEQ_PLUGIN_ENTRY_POINT "reliableq_register"

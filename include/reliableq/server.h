@@ -106,6 +106,10 @@ struct ServerOptions {
   int max_interruptions = 3;
   // The retries of a job whose `retry` is true (Sidekiq's max_retries).
   int max_retries = 25;
+  // The most times a job may snooze (JobSnooze, a command handler's
+  // "snooze", an HTTP Retry-After) before a snooze fails it instead; a
+  // class may set its own (JobClassOptions::max_snoozes).
+  int max_snoozes = 100;
   // The dead set keeps at most dead_set.max_jobs jobs (Sidekiq's
   // dead_max_jobs; the trim leaves one fewer), none older than
   // dead_set.timeout (dead_timeout_in_seconds).
