@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,31 @@ enum class OverrunAction {
   kExitProcess,
 };
 
+// A class's own retry schedule, for a class without a C++ retry_in
+// (command and HTTP handlers among them): the worker's --backoff
+// (reliableq(1), RETRIES). Sidekiq's jitter, rand(10) * (count + 1) seconds,
+// is added to each delay, as to any custom delay.
+struct Backoff {
+  enum class Curve {
+    kTable,        // table[count], its last entry for every later count
+    kLinear,       // step * (count + 1)
+    kExponential,  // step * 2^count
+  };
+  Curve curve = Curve::kTable;
+  std::vector<double> table;  // seconds, each > 0
+  double step = 0;            // seconds > 0
+  double max = 0;             // seconds; 0: no bound (kLinear, kExponential)
+};
+
+// How a class's failed jobs are retried, over the defaults.
+struct ClassRetry {
+  std::optional<Backoff> backoff;
+  // Sidekiq's retry_for, for jobs of the class that carry none of their
+  // own: retried until failed_at + retry_for has passed, however many
+  // retries that takes (their `retry` count is then not looked at).
+  std::optional<std::chrono::seconds> retry_for;
+};
+
 struct ServerOptions {
   // Where Redis is.
   RedisOptions redis;
@@ -110,6 +136,8 @@ struct ServerOptions {
   // "snooze", an HTTP Retry-After) before a snooze fails it instead; a
   // class may set its own (JobClassOptions::max_snoozes).
   int max_snoozes = 100;
+  // Per class: its backoff and retry_for (--backoff, --retry-for).
+  std::map<std::string, ClassRetry, std::less<>> class_retries;
   // The dead set keeps at most dead_set.max_jobs jobs (Sidekiq's
   // dead_max_jobs; the trim leaves one fewer), none older than
   // dead_set.timeout (dead_timeout_in_seconds).

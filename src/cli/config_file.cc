@@ -66,6 +66,8 @@ constexpr Key kKeys[] = {
     {"http_handlers", "http-handler", Kind::kMapping},
     {"exec_env", "exec-env", Kind::kMapping},
     {"job_timeout", "job-timeout", Kind::kMapping},
+    {"backoff", "backoff", Kind::kMapping},
+    {"retry_for", "retry-for", Kind::kMapping},
     {"kill_grace", "kill-grace", Kind::kSeconds},
     {"on_overrun", "on-overrun", Kind::kString},
     {"verbose", "verbose", Kind::kFlag},

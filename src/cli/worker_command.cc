@@ -1,13 +1,13 @@
 // reliableq worker: runs the job classes of plugins (-r) on a Server until
 // TERM/INT or a remote stop.
 
-#include <cstdio>
-#include <cstdlib>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <set>
 #include <string>
@@ -17,6 +17,7 @@
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
 #include "cli/periodic_options.h"
+#include "cli/retry_options.h"
 #include "reliableq/job.h"  // CheckQueueName
 #include "reliableq/plugin.h"
 #include "reliableq/server.h"
@@ -43,6 +44,7 @@ constexpr std::string_view kHelp =
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
     "                        [--max-interruptions N] [--max-retries N] [--max-snoozes N]\n"
+    "                        [--backoff CLASS=SPEC]... [--retry-for CLASS=SEC]...\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
     "                        [--exec-env NAME[=VALUE]]... [--job-timeout [CLASS=]SEC]...\n"
     "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
@@ -106,6 +108,12 @@ constexpr std::string_view kHelp =
     "                       (default: 3)\n"
     "      --max-retries N  retries of a failing job whose retry is true (default: 25)\n"
     "      --max-snoozes N  snoozes of a job before one more fails it (default: 100)\n"
+    "      --backoff CLASS=SEC[,SEC]... | CLASS=linear:SEC[:MAX] | CLASS=exponential:SEC[:MAX]\n"
+    "                       the delays between the retries of a class (plus Sidekiq's\n"
+    "                       jitter) instead of Sidekiq's schedule\n"
+    "      --retry-for CLASS=SEC\n"
+    "                       retry the class's jobs until SEC after their first failure,\n"
+    "                       however many retries that takes (Sidekiq's retry_for)\n"
     "      --poll-interval SEC\n"
     "                       how often, on average across all workers, due scheduled\n"
     "                       jobs and retries are moved to their queues (default: 0.5)\n"
@@ -223,6 +231,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (Status s = CheckLimits(options->limits); !s.ok()) return "--limit: " + s.message();
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   if (auto problem = ReadHandlerOptions(args, options)) return problem;
+  if (auto problem = ReadRetryOptions(args, options)) return problem;
   if (auto problem = ReadPeriodicOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
 }
@@ -386,6 +395,8 @@ const Command& WorkerCommand() {
               {.name = "max-interruptions", .takes_value = true},
               {.name = "max-retries", .takes_value = true},
               {.name = "max-snoozes", .takes_value = true},
+              {.name = "backoff", .takes_value = true, .repeats = true},
+              {.name = "retry-for", .takes_value = true, .repeats = true},
               {.name = "poll-interval", .takes_value = true},
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},

@@ -1,5 +1,6 @@
 #include "protocol/retry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,24 @@ namespace reliableq::protocol {
 double DefaultRetryDelay(int count, const RandomBelow& random) {
   double c = count;
   return c * c * c * c + 15 + random(10) * (c + 1);
+}
+
+double BackoffDelay(const Backoff& backoff, int count) {
+  count = std::max(count, 0);
+  double delay = 0;
+  switch (backoff.curve) {
+    case Backoff::Curve::kTable:
+      if (backoff.table.empty()) return 0;
+      return backoff.table[std::min(static_cast<size_t>(count), backoff.table.size() - 1)];
+    case Backoff::Curve::kLinear:
+      delay = backoff.step * (static_cast<double>(count) + 1);
+      break;
+    case Backoff::Curve::kExponential:
+      // 2^count overflows nothing a double holds below count 1024.
+      delay = backoff.step * std::ldexp(1.0, std::min(count, 1000));
+      break;
+  }
+  return backoff.max > 0 ? std::min(delay, backoff.max) : delay;
 }
 
 namespace {
@@ -36,7 +55,7 @@ int CountAfterFailure(const rapidjson::Value* retry_count) {
 }  // namespace
 
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
-                        const std::optional<RetryIn>& then,
+                        std::optional<double> class_retry_for, const std::optional<RetryIn>& then,
                         const std::function<RetryIn(int count)>& retry_in,
                         const RandomBelow& random) {
   FailurePlan plan;
@@ -66,7 +85,9 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
 
   bool exhausted;
   const rapidjson::Value* retry_for = field("retry_for");
-  if (retry_for != nullptr && retry_for->IsNumber()) {
+  std::optional<double> window = class_retry_for;
+  if (retry_for != nullptr && retry_for->IsNumber()) window = retry_for->GetDouble();
+  if (window) {
     const rapidjson::Value* failed_at = field("failed_at");
     double first = failed_at != nullptr && failed_at->IsNumber() ? failed_at->GetDouble() : now;
     // Sidekiq 8 writes its timestamps as integer milliseconds; every earlier
@@ -74,7 +95,7 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
     if (failed_at != nullptr && (failed_at->IsInt64() || failed_at->IsUint64()) && first > 1e12) {
       first /= 1000;
     }
-    exhausted = first + retry_for->GetDouble() < now;
+    exhausted = first + *window < now;
   } else {
     exhausted = plan.count >= max;
   }

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "reliableq/handler.h"
+#include "reliableq/server.h"  // Backoff
 
 namespace reliableq::protocol {
 
@@ -41,11 +42,16 @@ using RandomBelow = std::function<int(int n)>;
 // count^4 + 15 + rand(10) * (count + 1) seconds.
 double DefaultRetryDelay(int count, const RandomBelow& random);
 
+// The delay `backoff` gives before the retry of a job whose retry_count
+// is now `count` (0 after its first failure), without jitter. Seconds.
+double BackoffDelay(const Backoff& backoff, int count);
+
 // Plans the fate of `job` (the payload as fetched, before the failure's
 // bookkeeping) failing at `now`:
 // - `retry` false: drop, death handlers run;
 // - `retry` true (or absent): up to max_retries retries; N: up to N;
-// - `retry_for` (seconds): exhausted once failed_at + retry_for < now;
+// - `retry_for` (seconds; the job's, else `class_retry_for`): exhausted
+//   once failed_at + retry_for < now;
 // - `then` (the failure's own: JobRetry, JobDiscard, JobDead), else
 //   `retry_in` (may be empty), can give its own delay (jitter is added),
 //   discard the job (drop; the death handlers run, as in Sidekiq 8) or kill
@@ -55,7 +61,7 @@ double DefaultRetryDelay(int count, const RandomBelow& random);
 //   job goes to the dead set unless its `dead` field is false (then it is
 //   discarded).
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
-                        const std::optional<RetryIn>& then,
+                        std::optional<double> class_retry_for, const std::optional<RetryIn>& then,
                         const std::function<RetryIn(int count)>& retry_in,
                         const RandomBelow& random);
 

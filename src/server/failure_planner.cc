@@ -8,10 +8,13 @@
 namespace reliableq::server {
 
 FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
+                               const std::map<std::string, ClassRetry, std::less<>>& class_retries,
                                std::function<int(int n)> random_below,
-                               const std::vector<DeathHandler>& death_handlers, const base::Logger& log)
+                               const std::vector<DeathHandler>& death_handlers,
+                               const base::Logger& log)
     : registry_(registry),
       max_retries_(max_retries),
+      class_retries_(class_retries),
       random_below_(std::move(random_below)),
       death_handlers_(death_handlers),
       log_(log) {}
@@ -41,11 +44,24 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
       }
     };
   }
+  // The class's own schedule (--backoff, --retry-for) where no C++
+  // retry_in says otherwise.
+  const ClassRetry* policy = nullptr;
+  if (auto it = class_retries_.find(job_class); it != class_retries_.end()) policy = &it->second;
+  if (!retry_in && policy != nullptr && policy->backoff) {
+    retry_in = [backoff = &*policy->backoff](int count) {
+      return RetryIn::After(protocol::BackoffDelay(*backoff, count));
+    };
+  }
+  std::optional<double> class_retry_for;
+  if (policy != nullptr && policy->retry_for) {
+    class_retry_for = static_cast<double>(policy->retry_for->count());
+  }
   protocol::RandomBelow below = random_below_ ? protocol::RandomBelow(random_below_) : [](int n) {
     return std::uniform_int_distribution<int>(0, n - 1)(random);
   };
   protocol::FailurePlan plan =
-      protocol::PlanFailure(document, max_retries_, now, then, retry_in, below);
+      protocol::PlanFailure(document, max_retries_, now, class_retry_for, then, retry_in, below);
 
   codec::FailureInfo info;
   info.error_class = error.error_class;

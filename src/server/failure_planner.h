@@ -13,6 +13,7 @@
 #include <rapidjson/document.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,8 +28,10 @@ namespace reliableq::server {
 
 class FailurePlanner {
  public:
-  // The planner keeps references to `registry`, `death_handlers` and `log`.
+  // The planner keeps references to `registry`, `class_retries`,
+  // `death_handlers` and `log`.
   FailurePlanner(const HandlerRegistry& registry, int max_retries,
+                 const std::map<std::string, ClassRetry, std::less<>>& class_retries,
                  std::function<int(int n)> random_below,
                  const std::vector<DeathHandler>& death_handlers, const base::Logger& log);
 
@@ -46,6 +49,7 @@ class FailurePlanner {
  private:
   const HandlerRegistry& registry_;
   int max_retries_;
+  const std::map<std::string, ClassRetry, std::less<>>& class_retries_;
   std::function<int(int n)> random_below_;  // empty: a generator per thread
   const std::vector<DeathHandler>& death_handlers_;
   const base::Logger& log_;

@@ -98,6 +98,7 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
   config.queue_names = std::move(queue_names);
   config.max_retries = options.max_retries;
   config.max_snoozes = options.max_snoozes;
+  config.class_retries = options.class_retries;
   config.random_below = options.random_below;
   config.middleware = options.middleware;
   config.death_handlers = options.death_handlers;
@@ -128,8 +129,8 @@ struct ProcessorPool::State {
   explicit State(ProcessorConfig c)
       : config(std::move(c)),
         class_timeouts(AnyClassTimeout(config.registry)),
-        planner(config.registry, config.max_retries, config.random_below, config.death_handlers,
-                *config.log),
+        planner(config.registry, config.max_retries, config.class_retries, config.random_below,
+                config.death_handlers, *config.log),
         queue_names(config.queue_names.begin(), config.queue_names.end()) {}
 
   ProcessorConfig config;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,7 @@ struct ProcessorConfig {
   std::vector<std::string> queue_names;
   int max_retries = 25;
   int max_snoozes = 100;                   // ServerOptions::max_snoozes
+  std::map<std::string, ClassRetry, std::less<>> class_retries;  // ServerOptions's
   std::function<int(int n)> random_below;  // empty: per-thread generator
   std::vector<ServerMiddleware> middleware;
   std::vector<DeathHandler> death_handlers;

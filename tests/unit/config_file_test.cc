@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "cli/retry_options.h"
+
 using reliableq::cli::ConfigEntry;
 using reliableq::cli::ParseConfig;
 
@@ -190,6 +192,40 @@ TEST_CASE("handlers and timeouts: mappings of class to program, URL or seconds")
   CHECK(Error("exec:\n  ReceiptJob:\n") == "w.yml:1: key 'exec': entry at line 2: has no value");
   CHECK(Error("exec:\n  ReceiptJob: {a: b}\n") ==
         "w.yml:1: key 'exec': entry at line 2: expected a single value, not a mapping");
+}
+
+TEST_CASE("backoff and retry_for: mappings of class to a schedule, read as the options") {
+  auto options = Parse(
+      "backoff:\n"
+      "  WebhookJob: exponential:10:3600\n"
+      "  ReceiptJob: '5,30,300'\n"
+      "retry_for:\n"
+      "  WebhookJob: 172800\n");
+  CHECK(options["backoff"] ==
+        std::vector<std::string>{"WebhookJob=exponential:10:3600", "ReceiptJob=5,30,300"});
+  CHECK(options["retry-for"] == std::vector<std::string>{"WebhookJob=172800"});
+}
+
+TEST_CASE("ParseBackoff: a table, linear or exponential, every number in (0, a year]") {
+  auto table = reliableq::cli::ParseBackoff("5,30,300");
+  REQUIRE(table);
+  CHECK(table->curve == reliableq::Backoff::Curve::kTable);
+  CHECK(table->table == std::vector<double>{5, 30, 300});
+  auto line = reliableq::cli::ParseBackoff("linear:2.5");
+  REQUIRE(line);
+  CHECK(line->curve == reliableq::Backoff::Curve::kLinear);
+  CHECK(line->step == 2.5);
+  CHECK(line->max == 0);
+  auto doubling = reliableq::cli::ParseBackoff("exponential:10:3600");
+  REQUIRE(doubling);
+  CHECK(doubling->curve == reliableq::Backoff::Curve::kExponential);
+  CHECK(doubling->max == 3600);
+  for (const char* bad :
+       {"", "0", "-5", "5,,6", "5,x", "linear", "linear:", "linear:0", "exponential:1:2:3",
+        "geometric:2", "nan", "inf", "31536001", "exponential:1:0"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(reliableq::cli::ParseBackoff(bad));
+  }
 }
 
 TEST_CASE("periodic: a mapping of name to fields or to a JSON object") {

@@ -48,32 +48,32 @@ TEST_CASE("the default delay is Sidekiq's count^4 + 15 + rand(10) * (count + 1)"
 
 TEST_CASE("retry true retries up to max_retries, then the job is dead") {
   auto first = PlanFailure(Job(R"({"class":"A","args":[],"retry":true})"), 25, kNow, std::nullopt,
-                           {}, Fixed(0));
+                           std::nullopt, {}, Fixed(0));
   CHECK(first.action == FailureAction::kRetry);
   CHECK(first.count == 0);
   CHECK(first.retry_at == kNow + 15);
   CHECK_FALSE(first.exhausted);
 
   auto later = PlanFailure(Job(R"({"class":"A","args":[],"retry":true,"retry_count":3})"), 25, kNow,
-                           std::nullopt, {}, Fixed(2));
+                           std::nullopt, std::nullopt, {}, Fixed(2));
   CHECK(later.action == FailureAction::kRetry);
   CHECK(later.count == 4);
   CHECK(later.retry_at == kNow + 256 + 15 + 2 * 5);
 
   auto last = PlanFailure(Job(R"({"class":"A","args":[],"retry":true,"retry_count":24})"), 25, kNow,
-                          std::nullopt, {}, Fixed(0));
+                          std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(last.action == FailureAction::kDead);
   CHECK(last.count == 25);
   CHECK(last.exhausted);
   CHECK(last.death);
 
   // A missing `retry` is Sidekiq's default, true.
-  CHECK(
-      PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt, {}, Fixed(0)).action ==
-      FailureAction::kRetry);
-  // max_retries comes from the server.
-  CHECK(PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 2, kNow, std::nullopt, {},
+  CHECK(PlanFailure(Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt, std::nullopt, {},
                     Fixed(0))
+            .action == FailureAction::kRetry);
+  // max_retries comes from the server.
+  CHECK(PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 2, kNow, std::nullopt,
+                    std::nullopt, {}, Fixed(0))
             .action == FailureAction::kDead);
 }
 
@@ -82,35 +82,35 @@ TEST_CASE("a retry_count at or beyond the int range is exhausted, never overflow
                             "9223372036854775807"}) {
     CAPTURE(count);
     std::string json = std::string(R"({"class":"A","args":[],"retry_count":)") + count + "}";
-    auto plan = PlanFailure(Job(json.c_str()), 25, kNow, std::nullopt, {}, Fixed(0));
+    auto plan = PlanFailure(Job(json.c_str()), 25, kNow, std::nullopt, std::nullopt, {}, Fixed(0));
     CHECK(plan.count == std::numeric_limits<int>::max());
     CHECK(plan.action == FailureAction::kDead);
   }
   // An integral float counts as its integer, as RecordFailure reads it.
   auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry_count":3.0})"), 25, kNow,
-                          std::nullopt, {}, Fixed(0));
+                          std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(plan.count == 4);
 }
 
 TEST_CASE("retry N allows N retries; 0 sends the first failure to the dead set") {
-  auto zero = PlanFailure(Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow, std::nullopt, {},
-                          Fixed(0));
+  auto zero = PlanFailure(Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow, std::nullopt,
+                          std::nullopt, {}, Fixed(0));
   CHECK(zero.action == FailureAction::kDead);
   CHECK(zero.exhausted);
   auto two_first = PlanFailure(Job(R"({"class":"A","args":[],"retry":2})"), 25, kNow, std::nullopt,
-                               {}, Fixed(0));
+                               std::nullopt, {}, Fixed(0));
   CHECK(two_first.action == FailureAction::kRetry);
   auto two_second = PlanFailure(Job(R"({"class":"A","args":[],"retry":2,"retry_count":0})"), 25,
-                                kNow, std::nullopt, {}, Fixed(0));
+                                kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(two_second.action == FailureAction::kRetry);
   auto two_third = PlanFailure(Job(R"({"class":"A","args":[],"retry":2,"retry_count":1})"), 25,
-                               kNow, std::nullopt, {}, Fixed(0));
+                               kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(two_third.action == FailureAction::kDead);
 }
 
 TEST_CASE("retry false drops the job and runs the death handlers") {
   auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry":false})"), 25, kNow, std::nullopt,
-                          {}, Fixed(0));
+                          std::nullopt, {}, Fixed(0));
   CHECK(plan.action == FailureAction::kDrop);
   CHECK(plan.death);
   CHECK_FALSE(plan.exhausted);
@@ -118,7 +118,7 @@ TEST_CASE("retry false drops the job and runs the death handlers") {
 
 TEST_CASE("dead false keeps an exhausted job out of the dead set") {
   auto plan = PlanFailure(Job(R"({"class":"A","args":[],"retry":0,"dead":false})"), 25, kNow,
-                          std::nullopt, {}, Fixed(0));
+                          std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(plan.action == FailureAction::kDrop);
   CHECK(plan.exhausted);
   CHECK(plan.death);
@@ -127,27 +127,27 @@ TEST_CASE("dead false keeps an exhausted job out of the dead set") {
 TEST_CASE("retry_for ends retries by time, not count") {
   auto young = PlanFailure(
       Job(R"({"class":"A","args":[],"retry_for":3600,"retry_count":40,"failed_at":1699999000.0})"),
-      25, kNow, std::nullopt, {}, Fixed(0));
+      25, kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(young.action == FailureAction::kRetry);
   auto old = PlanFailure(
       Job(R"({"class":"A","args":[],"retry_for":60,"retry_count":0,"failed_at":1699999000.0})"), 25,
-      kNow, std::nullopt, {}, Fixed(0));
+      kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(old.action == FailureAction::kDead);
   CHECK(old.exhausted);
   // Sidekiq 8's failed_at is integer milliseconds.
   auto young_ms = PlanFailure(
       Job(R"({"class":"A","args":[],"retry_for":3600,"retry_count":1,"failed_at":1699999000000})"),
-      25, kNow, std::nullopt, {}, Fixed(0));
+      25, kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(young_ms.action == FailureAction::kRetry);
   auto old_ms = PlanFailure(
       Job(R"({"class":"A","args":[],"retry_for":60,"retry_count":1,"failed_at":1699999000000})"),
-      25, kNow, std::nullopt, {}, Fixed(0));
+      25, kNow, std::nullopt, std::nullopt, {}, Fixed(0));
   CHECK(old_ms.action == FailureAction::kDead);
 }
 
 TEST_CASE("a class's retry_in can set the delay, discard or kill") {
   auto custom = PlanFailure(
-      Job(R"({"class":"A","args":[],"retry_count":1})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[],"retry_count":1})"), 25, kNow, std::nullopt, std::nullopt,
       [](int count) {
         CHECK(count == 2);
         return RetryIn::After(100);
@@ -156,7 +156,7 @@ TEST_CASE("a class's retry_in can set the delay, discard or kill") {
   CHECK(custom.action == FailureAction::kRetry);
   CHECK(custom.retry_at == kNow + 100 + 3 * 3);
   auto discard = PlanFailure(
-      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt, std::nullopt,
       [](int) { return RetryIn::Discard(); }, Fixed(0));
   CHECK(discard.action == FailureAction::kDrop);
   // As Sidekiq 8: discarded_at, and the death handlers run.
@@ -164,25 +164,25 @@ TEST_CASE("a class's retry_in can set the delay, discard or kill") {
   CHECK(discard.discarded);
   CHECK_FALSE(discard.exhausted);
   auto kill = PlanFailure(
-      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt, std::nullopt,
       [](int) { return RetryIn::Kill(); }, Fixed(0));
   CHECK(kill.action == FailureAction::kDead);
   CHECK(kill.exhausted);  // the hook and death handlers run, as in Sidekiq 7
   CHECK(kill.death);
   auto kept_alive = PlanFailure(
-      Job(R"({"class":"A","args":[],"dead":false})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[],"dead":false})"), 25, kNow, std::nullopt, std::nullopt,
       [](int) { return RetryIn::Kill(); }, Fixed(0));
   CHECK(kept_alive.action == FailureAction::kDrop);
   CHECK(kept_alive.discarded);
   // A non-positive delay falls back to the default schedule.
   auto zero = PlanFailure(
-      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[]})"), 25, kNow, std::nullopt, std::nullopt,
       [](int) { return RetryIn::After(0); }, Fixed(0));
   CHECK(zero.retry_at == kNow + 15);
   // retry_in is not asked once the retries are used up.
   bool asked = false;
   PlanFailure(
-      Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow, std::nullopt,
+      Job(R"({"class":"A","args":[],"retry":0})"), 25, kNow, std::nullopt, std::nullopt,
       [&asked](int) {
         asked = true;
         return RetryIn::Default();
@@ -199,27 +199,57 @@ TEST_CASE(
     return RetryIn::Default();
   };
   auto retry = PlanFailure(Job(R"({"class":"A","args":[],"retry_count":1})"), 25, kNow,
-                           RetryIn::After(300), never_asked, Fixed(2));
+                           std::nullopt, RetryIn::After(300), never_asked, Fixed(2));
   CHECK(retry.action == FailureAction::kRetry);
   CHECK(retry.retry_at == kNow + 300 + 2 * 3);
   // Retries used up: JobRetry's delay does not prolong them.
   auto spent = PlanFailure(Job(R"({"class":"A","args":[],"retry":2,"retry_count":1})"), 25, kNow,
-                           RetryIn::After(300), never_asked, Fixed(0));
+                           std::nullopt, RetryIn::After(300), never_asked, Fixed(0));
   CHECK(spent.action == FailureAction::kDead);
   CHECK(spent.exhausted);
   for (const char* job : {R"({"class":"A","args":[]})", R"({"class":"A","args":[],"retry":0})"}) {
-    auto discard = PlanFailure(Job(job), 25, kNow, RetryIn::Discard(), never_asked, Fixed(0));
+    auto discard =
+        PlanFailure(Job(job), 25, kNow, std::nullopt, RetryIn::Discard(), never_asked, Fixed(0));
     CHECK(discard.action == FailureAction::kDrop);
     CHECK(discard.discarded);
     CHECK(discard.death);
     CHECK_FALSE(discard.exhausted);
-    auto dead = PlanFailure(Job(job), 25, kNow, RetryIn::Kill(), never_asked, Fixed(0));
+    auto dead =
+        PlanFailure(Job(job), 25, kNow, std::nullopt, RetryIn::Kill(), never_asked, Fixed(0));
     CHECK(dead.action == FailureAction::kDead);
     CHECK(dead.exhausted);
     CHECK(dead.death);
   }
   // retry false still turns every retry and the dead set off.
-  auto off = PlanFailure(Job(R"({"class":"A","args":[],"retry":false})"), 25, kNow, RetryIn::Kill(),
-                         never_asked, Fixed(0));
+  auto off = PlanFailure(Job(R"({"class":"A","args":[],"retry":false})"), 25, kNow, std::nullopt,
+                         RetryIn::Kill(), never_asked, Fixed(0));
   CHECK(off.action == FailureAction::kDrop);
+}
+
+TEST_CASE("a class's backoff: a table, a line or a doubling, each bounded") {
+  Backoff table{.curve = Backoff::Curve::kTable, .table = {10, 60, 300}};
+  CHECK(BackoffDelay(table, 0) == 10);
+  CHECK(BackoffDelay(table, 2) == 300);
+  CHECK(BackoffDelay(table, 40) == 300);  // the last entry for every later retry
+  Backoff line{.curve = Backoff::Curve::kLinear, .step = 30};
+  CHECK(BackoffDelay(line, 0) == 30);
+  CHECK(BackoffDelay(line, 3) == 120);
+  Backoff doubling{.curve = Backoff::Curve::kExponential, .step = 5, .max = 3600};
+  CHECK(BackoffDelay(doubling, 0) == 5);
+  CHECK(BackoffDelay(doubling, 4) == 80);
+  CHECK(BackoffDelay(doubling, 20) == 3600);
+  CHECK(BackoffDelay(doubling, 5000) == 3600);  // no overflow on the way
+}
+
+TEST_CASE("a class's retry_for bounds its jobs by time; a job's own retry_for wins") {
+  // Failed first 99.25 s ago: within a 300 s window, past a 60 s one.
+  const char* failing = R"({"class":"A","args":[],"retry_count":30,"failed_at":1699999900.75})";
+  auto within = PlanFailure(Job(failing), 25, kNow, 300.0, std::nullopt, {}, Fixed(0));
+  CHECK(within.action == FailureAction::kRetry);  // 31 retries: the count is not looked at
+  auto past = PlanFailure(Job(failing), 25, kNow, 60.0, std::nullopt, {}, Fixed(0));
+  CHECK(past.action == FailureAction::kDead);
+  CHECK(past.exhausted);
+  const char* own = R"({"class":"A","args":[],"retry_for":300,"failed_at":1699999900.75})";
+  auto job_wins = PlanFailure(Job(own), 25, kNow, 60.0, std::nullopt, {}, Fixed(0));
+  CHECK(job_wins.action == FailureAction::kRetry);
 }

@@ -615,3 +615,28 @@ TEST_CASE_FIXTURE(HandlersFixture,
   CHECK(record.find(victim) == std::string::npos);
   CHECK(!HGet(Keys().Registry(), victim).empty());
 }
+
+TEST_CASE_FIXTURE(HandlersFixture,
+                  "--backoff and --retry-for give a class its own retry schedule") {
+  std::string script = dir_ + "/fails.sh";
+  WriteFile(script, "#!/bin/sh\nexit 3\n");
+  chmod(script.c_str(), 0755);
+  // A second failure (retry_count 0 before it): the table's second entry.
+  std::string again = Push("FailJob", "[]", R"({"retry_count":0,"failed_at":1.5})");
+  // Its first failure long ago, past the class's window: dead, though its
+  // count allows 25 retries.
+  std::string late = Push("LateJob", "[]", R"({"retry_count":0,"failed_at":1000000000.5})");
+  double before = NowSeconds();
+  StartWorker({"--exec", "FailJob=" + script, "--exec", "LateJob=" + script, "--backoff",
+               "FailJob=100,200,300", "--retry-for", "LateJob=3600"});
+  REQUIRE(WaitUntil([&] { return Get("stat:failed") == "2"; }, 15s));
+  auto retry = ZRangeWithScores("retry");
+  REQUIRE(retry.size() == 1);
+  CHECK(Field(retry[0].first, "jid") == again);
+  // 200 s, plus Sidekiq's jitter: rand(10) * (1 + 1), at most 18 s.
+  CHECK(retry[0].second >= before + 200);
+  CHECK(retry[0].second <= NowSeconds() + 200 + 18);
+  std::vector<std::string> dead = ZRange("dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(Field(dead[0], "jid") == late);
+}
