@@ -12,7 +12,8 @@
 //   HASH <prefix>log   field = a random token per attempt, value = JSON
 //                      {"id":7,"pid":123,"ic":0,"rc":-1,"start":...,
 //                       "end":...,"ms":...,"me":...,
-//                       "outcome":"ok"|"throw"|"abort"|"stopped"}
+//                       "outcome":"ok"|"throw"|"abort"|"stopped"|"snooze"|
+//                                 "discard"}
 //                      (start, end: the wall clock, faked under
 //                       --clock-skew; ms, me: the same on the monotonic
 //                       clock, which is not)
@@ -48,6 +49,10 @@
 //                                   (default 3000) on their first two
 //                                   attempts, to be running when a worker is
 //                                   stopped past its timeout (0)
+//   RELIABLEQ_CHAOS_SNOOZE_FRACTION  jobs that snooze (JobSnooze, 0.1 to
+//                                   0.6 s) on their first two snoozes (0)
+//   RELIABLEQ_CHAOS_DISCARD_FRACTION jobs whose first attempt discards them
+//                                   (JobDiscard): they never run again (0)
 //   RELIABLEQ_CHAOS_RECORD_PATIENCE_MS  see above (default 60000)
 
 #include <hiredis/hiredis.h>
@@ -92,6 +97,8 @@ struct Settings {
   double throw_fraction = 0;
   double abort_fraction = 0;
   double long_fraction = 0;
+  double snooze_fraction = 0;
+  double discard_fraction = 0;
   int record_patience_ms = 60000;
 };
 
@@ -136,6 +143,8 @@ void LoadSettings() {
   g_settings.throw_fraction = EnvNumber("RELIABLEQ_CHAOS_THROW_FRACTION", 0, 0, 1);
   g_settings.abort_fraction = EnvNumber("RELIABLEQ_CHAOS_ABORT_FRACTION", 0, 0, 1);
   g_settings.long_fraction = EnvNumber("RELIABLEQ_CHAOS_LONG_FRACTION", 0, 0, 1);
+  g_settings.snooze_fraction = EnvNumber("RELIABLEQ_CHAOS_SNOOZE_FRACTION", 0, 0, 1);
+  g_settings.discard_fraction = EnvNumber("RELIABLEQ_CHAOS_DISCARD_FRACTION", 0, 0, 1);
   g_settings.record_patience_ms =
       static_cast<int>(EnvNumber("RELIABLEQ_CHAOS_RECORD_PATIENCE_MS", 60000, 100, 3600000));
 }
@@ -275,6 +284,8 @@ int64_t IntegerField(const JobView& job, const char* name, int64_t absent) {
 constexpr uint64_t kThrowSalt = 0x7468726f77ULL;
 constexpr uint64_t kAbortSalt = 0x61626f7274ULL;
 constexpr uint64_t kLongSalt = 0x6c6f6e67ULL;
+constexpr uint64_t kSnoozeSalt = 0x736e6f6f7a65ULL;
+constexpr uint64_t kDiscardSalt = 0x64697363617264ULL;
 
 // Sleeps `duration` unless the job's stop token is stopped first (a worker
 // that fenced itself, or stopped past its timeout), as a well-behaved
@@ -312,6 +323,17 @@ void ChaosJob(const JobView& job) {
     // Its outcome is dropped and the job handed back: not a run.
     Record(id, interrupted, retried, start, start_mono, "stopped");
     return;
+  }
+  // Snoozes twice, 0.1 to 0.6 s each, then runs; spends no retry.
+  if (IntegerField(job, "snooze_count", 0) < 2 && Chosen(id, kSnoozeSalt, g_settings.snooze_fraction)) {
+    Record(id, interrupted, retried, start, start_mono, "snooze");
+    std::uniform_int_distribution<int> snooze_ms(100, 600);
+    throw reliableq::JobSnooze(std::chrono::milliseconds(snooze_ms(Random())));
+  }
+  // Its first attempt ends its life: dropped, never run again.
+  if (first_attempt && Chosen(id, kDiscardSalt, g_settings.discard_fraction)) {
+    Record(id, interrupted, retried, start, start_mono, "discard");
+    throw reliableq::JobDiscard("chaos: planned discard of job " + std::to_string(id));
   }
   if (retried < 0 && Chosen(id, kThrowSalt, g_settings.throw_fraction)) {
     Record(id, interrupted, retried, start, start_mono, "throw");

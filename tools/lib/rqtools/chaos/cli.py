@@ -300,6 +300,11 @@ def parse_args(argv):
                    help='jobs that sleep --long-ms (longer than --timeout)')
     p.add_argument('--abort-fraction', type=float, default=0.0005,
                    help='jobs that abort() their worker on their first attempt')
+    p.add_argument('--snooze-fraction', type=float, default=0.0,
+                   help='jobs that snooze twice (0.1 to 0.6 s each, no retry spent) before '
+                        'they run')
+    p.add_argument('--discard-fraction', type=float, default=0.0,
+                   help='jobs whose first attempt discards them: they must not run again')
     p.add_argument('--throw-fraction', default='auto',
                    help="jobs that throw on their first attempt; 'auto' means "
                         "--auto-throw-fraction when the worker retries failed jobs "
@@ -414,6 +419,9 @@ def parse_args(argv):
                 raise ValueError
         except ValueError:
             p.error("--throw-fraction must be 'auto' or a number in [0, 1]")
+    for name in ('snooze_fraction', 'discard_fraction'):
+        if not 0 <= getattr(a, name) <= 1:
+            p.error('--%s must be a number in [0, 1]' % name.replace('_', '-'))
     for name in ('workers', 'jobs', 'producers', 'concurrency'):
         if getattr(a, name) < 1:
             p.error('--%s must be at least 1' % name)

@@ -229,6 +229,23 @@ class Oracle:
                 return 'redis restart' if near_outage else 'declared dead'
         return None
 
+    def snoozed_at_once(self, snoozed, by_job):
+        """The attempts of snoozed jobs that overlapped another attempt of
+        the same job with no kill, crash, zombie or fence to explain it: a
+        snooze is one move to the scheduled set, after the attempt's record,
+        so its next attempt can only begin after it. (job id, one, other)."""
+        found = []
+        for job_id in sorted(snoozed):
+            ats = sorted(by_job[job_id], key=lambda at: at['start'])
+            for i, lower in enumerate(ats):
+                for higher in ats[i + 1:]:
+                    if higher['start'] >= lower['end']:
+                        break
+                    if self.explain(lower, higher) is not None:
+                        continue
+                    found.append((job_id, lower, higher))
+        return found
+
     def startup_lost_redis(self, pid, started, exited):
         """True when the worker `pid` (alive from `started` to `exited`, wall
         clock) met a Redis outage and its log ends with an error naming
@@ -410,8 +427,17 @@ class Oracle:
         dead, dead_reasons, pending_ids, stranded_keys = self.read_leftovers(r)
 
         executed = {i for i, n in runs.items() if n > 0}
-        lost = sorted(accepted - executed - set(dead) - set(pending_ids))
+        # A job whose attempt discarded it (--discard-fraction) ends there:
+        # accounted for, as long as it is nowhere else and never ran.
+        discarded = {i for i, ats in by_job.items()
+                     if any(at['outcome'] == 'discard' for at in ats)} - executed
+        lost = sorted(accepted - executed - discarded - set(dead) - set(pending_ids))
         still_pending = sorted((accepted - executed - set(dead)) & set(pending_ids))
+        snoozed = {i for i, ats in by_job.items() if any(at['outcome'] == 'snooze' for at in ats)}
+        snoozed_at_once = self.snoozed_at_once(snoozed, by_job)
+        for job_id, lower, higher in snoozed_at_once:
+            self.problems.append('job %d ran twice at once after a snooze: %s and %s'
+                                 % (job_id, json.dumps(lower), json.dumps(higher)))
         phantom = sorted(i for i in executed | set(dead) if i not in accepted and i not in unknown)
         unknown_stored = sorted(i for i in unknown if i in executed or i in dead)
 
@@ -496,6 +522,10 @@ class Oracle:
             'dead': len(set(dead) & accepted),
             'dead_by_reason': {k: len(v) for k, v in dead_reasons.items()},
             'dead_and_also_executed': len(set(dead) & executed),
+            'discarded': len(discarded & accepted),
+            'snoozed_jobs': len(snoozed & accepted),
+            'snoozed_lost': len(snoozed & set(lost)),
+            'snoozed_run_at_once': len(snoozed_at_once),
             'attempts': outcome_counts,
             'worker_kills': kinds.count('kill'),
             'worker_crashes': crashes,
@@ -562,6 +592,10 @@ def print_report(report, details, work):
           % (r['accepted'], r['unknown_pushes'], r['unknown_pushes_stored']))
     print('executed at least once:   %d' % r['executed_at_least_once'])
     print('in the dead set:          %d %s' % (r['dead'], r['dead_by_reason']))
+    if r.get('snoozed_jobs') or r.get('discarded'):
+        print('snoozed, discarded:       %d snoozed (%d lost, %d run twice at once); %d '
+              'discarded' % (r['snoozed_jobs'], r['snoozed_lost'], r['snoozed_run_at_once'],
+                             r['discarded']))
     print('lost:                     %d' % r['lost'])
     if r['still_pending']:
         print('still pending:            %d' % r['still_pending'])

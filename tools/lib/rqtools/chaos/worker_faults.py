@@ -366,6 +366,8 @@ class Chaos(Oracle):
             'RELIABLEQ_CHAOS_THROW_FRACTION': repr(throw_fraction),
             'RELIABLEQ_CHAOS_ABORT_FRACTION': repr(abort_fraction),
             'RELIABLEQ_CHAOS_LONG_FRACTION': repr(long_fraction),
+            'RELIABLEQ_CHAOS_SNOOZE_FRACTION': repr(self.args.snooze_fraction),
+            'RELIABLEQ_CHAOS_DISCARD_FRACTION': repr(self.args.discard_fraction),
         })
         return env
 
