@@ -4,7 +4,7 @@
 // here; tools/bench only orchestrates the runs.
 //
 //   reliableq-bench push     --redis URL --jobs N [--queues a,b] [--class C]
-//                            [--single --threads T [--shared-client]]
+//                            [--single --threads T [--shared-client] [--unique]]
 //                            [--wait-replicas N [--wait-timeout MS]]
 //   reliableq-bench drain    --redis URL [--queues a,b] [--done-key K] [--log FILE]
 //                            -- WORKER...
@@ -63,7 +63,7 @@ namespace {
 
 constexpr const char kUsage[] =
     "usage: reliableq-bench push     --redis URL --jobs N [--queues Q1,Q2...] [--class CLASS]\n"
-    "                                [--single --threads T [--shared-client]]\n"
+    "                                [--single --threads T [--shared-client] [--unique]]\n"
     "                                [--wait-replicas N [--wait-timeout MS]]\n"
     "       reliableq-bench drain    --redis URL [--queues Q1,Q2...] [--poll-us US]\n"
     "                                [--done-key KEY] [--timeout SEC] [--log FILE]\n"
@@ -133,6 +133,14 @@ int RunPush(const Flags& flags) {
   // All threads on one Client, whose round trips then carry many threads'
   // pushes (and, with --wait-replicas, one WAIT for all of them).
   bool shared = flags.Has("shared-client");
+  // Each job unique (its own key, held until it succeeds): its ack is then
+  // a script instead of the plain LREM. Single pushes only (PushBulk
+  // refuses unique jobs).
+  bool unique = flags.Has("unique");
+  if (unique && !single) {
+    return Fail(Status::InvalidArgument("--unique needs --single"), "--unique");
+  }
+  std::atomic<int64_t> unique_keys{0};
   // With --wait-replicas every round trip ends with a WAIT, and every push
   // must come back replicated (a push that is not fails the run).
   int wait_replicas = static_cast<int>(flags.Int("wait-replicas", 0, 0));
@@ -152,6 +160,10 @@ int RunPush(const Flags& flags) {
     Job job;
     job.job_class = job_class;
     job.queue = queues[static_cast<size_t>(i) % queues.size()];
+    if (unique) {
+      job.unique = Uniqueness{};
+      job.unique->key = "bench-" + std::to_string(unique_keys.fetch_add(1));
+    }
     return job;
   };
 

@@ -40,7 +40,7 @@ std::optional<Flags> Flags::Parse(int argc, char** argv, int first) {
       return std::nullopt;
     }
     std::string name = arg.substr(2);
-    if (name == "single" || name == "shared-client") {  // the flags without a value
+    if (name == "single" || name == "shared-client" || name == "unique") {  // no value
       flags.values_[name] = "1";
     } else if (i + 1 < argc) {
       flags.values_[name] = argv[++i];

@@ -29,6 +29,9 @@ Scenarios (the names --only takes):
                    size of the jobs PushBulk stored, in the same run: each
                    reliableq rate also as a fraction of it
   drain_c25        N queued NoopJob, one `reliableq worker -c 25`
+  drain_unique     drain_c25 with every job unique (its own key, held until it
+                   succeeds: its ack is a script, not the plain LREM), pushed
+                   one at a time from 8 threads
   drain_c10        the same with -c 10
   drain_c100       the same with -c 100
   latency          idle worker, 1,000 LatencyJob pushed 5 ms apart: the time

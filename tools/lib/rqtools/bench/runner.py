@@ -131,12 +131,14 @@ class Runner:
         self.redis.call("FLUSHALL")
 
     def push(self, jobs, queues=("default",), single_threads=0, wait_replicas=0,
-             shared_client=False):
+             shared_client=False, unique=False):
         options = ["--jobs", str(jobs), "--queues", ",".join(queues)]
         if single_threads:
             options += ["--single", "--threads", str(single_threads)]
             if shared_client:
                 options += ["--shared-client"]
+            if unique:
+                options += ["--unique"]
         if wait_replicas:
             options += ["--wait-replicas", str(wait_replicas)]
         return self.bench("push", options)

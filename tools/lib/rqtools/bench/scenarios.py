@@ -15,7 +15,7 @@ from .runner import start_redis, start_replica
 
 # recovery comes after queues_500, whose idle minutes make Redis old enough
 # for a janitor to trust its client list (see the docstring).
-SCENARIOS = ["enqueue", "drain_c25", "drain_c10", "drain_c100", "latency",
+SCENARIOS = ["enqueue", "drain_c25", "drain_unique", "drain_c10", "drain_c100", "latency",
              "drain_10_queues", "drain_1m", "rss", "drain_c25_tcp", "drain_c25_tls",
              "queues_500", "recovery", "recovery_young_redis", "schedule_lateness", "handlers",
              "metrics", "web_pages", "web_idle", "cluster_drain", "push_wait"]
@@ -210,14 +210,20 @@ class Bench:
             median["runs_jobs_per_sec"] = [round(run["jobs_per_sec"]) for run in runs]
         return median
 
-    def drain(self, name, concurrency, jobs, queues=(("default", 0),), extra=None, redis=None):
+    def drain(self, name, concurrency, jobs, queues=(("default", 0),), extra=None, redis=None,
+              unique=False):
         r = self.runner
         names = [q for q, _ in queues]
 
         def once():
             r.flush()
-            self.step("%s: pushing %d NoopJob into %d queue(s)" % (name, jobs, len(names)))
-            r.push(jobs, queues=names)
+            self.step("%s: pushing %d %sNoopJob into %d queue(s)" % (
+                name, jobs, "unique " if unique else "", len(names)))
+            if unique:
+                # One push each (PushBulk refuses unique jobs), from 8 threads.
+                r.push(jobs, queues=names, single_threads=8, unique=True)
+            else:
+                r.push(jobs, queues=names)
             self.step("%s: `reliableq worker -c %d` drains them" % (name, concurrency))
             result = r.bench("drain", ["--queues", ",".join(names)],
                              worker=r.reliableq_worker(concurrency, queues, redis), label=name)
@@ -658,6 +664,8 @@ class Bench:
         actions = {
             "enqueue": self.enqueue,
             "drain_c25": lambda: self.drain_c(25),
+            "drain_unique": lambda: self.emit(self.drain("drain_unique", 25, self.jobs,
+                                                         unique=True)),
             "drain_c10": lambda: self.drain_c(10),
             "drain_c100": lambda: self.drain_c(100),
             "latency": self.latency,
