@@ -1,6 +1,7 @@
-// What a command handler's outcome lines mean, apart from any process: the
-// fd 3 line grammar and its splitter. reliableq(1), OUTCOMES, is the
-// contract these check.
+// What a command handler's outcome lines and an HTTP handler's answer mean,
+// apart from any process or socket: the fd 3 line grammar and its splitter,
+// the HTTP status classes and Retry-After (read with libcurl's own
+// curl_getdate). reliableq(1), OUTCOMES, is the contract these check.
 
 #include "exec/outcome_channel.h"
 
@@ -9,6 +10,9 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "exec/curl_library.h"
+#include "exec/http_caller.h"
 
 using namespace reliableq;
 using namespace reliableq::exec;
@@ -174,4 +178,52 @@ TEST_CASE("line splitter: a line above 64 KiB comes as its head, and the next on
   CHECK(lines[0].length == 256 * 4096);
   CHECK(lines[0].line == std::string(64, 'y'));
   CHECK(lines[1] == Split{"snooze 1", false, 8});
+}
+
+TEST_CASE("HTTP statuses: 2xx done; 408, 425, 429 and 5xx again; other 4xx client errors") {
+  for (long status : {200, 201, 202, 204, 299}) {
+    CAPTURE(status);
+    CHECK(ClassifyStatus(status) == HttpStatusClass::kSuccess);
+  }
+  for (long status : {408, 425, 429, 500, 502, 503, 504, 599}) {
+    CAPTURE(status);
+    CHECK(ClassifyStatus(status) == HttpStatusClass::kTryAgain);
+  }
+  for (long status : {400, 401, 403, 404, 409, 410, 422, 499}) {
+    CAPTURE(status);
+    CHECK(ClassifyStatus(status) == HttpStatusClass::kClientError);
+  }
+  for (long status : {0, 100, 199, 300, 301, 302, 304, 399, 600, 999}) {
+    CAPTURE(status);
+    CHECK(ClassifyStatus(status) == HttpStatusClass::kOther);
+  }
+}
+
+TEST_CASE("Retry-After: delta-seconds and HTTP dates (libcurl's curl_getdate), within an hour") {
+  Result<const CurlLibrary*> curl = CurlLibrary::Load();
+  REQUIRE_MESSAGE(curl.ok(), curl.status().ToString());
+  auto parse_date = (*curl)->getdate;
+  // Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example.
+  const auto now = std::chrono::system_clock::from_time_t(784111777);
+  auto delay = [&](std::string_view value) { return RetryAfterDelay(value, now, parse_date); };
+
+  CHECK(delay("2") == 2000ms);
+  CHECK(delay("0") == 0ms);
+  CHECK(delay(" 120 ") == 120000ms);
+  CHECK(delay("3600") == 3600000ms);
+  CHECK(delay("3601") == std::chrono::milliseconds(kMostRetryAfter));
+  CHECK(delay("99999999999999999999999") == std::chrono::milliseconds(kMostRetryAfter));
+
+  // The three forms HTTP allows; 90 s after now.
+  CHECK(delay("Sun, 06 Nov 1994 08:51:07 GMT") == 90000ms);
+  CHECK(delay("Sunday, 06-Nov-94 08:51:07 GMT") == 90000ms);
+  CHECK(delay("Sun Nov  6 08:51:07 1994") == 90000ms);
+  // In the past: now. A day ahead: an hour.
+  CHECK(delay("Sat, 05 Nov 1994 08:49:37 GMT") == 0ms);
+  CHECK(delay("Mon, 07 Nov 1994 08:49:37 GMT") == std::chrono::milliseconds(kMostRetryAfter));
+
+  for (const char* bad : {"", "  ", "-5", "1.5", "+3", "soon", "Someday", "0x10", "12 s"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(delay(bad).has_value());
+  }
 }
