@@ -57,6 +57,7 @@ constexpr Key kKeys[] = {
     {"janitor_interval", "janitor-interval", Kind::kSeconds},
     {"max_interruptions", "max-interruptions", Kind::kInteger},
     {"max_retries", "max-retries", Kind::kInteger},
+    {"max_snoozes", "max-snoozes", Kind::kInteger},
     {"poll_interval", "poll-interval", Kind::kSeconds},
     {"idle_poll", "idle-poll", Kind::kSeconds},
     {"http", "http", Kind::kString},

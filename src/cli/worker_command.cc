@@ -44,7 +44,7 @@ constexpr std::string_view kHelp =
     "                        [-c|--concurrency N]\n"
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
-    "                        [--max-interruptions N] [--max-retries N]\n"
+    "                        [--max-interruptions N] [--max-retries N] [--max-snoozes N]\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
     "                        [--exec-env NAME[=VALUE]]... [--job-timeout [CLASS=]SEC]...\n"
     "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
@@ -113,6 +113,7 @@ constexpr std::string_view kHelp =
     "                       a job interrupted more often goes to the dead set\n"
     "                       (default: 3)\n"
     "      --max-retries N  retries of a failing job whose retry is true (default: 25)\n"
+    "      --max-snoozes N  snoozes of a job before one more fails it (default: 100)\n"
     "      --poll-interval SEC\n"
     "                       how often, on average across all workers, due scheduled\n"
     "                       jobs and retries are moved to their queues (default: 0.5)\n"
@@ -210,6 +211,11 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
     std::optional<int> n = ParseCount(*text);
     if (!n) return "--max-retries needs a non-negative integer, not '" + *text + "'";
     options->max_retries = *n;
+  }
+  if (auto text = args.Value("max-snoozes")) {
+    std::optional<int> n = ParseCount(*text);
+    if (!n) return "--max-snoozes needs a non-negative integer, not '" + *text + "'";
+    options->max_snoozes = *n;
   }
   if (auto http = args.Value("http")) {
     if (http->empty()) return "--http needs PORT or HOST:PORT";
@@ -387,6 +393,7 @@ const Command& WorkerCommand() {
               {.name = "janitor-interval", .takes_value = true},
               {.name = "max-interruptions", .takes_value = true},
               {.name = "max-retries", .takes_value = true},
+              {.name = "max-snoozes", .takes_value = true},
               {.name = "poll-interval", .takes_value = true},
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},

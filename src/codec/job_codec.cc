@@ -306,6 +306,7 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
   AppendTimestamp(info.now, &now);
   std::string next_count;
   AppendInteger(retry_count ? *retry_count + 1 : int64_t{0}, &next_count);
+  if (info.discarded) rewriter.SetMember("discarded_at", now);
   rewriter.SetMember(retry_count ? "retried_at" : "failed_at", std::move(now));
   rewriter.SetMember("retry_count", std::move(next_count));
 
@@ -321,6 +322,18 @@ Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info)
 
   rapidjson::ParseResult parsed = ParseText<kParseFlags>(raw, &rewriter);
   if (parsed.IsError()) {  // DecodeJob read the same text with the same flags
+    return Status::Corruption("job JSON does not parse: " + ParseErrorText(raw, parsed));
+  }
+  return std::move(rewriter.json());
+}
+
+Result<std::string> RecordSnooze(std::string_view raw, int64_t snooze_count) {
+  Rewriter rewriter(kMaxJsonDepth);
+  std::string count;
+  AppendInteger(snooze_count, &count);
+  rewriter.SetMember("snooze_count", std::move(count));
+  rapidjson::ParseResult parsed = ParseText<kParseFlags>(raw, &rewriter);
+  if (parsed.IsError()) {
     return Status::Corruption("job JSON does not parse: " + ParseErrorText(raw, parsed));
   }
   return std::move(rewriter.json());

@@ -111,6 +111,8 @@ struct FailureInfo {
   double now = 0;
   // The error's backtrace, innermost call first; may be empty.
   std::vector<std::string> backtrace;
+  // The job is dropped (Sidekiq 8's discard): discarded_at = now too.
+  bool discarded = false;
 };
 
 // The payload `raw` after one more failure, per Sidekiq 6.4.1: queue =
@@ -127,6 +129,12 @@ struct FailureInfo {
 // as Sidekiq would: see DecodeJob. kCorruption when `raw` does not decode or
 // its retry_count is neither null nor an integer below 2^63 - 1.
 Result<std::string> RecordFailure(std::string_view raw, const FailureInfo& info);
+
+// The payload `raw` snoozed once more: snooze_count = `snooze_count` (the
+// caller's count, read from the job), replaced where it stands or appended;
+// everything else written again from the text of `raw`, as RecordFailure
+// does. kCorruption when `raw` does not parse.
+Result<std::string> RecordSnooze(std::string_view raw, int64_t snooze_count);
 
 }  // namespace reliableq::codec
 

@@ -46,6 +46,7 @@ struct WorkerMetrics::Cell {
   prometheus::Counter* retried;
   prometheus::Counter* dead;
   prometheus::Counter* discarded;
+  prometheus::Counter* snoozed;
 };
 
 struct WorkerMetrics::Row {
@@ -73,6 +74,8 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, std::vector<std::
                   "Failed jobs sent to the dead set (retries exhausted, or not a job).");
   discarded_ = counter("reliableq_jobs_discarded_total",
                        "Failed jobs dropped: retry false, or discarded by their class.");
+  snoozed_ = counter("reliableq_jobs_snoozed_total",
+                     "Jobs that snoozed: to the scheduled set, no retry spent (not failed).");
   periodic_pushed_ = counter("reliableq_periodic_pushed_total",
                              "Ticks of periodic jobs this worker pushed (reliableq(1), PERIODIC "
                              "JOBS).");
@@ -178,7 +181,7 @@ WorkerMetrics::Cell* WorkerMetrics::CellFor(Row* row, size_t class_index) {
                                {"queue", row->queue}};
   cell = &cell_store_.emplace_back(Cell{&processed_->Add(labels), &failed_->Add(labels),
                                         &retried_->Add(labels), &dead_->Add(labels),
-                                        &discarded_->Add(labels)});
+                                        &discarded_->Add(labels), &snoozed_->Add(labels)});
   row->cells[class_index].store(cell, std::memory_order_release);
   return cell;
 }
@@ -232,6 +235,8 @@ void WorkerMetrics::Tally::Flush() {
   if (retried > 0) cell->retried->Increment(static_cast<double>(retried));
   if (dead > 0) cell->dead->Increment(static_cast<double>(dead));
   if (discarded > 0) cell->discarded->Increment(static_cast<double>(discarded));
+  const uint64_t snoozed = counts_[static_cast<size_t>(JobResult::kSnoozed)];
+  if (snoozed > 0) cell->snoozed->Increment(static_cast<double>(snoozed));
   metrics_->duration_[class_index_]->ObserveMultiple(duration_buckets_, duration_sum_);
   if (pickups_ > 0) {
     row_->pickup->ObserveMultiple(pickup_buckets_, pickup_sum_);

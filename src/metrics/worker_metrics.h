@@ -50,6 +50,7 @@ enum class JobResult : uint8_t {
   kRetried,    // failed, to the retry set
   kDead,       // failed, to the dead set (also a payload that is not a job)
   kDiscarded,  // failed, dropped (`retry` false, or the class said discard)
+  kSnoozed,    // not yet: to the scheduled set (not a failure)
 };
 
 class WorkerMetrics {
@@ -102,7 +103,7 @@ class WorkerMetrics {
     size_t pickups_ = 0;
     size_t jobs_ = 0;
     double first_at_ = 0;
-    uint64_t counts_[4] = {0, 0, 0, 0};  // by JobResult
+    uint64_t counts_[5] = {0, 0, 0, 0, 0};  // by JobResult
     std::vector<double> duration_buckets_;
     double duration_sum_ = 0;
     std::vector<double> pickup_buckets_;
@@ -155,6 +156,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Counter>* retried_;
   prometheus::Family<prometheus::Counter>* dead_;
   prometheus::Family<prometheus::Counter>* discarded_;
+  prometheus::Family<prometheus::Counter>* snoozed_;
   prometheus::Family<prometheus::Counter>* periodic_pushed_;
   prometheus::Family<prometheus::Histogram>* pickup_;
   // By class index; made up front (a handful of series).

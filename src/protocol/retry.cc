@@ -36,6 +36,7 @@ int CountAfterFailure(const rapidjson::Value* retry_count) {
 }  // namespace
 
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
+                        const std::optional<RetryIn>& then,
                         const std::function<RetryIn(int count)>& retry_in,
                         const RandomBelow& random) {
   FailurePlan plan;
@@ -51,6 +52,13 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
   if (retry != nullptr && (retry->IsFalse() || retry->IsNull())) {
     plan.action = FailureAction::kDrop;
     plan.death = true;
+    return plan;
+  }
+  // The failure said discard: whatever retries are left or used up.
+  if (then && then->kind() == RetryIn::Kind::kDiscard) {
+    plan.action = FailureAction::kDrop;
+    plan.death = true;
+    plan.discarded = true;
     return plan;
   }
   int max = max_retries;
@@ -71,11 +79,14 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
     exhausted = plan.count >= max;
   }
 
+  if (then && then->kind() == RetryIn::Kind::kKill) exhausted = true;
   if (!exhausted) {
-    RetryIn custom = retry_in ? retry_in(plan.count) : RetryIn::Default();
+    RetryIn custom = then ? *then : retry_in ? retry_in(plan.count) : RetryIn::Default();
     switch (custom.kind()) {
       case RetryIn::Kind::kDiscard:
         plan.action = FailureAction::kDrop;
+        plan.death = true;
+        plan.discarded = true;
         return plan;
       case RetryIn::Kind::kKill:
         break;  // as Sidekiq 7: the exhausted path below, now
@@ -95,7 +106,8 @@ FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now
   plan.exhausted = true;
   plan.death = true;
   const rapidjson::Value* dead = field("dead");
-  plan.action = dead != nullptr && dead->IsFalse() ? FailureAction::kDrop : FailureAction::kDead;
+  plan.discarded = dead != nullptr && dead->IsFalse();
+  plan.action = plan.discarded ? FailureAction::kDrop : FailureAction::kDead;
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #include <rapidjson/document.h>
 
 #include <functional>
+#include <optional>
 
 #include "reliableq/handler.h"
 
@@ -25,8 +26,12 @@ struct FailurePlan {
   int count = 0;           // the job's retry_count after this failure
   // Retries are used up: run the class's retries-exhausted hook.
   bool exhausted = false;
-  // Run the death handlers (dead by exhaustion or `retry` false).
+  // Run the death handlers (dead by exhaustion, `retry` false, or
+  // discarded).
   bool death = false;
+  // Dropped by a discard or a `dead` false: the payload gets discarded_at
+  // (Sidekiq 8).
+  bool discarded = false;
 };
 
 // A uniform integer in [0, n).
@@ -41,12 +46,16 @@ double DefaultRetryDelay(int count, const RandomBelow& random);
 // - `retry` false: drop, death handlers run;
 // - `retry` true (or absent): up to max_retries retries; N: up to N;
 // - `retry_for` (seconds): exhausted once failed_at + retry_for < now;
-// - `retry_in` (may be empty) can give its own delay (jitter is added),
-//   discard the job (drop, nothing runs) or kill it (exhausted now, as in
-//   Sidekiq 7);
+// - `then` (the failure's own: JobRetry, JobDiscard, JobDead), else
+//   `retry_in` (may be empty), can give its own delay (jitter is added),
+//   discard the job (drop; the death handlers run, as in Sidekiq 8) or kill
+//   it (exhausted now, as in Sidekiq 7); a discard or a kill holds even
+//   when the retries are used up;
 // - exhausted: the retries-exhausted hook and death handlers run, and the
-//   job goes to the dead set unless its `dead` field is false.
+//   job goes to the dead set unless its `dead` field is false (then it is
+//   discarded).
 FailurePlan PlanFailure(const rapidjson::Value& job, int max_retries, double now,
+                        const std::optional<RetryIn>& then,
                         const std::function<RetryIn(int count)>& retry_in,
                         const RandomBelow& random);
 

@@ -175,26 +175,9 @@ Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef ref) {
   return Status::Protocol("push_unique.lua answered an unexpected reply");
 }
 
-ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload) {
-  return ScriptCall{ScriptId::kAckUnique, {std::string(working_key)}, {std::string(payload)}};
-}
-
-Result<bool> ReadAckUniqueReply(redis::ReplyRef reply) {
-  return RemovedAny("ack_unique.lua", reply);
-}
-
 ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid) {
   return ScriptCall{ScriptId::kReleaseUnique, {std::string(unique_key)}, {std::string(jid)}};
 }
-
-ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
-                       std::string_view payload, bool resent_unconfirmed) {
-  return ScriptCall{ScriptId::kDiscard,
-                    {std::string(working_key), std::string(expired_key)},
-                    {std::string(payload), resent_unconfirmed ? "2" : "1"}};
-}
-
-Result<bool> ReadDiscardReply(redis::ReplyRef reply) { return RemovedAny("discard.lua", reply); }
 
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
                      size_t max) {
@@ -285,25 +268,50 @@ ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_
                      std::string(run_id)}};
 }
 
-ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const DeadSetLimits& limits,
-                    std::string_view wake_channel) {
+ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
+                      const DeadSetLimits& limits, std::string_view wake_channel) {
   std::string date = UtcDate(now);
-  std::string target = job.mode == FailMode::kRetry ? keys.Retry() : keys.Dead();
-  const char* mode = job.mode == FailMode::kRetry  ? "retry"
-                     : job.mode == FailMode::kDead ? "dead"
-                                                   : "drop";
+  std::string target;
+  const char* mode = "done";
+  switch (run.mode) {
+    case FinishMode::kDone:
+      break;
+    case FinishMode::kSnooze:
+      mode = "snooze";
+      target = keys.Schedule();
+      break;
+    case FinishMode::kRetry:
+      mode = "retry";
+      target = keys.Retry();
+      break;
+    case FinishMode::kDead:
+      mode = "dead";
+      break;
+    case FinishMode::kDiscard:
+      mode = "discard";
+      break;
+    case FinishMode::kExpire:
+      mode = "expire";
+      break;
+  }
+  // Unused by the other modes, but named all the same: a key of the
+  // script's slot.
+  if (target.empty()) target = keys.Dead();
+  bool scored = run.mode == FinishMode::kSnooze || run.mode == FinishMode::kRetry;
   std::string now_text = codec::FormatEpoch(now);
-  return ScriptCall{ScriptId::kFail,
-                    {std::string(job.working_key), std::move(target), keys.Processed(),
-                     keys.Processed(date), keys.Failed(), keys.Failed(date)},
-                    {std::string(job.original), std::string(job.updated),
-                     job.mode == FailMode::kRetry ? codec::FormatEpoch(job.retry_at) : now_text,
-                     mode, now_text, Count(limits.max_jobs), Count(limits.timeout.count()),
-                     !job.counted             ? "0"
-                     : job.resent_unconfirmed ? "2"
+  return ScriptCall{ScriptId::kFinish,
+                    {std::string(run.working_key), std::move(target), keys.Processed(),
+                     keys.Processed(date), keys.Failed(), keys.Failed(date), keys.StatExpired()},
+                    {std::string(run.original), std::string(run.updated),
+                     scored ? codec::FormatEpoch(run.score) : now_text, mode, now_text,
+                     Count(limits.max_jobs), Count(limits.timeout.count()),
+                     !run.counted             ? "0"
+                     : run.resent_unconfirmed ? "2"
                                               : "1",
                      std::string(wake_channel)}};
 }
+
+Result<bool> ReadFinishReply(redis::ReplyRef reply) { return RemovedAny("finish.lua", reply); }
 
 ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,

@@ -81,20 +81,6 @@ Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef reply);
 // (a job unique until it starts, as it is fetched).
 ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid);
 
-// ack_unique.lua: the ack of a succeeded job that holds a unique key until
-// its success.
-ScriptCall AckUniqueCall(std::string_view working_key, std::string_view payload);
-// Its reply: whether the job was still in the working list (and was removed).
-Result<bool> ReadAckUniqueReply(redis::ReplyRef reply);
-
-// discard.lua: an expired job out of its working list, counted in
-// `expired_key` (Keys::StatExpired; `resent_unconfirmed`: only if it was
-// still there).
-ScriptCall DiscardCall(std::string_view expired_key, std::string_view working_key,
-                       std::string_view payload, bool resent_unconfirmed);
-// Its reply: whether the job was still in the working list (and was removed).
-Result<bool> ReadDiscardReply(redis::ReplyRef reply);
-
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
 // in the order given.
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
@@ -149,25 +135,29 @@ Result<bool> ReadForgetReply(redis::ReplyRef reply);
 ScriptCall DropHeartbeatCall(const Keys& keys, std::string_view identity, int64_t beat_client,
                              std::string_view entry_read, std::string_view run_id);
 
-// fail.lua: where a failed job goes.
-enum class FailMode { kRetry, kDead, kDrop };
-struct FailedJob {
+// finish.lua: the end of one run of a job (reliableq-schema(7), "The end
+// of a job's life").
+enum class FinishMode { kDone, kSnooze, kRetry, kDead, kDiscard, kExpire };
+struct FinishedRun {
   std::string_view working_key;
   std::string_view original;  // as fetched
-  std::string_view updated;   // with Sidekiq's failure fields
-  FailMode mode = FailMode::kDead;
-  double retry_at = 0;        // kRetry only
+  // kSnooze, kRetry, kDead: the payload it moves as (the worker's edit).
+  std::string_view updated;
+  FinishMode mode = FinishMode::kDone;
+  double score = 0;           // kSnooze, kRetry: when it runs again
   bool counted = true;        // false: a payload that is not a job
   // Sent again after a reply that was lost: count it only if it is still
   // in the working list (the first call, if it ran, counted it).
   bool resent_unconfirmed = false;
 };
-// `wake_channel` is Keys::WakeScheduled(): mode kRetry publishes the retry
-// time there when the job becomes the earliest member of retry, so that
-// sleeping pollers wake at its time. Empty: no message (the pollers' fallback
-// reads still find it).
-ScriptCall FailCall(const Keys& keys, const FailedJob& job, double now, const DeadSetLimits& limits,
-                    std::string_view wake_channel = {});
+// `wake_channel` is Keys::WakeScheduled(): modes kSnooze and kRetry publish
+// the score there when the job becomes the earliest member of its set, so
+// that sleeping pollers wake at its time. Empty: no message (the pollers'
+// fallback reads still find it).
+ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
+                      const DeadSetLimits& limits, std::string_view wake_channel = {});
+// Its reply: whether the job was still in the working list (and moved).
+Result<bool> ReadFinishReply(redis::ReplyRef reply);
 
 // requeue.lua: a live process gives back one working list.
 enum class RequeueMode { kKeep, kInterrupt };

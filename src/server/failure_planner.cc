@@ -18,29 +18,11 @@ FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
 
 void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
                           const rapidjson::Document& document, JobError error,
-                          std::vector<std::string> backtrace, double now,
-                          FinishedJob* done) const {
+                          std::vector<std::string> backtrace, std::optional<RetryIn> then,
+                          double now, FinishedJob* done) const {
   thread_local std::mt19937 random{std::random_device{}()};
   done->outcome = Outcome::kFailed;
   done->error = error.error_class + ": " + error.message;
-  codec::FailureInfo info;
-  info.error_class = error.error_class;
-  info.error_message = error.message;
-  info.fetched_queue = queue;
-  info.now = now;
-  info.backtrace = std::move(backtrace);
-  Result<std::string> failed = codec::RecordFailure(payload, info);
-  if (!failed.ok()) {
-    // A payload Sidekiq could not retry either (say, a retry_count that is
-    // not an integer): it goes to the dead set as it was, with the reason
-    // in the log.
-    done->failed_payload = std::string(payload);
-    done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
-    done->action = protocol::FailureAction::kDead;
-    done->score = now;
-    return;
-  }
-  done->failed_payload = std::move(failed.value());
 
   std::string_view job_class;
   if (auto it = document.FindMember("class"); it->value.IsString()) {
@@ -62,15 +44,36 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
   protocol::RandomBelow below = random_below_ ? protocol::RandomBelow(random_below_) : [](int n) {
     return std::uniform_int_distribution<int>(0, n - 1)(random);
   };
-  protocol::FailurePlan plan = protocol::PlanFailure(document, max_retries_, now, retry_in, below);
+  protocol::FailurePlan plan =
+      protocol::PlanFailure(document, max_retries_, now, then, retry_in, below);
+
+  codec::FailureInfo info;
+  info.error_class = error.error_class;
+  info.error_message = error.message;
+  info.fetched_queue = queue;
+  info.now = now;
+  info.backtrace = std::move(backtrace);
+  info.discarded = plan.discarded;
+  Result<std::string> failed = codec::RecordFailure(payload, info);
+  if (!failed.ok()) {
+    // A payload Sidekiq could not retry either (say, a retry_count that is
+    // not an integer): it goes to the dead set as it was, with the reason
+    // in the log.
+    done->updated_payload = std::string(payload);
+    done->error += " (the payload cannot carry the failure: " + failed.status().message() + ")";
+    done->action = protocol::FailureAction::kDead;
+    done->score = now;
+    return;
+  }
+  done->updated_payload = std::move(failed.value());
   done->action = plan.action;
   done->score = plan.action == protocol::FailureAction::kRetry ? plan.retry_at : now;
   if (!plan.exhausted && !plan.death) return;
 
   // Hooks see the job as it now stands, with the failure recorded.
-  Result<codec::DecodedJob> failed_doc = codec::DecodeJob(done->failed_payload);
+  Result<codec::DecodedJob> failed_doc = codec::DecodeJob(done->updated_payload);
   if (!failed_doc.ok()) return;
-  JobView failed_view(done->failed_payload, queue, failed_doc->document);
+  JobView failed_view(done->updated_payload, queue, failed_doc->document);
   auto guarded = [&](const char* what, const auto& hook) {
     try {
       hook(failed_view, error);

@@ -13,6 +13,7 @@
 #include <rapidjson/document.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,14 +32,16 @@ class FailurePlanner {
                  std::function<int(int n)> random_below,
                  const std::vector<DeathHandler>& death_handlers, const base::Logger& log);
 
-  // Sets done->outcome (kFailed), error, failed_payload, action and score
+  // Sets done->outcome (kFailed), error, updated_payload, action and score
   // for the job `payload` fetched from `queue`, parsed as `document`, that
-  // failed with `error` at `now` (epoch seconds). A payload that cannot
-  // carry the failure (say, a retry_count that is not an integer) goes to
-  // the dead set as it was, with the reason in done->error.
-  void Plan(std::string_view payload, const std::string& queue,
-            const rapidjson::Document& document, JobError error,
-            std::vector<std::string> backtrace, double now, FinishedJob* done) const;
+  // failed with `error` at `now` (epoch seconds); `then` is what the
+  // failure itself said should become of it (JobFailure::then), which wins
+  // over its class's retry_in. A payload that cannot carry the failure
+  // (say, a retry_count that is not an integer) goes to the dead set as it
+  // was, with the reason in done->error.
+  void Plan(std::string_view payload, const std::string& queue, const rapidjson::Document& document,
+            JobError error, std::vector<std::string> backtrace, std::optional<RetryIn> then,
+            double now, FinishedJob* done) const;
 
  private:
   const HandlerRegistry& registry_;

@@ -58,7 +58,7 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
                       std::string_view queue, double now, const base::Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done) {
   JobFlow flow = ReadJobFlow(document);
-  done->unique = flow.unique;
+  done->feature_marked = flow.unique;
   if (!flow.expires_at && flow.ignored.empty()) return false;
   auto jid = document.FindMember("jid");
   std::string_view jid_text =

@@ -29,7 +29,8 @@ struct JobFlow {
   std::optional<double> expires_at;
   // Why an expiry field was ignored; empty when none was.
   std::string ignored;
-  // The payload names a unique key ("unique_key"): its ack releases it.
+  // The payload names a unique key ("unique_key"), a feature marker:
+  // finish.lua ends the run and releases it.
   bool unique = false;
 };
 
@@ -45,7 +46,7 @@ inline bool Expired(const JobFlow& flow, double now) {
 }
 
 // For a processor about to start a job of `job_class` from `queue` at
-// `now`: reads its flow fields into `done` (done->unique). Returns true
+// `now`: reads its flow fields into `done` (done->feature_marked). Returns true
 // when the job has expired: it is then discarded unrun (done->outcome
 // kExpired), logged as job_expired (INFO) and counted in `metrics` (when
 // not null). An expiry field that cannot be read is logged

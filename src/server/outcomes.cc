@@ -30,7 +30,6 @@ Outcomes::Outcomes(uv::EventLoop& loop, redis::AsyncConnection& command, const Q
       dead_limits_(dead_limits),
       keys_(keys),
       wake_channel_(keys.WakeScheduled()),
-      expired_key_(keys.StatExpired()),
       clock_(clock),
       log_(log),
       on_round_over_(std::move(on_round_over)),
@@ -61,51 +60,18 @@ void Outcomes::Send() {
   std::vector<FinishedJob> acked;
   for (FinishedJob& job : batch) {
     if (job.limit_slot != 0) freed.push_back(std::exchange(job.limit_slot, 0));
-    if (job.outcome == Outcome::kSucceeded && !job.unique) acked.push_back(std::move(job));
+    if (job.outcome == Outcome::kSucceeded && !job.feature_marked) acked.push_back(std::move(job));
   }
   if (!acked.empty()) SendAcks(std::move(acked), now);
   for (FinishedJob& job : batch) {
-    if (job.outcome == Outcome::kSucceeded) {
-      if (job.unique) SendScriptedOutcome(std::move(job));
-    } else if (job.outcome == Outcome::kExpired) {
-      SendScriptedOutcome(std::move(job));
-    } else {
-      SendFailure(std::move(job), now);
-    }
+    // (The plain successes moved into the acks above.)
+    if (job.outcome == Outcome::kSucceeded && !job.feature_marked) continue;
+    SendFinish(std::move(job), now);
   }
   // After the outcomes, on the same connection.
   if (on_slot_freed_) {
     for (uint64_t slot : freed) on_slot_freed_(slot);
   }
-}
-
-void Outcomes::SendScriptedOutcome(FinishedJob job) {
-  // A succeeded job holding a unique key (ack_unique.lua: LREM and the
-  // key's release in one step), or an expired one (discard.lua). Both are
-  // rare next to plain acks, so one script call each. The script's reply
-  // is what its LREM removed: a job sent again after a lost reply is
-  // counted only when it still removed it, as SendAcks does.
-  const std::string& working = queues_[job.queue].working_key;
-  bool expired = job.outcome == Outcome::kExpired;
-  ScriptCall call = expired ? protocol::DiscardCall(expired_key_, working, job.payload, job.maybe_applied)
-                            : protocol::AckUniqueCall(working, job.payload);
-  bool maybe_applied = job.maybe_applied;
-  std::vector<FinishedJob> carried;
-  carried.push_back(std::move(job));
-  SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(call, [this, settle = std::move(settle), expired, maybe_applied](
-                                   const Status& s, redis::ReplyRef reply) {
-      if (!s.ok()) {
-        settle(s, std::vector<size_t>{0});
-        return;
-      }
-      Result<bool> read = expired ? protocol::ReadDiscardReply(reply) : protocol::ReadAckUniqueReply(reply);
-      bool removed = read.ok() && *read;
-      // stat:processed counts executions; an expired job never ran.
-      if (!expired && (!maybe_applied || removed)) ++uncounted_processed_;
-      settle(s, {});
-    });
-  });
 }
 
 bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
@@ -228,31 +194,58 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   if (!sent) uncounted_processed_ = earlier;
 }
 
-void Outcomes::SendFailure(FinishedJob job, double now) {
-  bool invalid = job.outcome == Outcome::kInvalid;
-  protocol::FailureAction action = invalid ? protocol::FailureAction::kDead : job.action;
-  if (invalid) {
-    log_.Log(LogLevel::kWarn,
-             base::LogEvent("job_invalid").WithQueue(queues_[job.queue].name).WithError(job.error),
-             "not a job, to the dead set as it is: %s", job.error.c_str());
+void Outcomes::SendFinish(FinishedJob job, double now) {
+  // Every outcome but a plain success: one finish.lua call, which moves the
+  // job, counts it and ends or keeps the features its payload carries. Rare
+  // next to plain acks, so one call each.
+  protocol::FinishedRun run;
+  run.working_key = queues_[job.queue].working_key;
+  run.original = job.payload;
+  run.updated = job.updated_payload;
+  run.score = job.score;
+  run.resent_unconfirmed = job.maybe_applied;
+  switch (job.outcome) {
+    case Outcome::kSucceeded:
+      run.mode = protocol::FinishMode::kDone;
+      break;
+    case Outcome::kSnoozed:
+      run.mode = protocol::FinishMode::kSnooze;
+      break;
+    case Outcome::kExpired:
+      run.mode = protocol::FinishMode::kExpire;
+      break;
+    case Outcome::kInvalid:
+      log_.Log(
+          LogLevel::kWarn,
+          base::LogEvent("job_invalid").WithQueue(queues_[job.queue].name).WithError(job.error),
+          "not a job, to the dead set as it is: %s", job.error.c_str());
+      run.mode = protocol::FinishMode::kDead;
+      run.updated = job.payload;
+      run.counted = false;
+      break;
+    case Outcome::kFailed:
+      run.mode = job.action == protocol::FailureAction::kRetry  ? protocol::FinishMode::kRetry
+                 : job.action == protocol::FailureAction::kDead ? protocol::FinishMode::kDead
+                                                                : protocol::FinishMode::kDiscard;
+      break;
   }
-  protocol::FailedJob failed;
-  failed.working_key = queues_[job.queue].working_key;
-  failed.original = job.payload;
-  failed.updated = invalid ? job.payload : job.failed_payload;
-  failed.mode = action == protocol::FailureAction::kRetry  ? protocol::FailMode::kRetry
-                : action == protocol::FailureAction::kDead ? protocol::FailMode::kDead
-                                                 : protocol::FailMode::kDrop;
-  failed.retry_at = job.score;
-  failed.counted = !invalid;
-  failed.resent_unconfirmed = job.maybe_applied;
-  ScriptCall call = protocol::FailCall(keys_, failed, now, dead_limits_, wake_channel_);
+  ScriptCall call = protocol::FinishCall(keys_, run, now, dead_limits_, wake_channel_);
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(call, [settle = std::move(settle)](const Status& s, redis::ReplyRef) {
-      settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
-    });
+    return command_.Eval(
+        call, [this, settle = std::move(settle)](const Status& s, redis::ReplyRef reply) {
+          if (s.ok()) {
+            Result<bool> moved = protocol::ReadFinishReply(reply);
+            // Not moved: a janitor had given the job back already; it was
+            // counted, and runs again from its queue.
+            if (moved.ok() && !*moved) {
+              log_.Log(LogLevel::kDebug, "outcome_late",
+                       "a finished job had left its working list (given back by a janitor)");
+            }
+          }
+          settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
+        });
   });
 }
 

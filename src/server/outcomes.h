@@ -1,8 +1,9 @@
-// Outcomes: acknowledging finished jobs. A success is one LREM of its exact
-// payload from its working list (pipelined with the stats counters); a
-// failure is one fail.lua call that moves it to retry or dead. The success
-// of a job holding a unique key is one ack_unique.lua call (LREM and the
-// key's release), an expired job one discard.lua call.
+// Outcomes: the end of each run, sent to Redis. A plain success is one LREM
+// of its exact payload from its working list (pipelined with the stats
+// counters); every other outcome, and the success of a job whose payload
+// carries a feature marker (a unique key), is one finish.lua call that
+// moves, counts and ends it in one step (reliableq-schema(7), "The end of a
+// job's life").
 //
 // Invariants it keeps:
 // - an outcome is held (unsent, or carried by a round on its way) until
@@ -15,7 +16,7 @@
 // - each job is counted in stat:processed once: a count Redis refuses (out
 //   of memory refuses INCRBY while LREM still runs) is added to the next
 //   round's, and an outcome sent again after its reply was lost is counted
-//   only if this time it still moved the job (fail.lua's count flag "2",
+//   only if this time it still moved the job (finish.lua's count flag "2",
 //   the LREM's count for an ack).
 //
 // Thread safety: loop thread only.
@@ -43,10 +44,9 @@ class Outcomes {
  public:
   // `on_round_over` runs when a round was confirmed whole and no other is
   // on its way, or when the pause after a refusal is over: the caller then
-  // collects again (Collect). A retry that becomes the earliest of `retry`
-  // is announced on keys.WakeScheduled(), so that the pollers wake at its
-  // time. Expired jobs are counted in keys.StatExpired(), which discard.lua
-  // increments. `keys` name every key an outcome touches.
+  // collects again (Collect). A retry or snooze that becomes the earliest
+  // of its set is announced on keys.WakeScheduled(), so that the pollers
+  // wake at its time. `keys` name every key an outcome touches.
   // The parts a worker may go without.
   struct Optional {
     // Observes each ack round's round trip there (null: none).
@@ -91,8 +91,7 @@ class Outcomes {
   // is given once, with why and the indexes of the outcomes not confirmed.
   bool SendRound(std::vector<FinishedJob> jobs, const std::function<Status(Settle)>& issue);
   void SendAcks(std::vector<FinishedJob> acked, double now);
-  void SendFailure(FinishedJob job, double now);
-  void SendScriptedOutcome(FinishedJob job);
+  void SendFinish(FinishedJob job, double now);
 
   redis::AsyncConnection& command_;
   const QueueSet& queues_;
@@ -100,7 +99,6 @@ class Outcomes {
   const DeadSetLimits dead_limits_;
   const protocol::Keys keys_;
   const std::string wake_channel_;
-  const std::string expired_key_;
   const Clock& clock_;
   const base::Logger& log_;
   std::function<void()> on_round_over_;

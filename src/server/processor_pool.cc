@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -12,10 +13,10 @@
 #include <system_error>
 #include <typeinfo>
 
+#include "base/text_escape.h"
 #include "codec/job_codec.h"
 #include "server/failure_planner.h"
 #include "server/job_expiry.h"
-#include "base/text_escape.h"
 
 namespace reliableq::server {
 
@@ -38,6 +39,7 @@ double PickupLatency(const rapidjson::Document& document, double started_at) {
 
 metrics::JobResult ResultOf(const FinishedJob& done) {
   if (done.outcome == Outcome::kSucceeded) return metrics::JobResult::kSucceeded;
+  if (done.outcome == Outcome::kSnoozed) return metrics::JobResult::kSnoozed;
   if (done.outcome == Outcome::kInvalid) return metrics::JobResult::kDead;
   switch (done.action) {
     case protocol::FailureAction::kRetry:
@@ -95,6 +97,7 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
   config.kill_grace = options.kill_grace;
   config.queue_names = std::move(queue_names);
   config.max_retries = options.max_retries;
+  config.max_snoozes = options.max_snoozes;
   config.random_below = options.random_below;
   config.middleware = options.middleware;
   config.death_handlers = options.death_handlers;
@@ -174,6 +177,12 @@ struct ProcessorPool::State {
   FinishedJob Run(Slot& slot, const std::string& queue, metrics::WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
+  // A job that snoozed for `delay`: sets `done` (kSnoozed, its payload with
+  // snooze_count + 1, its time) and returns true; or, snoozed more than its
+  // class allows, sets `error` and returns false (it fails instead).
+  bool Snooze(const rapidjson::Document& document, std::string_view payload,
+              std::string_view job_class, bool external, std::chrono::milliseconds delay,
+              JobError* error, FinishedJob* done);
   // Publishes, under mu, the job's deadline (with a timeout) and whether
   // its handler is a program or a URL.
   void MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout, bool external);
@@ -361,6 +370,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   base::JobLogContext context(view.job_class(), view.jid(), queue);
   JobError error;
   std::vector<std::string> backtrace;
+  std::optional<RetryIn> then;  // what the failure said should become of the job
+  std::optional<std::chrono::milliseconds> snooze;
   if (!timeout.ok()) {
     error.error_class = "Reliableq::InvalidJob";
     error.message = timeout.status().message();
@@ -386,10 +397,13 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
         };
         call(0);
       }
+    } catch (const JobSnooze& e) {
+      snooze = e.delay();
     } catch (const JobFailure& e) {
       error.error_class = e.error_class().empty() ? Demangle(typeid(e).name()) : e.error_class();
       error.message = e.what();
       backtrace = e.backtrace();
+      then = e.then();
     } catch (const std::exception& e) {
       error.error_class = Demangle(typeid(e).name());
       error.message = e.what();
@@ -406,6 +420,15 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   if (slot.stop.stop_requested()) {
     std::lock_guard<std::mutex> lock(mu);
     if (slot.fenced) return done;
+  }
+  if (snooze &&
+      Snooze(decoded->document, job.payload, job_class, external, *snooze, &error, &done)) {
+    if (config.metrics) {
+      double now = config.clock->Now();
+      tally.Add(view.job_class(), job.queue, queue, metrics::JobResult::kSnoozed, now - started_at,
+                PickupLatency(decoded->document, started_at), now);
+    }
+    return done;
   }
   // The clock is read only when the time is logged: a no-op job costs a
   // few microseconds, and every read tens of nanoseconds.
@@ -436,8 +459,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
                     base::LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
                     "fail: %.6f sec: %s", now - started_at, error_text.c_str());
   }
-  planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace), now,
-               &done);
+  planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace),
+               std::move(then), now, &done);
   // Where the job goes next is logged here, with the job's context, not
   // when the loop sends the outcome.
   if (done.action == protocol::FailureAction::kRetry) {
@@ -454,6 +477,44 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
               PickupLatency(decoded->document, started_at), now);
   }
   return done;
+}
+
+bool ProcessorPool::State::Snooze(const rapidjson::Document& document, std::string_view payload,
+                                  std::string_view job_class, bool external,
+                                  std::chrono::milliseconds delay, JobError* error,
+                                  FinishedJob* done) {
+  // A year at most: a score far beyond would never come, and a negative
+  // delay is "now".
+  constexpr std::chrono::milliseconds kLongestSnooze = std::chrono::hours(24 * 365);
+  delay = std::clamp(delay, std::chrono::milliseconds(0), kLongestSnooze);
+  int64_t count = 0;
+  if (auto it = document.FindMember("snooze_count");
+      it != document.MemberEnd() && it->value.IsInt64() && it->value.GetInt64() > 0) {
+    count = it->value.GetInt64();
+  }
+  const JobClassOptions* options = external ? nullptr : config.registry.Options(job_class);
+  int most =
+      options != nullptr && options->max_snoozes ? *options->max_snoozes : config.max_snoozes;
+  if (count >= most) {
+    error->error_class = "Reliableq::SnoozedTooOften";
+    error->message = "snoozed " + std::to_string(count) + " times, the most its class allows (" +
+                     std::to_string(most) + "), and once more";
+    return false;
+  }
+  Result<std::string> snoozed = codec::RecordSnooze(payload, count + 1);
+  if (!snoozed.ok()) {
+    error->error_class = "Reliableq::InvalidJob";
+    error->message = snoozed.status().message();
+    return false;
+  }
+  double now = config.clock->Now();
+  double seconds = std::chrono::duration<double>(delay).count();
+  done->outcome = Outcome::kSnoozed;
+  done->updated_payload = std::move(*snoozed);
+  done->score = now + seconds;
+  config.log->Log(LogLevel::kInfo, "job_snoozed", "snoozed for %.3f s (%lld of %d)", seconds,
+                  static_cast<long long>(count + 1), most);
+  return true;
 }
 
 std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(

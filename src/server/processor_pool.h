@@ -52,6 +52,7 @@ struct ProcessorConfig {
   // queue_names[i] is the name of queue index i (for JobView::queue).
   std::vector<std::string> queue_names;
   int max_retries = 25;
+  int max_snoozes = 100;                   // ServerOptions::max_snoozes
   std::function<int(int n)> random_below;  // empty: per-thread generator
   std::vector<ServerMiddleware> middleware;
   std::vector<DeathHandler> death_handlers;

@@ -20,20 +20,26 @@ struct FetchedJob {
   uint64_t limit_slot = 0;  // the limiter slot it holds (LimitGate); 0: none
 };
 
+// What one run came to; FinishCall (finish.lua) carries each but a plain
+// success (reliableq-schema(7), "The end of a job's life").
 enum class Outcome : uint8_t {
   kSucceeded,
   kFailed,   // the handler threw, or no handler knows the class
   kInvalid,  // the payload is not a job (bad JSON, no class or args)
-  kExpired,  // discarded unrun: its expires_at had passed (discard.lua)
+  kExpired,  // discarded unrun: its expires_at had passed
+  kSnoozed,  // not yet (JobSnooze): to the scheduled set, no retry spent
 };
 
 struct FinishedJob {
   uint32_t queue = 0;
   std::string payload;         // the exact fetched string, for LREM
   Outcome outcome = Outcome::kSucceeded;
-  std::string failed_payload;  // kFailed: the payload with Sidekiq's error fields
+  // kFailed: the payload with Sidekiq's error fields; kSnoozed: with its
+  // snooze_count one higher.
+  std::string updated_payload;
   std::string error;           // kFailed/kInvalid: one line for the log
-  // kFailed: where it goes, and its score there (retry time or time of death).
+  // kFailed: where it goes, and its score there (retry time or time of
+  // death); kSnoozed: score is when it runs again.
   protocol::FailureAction action = protocol::FailureAction::kDead;
   double score = 0;
   // An earlier send of this outcome lost its reply (a broken connection, a
@@ -41,9 +47,9 @@ struct FinishedJob {
   // must not be counted again.
   bool maybe_applied = false;
   uint64_t limit_slot = 0;  // given back when the outcome is taken (LimitGate)
-  // kSucceeded: the payload names a unique key, which the ack releases
-  // (ack_unique.lua instead of the plain LREM).
-  bool unique = false;
+  // The payload carries the marker of a feature that ends with the job (a
+  // unique key today): its success too is finish.lua, not the plain LREM.
+  bool feature_marked = false;
 };
 
 struct RunningJob {

@@ -337,20 +337,22 @@ TEST_CASE_FIXTURE(MigratingSlot, "migrating slot: a unique lock that moved ahead
   MoveKey(lock);
   // The ack is refused whole: the job stays in the working list (its
   // outcome is sent again), rather than acked with its lock left held.
-  auto refused = Eval(AckUniqueCall(working, job));
+  auto finish = [&](FinishMode mode) {
+    FinishedRun run{.working_key = working, .original = job, .updated = job, .mode = mode};
+    return FinishCall(keys(), run, kNow, {});
+  };
+  auto refused = Eval(finish(FinishMode::kDone));
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("TRYAGAIN") != std::string::npos);
   CHECK(List(working) == std::vector<std::string>{job, Job("other")});
   // The dead path too.
-  FailedJob failed{
-      .working_key = working, .original = job, .updated = job, .mode = FailMode::kDead};
-  CHECK_FALSE(Eval(FailCall(keys(), failed, kNow, {})).ok());
+  CHECK_FALSE(Eval(finish(FinishMode::kDead)).ok());
   CHECK(List(working).size() == 2);
 
   // Once the slot has moved, the ack goes through and frees the lock.
   Finish();
   auto group = Group();
-  auto acked = group->Eval(AckUniqueCall(working, job));
+  auto acked = group->Eval(finish(FinishMode::kDone));
   REQUIRE_MESSAGE(acked.ok(), acked.status().ToString());
   CHECK((*acked)->integer == 1);
   auto held = group->Command({"EXISTS", lock});

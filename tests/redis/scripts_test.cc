@@ -197,23 +197,26 @@ TEST_CASE_FIXTURE(ScriptFixture, "fetch skips a pair with a wrong-typed key and 
   CHECK(LRange("w:c") == Strings{Job(5)});
 }
 
-// ----------------------------------------------------------------- fail.lua
+// --------------------------------------------------------------- finish.lua
 
 namespace {
 
-const Strings kFailKeys = {kWorkA, "retry", "stat:processed", "stat:processed:2023-11-14",
-                           "stat:failed", "stat:failed:2023-11-14"};
+const Strings kFailKeys = {kWorkA,           "retry",
+                           "stat:processed", "stat:processed:2023-11-14",
+                           "stat:failed",    "stat:failed:2023-11-14",
+                           "rq:stat:expired"};
 
 redis::Argv FailKeys(std::string_view target) {
-  return {kFailKeys[0], target, kFailKeys[2], kFailKeys[3], kFailKeys[4], kFailKeys[5]};
+  return {kFailKeys[0], target,       kFailKeys[2], kFailKeys[3],
+          kFailKeys[4], kFailKeys[5], kFailKeys[6]};
 }
 
 }  // namespace
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail retry moves the new payload to retry and counts") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish retry moves the new payload to retry and counts") {
   Push(kWorkA, {Job(1), Job(2)});
   std::string updated = Interrupted(Job(1), 0) + "x";  // any new bytes, stored verbatim
-  Strings got = Eval(ScriptId::kFail, FailKeys("retry"),
+  Strings got = Eval(ScriptId::kFinish, FailKeys("retry"),
                      {Job(1), updated, "1700000200.5", "retry", kNow, kDeadMax, kDeadTimeout, "1"});
   CHECK(got == Strings{"1"});
   CHECK(LRange(kWorkA) == Strings{Job(2)});
@@ -231,12 +234,12 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail retry moves the new payload to retry and 
   CHECK(Ttl("stat:failed") == -1);
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail dead adds at now and trims the dead set") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish dead adds at now and trims the dead set") {
   Push(kWorkA, {Job(1)});
   Run({"ZADD", "dead", "1600000000.5", "too old"});
   Run({"ZADD", "dead", "1700000000.5", "recent 1"});
   Run({"ZADD", "dead", "1700000001.5", "recent 2"});
-  Strings got = Eval(ScriptId::kFail, FailKeys("dead"),
+  Strings got = Eval(ScriptId::kFinish, FailKeys("dead"),
                      {Job(1), "new", "0", "dead", kNow, "3", kDeadTimeout, "1"});
   CHECK(got == Strings{"1"});
   // By age "too old" goes; by count (max 3 keeps at most 2) "recent 1" goes.
@@ -248,20 +251,20 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail dead adds at now and trims the dead set")
   CHECK_FALSE(Exists("retry"));
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail drop only removes the job") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish discard only removes the job") {
   Push(kWorkA, {Job(1)});
-  CHECK(Eval(ScriptId::kFail, FailKeys("retry"),
-             {Job(1), "new", "0", "drop", kNow, kDeadMax, kDeadTimeout, "1"}) == Strings{"1"});
+  CHECK(Eval(ScriptId::kFinish, FailKeys("retry"),
+             {Job(1), "new", "0", "discard", kNow, kDeadMax, kDeadTimeout, "1"}) == Strings{"1"});
   CHECK_FALSE(Exists(kWorkA));
   CHECK_FALSE(Exists("retry"));
   CHECK(Get("stat:failed") == "1");
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail of a job a janitor gave back writes no target") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish of a job a janitor gave back writes no target") {
   Push(kWorkA, {Job(2)});
   for (const char* mode : {"retry", "dead"}) {
     CAPTURE(mode);
-    Strings got = Eval(ScriptId::kFail, FailKeys(mode == std::string("retry") ? "retry" : "dead"),
+    Strings got = Eval(ScriptId::kFinish, FailKeys(mode == std::string("retry") ? "retry" : "dead"),
                        {Job(1), "new", "1700000200.5", mode, kNow, kDeadMax, kDeadTimeout, "1"});
     CHECK(got == Strings{"0"});
   }
@@ -273,9 +276,9 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail of a job a janitor gave back writes no ta
   CHECK(Get("stat:failed:2023-11-14") == "2");
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail with the count flag 0 counts nothing") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish with the count flag 0 counts nothing") {
   Push(kWorkA, {"not json"});
-  CHECK(Eval(ScriptId::kFail, FailKeys("dead"),
+  CHECK(Eval(ScriptId::kFinish, FailKeys("dead"),
              {"not json", "not json", "0", "dead", kNow, kDeadMax, kDeadTimeout, "0"}) ==
         Strings{"1"});
   CHECK(ZRange("dead") == Strings{"not json"});
@@ -284,37 +287,37 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail with the count flag 0 counts nothing") {
   }
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail refuses bad arguments before writing") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish refuses bad arguments before writing") {
   Push(kWorkA, {Job(1)});
   auto before = Snapshot();
-  CHECK(EvalError(ScriptId::kFail, FailKeys("retry"),
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("retry"),
                   {Job(1), "n", "1.5", "bury", kNow, kDeadMax, kDeadTimeout, "1"})
             .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kFail, FailKeys("retry"),
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("retry"),
                   {Job(1), "n", "soon", "retry", kNow, kDeadMax, kDeadTimeout, "1"})
             .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kFail, FailKeys("dead"),
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("dead"),
                   {Job(1), "n", "0", "dead", "1700000100", kDeadMax, kDeadTimeout, "1"})
             .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kFail, FailKeys("dead"),
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("dead"),
                   {Job(1), "n", "0", "dead", kNow, "0", kDeadTimeout, "1"})
             .IsInvalidArgument());
-  CHECK(EvalError(ScriptId::kFail, FailKeys("retry"),
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("retry"),
                   {Job(1), "n", "1.5", "retry", kNow, kDeadMax, kDeadTimeout, "yes"})
             .IsInvalidArgument());
   CHECK(Snapshot() == before);
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed target and keeps the job") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish refuses a wrong-typed target and keeps the job") {
   // Unchecked, LREM would remove the job and the insert would then fail.
   Push(kWorkA, {Job(1), Job(2)});
   SUBCASE("retry is a string") {
     Run({"SET", "retry", "x"});
     auto before = Snapshot();
-    CheckWrongType(EvalError(ScriptId::kFail, FailKeys("retry"),
-                             {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax,
-                              kDeadTimeout, "1"}),
-                   "fail", "retry", "string", "zset");
+    CheckWrongType(
+        EvalError(ScriptId::kFinish, FailKeys("retry"),
+                  {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax, kDeadTimeout, "1"}),
+        "finish", "retry", "string", "zset");
     CHECK(Snapshot() == before);
     CHECK(LRange(kWorkA) == Strings{Job(2), Job(1)});
     CHECK(Get("retry") == "x");
@@ -322,47 +325,47 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed target and keeps th
   SUBCASE("dead is a hash") {
     Run({"HSET", "dead", "f", "v"});
     auto before = Snapshot();
-    CheckWrongType(EvalError(ScriptId::kFail, FailKeys("dead"),
+    CheckWrongType(EvalError(ScriptId::kFinish, FailKeys("dead"),
                              {Job(1), "new", "0", "dead", kNow, kDeadMax, kDeadTimeout, "1"}),
-                   "fail", "dead", "hash", "zset");
+                   "finish", "dead", "hash", "zset");
     CHECK(Snapshot() == before);
     CHECK(LRange(kWorkA) == Strings{Job(2), Job(1)});
     CHECK(HGet("dead", "f") == "v");
-    // Mode drop writes no target, so the target's type does not stop it.
-    CHECK(Eval(ScriptId::kFail, FailKeys("dead"),
-               {Job(1), "new", "0", "drop", kNow, kDeadMax, kDeadTimeout, "1"}) == Strings{"1"});
+    // Mode discard writes no target, so the target's type does not stop it.
+    CHECK(Eval(ScriptId::kFinish, FailKeys("dead"),
+               {Job(1), "new", "0", "discard", kNow, kDeadMax, kDeadTimeout, "1"}) == Strings{"1"});
     CHECK(LRange(kWorkA) == Strings{Job(2)});
     CHECK(HGet("dead", "f") == "v");
   }
 }
 
-TEST_CASE_FIXTURE(ScriptFixture, "fail refuses a wrong-typed counter before moving the job") {
+TEST_CASE_FIXTURE(ScriptFixture, "finish refuses a wrong-typed counter before moving the job") {
   // Unchecked, the job would move to retry and the script fail after it,
   // on every later try as well.
   Push(kWorkA, {Job(1)});
   Run({"LPUSH", "stat:failed:2023-11-14", "x"});
   auto before = Snapshot();
-  CheckWrongType(EvalError(ScriptId::kFail, FailKeys("retry"),
-                           {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax, kDeadTimeout,
-                            "1"}),
-                 "fail", "stat:failed:2023-11-14", "list", "string");
+  CheckWrongType(
+      EvalError(ScriptId::kFinish, FailKeys("retry"),
+                {Job(1), "new", "1700000200.5", "retry", kNow, kDeadMax, kDeadTimeout, "1"}),
+      "finish", "stat:failed:2023-11-14", "list", "string");
   CHECK(Snapshot() == before);
   CHECK(LRange(kWorkA) == Strings{Job(1)});
   CHECK_FALSE(Exists("retry"));
   // With the count flag 0 no counter is written, so none is checked.
-  CHECK(Eval(ScriptId::kFail, FailKeys("dead"),
+  CHECK(Eval(ScriptId::kFinish, FailKeys("dead"),
              {Job(1), Job(1), "0", "dead", kNow, kDeadMax, kDeadTimeout, "0"}) == Strings{"1"});
   CHECK(ZRange("dead") == Strings{Job(1)});
   CHECK(LRange("stat:failed:2023-11-14") == Strings{"x"});
 }
 
-
-TEST_CASE_FIXTURE(ScriptFixture, "fail retry publishes the score when the job becomes retry's earliest") {
+TEST_CASE_FIXTURE(ScriptFixture,
+                  "finish retry publishes the score when the job becomes retry's earliest") {
   const std::string channel = keys.WakeScheduled();
   Subscription subscriber(server().socket_path(), channel, Subscription::Kind::kChannel);
   Push(kWorkA, {Job(1), Job(2), Job(3), Job(4), Job(5), Job(6)});
   int step = 0;
-  // One fail.lua call with ARGV[9] = `wake` (nullptr: no ARGV[9]); what it
+  // One finish.lua call with ARGV[9] = `wake` (nullptr: no ARGV[9]); what it
   // published on the channel.
   auto fail = [&](int n, const std::string& score, const std::string& mode,
                   const char* wake) -> Strings {
@@ -370,7 +373,7 @@ TEST_CASE_FIXTURE(ScriptFixture, "fail retry publishes the score when the job be
     redis::Argv args = {original, updated, score, mode, kNow, kDeadMax, kDeadTimeout, "1"};
     if (wake != nullptr) args.push_back(wake);
     Result<redis::ReplyPtr> reply =
-        redis().Eval(ScriptId::kFail, FailKeys(mode == "dead" ? "dead" : "retry"), args);
+        redis().Eval(ScriptId::kFinish, FailKeys(mode == "dead" ? "dead" : "retry"), args);
     REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
     std::string marker = "marker " + std::to_string(++step);
     Run({"PUBLISH", channel, marker});

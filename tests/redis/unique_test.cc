@@ -100,70 +100,88 @@ TEST_CASE_FIXTURE(UniqueFixture, "push_unique on a wrong-typed key writes nothin
   CHECK_FALSE(Exists("queues"));
 }
 
+namespace {
+
+// finish.lua for `payload` in kWork, as the worker sends it.
+ScriptCall Finish(const Keys& keys, FinishMode mode, std::string_view payload,
+                  bool resent = false) {
+  FinishedRun run;
+  run.working_key = kWork;
+  run.original = payload;
+  run.updated = payload;
+  run.mode = mode;
+  run.score = 1700000200.0;
+  run.resent_unconfirmed = resent;
+  return FinishCall(keys, run, 1700000100.25, DeadSetLimits{});
+}
+
+}  // namespace
+
 TEST_CASE_FIXTURE(UniqueFixture, "a success ack releases the key, compare-and-delete") {
   Run({"SET", kKey, "j1"});
   Fetched(UniqueJob("j1"));
-  CHECK(Eval(AckUniqueCall(kWork, UniqueJob("j1")))->integer == 1);
+  CHECK(Eval(Finish(keys, FinishMode::kDone, UniqueJob("j1")))->integer == 1);
   CHECK_FALSE(Exists(kKey));
   CHECK(Integer({"LLEN", kWork}) == 0);
 
   // Another jid holds it now (a push after a start release): kept.
   Run({"SET", kKey, "j2"});
   Fetched(UniqueJob("j1"));
-  CHECK(Eval(AckUniqueCall(kWork, UniqueJob("j1")))->integer == 1);
+  CHECK(Eval(Finish(keys, FinishMode::kDone, UniqueJob("j1")))->integer == 1);
   CHECK(Get(kKey) == "j2");
 
   // Not in the working list any more (a janitor gave it back): kept.
   Run({"SET", kKey, "j1"});
-  CHECK(Eval(AckUniqueCall(kWork, UniqueJob("j1")))->integer == 0);
+  CHECK(Eval(Finish(keys, FinishMode::kDone, UniqueJob("j1")))->integer == 0);
   CHECK(Get(kKey) == "j1");
 
   // A key of another type is left alone, and the ack still goes through.
   Run({"DEL", kKey});
   Run({"LPUSH", kKey, "j1"});
   Fetched(UniqueJob("j1"));
-  CHECK(Eval(AckUniqueCall(kWork, UniqueJob("j1")))->integer == 1);
+  CHECK(Eval(Finish(keys, FinishMode::kDone, UniqueJob("j1")))->integer == 1);
   CHECK(Integer({"LLEN", kKey}) == 1);
 }
 
-TEST_CASE_FIXTURE(UniqueFixture, "fail releases on dead and drop, keeps on retry") {
-  auto fail = [&](FailMode mode) {
-    FailedJob job;
-    job.working_key = kWork;
+TEST_CASE_FIXTURE(UniqueFixture,
+                  "finish releases on done, dead, discard and expire, keeps on retry and snooze") {
+  auto finish = [&](FinishMode mode) {
     std::string payload = UniqueJob("j1");
-    job.original = payload;
-    job.updated = payload;
-    job.mode = mode;
-    job.retry_at = 1700000200.0;
     Fetched(payload);
-    Eval(FailCall(Keys(), job, 1700000100.25, limits));
+    Eval(Finish(keys, mode, payload));
   };
   Run({"SET", kKey, "j1"});
-  fail(FailMode::kRetry);
+  finish(FinishMode::kRetry);
   CHECK(Get(kKey) == "j1");
-  fail(FailMode::kDead);
-  CHECK_FALSE(Exists(kKey));
-  Run({"SET", kKey, "j1"});
-  fail(FailMode::kDrop);
-  CHECK_FALSE(Exists(kKey));
+  finish(FinishMode::kSnooze);
+  CHECK(Get(kKey) == "j1");
+  for (FinishMode mode :
+       {FinishMode::kDone, FinishMode::kDead, FinishMode::kDiscard, FinishMode::kExpire}) {
+    Run({"SET", kKey, "j1"});
+    finish(mode);
+    CHECK_FALSE(Exists(kKey));
+  }
   Run({"SET", kKey, "other"});
-  fail(FailMode::kDead);
+  finish(FinishMode::kDead);
   CHECK(Get(kKey) == "other");
 }
 
-TEST_CASE_FIXTURE(UniqueFixture, "discard removes, counts and releases") {
+TEST_CASE_FIXTURE(UniqueFixture, "an expired job is removed, counted and releases its key") {
   Run({"SET", kKey, "j1"});
   Fetched(UniqueJob("j1"));
-  CHECK(Eval(DiscardCall(keys.StatExpired(), kWork, UniqueJob("j1"), false))->integer == 1);
+  CHECK(Eval(Finish(keys, FinishMode::kExpire, UniqueJob("j1")))->integer == 1);
   CHECK_FALSE(Exists(kKey));
   CHECK(Get(keys.StatExpired()) == "1");
+  // An expired job never ran: neither processed nor failed.
+  CHECK_FALSE(Exists(keys.Processed()));
+  CHECK_FALSE(Exists(keys.Failed()));
   // Sent again after a lost reply: it is gone, so it is not counted again.
-  CHECK(Eval(DiscardCall(keys.StatExpired(), kWork, UniqueJob("j1"), true))->integer == 0);
+  CHECK(Eval(Finish(keys, FinishMode::kExpire, UniqueJob("j1"), true))->integer == 0);
   CHECK(Get(keys.StatExpired()) == "1");
   Run({"DEL", keys.StatExpired()});
   Run({"LPUSH", keys.StatExpired(), "x"});
-  Status s = EvalError(DiscardCall(keys.StatExpired(), kWork, UniqueJob("j1"), false));
-  CHECK(s.message().find("WRONGTYPE discard") == 0);
+  Status s = EvalError(Finish(keys, FinishMode::kExpire, UniqueJob("j1")));
+  CHECK(s.message().find("WRONGTYPE finish") == 0);
 }
 
 TEST_CASE("UniqueUntilStart finds the key and jid of a job unique until it starts, only") {
@@ -333,6 +351,6 @@ TEST_CASE_FIXTURE(UniqueFixture, "a success ack never deletes a key outside the 
                         R"("unique_key":")" +
                         foreign + R"("})";
   Fetched(payload);
-  CHECK(Eval(AckUniqueCall(kWork, payload))->integer == 1);
+  CHECK(Eval(Finish(keys, FinishMode::kDone, payload))->integer == 1);
   CHECK(Get(foreign) == "j1");
 }

@@ -209,7 +209,7 @@ TEST_CASE("jobs run and come back succeeded, failed with Sidekiq's fields, or in
   const FinishedJob& succeeded = Find(done, ok);
   CHECK(succeeded.outcome == Outcome::kSucceeded);
   CHECK(succeeded.queue == 1);
-  CHECK(succeeded.failed_payload.empty());
+  CHECK(succeeded.updated_payload.empty());
   CHECK(succeeded.error.empty());
   CHECK(h.events->Get() == Strings{"Ok j1 in mail"});
 
@@ -221,7 +221,7 @@ TEST_CASE("jobs run and come back succeeded, failed with Sidekiq's fields, or in
   CHECK(failed.error == "std::runtime_error: boom");
   CHECK(failed.action == FailureAction::kRetry);
   CHECK(failed.score == kNow + 15 + 3);
-  rapidjson::Document failed_doc = Parse(failed.failed_payload);
+  rapidjson::Document failed_doc = Parse(failed.updated_payload);
   CHECK(std::string(failed_doc["error_class"].GetString()) == "std::runtime_error");
   CHECK(std::string(failed_doc["error_message"].GetString()) == "boom");
   CHECK(failed_doc["retry_count"].GetInt() == 0);
@@ -234,7 +234,7 @@ TEST_CASE("jobs run and come back succeeded, failed with Sidekiq's fields, or in
   CHECK(retried.queue == 0);
   CHECK(retried.action == FailureAction::kRetry);
   CHECK(retried.score == kNow + 81 + 15 + 3 * 4);
-  rapidjson::Document retried_doc = Parse(retried.failed_payload);
+  rapidjson::Document retried_doc = Parse(retried.updated_payload);
   CHECK(retried_doc["retry_count"].GetInt() == 3);
   CHECK(retried_doc["retried_at"].GetDouble() == kNow);
   CHECK(std::string(retried_doc["queue"].GetString()) == "default");
@@ -243,7 +243,7 @@ TEST_CASE("jobs run and come back succeeded, failed with Sidekiq's fields, or in
     const FinishedJob& invalid = Find(done, *payload);
     CHECK(invalid.outcome == Outcome::kInvalid);
     CHECK_FALSE(invalid.error.empty());
-    CHECK(invalid.failed_payload.empty());
+    CHECK(invalid.updated_payload.empty());
   }
 }
 
@@ -265,7 +265,7 @@ TEST_CASE("a job whose retries are used up goes to dead, and the death handlers 
   CHECK(dead.outcome == Outcome::kFailed);
   CHECK(dead.action == FailureAction::kDead);
   CHECK(dead.score == kNow);
-  CHECK(Parse(dead.failed_payload)["retry_count"].GetInt() == 25);
+  CHECK(Parse(dead.updated_payload)["retry_count"].GetInt() == 25);
 
   const FinishedJob& dropped = Find(done, no_retry);
   CHECK(dropped.outcome == Outcome::kFailed);
@@ -273,6 +273,78 @@ TEST_CASE("a job whose retries are used up goes to dead, and the death handlers 
 
   CHECK(deaths->Get() ==
         Strings{"j24 std::runtime_error boom", "jf std::runtime_error boom"});
+}
+
+TEST_CASE("a handler's own outcome: snooze, retry after, discard and dead now") {
+  Harness h;
+  auto deaths = std::make_shared<Events>();
+  h.config.death_handlers.push_back([deaths](const JobView& job, const JobError& error) {
+    deaths->Add(std::string(job.jid()) + " " + error.error_class + " " +
+                (job.payload().HasMember("discarded_at") ? "discarded" : "kept"));
+  });
+  h.config.max_snoozes = 3;
+  h.config.registry.Register(
+      "Snooze", [](const JobView&) { throw JobSnooze(std::chrono::milliseconds(2500)); });
+  h.config.registry.Register("Later", [](const JobView&) { throw JobRetry(300, "busy"); });
+  h.config.registry.Register(
+      "Gone", [](const JobView&) { throw JobDiscard("the order was deleted", "App::OrderGone"); });
+  h.config.registry.Register("Refused", [](const JobView&) { throw JobDead("card refused"); });
+  JobClassOptions patient;
+  patient.max_snoozes = 10;
+  h.config.registry.Register(
+      "Patient",
+      [](const JobView&) {
+        throw JobSnooze(std::chrono::hours(24 * 400));  // past the year it is held to
+      },
+      patient);
+  h.Start(2);
+  h.LeaseAnHour();
+  const std::string first = Job("Snooze", "s1", R"(,"retry_count":2)");
+  const std::string spent = Job("Snooze", "s2", R"(,"snooze_count":3)");
+  const std::string patient_job = Job("Patient", "s3", R"(,"snooze_count":3)");
+  const std::string later = Job("Later", "r1");
+  const std::string gone = Job("Gone", "d1", R"(,"retry_count":24)");
+  const std::string refused = Job("Refused", "k1");
+  h.Submit({{0, first}, {0, spent}, {0, patient_job}, {0, later}, {0, gone}, {0, refused}});
+  std::vector<FinishedJob> done = h.WaitFinished(6);
+
+  // A snooze spends no retry and records no error: snooze_count + 1, due
+  // after the delay.
+  const FinishedJob& snoozed = Find(done, first);
+  CHECK(snoozed.outcome == Outcome::kSnoozed);
+  CHECK(snoozed.score == kNow + 2.5);
+  rapidjson::Document snoozed_doc = Parse(snoozed.updated_payload);
+  CHECK(snoozed_doc["snooze_count"].GetInt() == 1);
+  CHECK(snoozed_doc["retry_count"].GetInt() == 2);
+  CHECK_FALSE(snoozed_doc.HasMember("error_class"));
+  // One snooze past the most allowed is a failure.
+  const FinishedJob& too_often = Find(done, spent);
+  CHECK(too_often.outcome == Outcome::kFailed);
+  CHECK(too_often.action == FailureAction::kRetry);
+  CHECK(std::string(Parse(too_often.updated_payload)["error_class"].GetString()) ==
+        "Reliableq::SnoozedTooOften");
+  // A class may allow more; a delay beyond a year is held to one.
+  const FinishedJob& long_snooze = Find(done, patient_job);
+  CHECK(long_snooze.outcome == Outcome::kSnoozed);
+  CHECK(long_snooze.score == kNow + 365.0 * 24 * 3600);
+  CHECK(Parse(long_snooze.updated_payload)["snooze_count"].GetInt() == 4);
+
+  const FinishedJob& retried = Find(done, later);
+  CHECK(retried.outcome == Outcome::kFailed);
+  CHECK(retried.action == FailureAction::kRetry);
+  CHECK(retried.score == kNow + 300 + 3);  // and Sidekiq's jitter, rand(10) = 3
+  // A discard holds even with the retries used up; the death handlers run.
+  const FinishedJob& discarded = Find(done, gone);
+  CHECK(discarded.action == FailureAction::kDrop);
+  rapidjson::Document gone_doc = Parse(discarded.updated_payload);
+  CHECK(gone_doc["discarded_at"].GetDouble() == kNow);
+  CHECK(std::string(gone_doc["error_class"].GetString()) == "App::OrderGone");
+  const FinishedJob& dead = Find(done, refused);
+  CHECK(dead.action == FailureAction::kDead);
+  CHECK(Parse(dead.updated_payload)["retry_count"].GetInt() == 0);
+  Strings death_lines = deaths->Get();  // two threads: in either order
+  std::sort(death_lines.begin(), death_lines.end());
+  CHECK(death_lines == Strings{"d1 App::OrderGone discarded", "k1 reliableq::JobDead kept"});
 }
 
 TEST_CASE("a job of a class no handler knows fails with Reliableq::UnknownJobClass") {
@@ -286,7 +358,7 @@ TEST_CASE("a job of a class no handler knows fails with Reliableq::UnknownJobCla
   CHECK(done[0].outcome == Outcome::kFailed);
   CHECK(done[0].action == FailureAction::kRetry);  // a deploy may add the class
   CHECK(done[0].score == kNow + 15 + 3);
-  rapidjson::Document doc = Parse(done[0].failed_payload);
+  rapidjson::Document doc = Parse(done[0].updated_payload);
   CHECK(std::string(doc["error_class"].GetString()) == "Reliableq::UnknownJobClass");
   CHECK(std::string(doc["error_message"].GetString()).find("NoSuchJob") != std::string::npos);
   CHECK(*h.ran == 0);
@@ -550,7 +622,7 @@ TEST_CASE("a middleware that swallows the handler's exception makes the job succ
   h.Submit({{0, Job("Boom", "j1")}});
   std::vector<FinishedJob> done = h.WaitFinished(1);
   CHECK(done[0].outcome == Outcome::kSucceeded);
-  CHECK(done[0].failed_payload.empty());
+  CHECK(done[0].updated_payload.empty());
   CHECK(done[0].error.empty());
   CHECK(events->Get() == Strings{"swallowed boom"});
   CHECK(*h.ran == 1);
@@ -660,7 +732,7 @@ TEST_CASE("a job's timeout field wins, and a bad one fails the job as invalid") 
   h.Submit({{0, bad}});
   std::vector<FinishedJob> done = h.WaitFinished(1);
   CHECK(done[0].outcome == Outcome::kFailed);
-  rapidjson::Document failed = Parse(done[0].failed_payload);
+  rapidjson::Document failed = Parse(done[0].updated_payload);
   CHECK(std::string(failed["error_class"].GetString()) == "Reliableq::InvalidJob");
   CHECK(std::string(failed["error_message"].GetString()).find("timeout must be a number") !=
         std::string::npos);

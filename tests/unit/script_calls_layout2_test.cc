@@ -34,16 +34,15 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
   calls.push_back(PushUniqueCall(keys, unique, "j", 0, "q", std::nullopt, "{}"));
   calls.push_back(PushUniqueCall(keys, unique, "j", 0, "q", 5.0, "{}"));
   calls.push_back(ReleaseUniqueCall(unique, "j"));
-  calls.push_back(AckUniqueCall(working, "{}"));
-  calls.push_back(DiscardCall(keys.StatExpired(), working, "{}", false));
   const std::string queue = keys.Queue("q");
   calls.push_back(FetchCall({{queue, working}}, 5));
   calls.push_back(HeartbeatCall(keys, "h:1:x", BeatFields{}));
   calls.push_back(ForgetCall(keys, "h:1:x", {"q", "r"}, false));
   calls.push_back(DropHeartbeatCall(keys, "h:1:x", 7, "{}", "run"));
-  for (FailMode mode : {FailMode::kRetry, FailMode::kDead, FailMode::kDrop}) {
-    FailedJob job{.working_key = working, .original = "{}", .updated = "{}", .mode = mode};
-    calls.push_back(FailCall(keys, job, 1700000000.0, limits, keys.WakeScheduled()));
+  for (FinishMode mode : {FinishMode::kDone, FinishMode::kSnooze, FinishMode::kRetry,
+                          FinishMode::kDead, FinishMode::kDiscard, FinishMode::kExpire}) {
+    FinishedRun run{.working_key = working, .original = "{}", .updated = "{}", .mode = mode};
+    calls.push_back(FinishCall(keys, run, 1700000000.0, limits, keys.WakeScheduled()));
   }
   calls.push_back(RequeueCall(keys, working, "q", RequeueMode::kKeep, 3, 1.0, limits, {"{}"}));
   calls.push_back(RecoverCall(keys, "h:1:x", "q", RecoverBatch{}, 1.0, limits));
@@ -68,7 +67,7 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
 TEST_CASE("layout 2: every KEYS entry of every script call carries the group's hash tag") {
   const Keys keys("rq:", "eu-1");
   std::vector<ScriptCall> calls = EveryCall(keys);
-  CHECK(calls.size() == 28);  // every builder, some in two or three modes
+  CHECK(calls.size() == 29);  // every builder, some in two to six modes
   for (const ScriptCall& call : calls) {
     CAPTURE(static_cast<int>(call.script));
     REQUIRE_FALSE(call.keys.empty());

@@ -3,17 +3,17 @@
 // pool's start when threads run out), and the KEYS/ARGV of every script call,
 // each checked against the header of its lua/*.lua script.
 
+#include <doctest/doctest.h>
 #include <sys/resource.h>
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "protocol/keys.h"
@@ -554,64 +554,75 @@ TEST_CASE("ForgetCall lists one working list per queue after the six fixed KEYS"
   CHECK(call.args == Strings{"h:1:x", "0"});
 }
 
-TEST_CASE("FailCall follows fail.lua for retry, dead and drop, with dated stat keys") {
+TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") {
   const Strings stat_keys = {"stat:processed", "stat:processed:2023-11-14", "stat:failed",
-                             "stat:failed:2023-11-14"};
+                             "stat:failed:2023-11-14", "rq:stat:expired"};
   REQUIRE(UtcDate(kNow) == "2023-11-14");
-  FailedJob job;
-  job.working_key = "rq:working:h:1:x:default";
-  job.original = R"({"class":"A"})";
-  job.updated = R"({"class":"A","retry_count":0})";
-
-  SUBCASE("retry: ZADD retry at retry_at") {
-    job.mode = FailMode::kRetry;
-    job.retry_at = kNow + 16;
-    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits, Keys("rq:").WakeScheduled());
-    CHECK(call.script == ScriptId::kFail);
-    Strings keys = {"rq:working:h:1:x:default", "retry"};
+  FinishedRun run;
+  run.working_key = "rq:working:h:1:x:default";
+  run.original = R"({"class":"A"})";
+  run.updated = R"({"class":"A","retry_count":0})";
+  auto keys_with = [&](const char* target) {
+    Strings keys = {"rq:working:h:1:x:default", target};
     keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
-    CHECK(call.keys == keys);
-    // ARGV[9]: the channel, not a key (PUBLISH only).
-    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "1700006415.750000", "retry", kNowText, "500", "3600", "1",
-                               "rq:wake:scheduled"});
-    // No channel: ARGV[9] is "", and fail.lua publishes nothing.
-    call = FailCall(Keys("rq:"), job, kNow, kLimits);
-    REQUIRE(call.args.size() == 9);
-    CHECK(call.args[8] == "");
+    return keys;
+  };
+
+  SUBCASE("retry and snooze: ZADD retry or schedule at the score") {
+    for (auto [mode, name, target] : {std::tuple{FinishMode::kRetry, "retry", "retry"},
+                                      std::tuple{FinishMode::kSnooze, "snooze", "schedule"}}) {
+      run.mode = mode;
+      run.score = kNow + 16;
+      ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits, Keys("rq:").WakeScheduled());
+      CHECK(call.script == ScriptId::kFinish);
+      CHECK(call.keys == keys_with(target));
+      // ARGV[9]: the channel, not a key (PUBLISH only).
+      CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
+                                 "1700006415.750000", name, kNowText, "500", "3600", "1",
+                                 "rq:wake:scheduled"});
+      // No channel: ARGV[9] is "", and finish.lua publishes nothing.
+      call = FinishCall(Keys("rq:"), run, kNow, kLimits);
+      REQUIRE(call.args.size() == 9);
+      CHECK(call.args[8] == "");
+    }
   }
   SUBCASE("dead: the dead set, scored now") {
-    job.mode = FailMode::kDead;
-    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits);
-    Strings keys = {"rq:working:h:1:x:default", "dead"};
-    keys.insert(keys.end(), stat_keys.begin(), stat_keys.end());
-    CHECK(call.keys == keys);
+    run.mode = FinishMode::kDead;
+    ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits);
+    CHECK(call.keys == keys_with("dead"));
     REQUIRE(call.args.size() == 9);
-    call.args[2] = "(unused)";  // the score is read in mode "retry" only
+    call.args[2] = "(unused)";  // the score is read in modes retry and snooze only
     CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
                                "(unused)", "dead", kNowText, "500", "3600", "1", ""});
   }
-  SUBCASE("drop, uncounted: a payload that is not a job") {
-    job.mode = FailMode::kDrop;
-    job.counted = false;
-    ScriptCall call = FailCall(Keys("rq:"), job, kNow, kLimits);
-    REQUIRE(call.keys.size() == 6);
-    CHECK(call.keys[0] == "rq:working:h:1:x:default");
-    CHECK(Strings(call.keys.begin() + 2, call.keys.end()) == stat_keys);
-    REQUIRE(call.args.size() == 9);
-    call.args[2] = "(unused)";
-    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "(unused)", "drop", kNowText, "500", "3600", "0", ""});
+  SUBCASE("done, discard and expire name the dead set only as a key of their slot") {
+    for (auto [mode, name] :
+         {std::pair{FinishMode::kDone, "done"}, std::pair{FinishMode::kDiscard, "discard"},
+          std::pair{FinishMode::kExpire, "expire"}}) {
+      run.mode = mode;
+      ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits);
+      CHECK(call.keys == keys_with("dead"));
+      REQUIRE(call.args.size() == 9);
+      CHECK(call.args[3] == name);
+    }
+  }
+  SUBCASE("uncounted: a payload that is not a job; resent: counted only if it moves") {
+    run.mode = FinishMode::kDead;
+    run.counted = false;
+    CHECK(FinishCall(Keys("rq:"), run, kNow, kLimits).args[7] == "0");
+    run.counted = true;
+    run.resent_unconfirmed = true;
+    CHECK(FinishCall(Keys("rq:"), run, kNow, kLimits).args[7] == "2");
   }
 }
 
-TEST_CASE("FailCall dates the stat keys by UTC day, across midnight") {
-  FailedJob job;
-  job.working_key = "w";
-  job.original = "o";
-  job.updated = "u";
-  ScriptCall before = FailCall(Keys("rq:"), job, 1700006399.999, kLimits);  // 23:59:59.999
-  ScriptCall after = FailCall(Keys("rq:"), job, 1700006400.0, kLimits);     // 00:00:00
+TEST_CASE("FinishCall dates the stat keys by UTC day, across midnight") {
+  FinishedRun run;
+  run.working_key = "w";
+  run.original = "o";
+  run.updated = "u";
+  ScriptCall before = FinishCall(Keys("rq:"), run, 1700006399.999, kLimits);  // 23:59:59.999
+  ScriptCall after = FinishCall(Keys("rq:"), run, 1700006400.0, kLimits);     // 00:00:00
   CHECK(before.keys[3] == "stat:processed:2023-11-14");
   CHECK(before.keys[5] == "stat:failed:2023-11-14");
   CHECK(after.keys[3] == "stat:processed:2023-11-15");

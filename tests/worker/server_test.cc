@@ -167,6 +167,55 @@ TEST_CASE_FIXTURE(RedisFixture, "every pushed job runs once, is acknowledged and
   CHECK_FALSE(Exists(server.identity()));
 }
 
+TEST_CASE_FIXTURE(RedisFixture,
+                  "a C++ handler's outcomes each end in one move: snooze to schedule and "
+                  "back, retry after, discard, dead now") {
+  auto client = OpenClient(options());
+  PushJob(*client, "Snoozer", "[]");
+  std::string later = PushJob(*client, "Later", "[]");
+  std::string gone = PushJob(*client, "Gone", "[]");
+  std::string refused = PushJob(*client, "Refused", "[]");
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  HandlerRegistry registry;
+  // Snoozes a second on its first run, succeeds on its second.
+  registry.Register("Snoozer", [runs](const JobView& job) {
+    ++*runs;
+    if (!job.payload().HasMember("snooze_count")) throw JobSnooze(1000ms);
+  });
+  registry.Register("Later", [](const JobView&) { throw JobRetry(600, "busy"); });
+  registry.Register("Gone", [](const JobView&) { throw JobDiscard("deleted"); });
+  registry.Register("Refused", [](const JobView&) { throw JobDead("refused"); });
+  ServerOptions opts = FastOptions(options());
+  opts.random_below = [](int) { return 0; };
+  double started = NowSeconds();
+  RunningServer server(opts, std::move(registry));
+
+  // Each failure is one move, counted processed and failed once.
+  REQUIRE(WaitUntil([&] { return Get("stat:failed") == "3"; }));
+  auto retry = ZRangeWithScores("retry");
+  REQUIRE(retry.size() == 1);
+  CHECK(Parse(retry[0].first)["jid"].GetString() == later);
+  CHECK(Parse(retry[0].first)["retry_count"].GetInt() == 0);
+  CHECK(retry[0].second >= started + 600);
+  CHECK(retry[0].second <= NowSeconds() + 600);
+  auto dead = ZRange("dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(Parse(dead[0])["jid"].GetString() == refused);
+  // The discarded job is nowhere: not in dead, not in retry, not queued.
+  for (const std::string& key : {std::string("retry"), std::string("dead")}) {
+    for (const std::string& entry : ZRange(key)) CHECK(entry.find(gone) == std::string::npos);
+  }
+  // The snoozed job came back from schedule after its second, and ran again:
+  // two runs, no failure and no retry spent.
+  REQUIRE(WaitUntil([&] { return runs->load() == 2 && Get("stat:processed") == "5"; }));
+  CHECK(Get("stat:failed") == "3");
+  CHECK(Integer({"ZCARD", "schedule"}) == 0);
+  CHECK(Integer({"LLEN", "queue:default"}) == 0);
+  CHECK(NowSeconds() >= started + 1.0);
+  Keys keys;
+  CHECK(Integer({"LLEN", keys.Working(server.identity(), "default")}) == 0);
+}
+
 TEST_CASE_FIXTURE(RedisFixture, "strict queue order takes the first non-empty queue first") {
   auto client = OpenClient(options());
   for (int i = 0; i < 20; ++i) PushJob(*client, "Order", "[\"low\"]", "low");
