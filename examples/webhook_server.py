@@ -5,11 +5,13 @@
     reliableq worker --http-handler "WebhookJob=http://127.0.0.1:8080/jobs"
 
 The worker POSTs each job's JSON, with its jid in the Idempotency-Key header.
-A 2xx answer is success; any other status (or no answer within the job's
-timeout) is a failure, retried as Sidekiq retries. This one records each job
-once in the ledger file (a jid seen before is answered 200 without recording
-it again: the idempotency key at work), and answers 422 to a job whose args
-are not [event, payload].
+A 2xx answer is success; 408, 425, 429 and 5xx (or no answer within the
+job's timeout) are failures, retried as Sidekiq retries, or after the
+Retry-After the answer gives; any other 4xx sends the job to the dead set at
+once (reliableq(1), OUTCOMES). This one records each job once in the ledger
+file (a jid seen before is answered 200 without recording it again: the
+idempotency key at work), and answers 422 to a job whose args are not
+[event, payload]: it will never succeed.
 
 --port 0 asks the system for a free port; the port is printed on stdout.
 """

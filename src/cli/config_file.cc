@@ -64,6 +64,7 @@ constexpr Key kKeys[] = {
     {"log_format", "log-format", Kind::kString},
     {"exec", "exec", Kind::kMapping},
     {"http_handlers", "http-handler", Kind::kMapping},
+    {"http_client_errors", "http-client-errors", Kind::kMapping},
     {"exec_env", "exec-env", Kind::kMapping},
     {"job_timeout", "job-timeout", Kind::kMapping},
     {"backoff", "backoff", Kind::kMapping},

@@ -1,5 +1,7 @@
 #include "cli/handler_options.h"
 
+#include <set>
+
 #include "cli/commands.h"
 #include "server/options_check.h"  // kMaxDuration
 
@@ -57,6 +59,38 @@ std::optional<std::string> ReadHandlerOptions(const ParsedArgs& args, ServerOpti
       return "--http-handler: class '" + assignment->first + "' given twice";
     }
     options->http_handlers[assignment->first] = HttpHandler{assignment->second};
+  }
+  // After every --http-handler: a class named here must be one of theirs.
+  std::optional<HttpClientErrors> default_client_errors;
+  std::set<std::string, std::less<>> client_errors_given;
+  for (const std::string& value : args.Values("http-client-errors")) {
+    auto assignment = SplitAssignment(value);
+    std::string_view action = assignment ? std::string_view(assignment->second) : value;
+    std::optional<HttpClientErrors> parsed;
+    if (action == "dead") parsed = HttpClientErrors::kDead;
+    if (action == "discard") parsed = HttpClientErrors::kDiscard;
+    if (action == "retry") parsed = HttpClientErrors::kRetry;
+    if (!parsed) {
+      return "--http-client-errors needs [CLASS=]dead|discard|retry, not '" + value + "'";
+    }
+    if (!assignment) {
+      if (default_client_errors) return "--http-client-errors: the default given twice";
+      default_client_errors = parsed;
+      continue;
+    }
+    auto handler = options->http_handlers.find(assignment->first);
+    if (handler == options->http_handlers.end()) {
+      return "--http-client-errors: class '" + assignment->first + "' has no --http-handler";
+    }
+    if (!client_errors_given.insert(assignment->first).second) {
+      return "--http-client-errors: class '" + assignment->first + "' given twice";
+    }
+    handler->second.client_errors = *parsed;
+  }
+  if (default_client_errors) {
+    for (auto& [job_class, handler] : options->http_handlers) {
+      if (!client_errors_given.contains(job_class)) handler.client_errors = *default_client_errors;
+    }
   }
   for (const std::string& value : args.Values("exec-env")) {
     if (value.empty() || value.front() == '=') {

@@ -1,6 +1,7 @@
 // The worker's options for handlers in any language and for timeouts:
-// --exec, --http-handler, --exec-env, --job-timeout, --kill-grace and
-// --on-overrun (reliableq(1), HANDLERS and TIMEOUTS), read into
+// --exec, --http-handler, --http-client-errors, --exec-env, --job-timeout,
+// --kill-grace and --on-overrun (reliableq(1), HANDLERS, OUTCOMES and
+// TIMEOUTS), read into
 // ServerOptions. Pure: no file is looked at (Server::Open resolves and
 // checks the programs).
 

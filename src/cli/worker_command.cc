@@ -39,7 +39,9 @@ constexpr std::string_view kNoClasses =
 
 constexpr std::string_view kHelp =
     "usage: reliableq worker [-C FILE] [-r LIB.so]... [--exec CLASS=PROGRAM]...\n"
-    "                        [--http-handler CLASS=URL]... [-q QUEUE[,WEIGHT]]...\n"
+    "                        [--http-handler CLASS=URL]...\n"
+    "                        [--http-client-errors [CLASS=]dead|discard|retry]...\n"
+    "                        [-q QUEUE[,WEIGHT]]...\n"
     "                        [-c|--concurrency N]\n"
     "                        [-t|--timeout SEC] [--heartbeat-ttl SEC]\n"
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
@@ -70,11 +72,17 @@ constexpr std::string_view kHelp =
     "      --exec CLASS=PROGRAM [ARG]...\n"
     "                       run jobs of CLASS with PROGRAM, one process per job,\n"
     "                       without a shell (words split at spaces); the job's JSON\n"
-    "                       on its stdin; exit status 0 is success; CLASS * runs\n"
-    "                       every class with no other handler (see HANDLERS)\n"
+    "                       on its stdin; exit status 0 is success, unless the\n"
+    "                       program says otherwise on fd 3 (see OUTCOMES); CLASS *\n"
+    "                       runs every class with no other handler (see HANDLERS)\n"
     "      --http-handler CLASS=URL\n"
     "                       run jobs of CLASS by POSTing their JSON to URL; a 2xx\n"
-    "                       answer is success\n"
+    "                       answer is success, 408, 425, 429 and 5xx are retried\n"
+    "                       (after Retry-After, if given), another 4xx is dead\n"
+    "      --http-client-errors [CLASS=]dead|discard|retry\n"
+    "                       what a 4xx other than 408, 425 and 429 does to a job\n"
+    "                       (of CLASS, else of every HTTP handler): to the dead\n"
+    "                       set at once (default), dropped, or retried\n"
     "      --exec-env NAME[=VALUE]\n"
     "                       give the programs NAME (this process's value without\n"
     "                       =VALUE); they get nothing else of this environment\n"
@@ -404,6 +412,7 @@ const Command& WorkerCommand() {
               {.name = "limit", .takes_value = true, .repeats = true},
               {.name = "exec", .takes_value = true, .repeats = true},
               {.name = "http-handler", .takes_value = true, .repeats = true},
+              {.name = "http-client-errors", .takes_value = true, .repeats = true},
               {.name = "exec-env", .takes_value = true, .repeats = true},
               {.name = "job-timeout", .takes_value = true, .repeats = true},
               {.name = "kill-grace", .takes_value = true},

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/errno_text.h"
+#include "exec/outcome_channel.h"
 
 namespace reliableq::exec {
 namespace {
@@ -58,17 +59,19 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// A close-on-exec pipe whose two ends are above 2, so that the child's dup2
-// onto 0, 1 and 2 never overwrites a descriptor it still needs (a worker
-// started with stdin closed gets fd 0 from its first pipe).
+// A close-on-exec pipe whose two ends are above 3, so that the child's dup2
+// onto 0, 1, 2 and 3 never overwrites a descriptor it still needs (a worker
+// started with stdin closed gets fd 0 from its first pipe), and a dup2 onto
+// 3 never finds its source there already (which would keep it
+// close-on-exec).
 Status MakePipe(UniqueFd* read_end, UniqueFd* write_end) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::IoError("pipe: " + base::ErrnoText(errno));
   read_end->reset(fds[0]);
   write_end->reset(fds[1]);
   for (UniqueFd* end : {read_end, write_end}) {
-    if (end->get() > 2) continue;
-    int moved = fcntl(end->get(), F_DUPFD_CLOEXEC, 3);
+    if (end->get() > kOutcomeFd) continue;
+    int moved = fcntl(end->get(), F_DUPFD_CLOEXEC, kOutcomeFd + 1);
     if (moved < 0) return Status::IoError("fcntl: " + base::ErrnoText(errno));
     end->reset(moved);
   }
@@ -117,18 +120,24 @@ void KeepTail(std::string* tail, size_t limit, const char* data, size_t size) {
   tail->append(data, size);
 }
 
-// One output stream of the program: its pipe, its tail and its byte count.
+// One output stream of the program: its pipe, its byte count, and its
+// tail, or for the outcome channel the splitter its lines go to.
 struct Output {
   UniqueFd fd;
   std::string* tail;
   uint64_t* bytes;
+  LineSplitter* lines = nullptr;
 
   // Reads what is there. False once the pipe is at its end (or broken).
   bool ReadSome(std::vector<char>* buffer, size_t limit) {
     ssize_t n = read(fd.get(), buffer->data(), buffer->size());
     if (n > 0) {
       *bytes += static_cast<uint64_t>(n);
-      KeepTail(tail, limit, buffer->data(), static_cast<size_t>(n));
+      if (lines != nullptr) {
+        lines->Feed(std::string_view(buffer->data(), static_cast<size_t>(n)));
+      } else {
+        KeepTail(tail, limit, buffer->data(), static_cast<size_t>(n));
+      }
       return true;
     }
     return n < 0 && (errno == EAGAIN || errno == EINTR);
@@ -174,7 +183,7 @@ class JobFile {
 // What the child needs, all prepared before the fork: after it, the child
 // may not allocate (another thread may have held the allocator's lock).
 struct ChildPlan {
-  int stdin_fd, stdout_fd, stderr_fd;
+  int stdin_fd, stdout_fd, stderr_fd, channel_fd;
   int gate_fd;        // one byte: registered, go on; end of file: the worker is gone
   int exec_error_fd;  // close-on-exec; gets exec's errno if it fails
   const char* path;
@@ -191,14 +200,17 @@ struct ChildPlan {
 // The child, between fork and exec: async-signal-safe calls only.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   setpgid(0, 0);
-  if (dup2(plan.stdin_fd, 0) < 0 || dup2(plan.stdout_fd, 1) < 0 || dup2(plan.stderr_fd, 2) < 0) {
+  // Every source is above kOutcomeFd (MakePipe), so no dup2 here overwrites
+  // another's source, and each leaves its target without close-on-exec.
+  if (dup2(plan.stdin_fd, 0) < 0 || dup2(plan.stdout_fd, 1) < 0 || dup2(plan.stderr_fd, 2) < 0 ||
+      dup2(plan.channel_fd, kOutcomeFd) < 0) {
     FailChild(plan.exec_error_fd, errno);
   }
   // Nothing else of the worker's: not other jobs' pipes (a program holding
   // them would keep their readers waiting), not its sockets.
   int low = std::min(plan.gate_fd, plan.exec_error_fd);
   int high = std::max(plan.gate_fd, plan.exec_error_fd);
-  if (low > 3) close_range(3, low - 1, 0);
+  if (low > kOutcomeFd + 1) close_range(kOutcomeFd + 1, low - 1, 0);
   if (high > low + 1) close_range(low + 1, high - 1, 0);
   close_range(high + 1, ~0U, 0);
   // The worker's handlers and ignored signals (SIGPIPE, say) are not the
@@ -355,22 +367,28 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
     if (!written.ok()) return not_started(written.message());
     environment.push_back("RELIABLEQ_JOB_FILE=" + job_file.path());
   }
+  environment.push_back("RELIABLEQ_OUTCOME_FD=" + std::to_string(kOutcomeFd));
   std::vector<char*> argv = NullTerminated(request.argv);
   std::vector<char*> envp = NullTerminated(environment);
 
   UniqueFd stdin_read, stdin_write, gate_read, gate_write, exec_error_read, exec_error_write;
   Output out{UniqueFd(), &outcome.stdout_tail, &outcome.stdout_bytes};
   Output err{UniqueFd(), &outcome.stderr_tail, &outcome.stderr_bytes};
-  UniqueFd stdout_write, stderr_write;
+  LineSplitter splitter([&request](std::string_view line, bool too_long, size_t length) {
+    if (request.on_channel_line) request.on_channel_line(line, too_long, length);
+  });
+  Output channel{UniqueFd(), nullptr, &outcome.channel_bytes, &splitter};
+  UniqueFd stdout_write, stderr_write, channel_write;
   for (auto [read_end, write_end] :
        {std::pair{&stdin_read, &stdin_write}, std::pair{&out.fd, &stdout_write},
-        std::pair{&err.fd, &stderr_write}, std::pair{&gate_read, &gate_write},
-        std::pair{&exec_error_read, &exec_error_write}}) {
+        std::pair{&err.fd, &stderr_write}, std::pair{&channel.fd, &channel_write},
+        std::pair{&gate_read, &gate_write}, std::pair{&exec_error_read, &exec_error_write}}) {
     Status made = MakePipe(read_end, write_end);
     if (!made.ok()) return not_started(made.message());
   }
-  ChildPlan plan{stdin_read.get(),       stdout_write.get(), stderr_write.get(), gate_read.get(),
-                 exec_error_write.get(), program.c_str(),    argv.data(),        envp.data()};
+  ChildPlan plan{stdin_read.get(),    stdout_write.get(), stderr_write.get(),
+                 channel_write.get(), gate_read.get(),    exec_error_write.get(),
+                 program.c_str(),     argv.data(),        envp.data()};
 
   // All signals blocked across the fork, so that none of the worker's
   // handlers runs in the child before RunChild resets them.
@@ -387,7 +405,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   // anyone signals it.
   setpgid(pid, pid);
   for (UniqueFd* child_end :
-       {&stdin_read, &stdout_write, &stderr_write, &gate_read, &exec_error_write}) {
+       {&stdin_read, &stdout_write, &stderr_write, &channel_write, &gate_read, &exec_error_write}) {
     child_end->reset();
   }
   UniqueFd pidfd(PidfdOpen(pid));
@@ -434,7 +452,7 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
     return not_started(base::ErrnoText(exec_errno));
   }
 
-  for (int fd : {stdin_write.get(), out.fd.get(), err.fd.get()}) {
+  for (int fd : {stdin_write.get(), out.fd.get(), err.fd.get(), channel.fd.get()}) {
     Status set = SetNonBlocking(fd);
     if (!set.ok()) {
       kill_on_stop.reset();
@@ -454,13 +472,14 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   int last_signal = 0;
   bool leader_ended = false;
   while (!leader_ended) {
-    pollfd fds[4];
+    pollfd fds[5];
     nfds_t count = 0;
     fds[count++] = {pidfd.get(), POLLIN, 0};
-    int in_index = -1, out_index = -1, err_index = -1;
+    int in_index = -1, out_index = -1, err_index = -1, channel_index = -1;
     if (stdin_write) in_index = count, fds[count++] = {stdin_write.get(), POLLOUT, 0};
     if (out.fd) out_index = count, fds[count++] = {out.fd.get(), POLLIN, 0};
     if (err.fd) err_index = count, fds[count++] = {err.fd.get(), POLLIN, 0};
+    if (channel.fd) channel_index = count, fds[count++] = {channel.fd.get(), POLLIN, 0};
     // The next deadline: none once SIGKILL is sent, only the exit is left.
     std::optional<steady_clock::time_point> next;
     if (last_signal == 0) next = term_at;
@@ -498,6 +517,10 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
         !err.ReadSome(&buffer, request.output_tail)) {
       err.fd.reset();
     }
+    if (channel_index >= 0 && fds[channel_index].revents != 0 &&
+        !channel.ReadSome(&buffer, request.output_tail)) {
+      channel.fd.reset();
+    }
   }
   stdin_write.reset();
 
@@ -511,11 +534,11 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
   kill(-pid, SIGKILL);
   kill_on_stop.reset();
   auto drain_until = steady_clock::now() + kDrainWait;
-  while (out.fd || err.fd) {
-    pollfd fds[2];
-    Output* streams[2];
+  while (out.fd || err.fd || channel.fd) {
+    pollfd fds[3];
+    Output* streams[3];
     nfds_t count = 0;
-    for (Output* stream : {&out, &err}) {
+    for (Output* stream : {&out, &err, &channel}) {
       if (!stream->fd) continue;
       streams[count] = stream;
       fds[count++] = {stream->fd.get(), POLLIN, 0};
@@ -528,6 +551,9 @@ CommandOutcome RunCommand(const CommandRequest& request, ProcessGuard* guard,
       }
     }
   }
+  // A last line without its '\n' counts: the program has ended, so nothing
+  // more of it will come.
+  splitter.Finish();
   child.Reap();
 
   // A program that had ended on its own when the stop came is reported as

@@ -2,9 +2,12 @@
 //
 // The program gets the job's JSON on its standard input and in its
 // environment (or in a file, for a large job), a clean environment, no shell
-// and no file descriptor of the worker's. Its standard output and error are
-// read as they come and only their last bytes kept, so a program that writes
-// without end costs no memory and never blocks on a full pipe. A timeout
+// and no file descriptor of the worker's: only 0, 1, 2 and 3, the write end
+// of its outcome channel (exec/outcome_channel.h). Its standard output and
+// error are read as they come and only their last bytes kept, so a program
+// that writes without end costs no memory and never blocks on a full pipe;
+// the channel is read in the same loop and cut into lines, each handed to
+// the request's callback as it comes. A timeout
 // sends SIGTERM to the whole group, then SIGKILL after a grace period; when
 // the program ends, whatever it left running in its group is SIGKILLed too.
 //
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -34,7 +38,8 @@ struct CommandRequest {
   // search.
   std::vector<std::string> argv;
   // The complete environment of the program, "NAME=VALUE" each. RunCommand
-  // adds RELIABLEQ_JOB or RELIABLEQ_JOB_FILE (below) and nothing else.
+  // adds RELIABLEQ_JOB or RELIABLEQ_JOB_FILE (below) and
+  // RELIABLEQ_OUTCOME_FD=3, and nothing else.
   std::vector<std::string> environment;
   // The job's JSON: written to the program's stdin (then stdin is closed; a
   // program that does not read it is fine), and also given as
@@ -53,6 +58,12 @@ struct CommandRequest {
   // Bytes kept of stdout and of stderr each: the last ones. Output beyond is
   // read and dropped.
   size_t output_tail = 4096;
+  // Called, on the calling thread, for each line the program writes on fd 3
+  // (LineSplitter::OnLine: a line too long comes as its head); until the
+  // program has ended and the channel is drained, which is bounded as the
+  // output's is. Empty: the lines are read and dropped. It should be quick:
+  // the program's output waits while it runs.
+  std::function<void(std::string_view line, bool too_long, size_t length)> on_channel_line;
 };
 
 struct CommandOutcome {
@@ -64,7 +75,7 @@ struct CommandOutcome {
   std::string start_error;  // kNotStarted: why, one line ("could not start /bin/x: No such
                             // file or directory"; "the process supervisor is gone: ...")
   std::string stdout_tail, stderr_tail;
-  uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  uint64_t stdout_bytes = 0, stderr_bytes = 0, channel_bytes = 0;
   // From the moment the program could start to the end of its process.
   std::chrono::milliseconds elapsed{0};
   // kTimedOut: the request's timeout and kill_grace, for Describe().

@@ -12,7 +12,8 @@ namespace {
 constexpr const char* kSoname = "libcurl.so.4";
 constexpr const char* kPackageHint = " (Debian's package libcurl4 provides it)";
 // CURLOPT_PROTOCOLS_STR, which keeps requests and redirects to http and
-// https, came with 7.85.0; curl_multi_poll and curl_multi_wakeup with 7.68.
+// https, came with 7.85.0; curl_easy_header with 7.83, curl_multi_poll and
+// curl_multi_wakeup with 7.68.
 constexpr unsigned kOldestVersion = 0x075500;
 
 }  // namespace
@@ -49,6 +50,8 @@ Result<const CurlLibrary*> CurlLibrary::Open() {
   RELIABLEQ_RESOLVE(easy_reset, "curl_easy_reset");
   RELIABLEQ_RESOLVE(easy_cleanup, "curl_easy_cleanup");
   RELIABLEQ_RESOLVE(easy_strerror, "curl_easy_strerror");
+  RELIABLEQ_RESOLVE(easy_header, "curl_easy_header");
+  RELIABLEQ_RESOLVE(getdate, "curl_getdate");
   RELIABLEQ_RESOLVE(slist_append, "curl_slist_append");
   RELIABLEQ_RESOLVE(slist_free_all, "curl_slist_free_all");
   RELIABLEQ_RESOLVE(multi_init, "curl_multi_init");

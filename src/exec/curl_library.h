@@ -51,6 +51,8 @@ class CurlLibrary {
   decltype(&curl_easy_reset) easy_reset = nullptr;
   decltype(&curl_easy_cleanup) easy_cleanup = nullptr;
   decltype(&curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&curl_easy_header) easy_header = nullptr;
+  decltype(&curl_getdate) getdate = nullptr;
   decltype(&curl_slist_append) slist_append = nullptr;
   decltype(&curl_slist_free_all) slist_free_all = nullptr;
   decltype(&curl_multi_init) multi_init = nullptr;

@@ -141,7 +141,50 @@ bool HasLineBreak(std::string_view line) {
   return line.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
+// `text` without the spaces and tabs around it.
+std::string_view Trimmed(std::string_view text) {
+  size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return {};
+  size_t end = text.find_last_not_of(" \t");
+  return text.substr(begin, end - begin + 1);
+}
+
 }  // namespace
+
+HttpStatusClass ClassifyStatus(long status) {
+  if (status >= 200 && status < 300) return HttpStatusClass::kSuccess;
+  if (status == 408 || status == 425 || status == 429 || (status >= 500 && status < 600)) {
+    return HttpStatusClass::kTryAgain;
+  }
+  if (status >= 400 && status < 500) return HttpStatusClass::kClientError;
+  return HttpStatusClass::kOther;
+}
+
+std::optional<std::chrono::milliseconds> RetryAfterDelay(
+    std::string_view value, std::chrono::system_clock::time_point now,
+    time_t (*parse_date)(const char* text, const time_t* unused)) {
+  using std::chrono::milliseconds;
+  const milliseconds most = kMostRetryAfter;
+  value = Trimmed(value);
+  if (value.empty()) return std::nullopt;
+  if (value.find_first_not_of("0123456789") == std::string_view::npos) {
+    // delta-seconds. More digits than any bound needs are that bound (and
+    // cannot overflow).
+    if (value.size() > 9) return most;
+    unsigned long seconds = 0;
+    std::from_chars(value.data(), value.data() + value.size(), seconds);
+    return std::min(milliseconds(std::chrono::seconds(seconds)), most);
+  }
+  // An HTTP-date begins with a letter (the day's name, or the month's in
+  // asctime's form); this also keeps "-5" and "1.5" from curl_getdate,
+  // which reads more forms than HTTP has.
+  if (!std::isalpha(static_cast<unsigned char>(value.front()))) return std::nullopt;
+  std::string text(value);
+  time_t at = parse_date(text.c_str(), nullptr);
+  if (at == -1) return std::nullopt;
+  auto left = std::chrono::system_clock::from_time_t(at) - now;
+  return std::clamp(std::chrono::ceil<milliseconds>(left), milliseconds(0), most);
+}
 
 // One transfer at a time: an easy handle, in the multi handle that owns
 // the cache of its connections (kept between calls: keep-alive) and that a
@@ -204,7 +247,11 @@ HttpCallOutcome HttpCaller::Post(const HttpCallRequest& request, std::stop_token
   HttpCallOutcome outcome;
   auto finish = [&](HttpCallOutcome::End end) {
     outcome.end = end;
-    if (end != HttpCallOutcome::End::kResponse) outcome.body.clear();
+    if (end != HttpCallOutcome::End::kResponse) {
+      outcome.body.clear();
+      outcome.retry_after.clear();
+      outcome.retry_after_delay.reset();
+    }
     outcome.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     return std::move(outcome);
   };
@@ -298,6 +345,15 @@ HttpCallOutcome HttpCaller::Post(const HttpCallRequest& request, std::stop_token
   if (done && result == CURLE_OK) {
     curl_.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
     curl_.easy_getinfo(easy, CURLINFO_REDIRECT_URL, &location);
+    // The last answer's (request -1), not a redirect's on the way; read
+    // before the reset below frees the headers.
+    curl_header* retry_after = nullptr;
+    if (curl_.easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &retry_after) == CURLHE_OK &&
+        retry_after != nullptr && retry_after->value != nullptr) {
+      outcome.retry_after = retry_after->value;
+      outcome.retry_after_delay =
+          RetryAfterDelay(outcome.retry_after, std::chrono::system_clock::now(), curl_.getdate);
+    }
   }
   bool not_followed = location != nullptr && !request.follow_redirects;
   // Mid-transfer (stopped, failed), this closes the connection: what is

@@ -1,6 +1,7 @@
 // HttpCaller: runs a job by POSTing its JSON to a URL (an HTTP handler).
-// A 2xx answer is success; any other status, a transport error or the
-// timeout is a failure, which HttpCallOutcome describes in one line.
+// It reports how the call ended (HttpCallOutcome, described in one line);
+// what the answer means for the job is ClassifyStatus's and
+// RetryAfterDelay's, pure functions below (reliableq(1), OUTCOMES).
 //
 //   Result<std::unique_ptr<HttpCaller>> caller = HttpCaller::Open();
 //   HttpCallRequest request;
@@ -32,10 +33,13 @@
 #ifndef RELIABLEQ_EXEC_HTTP_CALLER_H_
 #define RELIABLEQ_EXEC_HTTP_CALLER_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -71,6 +75,11 @@ struct HttpCallOutcome {
   // kResponse: a 3xx answer with a Location that was not followed because
   // the request did not ask to follow redirects.
   bool redirect_not_followed = false;
+  // kResponse: the answer's Retry-After header as it came ("" without
+  // one), and the delay it asks for (RetryAfterDelay at the answer's
+  // arrival; empty without one or when it is neither form).
+  std::string retry_after;
+  std::optional<std::chrono::milliseconds> retry_after_delay;
 
   bool succeeded() const { return end == End::kResponse && status >= 200 && status < 300; }
   // One line: "HTTP 503", "HTTP 302 (redirects are not followed)", "timed
@@ -78,6 +87,28 @@ struct HttpCallOutcome {
   // message>".
   std::string Describe() const;
 };
+
+// What an answer's status says of the job, as HTTP means it.
+enum class HttpStatusClass {
+  kSuccess,      // 2xx: done
+  kTryAgain,     // 408, 425, 429 and 5xx: the same request may succeed later
+  kClientError,  // any other 4xx: this request will not succeed
+  kOther,        // 1xx and 3xx as final answers, and anything else
+};
+HttpStatusClass ClassifyStatus(long status);
+
+// The longest delay a Retry-After may ask for; a longer one counts as this.
+constexpr std::chrono::seconds kMostRetryAfter{3600};
+
+// The delay a Retry-After header's `value` asks for, counted from `now`:
+// delta-seconds ("120") or an HTTP-date ("Wed, 21 Oct 2015 07:28:00 GMT"),
+// the date read by `parse_date` (libcurl's curl_getdate: it returns -1 for
+// text it cannot read). Bounded to [0, kMostRetryAfter]: a date in the
+// past is 0. nullopt for anything else (an empty value, "-5", "1.5",
+// "soon").
+std::optional<std::chrono::milliseconds> RetryAfterDelay(
+    std::string_view value, std::chrono::system_clock::time_point now,
+    time_t (*parse_date)(const char* text, const time_t* unused));
 
 class HttpCaller {
  public:

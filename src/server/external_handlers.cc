@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/log.h"
+#include "base/text_escape.h"
 #include "exec/command_runner.h"
 #include "exec/http_caller.h"
+#include "exec/outcome_channel.h"
 #include "exec/process_guard.h"
 #include "reliableq/redis_options.h"  // RedactUrls
 
@@ -52,6 +55,114 @@ std::string Tail(std::string_view text, size_t limit) {
 std::string Head(std::string_view text, size_t limit) {
   if (text.size() > limit) return WithoutNul(text.substr(0, limit)) + "...";
   return WithoutNul(text);
+}
+
+// The error class of every failure a program's outcome line asks for.
+constexpr const char* kCommandFailed = "Reliableq::CommandFailed";
+// Lines of one run's outcome channel that the worker logs (log, result and
+// progress lines, and warnings about bad lines); past this, the rest are
+// counted and dropped, and one warning says how many. Outcome lines are
+// never dropped: only the last one counts, and it takes no more memory.
+constexpr int kMostChannelLogLines = 256;
+// How much of a result (or of an HTTP handler's 2xx body) a debug line
+// shows.
+constexpr size_t kResultLogLimit = 1024;
+
+// What a program says on its outcome channel, read line by line as it
+// comes, on the processor thread that runs it (in its job's log context).
+class ChannelReader {
+ public:
+  explicit ChannelReader(const base::Logger& log) : log_(log) {}
+
+  void OnLine(std::string_view line, bool too_long, size_t length) {
+    if (too_long) {
+      Warn("a line of " + std::to_string(length) + " bytes, above the " +
+           std::to_string(exec::kMaxChannelLine) + " allowed: '" + base::Escaped(line) + "...'");
+      return;
+    }
+    Result<exec::ChannelLine> parsed = exec::ParseChannelLine(line);
+    if (!parsed.ok()) {
+      Warn(parsed.status().message() + ": '" + base::Escaped(Head(line, kResultLogLimit)) + "'");
+      return;
+    }
+    switch (parsed->verb) {
+      case exec::ChannelLine::Verb::kLog:
+        if (Budget()) {
+          log_.Log(parsed->level, "handler_log", "%s", base::Escaped(parsed->text).c_str());
+        }
+        return;
+      case exec::ChannelLine::Verb::kResult:
+        // Job records that keep it come later; for now it is only shown.
+        if (Budget()) {
+          log_.Log(LogLevel::kDebug, "handler_result", "result: %s",
+                   Head(parsed->text, kResultLogLimit).c_str());
+        }
+        return;
+      case exec::ChannelLine::Verb::kProgress:
+        if (Budget()) {
+          log_.Log(LogLevel::kDebug, "handler_progress", "progress: %g%%", parsed->percent);
+        }
+        return;
+      default:
+        outcome_ = std::move(*parsed);  // the last one wins
+    }
+  }
+
+  // Once the program has ended: how many lines the budget dropped.
+  void Finish() const {
+    if (dropped_ > 0) {
+      log_.Log(LogLevel::kWarn, "handler_channel_ignored",
+               "outcome channel: %zu more lines not logged (at most %d a run)", dropped_,
+               kMostChannelLogLines);
+    }
+  }
+
+  const std::optional<exec::ChannelLine>& outcome() const { return outcome_; }
+
+ private:
+  bool Budget() {
+    if (logged_ < kMostChannelLogLines) {
+      ++logged_;
+      return true;
+    }
+    ++dropped_;
+    return false;
+  }
+
+  void Warn(const std::string& what) {
+    if (Budget()) {
+      log_.Log(LogLevel::kWarn, "handler_channel_ignored", "outcome channel: ignored %s",
+               what.c_str());
+    }
+  }
+
+  const base::Logger& log_;
+  std::optional<exec::ChannelLine> outcome_;
+  int logged_ = 0;
+  size_t dropped_ = 0;
+};
+
+// What a program's last outcome line asks for, thrown. `stderr_tail`
+// completes a failure without a message of its own.
+[[noreturn]] void ThrowChannelOutcome(const exec::ChannelLine& line,
+                                      const std::string& stderr_tail) {
+  std::string message = line.text;
+  if (message.empty()) {
+    message = "the program said " + std::string(exec::VerbName(line.verb));
+    if (!stderr_tail.empty()) message += "; stderr: " + stderr_tail;
+  }
+  switch (line.verb) {
+    case exec::ChannelLine::Verb::kSnooze:
+      throw JobSnooze(line.delay);
+    case exec::ChannelLine::Verb::kRetry:
+      throw JobRetry(static_cast<double>(line.delay.count()) / 1000, message, kCommandFailed);
+    case exec::ChannelLine::Verb::kDiscard:
+      throw JobDiscard(message, kCommandFailed);
+    case exec::ChannelLine::Verb::kDead:
+      throw JobDead(message, kCommandFailed);
+    default:
+      throw JobFailure::Named(kCommandFailed, message);
+  }
 }
 
 // OK when `path` is a file this process may execute; access(X_OK) alone
@@ -162,6 +273,7 @@ std::chrono::milliseconds Remaining(const JobView& job, const Clock& clock) {
 
 struct ExternalHandlers::Shared {
   std::shared_ptr<const Clock> clock;
+  std::shared_ptr<const base::Logger> log;
   std::vector<std::string> environment;
   std::chrono::milliseconds kill_grace{5000};
   std::unique_ptr<exec::ProcessGuard> guard;  // with command handlers
@@ -184,10 +296,22 @@ void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& arg
   }
   request.job = job.raw();
   request.kill_grace = kill_grace;
+  ChannelReader channel(*log);
+  request.on_channel_line = [&channel](std::string_view line, bool too_long, size_t length) {
+    channel.OnLine(line, too_long, length);
+  };
   exec::CommandOutcome outcome = exec::RunCommand(request, guard.get(), job.stop_token());
+  channel.Finish();
+  std::string stderr_tail = Tail(outcome.stderr_tail, kErrorOutputLimit);
+  // The program's word wins over how it exited, whatever the status or the
+  // signal it died of; but not over its end at the worker's hands (its
+  // timeout, a stop), which may have cut it short, nor over a start that
+  // never was.
+  bool ended_itself = outcome.end == exec::CommandOutcome::End::kExited ||
+                      outcome.end == exec::CommandOutcome::End::kSignaled;
+  if (ended_itself && channel.outcome()) ThrowChannelOutcome(*channel.outcome(), stderr_tail);
   if (outcome.succeeded()) return;
   std::string message = outcome.Describe();
-  std::string stderr_tail = Tail(outcome.stderr_tail, kErrorOutputLimit);
   if (!stderr_tail.empty()) message += "; stderr: " + stderr_tail;
   switch (outcome.end) {
     case exec::CommandOutcome::End::kTimedOut:
@@ -215,12 +339,38 @@ void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView&
     request.headers.push_back("X-Reliableq-" + std::string(name) + ": " + value);
   }
   exec::HttpCallOutcome outcome = caller->Post(request, job.stop_token());
-  if (outcome.succeeded()) return;
   std::string message = outcome.Describe();
   switch (outcome.end) {
     case exec::HttpCallOutcome::End::kResponse: {
+      exec::HttpStatusClass status = exec::ClassifyStatus(outcome.status);
+      if (status == exec::HttpStatusClass::kSuccess) {
+        // The body is the job's result: only shown until job records keep it.
+        if (!outcome.body.empty()) {
+          log->Log(LogLevel::kDebug, "handler_result", "result: %s",
+                   Head(outcome.body, kResultLogLimit).c_str());
+        }
+        return;
+      }
       std::string body = Head(outcome.body, kErrorOutputLimit);
       if (!body.empty()) message += ": " + body;
+      if (status == exec::HttpStatusClass::kTryAgain) {
+        if (outcome.retry_after_delay) throw JobSnooze(*outcome.retry_after_delay);
+        if (!outcome.retry_after.empty()) {
+          log->Log(LogLevel::kWarn, "handler_retry_after_ignored",
+                   "Retry-After '%s' is neither seconds nor an HTTP date: retried as a failure",
+                   Head(outcome.retry_after, 200).c_str());
+        }
+      }
+      if (status == exec::HttpStatusClass::kClientError) {
+        switch (target.client_errors) {
+          case HttpClientErrors::kDead:
+            throw JobDead(message, "Reliableq::HttpFailed");
+          case HttpClientErrors::kDiscard:
+            throw JobDiscard(message, "Reliableq::HttpFailed");
+          case HttpClientErrors::kRetry:
+            break;
+        }
+      }
       throw JobFailure::Named("Reliableq::HttpFailed", message);
     }
     case exec::HttpCallOutcome::End::kTimedOut:
@@ -303,6 +453,11 @@ Result<std::shared_ptr<const ExternalHandlers>> ExternalHandlers::Open(
   std::shared_ptr<ExternalHandlers> handlers(new ExternalHandlers());
   auto shared = std::make_shared<Shared>();
   shared->clock = std::move(clock);
+  // The server's own logger is made later, by the server; this one writes
+  // to the same sink in the same format, and its lines carry the job's
+  // context as every line of a processor thread does.
+  shared->log =
+      std::make_shared<base::Logger>(options.log_level, options.log_sink, options.log_format);
   shared->kill_grace = options.kill_grace;
   shared->environment = std::move(plan->environment);
   Shared* raw = shared.get();

@@ -8,6 +8,13 @@
 // command handler exists, libcurl (exec/http_caller.h) when an HTTP one
 // does; neither costs anything otherwise.
 //
+// A handler here ends its job as the program or the answer says
+// (reliableq(1), OUTCOMES): a program's last outcome line on fd 3, else its
+// exit status; an answer's status and Retry-After, with the handler's
+// HttpClientErrors. It throws what a C++ handler would (JobSnooze,
+// JobRetry, JobDiscard, JobDead, JobFailure) and logs, in the job's
+// context, the program's log lines and any line it cannot use.
+//
 // A handler here enforces its job's timeout itself (the deadline in the
 // JobView): a command's process group gets SIGTERM at the deadline and
 // SIGKILL kill_grace later, an HTTP request is abandoned at the deadline;

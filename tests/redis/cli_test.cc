@@ -570,6 +570,12 @@ TEST_CASE("worker refuses bad handler and timeout options, and programs it canno
   Outcome secret = RunCli({"worker", "--http-handler", "Hook=ftp://user:hunter2@h/jobs"});
   CheckUsageError(secret, "worker", "HTTP handler for Hook");
   CHECK(secret.err.find("hunter2") == std::string::npos);
+  CheckUsageError(
+      RunCli({"worker", "--http-handler", "A=http://h/", "--http-client-errors", "A=kill"}),
+      "worker", "--http-client-errors needs [CLASS=]dead|discard|retry, not 'A=kill'");
+  CheckUsageError(
+      RunCli({"worker", "--http-handler", "A=http://h/", "--http-client-errors", "B=discard"}),
+      "worker", "--http-client-errors: class 'B' has no --http-handler");
   CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--job-timeout", "0"}), "worker",
                   "--job-timeout needs [CLASS=]SECONDS");
   CheckUsageError(RunCli({"worker", "--exec", "A=/bin/true", "--job-timeout", "A=x"}), "worker",

@@ -214,7 +214,7 @@ TEST_CASE("RunCommand: the environment is exactly the one given, plus the job") 
   CommandOutcome outcome = Run(request);
   unsetenv("COMMAND_RUNNER_TEST_LEAK");
   CHECK(outcome.succeeded());
-  CHECK(outcome.stdout_tail == "A=1\nB=two words\nRELIABLEQ_JOB={}\n");
+  CHECK(outcome.stdout_tail == "A=1\nB=two words\nRELIABLEQ_JOB={}\nRELIABLEQ_OUTCOME_FD=3\n");
 }
 
 TEST_CASE("RunCommand: the program holds none of the worker's descriptors") {
@@ -223,7 +223,65 @@ TEST_CASE("RunCommand: the program holds none of the worker's descriptors") {
   CommandOutcome outcome = Run(Request({"/bin/ls", "/proc/self/fd"}));
   close(extra);
   CHECK(outcome.succeeded());
-  CHECK(outcome.stdout_tail == "0\n1\n2\n3\n");  // 3: the directory ls reads
+  // 3: the outcome channel; 4: the directory ls reads.
+  CHECK(outcome.stdout_tail == "0\n1\n2\n3\n4\n");
+  // fd 3 is the write end of a pipe, and only that.
+  outcome = Run(Request({"/bin/sh", "-c", "ls -l /proc/$$/fd/3 | sed 's/.*-> //'"}));
+  CHECK(outcome.stdout_tail.rfind("pipe:[", 0) == 0);
+  outcome = Run(Request({"/bin/sh", "-c", "grep ^flags /proc/$$/fdinfo/3"}));
+  CHECK(outcome.stdout_tail == "flags:\t01\n");  // O_WRONLY; not O_CLOEXEC, not O_NONBLOCK
+}
+
+TEST_CASE("RunCommand: lines on fd 3 reach the callback in order, and the exit is kept") {
+  CommandRequest request =
+      Request({"/bin/sh", "-c",
+               "echo 'log info starting' >&3; echo out; echo err >&2; "
+               "printf 'snooze 5\r\nprogress 50\n' >&3; printf 'dead at the end' >&3; exit 3"});
+  std::vector<std::string> lines;
+  request.on_channel_line = [&](std::string_view line, bool too_long, size_t) {
+    CHECK_FALSE(too_long);
+    lines.emplace_back(line);
+  };
+  CommandOutcome outcome = Run(request);
+  CHECK(outcome.end == End::kExited);
+  CHECK(outcome.exit_status == 3);
+  CHECK(outcome.stdout_tail == "out\n");
+  CHECK(outcome.stderr_tail == "err\n");
+  CHECK(lines == std::vector<std::string>{"log info starting", "snooze 5", "progress 50",
+                                          "dead at the end"});
+  CHECK(outcome.channel_bytes == 55);
+}
+
+TEST_CASE("RunCommand: 100 MB on fd 3 in one line costs no memory and is one line too long") {
+  long before = StatusKb("VmHWM:");
+  CommandRequest request =
+      Request({"/bin/sh", "-c",
+               "head -c 100000000 /dev/zero | tr '\\0' x >&3; echo >&3; echo 'fail late' >&3"});
+  std::vector<std::pair<size_t, bool>> lines;
+  std::string last;
+  request.on_channel_line = [&](std::string_view line, bool too_long, size_t length) {
+    lines.emplace_back(length, too_long);
+    last = line;
+  };
+  CommandOutcome outcome = Run(request);
+  CHECK(outcome.succeeded());
+  CHECK(outcome.channel_bytes == 100000000 + 1 + 10);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == std::pair<size_t, bool>{100000000, true});
+  CHECK(lines[1] == std::pair<size_t, bool>{9, false});
+  CHECK(last == "fail late");
+  CHECK(StatusKb("VmHWM:") - before < 20 * 1024);
+}
+
+TEST_CASE("RunCommand: a program that never writes fd 3, or closes it, ends as before") {
+  int calls = 0;
+  CommandRequest request = Request({"/bin/sh", "-c", "exec 3>&-; exit 4"});
+  request.on_channel_line = [&](std::string_view, bool, size_t) { ++calls; };
+  CommandOutcome outcome = Run(request);
+  CHECK(outcome.end == End::kExited);
+  CHECK(outcome.exit_status == 4);
+  CHECK(calls == 0);
+  CHECK(Run(Request({"/bin/sh", "-c", "echo snooze 1 >&3"})).succeeded());  // no callback: dropped
 }
 
 TEST_CASE("RunCommand: no signal is ignored or blocked in the program") {

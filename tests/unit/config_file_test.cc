@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "cli/handler_options.h"
 #include "cli/retry_options.h"
 
 using reliableq::cli::ConfigEntry;
@@ -166,6 +167,8 @@ TEST_CASE("handlers and timeouts: mappings of class to program, URL or seconds")
       "  '*': /srv/jobs/dispatch\n"
       "http_handlers:\n"
       "  WebhookJob: http://${REDIS_HOST}:8080/jobs\n"
+      "http_client_errors:\n"
+      "  WebhookJob: discard\n"
       "exec_env:\n"
       "  OUTBOX: /var/spool/receipts\n"
       "job_timeout:\n"
@@ -181,13 +184,16 @@ TEST_CASE("handlers and timeouts: mappings of class to program, URL or seconds")
                                  "*=/srv/jobs/dispatch"});
   CHECK(options["http-handler"] ==
         std::vector<std::string>{"WebhookJob=http://redis.internal:8080/jobs"});
+  CHECK(options["http-client-errors"] == std::vector<std::string>{"WebhookJob=discard"});
   CHECK(options["exec-env"] == std::vector<std::string>{"OUTBOX=/var/spool/receipts"});
   CHECK(options["job-timeout"] == std::vector<std::string>{"ReceiptJob=30", "*=600"});
   CHECK(options["kill-grace"] == std::vector<std::string>{"2.5"});
   CHECK(options["on-overrun"] == std::vector<std::string>{"exit"});
   // The default timeout alone, and the environment as a list, read as lists.
-  auto plain = Parse("job_timeout: 45\nexec_env: [HOME, LANG=C.UTF-8]\n");
+  auto plain =
+      Parse("job_timeout: 45\nexec_env: [HOME, LANG=C.UTF-8]\nhttp_client_errors: retry\n");
   CHECK(plain["job-timeout"] == std::vector<std::string>{"45"});
+  CHECK(plain["http-client-errors"] == std::vector<std::string>{"retry"});
   CHECK(plain["exec-env"] == std::vector<std::string>{"HOME", "LANG=C.UTF-8"});
   CHECK(Error("exec:\n  ReceiptJob:\n") == "w.yml:1: key 'exec': entry at line 2: has no value");
   CHECK(Error("exec:\n  ReceiptJob: {a: b}\n") ==
@@ -263,4 +269,34 @@ TEST_CASE("limits: a mapping of name to spec, or a list of NAME=SPEC") {
   auto listed = Parse("limits: [\"mail=rate=10/1s\", ReportJob=concurrency=2]\n");
   CHECK(listed["limit"] == std::vector<std::string>{"mail=rate=10/1s", "ReportJob=concurrency=2"});
   CHECK(Error("limits:\n  mail:\n") == "w.yml:1: key 'limits': entry at line 2: has no value");
+}
+
+TEST_CASE("--http-client-errors: per class, or for every HTTP handler not named") {
+  using reliableq::HttpClientErrors;
+  auto read = [](std::vector<std::string> client_errors, reliableq::ServerOptions* options) {
+    reliableq::cli::ParsedArgs args;
+    args.SetDefault("http-handler", {"A=http://h/a", "B=http://h/b", "C=http://h/c"});
+    args.SetDefault("http-client-errors", std::move(client_errors));
+    return reliableq::cli::ReadHandlerOptions(args, options);
+  };
+  reliableq::ServerOptions options;
+  REQUIRE(read({}, &options) == std::nullopt);
+  CHECK(options.http_handlers["A"].client_errors == HttpClientErrors::kDead);  // the default
+
+  options = {};
+  REQUIRE(read({"B=discard", "retry", "C=dead"}, &options) == std::nullopt);
+  CHECK(options.http_handlers["A"].client_errors == HttpClientErrors::kRetry);
+  CHECK(options.http_handlers["B"].client_errors == HttpClientErrors::kDiscard);
+  CHECK(options.http_handlers["C"].client_errors == HttpClientErrors::kDead);
+
+  auto error = [&](std::vector<std::string> client_errors) {
+    reliableq::ServerOptions ignored;
+    return read(std::move(client_errors), &ignored).value_or("<accepted>");
+  };
+  CHECK(error({"A=kill"}) == "--http-client-errors needs [CLASS=]dead|discard|retry, not 'A=kill'");
+  CHECK(error({"Dead"}) == "--http-client-errors needs [CLASS=]dead|discard|retry, not 'Dead'");
+  CHECK(error({"=dead"}) == "--http-client-errors needs [CLASS=]dead|discard|retry, not '=dead'");
+  CHECK(error({"D=dead"}) == "--http-client-errors: class 'D' has no --http-handler");
+  CHECK(error({"A=dead", "A=retry"}) == "--http-client-errors: class 'A' given twice");
+  CHECK(error({"dead", "retry"}) == "--http-client-errors: the default given twice");
 }

@@ -127,10 +127,16 @@ class HandlersFixture : public RedisFixture {
 
   // The retry set's entry of `jid`, waited for.
   std::string RetryEntry(const std::string& jid, std::chrono::milliseconds limit = 10s) {
+    return SetEntry("retry", jid, limit);
+  }
+
+  // The entry of `jid` in the sorted set `set` (retry, dead), waited for.
+  std::string SetEntry(const std::string& set, const std::string& jid,
+                       std::chrono::milliseconds limit = 10s) {
     std::string found;
     WaitUntil(
         [&] {
-          for (const std::string& entry : ZRange("retry")) {
+          for (const std::string& entry : ZRange(set)) {
             if (entry.find(jid) != std::string::npos) found = entry;
           }
           return !found.empty();
@@ -378,8 +384,10 @@ TEST_CASE_FIXTURE(HandlersFixture, "the example webhook server answers HTTP hand
   std::string jid = Push("WebhookJob", R"(["order.paid", {"order": "A-17"}])");
   REQUIRE(WaitUntil([&] { return ReadFile(ledger).find(jid) != std::string::npos; }));
   CHECK(ReadFile(ledger).find(jid + " order.paid {\"order\": \"A-17\"}") != std::string::npos);
+  // A 4xx other than 408, 425 and 429: the request is wrong, and will stay
+  // so: dead at once (reliableq(1), OUTCOMES).
   std::string bad = Push("WebhookJob", "[1]");
-  std::string entry = RetryEntry(bad);
+  std::string entry = SetEntry("dead", bad);
   CHECK(Field(entry, "error_class") == "Reliableq::HttpFailed");
   CHECK(Field(entry, "error_message").find("HTTP 422") != std::string::npos);
   CHECK(Field(entry, "error_message").find("expected a job with args") != std::string::npos);
