@@ -87,6 +87,10 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
         refusal_.clear();
         retry_pause_ = kFirstRetryPause;
       }
+      // Counts owed by finish.lua successes go out as soon as no round is
+      // left, not at the next beat: a worker that stops (or an all-unique
+      // drain) would otherwise exit owing them.
+      if (carried_.empty()) FlushCounts();
       if (carried_.empty()) on_round_over_();
       return;
     }
@@ -206,7 +210,11 @@ void Outcomes::SendFinish(FinishedJob job, double now) {
   run.resent_unconfirmed = job.maybe_applied;
   switch (job.outcome) {
     case Outcome::kSucceeded:
+      // Counted with the plain acks' batched INCRBY instead (below): in the
+      // script, the counters cost a unique job's ack about as much Redis
+      // time again.
       run.mode = protocol::FinishMode::kDone;
+      run.counted = false;
       break;
     case Outcome::kSnoozed:
       run.mode = protocol::FinishMode::kSnooze;
@@ -230,22 +238,27 @@ void Outcomes::SendFinish(FinishedJob job, double now) {
       break;
   }
   ScriptCall call = protocol::FinishCall(keys_, run, now, dead_limits_, wake_channel_);
+  const bool count_here = job.outcome == Outcome::kSucceeded;
+  const bool maybe_applied = job.maybe_applied;
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(
-        call, [this, settle = std::move(settle)](const Status& s, redis::ReplyRef reply) {
-          if (s.ok()) {
-            Result<bool> moved = protocol::ReadFinishReply(reply);
-            // Not moved: a janitor had given the job back already; it was
-            // counted, and runs again from its queue.
-            if (moved.ok() && !*moved) {
-              log_.Log(LogLevel::kDebug, "outcome_late",
-                       "a finished job had left its working list (given back by a janitor)");
-            }
-          }
-          settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
-        });
+    return command_.Eval(call, [this, settle = std::move(settle), count_here, maybe_applied](
+                                   const Status& s, redis::ReplyRef reply) {
+      if (s.ok()) {
+        Result<bool> moved = protocol::ReadFinishReply(reply);
+        // A success is counted once, as SendAcks counts: sent again after a
+        // lost reply, only if this time it still moved the job.
+        if (count_here && (!maybe_applied || (moved.ok() && *moved))) ++uncounted_processed_;
+        // Not moved: a janitor had given the job back already; it runs
+        // again from its queue.
+        if (moved.ok() && !*moved) {
+          log_.Log(LogLevel::kDebug, "outcome_late",
+                   "a finished job had left its working list (given back by a janitor)");
+        }
+      }
+      settle(s, s.ok() ? std::vector<size_t>{} : std::vector<size_t>{0});
+    });
   });
 }
 

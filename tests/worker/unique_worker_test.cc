@@ -196,3 +196,21 @@ TEST_CASE_FIXTURE(RedisFixture,
   int ignored = std::system(cmd.c_str());
   (void)ignored;
 }
+
+TEST_CASE_FIXTURE(RedisFixture,
+                  "unique jobs' successes are counted once each as soon as their acks are "
+                  "confirmed, not at the next beat") {
+  auto client = Open(options());
+  constexpr int kJobs = 200;
+  for (int i = 0; i < kJobs; ++i) {
+    AcceptedJid(client->Push(UniqueJob("Ok", "counted-" + std::to_string(i))));
+  }
+  HandlerRegistry registry;
+  registry.Register("Ok", [](const JobView&) {});
+  ServerOptions opts = QuickOptions(options());
+  // No beat while the test looks: counts owed must not wait for one.
+  opts.heartbeat_ttl = 60000ms;
+  opts.heartbeat_interval = 20000ms;
+  RunningServer server(opts, std::move(registry));
+  CHECK(WaitUntil([&] { return Get("stat:processed") == std::to_string(kJobs); }, 5s));
+}
