@@ -4,7 +4,9 @@
 -- "The end of a job's life"). The success of a job that carries no feature
 -- is not sent here: it is the worker's pipelined LREM.
 --
--- KEYS[1]  the working list the job was fetched into
+-- KEYS[1]  the working list the job was fetched into (mode "done" with
+--          the count flag "0": the only key; the worker counts successes
+--          with its batched acks)
 -- KEYS[2]  the target ZSET: retry (mode "retry"), schedule ("snooze") or
 --          dead ("dead"); unused by the other modes
 -- KEYS[3]  stat:processed
@@ -67,6 +69,28 @@
 -- @include lib/payload.lua
 -- @include lib/unique.lua
 
+-- What each feature the payload carries does as the run ends; `ends`: the
+-- job's life ends here. A new feature adds its case here, behind a marker
+-- its payload carries (the rule: reliableq-schema(7)).
+local function features_reachable(payload)
+  return unique_reachable(payload)
+end
+local function features_end(payload, ends)
+  if ends then unique_release(payload) end
+end
+
+-- A success the worker counts itself (every unique job's ack): the short
+-- way, since it is the common case of this script.
+if ARGV[4] == 'done' and ARGV[8] == '0' then
+  local bad = check_types('finish', 'list', 1, 1)
+  if bad then return bad end
+  local away = features_reachable(ARGV[1])
+  if away then return away end
+  local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
+  if moved > 0 then features_end(ARGV[1], true) end
+  return moved
+end
+
 -- mode -> {target ZSET written, counts processed, counts failed, life ends}
 local MODES = {
   done = {false, true, false, true},
@@ -124,16 +148,6 @@ local countable = {}
 for _, i in ipairs(counters) do
   local value = redis.call('GET', KEYS[i])
   if not value or string.find(value, '^%-?%d+$') then countable[#countable + 1] = i end
-end
-
--- What each feature the payload carries does as the run ends; `ends`: the
--- job's life ends here. A new feature adds its case here, behind a marker
--- its payload carries (the rule: reliableq-schema(7)).
-local function features_reachable(payload)
-  return unique_reachable(payload)
-end
-local function features_end(payload, ends)
-  if ends then unique_release(payload) end
 end
 
 if life_ends then

@@ -156,7 +156,9 @@ struct FinishedRun {
 // fallback reads still find it).
 ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
                       const DeadSetLimits& limits, std::string_view wake_channel = {});
-// Its reply: whether the job was still in the working list (and moved).
+// A kDone run that is not counted (the worker counts successes with its
+// batched acks) names the working list alone. Its reply: whether the job
+// was still in the working list (and moved).
 Result<bool> ReadFinishReply(redis::ReplyRef reply);
 
 // requeue.lua: a live process gives back one working list.

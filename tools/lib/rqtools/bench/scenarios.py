@@ -269,6 +269,15 @@ class Bench:
         if "worker_context_switches" in result:
             result["worker_switches_per_job"] = round(result["worker_context_switches"] / jobs, 2)
         if result["processed"] != result["jobs"] or result["failed"] != 0:
+            # An older build's miscount (before 5a621c6 a worker that stopped
+            # right after a drain of unique jobs could exit owing their
+            # counts) is reported with its rate, not fatal: the rate is what
+            # a --baseline run compares.
+            if self.system != CURRENT and result["failed"] == 0:
+                result["processed_short"] = result["jobs"] - result["processed"]
+                log("%s: %s counted %d of %d jobs in stat:processed" % (
+                    name, self.system, result["processed"], result["jobs"]))
+                return
             raise BenchError("%s: %d jobs queued but stat:processed grew by %d (failed %d)" % (
                 name, result["jobs"], result["processed"], result["failed"]))
 
