@@ -66,7 +66,8 @@
 -- counts not STRINGs); nothing is written then. A counter that holds a
 -- string that is not an integer is left alone, and the job still moves.
 
--- @include lib/payload.lua
+-- @include lib/args.lua
+-- @include lib/dead.lua
 -- @include lib/unique.lua
 
 -- What each feature the payload carries does as the run ends; `ends`: the

@@ -87,10 +87,11 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
         refusal_.clear();
         retry_pause_ = kFirstRetryPause;
       }
-      // Counts owed by finish.lua successes go out as soon as no round is
-      // left, not at the next beat: a worker that stops (or an all-unique
-      // drain) would otherwise exit owing them.
-      if (carried_.empty()) FlushCounts();
+      // Counts owed by finish.lua successes go out once the processors hold
+      // no job and no round is left, not at the next beat: a worker that
+      // stops after an all-unique drain would otherwise exit owing them. (A
+      // busy worker's next beat or ack round carries them.)
+      if (carried_.empty() && pool_.held() == 0) FlushCounts();
       if (carried_.empty()) on_round_over_();
       return;
     }
