@@ -116,6 +116,9 @@ std::string Shown(std::string_view text);
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
 // "2.5 s".
 std::string SecondsText(std::chrono::milliseconds ms);
+// "CLASS=REST" split at the first '='; empty when there is none, or
+// nothing before it.
+std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text);
 // "1 job", "2 jobs": `n` and the word for it.
 std::string Plural(int64_t n, const char* one, const char* many);
 

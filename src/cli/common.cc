@@ -286,6 +286,12 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   return buf;
 }
 
+std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text) {
+  size_t equals = text.find('=');
+  if (equals == std::string_view::npos || equals == 0) return std::nullopt;
+  return std::pair{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
+}
+
 std::string Plural(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }

@@ -9,13 +9,6 @@ namespace reliableq::cli {
 
 namespace {
 
-// "CLASS=REST" split at the first '='.
-std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text) {
-  size_t equals = text.find('=');
-  if (equals == std::string_view::npos || equals == 0) return std::nullopt;
-  return std::pair{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
-}
-
 // The words of a program: at kArgvSeparator when the config file gave a
 // list, else at spaces and tabs.
 std::vector<std::string> ProgramWords(std::string_view text) {

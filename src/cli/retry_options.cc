@@ -6,6 +6,8 @@
 #include <system_error>
 #include <vector>
 
+#include "cli/commands.h"
+
 namespace reliableq::cli {
 
 namespace {
@@ -34,13 +36,6 @@ std::vector<std::string_view> Split(std::string_view text, char separator) {
     if (end == std::string_view::npos) return parts;
     start = end + 1;
   }
-}
-
-// "CLASS=REST" split at the first '='.
-std::optional<std::pair<std::string, std::string>> ClassAssignment(std::string_view text) {
-  size_t equals = text.find('=');
-  if (equals == std::string_view::npos || equals == 0) return std::nullopt;
-  return std::pair{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
 }
 
 }  // namespace
@@ -77,7 +72,7 @@ std::optional<Backoff> ParseBackoff(std::string_view text) {
 
 std::optional<std::string> ReadRetryOptions(const ParsedArgs& args, ServerOptions* options) {
   for (const std::string& value : args.Values("backoff")) {
-    auto assignment = ClassAssignment(value);
+    auto assignment = SplitAssignment(value);
     std::optional<Backoff> backoff;
     if (assignment) backoff = ParseBackoff(assignment->second);
     if (!backoff) {
@@ -91,7 +86,7 @@ std::optional<std::string> ReadRetryOptions(const ParsedArgs& args, ServerOption
     retry.backoff = std::move(*backoff);
   }
   for (const std::string& value : args.Values("retry-for")) {
-    auto assignment = ClassAssignment(value);
+    auto assignment = SplitAssignment(value);
     std::optional<double> seconds;
     if (assignment) seconds = PositiveSeconds(assignment->second);
     if (!seconds) {

@@ -1,5 +1,6 @@
 #include "server/failure_planner.h"
 
+#include <algorithm>
 #include <random>
 
 #include "codec/job_codec.h"
@@ -7,13 +8,14 @@
 
 namespace reliableq::server {
 
-FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries,
+FailurePlanner::FailurePlanner(const HandlerRegistry& registry, int max_retries, int max_snoozes,
                                const std::map<std::string, ClassRetry, std::less<>>& class_retries,
                                std::function<int(int n)> random_below,
                                const std::vector<DeathHandler>& death_handlers,
                                const base::Logger& log)
     : registry_(registry),
       max_retries_(max_retries),
+      max_snoozes_(max_snoozes),
       class_retries_(class_retries),
       random_below_(std::move(random_below)),
       death_handlers_(death_handlers),
@@ -106,6 +108,42 @@ void FailurePlanner::Plan(std::string_view payload, const std::string& queue,
   if (plan.death) {
     for (const DeathHandler& handler : death_handlers_) guarded("death handler", handler);
   }
+}
+
+bool FailurePlanner::Snooze(std::string_view payload, const rapidjson::Document& document,
+                            std::string_view job_class, std::chrono::milliseconds delay, double now,
+                            JobError* error, FinishedJob* done) const {
+  // A year at most: a score far beyond would never come, and a negative
+  // delay is "now".
+  constexpr std::chrono::milliseconds kLongestSnooze = std::chrono::hours(24 * 365);
+  delay = std::clamp(delay, std::chrono::milliseconds(0), kLongestSnooze);
+  int64_t count = 0;
+  if (auto it = document.FindMember("snooze_count");
+      it != document.MemberEnd() && it->value.IsInt64() && it->value.GetInt64() > 0) {
+    count = it->value.GetInt64();
+  }
+  // A command or HTTP class is not in the registry: the server's bound.
+  const JobClassOptions* options = registry_.Options(job_class);
+  int most = options != nullptr && options->max_snoozes ? *options->max_snoozes : max_snoozes_;
+  if (count >= most) {
+    error->error_class = "Reliableq::SnoozedTooOften";
+    error->message = "snoozed " + std::to_string(count) + " times, the most its class allows (" +
+                     std::to_string(most) + "), and once more";
+    return false;
+  }
+  Result<std::string> snoozed = codec::RecordSnooze(payload, count + 1);
+  if (!snoozed.ok()) {
+    error->error_class = "Reliableq::InvalidJob";
+    error->message = snoozed.status().message();
+    return false;
+  }
+  double seconds = std::chrono::duration<double>(delay).count();
+  done->outcome = Outcome::kSnoozed;
+  done->updated_payload = std::move(*snoozed);
+  done->score = now + seconds;
+  log_.Log(LogLevel::kInfo, "job_snoozed", "snoozed for %.3f s (%lld of %d)", seconds,
+           static_cast<long long>(count + 1), most);
+  return true;
 }
 
 }  // namespace reliableq::server

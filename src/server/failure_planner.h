@@ -1,10 +1,11 @@
-// FailurePlanner: what becomes of a job whose handler failed. Records the
-// failure in the payload the way Sidekiq does, decides retry or dead (the
-// job's retry option, its class's retry_in, the retry count), and calls the
-// retries-exhausted hook and the death handlers. Runs on processor threads,
-// right after the handler, so the loop thread only sends the result.
+// FailurePlanner: what becomes of a job whose handler failed, or snoozed.
+// Records the failure in the payload the way Sidekiq does, decides retry or
+// dead (the job's retry option, its class's retry_in, the retry count), and
+// calls the retries-exhausted hook and the death handlers; or counts the
+// snooze and times it. Runs on processor threads, right after the handler,
+// so the loop thread only sends the result.
 //
-// Thread safety: Plan may be called from several threads at once; hooks and
+// Thread safety: Plan and Snooze may be called from several threads at once; hooks and
 // random_below must allow that.
 
 #ifndef RELIABLEQ_SERVER_FAILURE_PLANNER_H_
@@ -12,6 +13,7 @@
 
 #include <rapidjson/document.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -30,7 +32,7 @@ class FailurePlanner {
  public:
   // The planner keeps references to `registry`, `class_retries`,
   // `death_handlers` and `log`.
-  FailurePlanner(const HandlerRegistry& registry, int max_retries,
+  FailurePlanner(const HandlerRegistry& registry, int max_retries, int max_snoozes,
                  const std::map<std::string, ClassRetry, std::less<>>& class_retries,
                  std::function<int(int n)> random_below,
                  const std::vector<DeathHandler>& death_handlers, const base::Logger& log);
@@ -46,9 +48,18 @@ class FailurePlanner {
             JobError error, std::vector<std::string> backtrace, std::optional<RetryIn> then,
             double now, FinishedJob* done) const;
 
+  // A job of `job_class` that snoozed for `delay` at `now`: sets `done`
+  // (kSnoozed, `payload` with snooze_count + 1, its time) and returns true;
+  // or, snoozed more than its class allows (max_snoozes), sets `error` and
+  // returns false, and it fails instead.
+  bool Snooze(std::string_view payload, const rapidjson::Document& document,
+              std::string_view job_class, std::chrono::milliseconds delay, double now,
+              JobError* error, FinishedJob* done) const;
+
  private:
   const HandlerRegistry& registry_;
   int max_retries_;
+  int max_snoozes_;
   const std::map<std::string, ClassRetry, std::less<>>& class_retries_;
   std::function<int(int n)> random_below_;  // empty: a generator per thread
   const std::vector<DeathHandler>& death_handlers_;

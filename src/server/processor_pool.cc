@@ -1,7 +1,5 @@
 #include "server/processor_pool.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,11 +9,10 @@
 #include <random>
 #include <stop_token>
 #include <system_error>
-#include <typeinfo>
 
-#include "base/text_escape.h"
 #include "codec/job_codec.h"
 #include "server/failure_planner.h"
+#include "server/handler_call.h"
 #include "server/job_expiry.h"
 
 namespace reliableq::server {
@@ -59,53 +56,7 @@ bool AnyClassTimeout(const HandlerRegistry& registry) {
   return false;
 }
 
-std::string Demangle(const char* name) {
-  int status = 0;
-  char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string out = status == 0 && readable != nullptr ? readable : name;
-  std::free(readable);
-  return out;
-}
-
 }  // namespace
-
-ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegistry registry,
-                                     std::shared_ptr<const ExternalHandlers> external,
-                                     std::vector<std::string> queue_names,
-                                     std::shared_ptr<const base::Logger> log,
-                                     std::shared_ptr<const Clock> clock) {
-  ProcessorConfig config;
-  if (!options.http_address.empty()) {
-    std::vector<std::string> classes = registry.Classes();
-    if (external) {
-      for (std::string& name : external->Classes()) classes.push_back(std::move(name));
-    }
-    std::vector<std::string> queues;
-    for (const QueueSpec& queue : options.queues) queues.push_back(queue.name);
-    config.metrics = std::make_shared<metrics::WorkerMetrics>(std::move(classes), std::move(queues),
-                                                     options.concurrency);
-  }
-  config.threads = options.concurrency;
-  config.registry = std::move(registry);
-  if (external) {
-    for (const std::string& line : external->Describe()) {
-      log->Log(LogLevel::kInfo, "handler", "handler %s", base::Escaped(line).c_str());
-    }
-  }
-  config.external = std::move(external);
-  config.timeouts = TimeoutPolicy(options.job_timeouts);
-  config.kill_grace = options.kill_grace;
-  config.queue_names = std::move(queue_names);
-  config.max_retries = options.max_retries;
-  config.max_snoozes = options.max_snoozes;
-  config.class_retries = options.class_retries;
-  config.random_below = options.random_below;
-  config.middleware = options.middleware;
-  config.death_handlers = options.death_handlers;
-  config.log = std::move(log);
-  config.clock = std::move(clock);
-  return config;
-}
 
 struct ProcessorPool::State {
   struct Slot {
@@ -129,8 +80,8 @@ struct ProcessorPool::State {
   explicit State(ProcessorConfig c)
       : config(std::move(c)),
         class_timeouts(AnyClassTimeout(config.registry)),
-        planner(config.registry, config.max_retries, config.class_retries, config.random_below,
-                config.death_handlers, *config.log),
+        planner(config.registry, config.max_retries, config.max_snoozes, config.class_retries,
+                config.random_below, config.death_handlers, *config.log),
         queue_names(config.queue_names.begin(), config.queue_names.end()) {}
 
   ProcessorConfig config;
@@ -178,12 +129,6 @@ struct ProcessorPool::State {
   FinishedJob Run(Slot& slot, const std::string& queue, metrics::WorkerMetrics::Tally& tally);
   // The handler of `job_class`: C++ first, then programs and URLs.
   const Handler* FindHandler(std::string_view job_class, bool* external) const;
-  // A job that snoozed for `delay`: sets `done` (kSnoozed, its payload with
-  // snooze_count + 1, its time) and returns true; or, snoozed more than its
-  // class allows, sets `error` and returns false (it fails instead).
-  bool Snooze(const rapidjson::Document& document, std::string_view payload,
-              std::string_view job_class, bool external, std::chrono::milliseconds delay,
-              JobError* error, FinishedJob* done);
   // Publishes, under mu, the job's deadline (with a timeout) and whether
   // its handler is a program or a URL.
   void MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout, bool external);
@@ -369,51 +314,21 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // requests stop on it under the lock (CheckDeadlines, StopRunning).
   JobView view(job.payload, queue, decoded->document, &slot.stop, deadline);
   base::JobLogContext context(view.job_class(), view.jid(), queue);
-  JobError error;
-  std::vector<std::string> backtrace;
-  std::optional<RetryIn> then;  // what the failure said should become of the job
-  std::optional<std::chrono::milliseconds> snooze;
+  HandlerEnding ending;
   if (!timeout.ok()) {
-    error.error_class = "Reliableq::InvalidJob";
-    error.message = timeout.status().message();
+    ending.error.error_class = "Reliableq::InvalidJob";
+    ending.error.message = timeout.status().message();
   } else if (handler == nullptr) {
     // Sidekiq fails a job whose class it cannot load the same way: it is
     // retried, so a rolling deploy that adds the class picks it up later.
-    error.error_class = "Reliableq::UnknownJobClass";
-    error.message = "no handler is registered for class '" + std::string(view.job_class()) +
-                    "' in this worker";
+    ending.error.error_class = "Reliableq::UnknownJobClass";
+    ending.error.message =
+        "no handler is registered for class '" + std::string(view.job_class()) + "' in this worker";
   } else {
     config.log->Log(LogLevel::kDebug, "job_start", "start");
-    const std::vector<ServerMiddleware>& chain = config.middleware;
-    try {
-      if (chain.empty()) {
-        (*handler)(view);
-      } else {
-        std::function<void(size_t)> call = [&](size_t i) {
-          if (i == chain.size()) {
-            (*handler)(view);
-          } else {
-            chain[i](view, [&call, i] { call(i + 1); });
-          }
-        };
-        call(0);
-      }
-    } catch (const JobSnooze& e) {
-      snooze = e.delay();
-    } catch (const JobFailure& e) {
-      error.error_class = e.error_class().empty() ? Demangle(typeid(e).name()) : e.error_class();
-      error.message = e.what();
-      backtrace = e.backtrace();
-      then = e.then();
-    } catch (const std::exception& e) {
-      error.error_class = Demangle(typeid(e).name());
-      error.message = e.what();
-    } catch (...) {
-      std::type_info* type = abi::__cxa_current_exception_type();
-      error.error_class = type != nullptr ? Demangle(type->name()) : "unknown exception";
-      error.message = "a non-standard exception was thrown";
-    }
+    ending = CallHandler(*handler, config.middleware, view);
   }
+  JobError& error = ending.error;
   // Stopped hard: its outcome is dropped (Loop), and so are its retry,
   // hooks, log lines and metrics. The job goes back to its queue.
   if (hard_stop.load(std::memory_order_acquire)) return done;
@@ -422,8 +337,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     std::lock_guard<std::mutex> lock(mu);
     if (slot.fenced) return done;
   }
-  if (snooze &&
-      Snooze(decoded->document, job.payload, job_class, external, *snooze, &error, &done)) {
+  if (ending.snooze && planner.Snooze(job.payload, decoded->document, job_class, *ending.snooze,
+                                      config.clock->Now(), &error, &done)) {
     if (config.metrics) {
       double now = config.clock->Now();
       tally.Add(view.job_class(), job.queue, queue, metrics::JobResult::kSnoozed, now - started_at,
@@ -460,8 +375,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
                     base::LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
                     "fail: %.6f sec: %s", now - started_at, error_text.c_str());
   }
-  planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(backtrace),
-               std::move(then), now, &done);
+  planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(ending.backtrace),
+               std::move(ending.then), now, &done);
   // Where the job goes next is logged here, with the job's context, not
   // when the loop sends the outcome.
   if (done.action == protocol::FailureAction::kRetry) {
@@ -478,44 +393,6 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
               PickupLatency(decoded->document, started_at), now);
   }
   return done;
-}
-
-bool ProcessorPool::State::Snooze(const rapidjson::Document& document, std::string_view payload,
-                                  std::string_view job_class, bool external,
-                                  std::chrono::milliseconds delay, JobError* error,
-                                  FinishedJob* done) {
-  // A year at most: a score far beyond would never come, and a negative
-  // delay is "now".
-  constexpr std::chrono::milliseconds kLongestSnooze = std::chrono::hours(24 * 365);
-  delay = std::clamp(delay, std::chrono::milliseconds(0), kLongestSnooze);
-  int64_t count = 0;
-  if (auto it = document.FindMember("snooze_count");
-      it != document.MemberEnd() && it->value.IsInt64() && it->value.GetInt64() > 0) {
-    count = it->value.GetInt64();
-  }
-  const JobClassOptions* options = external ? nullptr : config.registry.Options(job_class);
-  int most =
-      options != nullptr && options->max_snoozes ? *options->max_snoozes : config.max_snoozes;
-  if (count >= most) {
-    error->error_class = "Reliableq::SnoozedTooOften";
-    error->message = "snoozed " + std::to_string(count) + " times, the most its class allows (" +
-                     std::to_string(most) + "), and once more";
-    return false;
-  }
-  Result<std::string> snoozed = codec::RecordSnooze(payload, count + 1);
-  if (!snoozed.ok()) {
-    error->error_class = "Reliableq::InvalidJob";
-    error->message = snoozed.status().message();
-    return false;
-  }
-  double now = config.clock->Now();
-  double seconds = std::chrono::duration<double>(delay).count();
-  done->outcome = Outcome::kSnoozed;
-  done->updated_payload = std::move(*snoozed);
-  done->score = now + seconds;
-  config.log->Log(LogLevel::kInfo, "job_snoozed", "snoozed for %.3f s (%lld of %d)", seconds,
-                  static_cast<long long>(count + 1), most);
-  return true;
 }
 
 std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(
