@@ -105,6 +105,10 @@ class Keys {
   // STRING that lives for the replay window, so that the same jid sent again
   // within it stores nothing.
   std::string Pushed(std::string_view jid) const { return prefix_ + "pushed:" + std::string(jid); }
+  // The final record of job `jid` (reliableq-schema(7), "Job records"): a
+  // STRING of JSON written where the job's life ends, when its class keeps
+  // records, expiring after the class's retention.
+  std::string JobRecord(std::string_view jid) const { return prefix_ + "job:" + std::string(jid); }
   // Periodic jobs (reliableq-schema(7), "Periodic jobs"): the SET of their
   // names, each one's HASH (declaration and bookkeeping), and the ZSET of
   // the ticks pushed for it.
