@@ -7,7 +7,9 @@
 //   EmailJob    [to, subject]             sleeps 2-5 ms, logs one line to stderr,
 //                                         records its jid (see RecordJob)
 //   PaymentJob  [order_id, amount_cents]  sleeps 2-5 ms, logs one line to stderr,
-//                                         records its jid (see RecordJob)
+//                                         records its jid (see RecordJob), gives
+//                                         {"charge":"ch_<jid>","amount_cents":N}
+//                                         as its result
 //   NoopJob     any args                  does nothing
 //   SleepJob    [milliseconds]            sleeps that long
 //   FailingJob  any args                  throws std::runtime_error
@@ -109,6 +111,10 @@ void PaymentJob(const JobView& job) {
   LogLine("PaymentJob " + std::string(job.jid()) + ": charged " +
           std::to_string(args[1].GetInt64()) + " cents for order " + order);
   RecordExecution(job);
+  // What a payment provider would answer, kept in the job's final record
+  // when the worker keeps records (reliableq worker --records).
+  job.SetResult("{\"charge\":\"ch_" + std::string(job.jid()) +
+                "\",\"amount_cents\":" + std::to_string(args[1].GetInt64()) + "}");
 }
 
 void NoopJob(const JobView&) {}

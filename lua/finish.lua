@@ -14,6 +14,8 @@
 -- KEYS[5]  stat:failed
 -- KEYS[6]  stat:failed:<YYYY-MM-DD>
 -- KEYS[7]  stat:expired (reliableq's, a STRING counter)
+-- KEYS[8]  optional: the job's final record, <prefix>job:<jid> (with
+--          ARGV[10])
 -- ARGV[1]  the payload, byte for byte as it was fetched
 -- ARGV[2]  the payload it moves as (modes "retry", "snooze", "dead"): the
 --          worker's edit of it (error fields, retry_count, snooze_count);
@@ -43,6 +45,10 @@
 --          of its target, PUBLISH this channel the score (ARGV[3] as given),
 --          so that idle workers sleeping until a later head wake at its
 --          time. Absent or "": no PUBLISH.
+-- ARGV[10] optional: the job's final record (JSON), SET into KEYS[8] with
+--          EX ARGV[11] when the job moved and its life ends here (modes
+--          done, dead, discard, expire); absent or "": no record
+-- ARGV[11] the record's retention in seconds (integer >= 1; with ARGV[10])
 --
 -- The target is written only when LREM working -1 original removed the job
 -- (from the tail, where the oldest fetched job sits): if a janitor already
@@ -54,6 +60,9 @@
 -- life ends (done, dead, discard, expire) and kept while it waits to run
 -- again (retry, snooze). A feature's key is not among KEYS: its name comes
 -- from the payload, in the slot of KEYS[1] (layout 2's hash tag).
+--
+-- The record (ARGV[10]) is written only when the job moved: when a janitor
+-- gave it back, it runs again and its next end writes one.
 --
 -- The PUBLISH (ARGV[9]) comes after every write. A message nobody hears is
 -- lost; the job is then found by the next fallback read of the heads by any
@@ -80,9 +89,9 @@ local function features_end(payload, ends)
   if ends then unique_release(payload) end
 end
 
--- A success the worker counts itself (every unique job's ack): the short
--- way, since it is the common case of this script.
-if ARGV[4] == 'done' and ARGV[8] == '0' then
+-- A success the worker counts itself and keeps no record of (every unique
+-- job's ack): the short way, since it is the common case of this script.
+if ARGV[4] == 'done' and ARGV[8] == '0' and #KEYS == 1 then
   local bad = check_types('finish', 'list', 1, 1)
   if bad then return bad end
   local away = features_reachable(ARGV[1])
@@ -115,6 +124,10 @@ if flag ~= '0' and flag ~= '1' and flag ~= '2' then
 end
 if (ARGV[4] == 'retry' or ARGV[4] == 'snooze') and tonumber(ARGV[3]) == nil then
   return redis.error_reply('RQ_INVALID finish: bad score ' .. tostring(ARGV[3]))
+end
+local record = ARGV[10] ~= nil and ARGV[10] ~= ''
+if record and (KEYS[8] == nil or parse_int(ARGV[11], 1) == nil) then
+  return redis.error_reply('RQ_INVALID finish: a record needs KEYS[8] and a retention >= 1')
 end
 if ARGV[4] == 'dead' then
   if not is_float_seconds(ARGV[5]) then
@@ -171,6 +184,7 @@ if moved > 0 then
     end
   end
   features_end(ARGV[1], life_ends)
+  if life_ends and record then redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11]) end
 end
 if flag == '1' or (flag == '2' and moved > 0) then
   for _, i in ipairs(countable) do

@@ -40,6 +40,18 @@
 
 namespace reliableq {
 
+// Where a running job's result and progress go (JobView::SetResult,
+// ReportProgress): the server's, one per processor. Its calls may come from
+// any thread and never block for long.
+class JobReporter {
+ public:
+  virtual void Result(std::string_view json) = 0;
+  virtual void Progress(double percent, std::string_view message) = 0;
+
+ protected:
+  ~JobReporter() = default;
+};
+
 // A fetched job as its handler sees it. Valid only for the duration of the
 // handler call; copy what must outlive it.
 class JobView {
@@ -51,11 +63,18 @@ class JobView {
       : raw_(raw), queue_(queue), document_(document) {}
   // As above, for a job whose stop is requested through `stop` (which
   // outlives the view) and, when it has a timeout, with a deadline (on the
-  // server's clock's Monotonic()).
+  // server's clock's Monotonic()); its result and progress go to `reporter`
+  // (which outlives the view; null: nowhere).
   JobView(std::string_view raw, std::string_view queue, const rapidjson::Document& document,
           const std::stop_source* stop,
-          std::optional<std::chrono::steady_clock::time_point> deadline)
-      : raw_(raw), queue_(queue), document_(document), stop_(stop), deadline_(deadline) {}
+          std::optional<std::chrono::steady_clock::time_point> deadline,
+          JobReporter* reporter = nullptr)
+      : raw_(raw),
+        queue_(queue),
+        document_(document),
+        stop_(stop),
+        deadline_(deadline),
+        reporter_(reporter) {}
 
   JobView(const JobView&) = delete;
   JobView& operator=(const JobView&) = delete;
@@ -110,6 +129,22 @@ class JobView {
   // when the job has no timeout.
   std::optional<std::chrono::steady_clock::time_point> deadline() const { return deadline_; }
 
+  // The job's result: one JSON value (text that is not JSON is kept as a
+  // JSON string), such as a payment provider's charge id. Kept in the job's
+  // final record when its class keeps records (reliableq(1), JOB RECORDS),
+  // at most the record's size cap; the last call wins. A job that fails
+  // keeps no result.
+  void SetResult(std::string_view json) const {
+    if (reporter_ != nullptr) reporter_->Result(json);
+  }
+  // How far the job is: `percent` from 0 to 100 (clamped), and a short
+  // message. Shown by `reliableq job JID` and the dashboard while the job
+  // runs: the server writes the latest one into Sidekiq's work hash at most
+  // once a second, however often it is called.
+  void ReportProgress(double percent, std::string_view message = {}) const {
+    if (reporter_ != nullptr) reporter_->Progress(percent, message);
+  }
+
   // The whole parsed payload, for any other field.
   const rapidjson::Value& payload() const { return document_; }
   // The payload exactly as it is stored in Redis.
@@ -129,6 +164,7 @@ class JobView {
   // reference count.
   const std::stop_source* stop_ = nullptr;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
+  JobReporter* reporter_ = nullptr;
 };
 
 // Runs one job. Throw to fail it.
@@ -286,7 +322,8 @@ struct JobClassOptions {
   std::function<void(const JobView& job, const JobError& error)> on_retries_exhausted;
   // How long a job of this class may run (0: the server's default, see
   // ServerOptions::job_timeouts). A job's own `timeout` field wins.
-  std::chrono::milliseconds timeout{0};  // The most times a job of this class may snooze (JobSnooze) before a
+  std::chrono::milliseconds timeout{0};
+  // The most times a job of this class may snooze (JobSnooze) before a
   // snooze fails it; empty: ServerOptions::max_snoozes.
   std::optional<int> max_snoozes;
 };

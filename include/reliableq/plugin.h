@@ -29,7 +29,7 @@
 
 // Bumped whenever HandlerRegistry, Handler, JobView or the outcomes a
 // handler throws (handler.h) change layout.
-#define RELIABLEQ_PLUGIN_ABI_VERSION 4
+#define RELIABLEQ_PLUGIN_ABI_VERSION 5
 
 // The symbol the worker looks up.
 #define RELIABLEQ_PLUGIN_ENTRY_POINT "reliableq_register"

@@ -34,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reliableq/clock.h"
@@ -107,6 +108,36 @@ struct ClassRetry {
   std::optional<std::chrono::seconds> retry_for;
 };
 
+// Which finished jobs keep a final record, and for how long
+// (reliableq(1), JOB RECORDS; reliableq-schema(7), "Job records"): a record
+// says how the job's life ended (done, dead, discarded, expired), when,
+// on which process, after how many attempts, with its last error, its
+// result and its arguments, and expires by its Redis TTL. Off by default:
+// each record holds its job's arguments, so the memory it costs grows with
+// the job rate times the retention.
+struct JobRecords {
+  // Every class's retention; 0: no records.
+  std::chrono::seconds retention{0};
+  // Per class, over `retention`; 0: none for that class.
+  std::map<std::string, std::chrono::seconds, std::less<>> class_retention;
+  // The most bytes of a record: a result or arguments that would make it
+  // larger are left out, their size said instead.
+  size_t max_bytes = 8192;
+
+  // The retention of `job_class` (0: no record).
+  std::chrono::seconds For(std::string_view job_class) const {
+    auto it = class_retention.find(job_class);
+    return it != class_retention.end() ? it->second : retention;
+  }
+  bool any() const {
+    if (retention.count() > 0) return true;
+    for (const auto& [name, seconds] : class_retention) {
+      if (seconds.count() > 0) return true;
+    }
+    return false;
+  }
+};
+
 struct ServerOptions {
   // Where Redis is.
   RedisOptions redis;
@@ -138,6 +169,8 @@ struct ServerOptions {
   int max_snoozes = 100;
   // Per class: its backoff and retry_for (--backoff, --retry-for).
   std::map<std::string, ClassRetry, std::less<>> class_retries;
+  // Final records of finished jobs (--records, --record).
+  JobRecords records;
   // The dead set keeps at most dead_set.max_jobs jobs (Sidekiq's
   // dead_max_jobs; the trim leaves one fewer), none older than
   // dead_set.timeout (dead_timeout_in_seconds).

@@ -17,6 +17,7 @@
 #include "cli/early_signals.h"
 #include "cli/handler_options.h"
 #include "cli/periodic_options.h"
+#include "cli/record_options.h"
 #include "cli/retry_options.h"
 #include "reliableq/job.h"  // CheckQueueName
 #include "reliableq/plugin.h"
@@ -47,6 +48,7 @@ constexpr std::string_view kHelp =
     "                        [--heartbeat-interval SEC] [--janitor-interval SEC]\n"
     "                        [--max-interruptions N] [--max-retries N] [--max-snoozes N]\n"
     "                        [--backoff CLASS=SPEC]... [--retry-for CLASS=SEC]...\n"
+    "                        [--records SEC] [--record CLASS=SEC]... [--record-max-bytes N]\n"
     "                        [--poll-interval SEC] [--idle-poll SEC]\n"
     "                        [--exec-env NAME[=VALUE]]... [--job-timeout [CLASS=]SEC]...\n"
     "                        [--kill-grace SEC] [--on-overrun keep|exit]\n"
@@ -122,6 +124,13 @@ constexpr std::string_view kHelp =
     "      --retry-for CLASS=SEC\n"
     "                       retry the class's jobs until SEC after their first failure,\n"
     "                       however many retries that takes (Sidekiq's retry_for)\n"
+    "      --records SEC    keep a final record of every finished job for SEC\n"
+    "                       seconds, for `reliableq job JID` (default: 0, none)\n"
+    "      --record CLASS=SEC\n"
+    "                       the record retention of one class (0: none), over --records\n"
+    "      --record-max-bytes N\n"
+    "                       the most bytes of a record; a larger result or arguments\n"
+    "                       are left out (default: 8192)\n"
     "      --poll-interval SEC\n"
     "                       how often, on average across all workers, due scheduled\n"
     "                       jobs and retries are moved to their queues (default: 0.5)\n"
@@ -240,6 +249,7 @@ std::optional<std::string> ReadOptions(const ParsedArgs& args, ServerOptions* op
   if (args.Has("verbose")) options->log_level = LogLevel::kDebug;
   if (auto problem = ReadHandlerOptions(args, options)) return problem;
   if (auto problem = ReadRetryOptions(args, options)) return problem;
+  if (auto problem = ReadRecordOptions(args, options)) return problem;
   if (auto problem = ReadPeriodicOptions(args, options)) return problem;
   return ReadLogFormat(args, &options->log_format);
 }
@@ -405,6 +415,9 @@ const Command& WorkerCommand() {
               {.name = "max-snoozes", .takes_value = true},
               {.name = "backoff", .takes_value = true, .repeats = true},
               {.name = "retry-for", .takes_value = true, .repeats = true},
+              {.name = "records", .takes_value = true},
+              {.name = "record", .takes_value = true, .repeats = true},
+              {.name = "record-max-bytes", .takes_value = true},
               {.name = "poll-interval", .takes_value = true},
               {.name = "idle-poll", .takes_value = true},
               {.name = "tag", .takes_value = true},

@@ -112,11 +112,13 @@ Result<ChannelLine> ParseChannelLine(std::string_view line) {
       break;
     }
     case ChannelLine::Verb::kProgress: {
-      std::optional<double> percent = DecimalNumber(rest);
+      auto [number, message] = FirstWord(rest);
+      std::optional<double> percent = DecimalNumber(number);
       if (!percent || *percent > 100) {
         return Status::InvalidArgument("progress needs a number from 0 to 100");
       }
       parsed.percent = *percent;
+      parsed.text = message;
       break;
     }
     case ChannelLine::Verb::kLog: {

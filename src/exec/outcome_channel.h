@@ -9,7 +9,7 @@
 //   dead [MESSAGE]          a failure, to the dead set now
 //   fail [MESSAGE]          a failure, retried with the class's backoff
 //   result JSON             the job's result (one JSON value)
-//   progress PERCENT        how far the job is, 0 to 100
+//   progress PERCENT [MESSAGE]  how far the job is, 0 to 100, and what it does
 //   log LEVEL TEXT          a worker log line (debug, info, warn, error)
 //
 // SECONDS and PERCENT are decimal numbers ("30", "0.5"; no sign, no
@@ -45,8 +45,8 @@ struct ChannelLine {
   Verb verb = Verb::kFail;
   // kSnooze (>= 0) and kRetry (> 0), at most kMostChannelDelay.
   std::chrono::milliseconds delay{0};
-  // kRetry, kDiscard, kDead, kFail: the message, maybe empty; kResult: the
-  // JSON text; kLog: the text to log.
+  // kRetry, kDiscard, kDead, kFail, kProgress: the message, maybe empty;
+  // kResult: the JSON text; kLog: the text to log.
   std::string text;
   // kProgress: 0 to 100.
   double percent = 0;

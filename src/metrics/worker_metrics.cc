@@ -150,6 +150,9 @@ WorkerMetrics::WorkerMetrics(std::vector<std::string> classes, std::vector<std::
                              "processes died while running them more than max_interruptions "
                              "times.")
                          ->Add({});
+  records_lost_ = &counter("reliableq_job_records_lost_total",
+                           "Final records of acknowledged jobs that Redis refused to store.")
+                       ->Add({});
 }
 
 WorkerMetrics::~WorkerMetrics() = default;
@@ -261,6 +264,8 @@ void WorkerMetrics::JobFinished(std::string_view job_class, uint32_t queue,
 void WorkerMetrics::FetchRoundTrip(double seconds) { fetch_round_trip_->Observe(seconds); }
 
 void WorkerMetrics::AckRoundTrip(double seconds) { ack_round_trip_->Observe(seconds); }
+
+void WorkerMetrics::RecordLost() { records_lost_->Increment(); }
 
 void WorkerMetrics::JanitorPass(int64_t recovered, int64_t poison_pills) {
   janitor_passes_->Increment();

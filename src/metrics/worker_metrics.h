@@ -118,6 +118,8 @@ class WorkerMetrics {
   // A janitor pass this process ran: jobs it put back in their queues, and
   // jobs it sent to the dead set for max_interruptions.
   void JanitorPass(int64_t recovered, int64_t poison_pills);
+  // A finished job's record that Redis refused (its job was acknowledged).
+  void RecordLost();
 
   // A job of `job_class` was still running at its timeout. Any thread.
   void JobTimedOut(std::string_view job_class);
@@ -173,6 +175,7 @@ class WorkerMetrics {
   prometheus::Counter* janitor_passes_;
   prometheus::Counter* janitor_recovered_;
   prometheus::Counter* janitor_poison_;
+  prometheus::Counter* records_lost_;
 
   // Filled on first use; the slot past kQueueSlots is "other".
   std::unique_ptr<std::atomic<Row*>[]> rows_;

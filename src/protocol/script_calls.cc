@@ -297,7 +297,8 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
   // A success is counted by the caller (its flag is "0"): it names the
   // working list alone, the cheapest call, since every unique job's ack is
   // one.
-  if (run.mode == FinishMode::kDone && !run.counted) {
+  const bool recorded = !run.record.empty();
+  if (run.mode == FinishMode::kDone && !run.counted && !recorded) {
     return ScriptCall{ScriptId::kFinish,
                       {std::string(run.working_key)},
                       {std::string(run.original), "", "", mode, "", "", "", "0", ""}};
@@ -307,16 +308,22 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
   if (target.empty()) target = keys.Dead();
   bool scored = run.mode == FinishMode::kSnooze || run.mode == FinishMode::kRetry;
   std::string now_text = codec::FormatEpoch(now);
-  return ScriptCall{ScriptId::kFinish,
-                    {std::string(run.working_key), std::move(target), keys.Processed(),
-                     keys.Processed(date), keys.Failed(), keys.Failed(date), keys.StatExpired()},
-                    {std::string(run.original), std::string(run.updated),
-                     scored ? codec::FormatEpoch(run.score) : now_text, mode, now_text,
-                     Count(limits.max_jobs), Count(limits.timeout.count()),
-                     !run.counted             ? "0"
-                     : run.resent_unconfirmed ? "2"
-                                              : "1",
-                     std::string(wake_channel)}};
+  ScriptCall call{ScriptId::kFinish,
+                  {std::string(run.working_key), std::move(target), keys.Processed(),
+                   keys.Processed(date), keys.Failed(), keys.Failed(date), keys.StatExpired()},
+                  {std::string(run.original), std::string(run.updated),
+                   scored ? codec::FormatEpoch(run.score) : now_text, mode, now_text,
+                   Count(limits.max_jobs), Count(limits.timeout.count()),
+                   !run.counted             ? "0"
+                   : run.resent_unconfirmed ? "2"
+                                            : "1",
+                   std::string(wake_channel)}};
+  if (recorded) {
+    call.keys.emplace_back(run.record_key);
+    call.args.emplace_back(run.record);
+    call.args.push_back(std::to_string(run.record_ttl_seconds));
+  }
+  return call;
 }
 
 Result<bool> ReadFinishReply(redis::ReplyRef reply) { return RemovedAny("finish.lua", reply); }

@@ -149,6 +149,12 @@ struct FinishedRun {
   // Sent again after a reply that was lost: count it only if it is still
   // in the working list (the first call, if it ran, counted it).
   bool resent_unconfirmed = false;
+  // The job's final record (reliableq-schema(7), "Job records"), written
+  // with the move when the job's life ends (kDone, kDead, kDiscard,
+  // kExpire) and it moved; empty: none. record_key is Keys::JobRecord.
+  std::string_view record_key;
+  std::string_view record;
+  int64_t record_ttl_seconds = 0;
 };
 // `wake_channel` is Keys::WakeScheduled(): modes kSnooze and kRetry publish
 // the score there when the job becomes the earliest member of its set, so
@@ -157,7 +163,7 @@ struct FinishedRun {
 ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
                       const DeadSetLimits& limits, std::string_view wake_channel = {});
 // A kDone run that is not counted (the worker counts successes with its
-// batched acks) names the working list alone. Its reply: whether the job
+// batched acks) and has no record names the working list alone. Its reply: whether the job
 // was still in the working list (and moved).
 Result<bool> ReadFinishReply(redis::ReplyRef reply);
 

@@ -64,15 +64,15 @@ constexpr const char* kCommandFailed = "Reliableq::CommandFailed";
 // counted and dropped, and one warning says how many. Outcome lines are
 // never dropped: only the last one counts, and it takes no more memory.
 constexpr int kMostChannelLogLines = 256;
-// How much of a result (or of an HTTP handler's 2xx body) a debug line
-// shows.
-constexpr size_t kResultLogLimit = 1024;
+// How much of a line the channel could not read a warning shows.
+constexpr size_t kBadLineLogLimit = 1024;
 
 // What a program says on its outcome channel, read line by line as it
 // comes, on the processor thread that runs it (in its job's log context).
 class ChannelReader {
  public:
-  explicit ChannelReader(const base::Logger& log) : log_(log) {}
+  // The job's result and progress go to `job`.
+  ChannelReader(const base::Logger& log, const JobView& job) : log_(log), job_(job) {}
 
   void OnLine(std::string_view line, bool too_long, size_t length) {
     if (too_long) {
@@ -82,7 +82,7 @@ class ChannelReader {
     }
     Result<exec::ChannelLine> parsed = exec::ParseChannelLine(line);
     if (!parsed.ok()) {
-      Warn(parsed.status().message() + ": '" + base::Escaped(Head(line, kResultLogLimit)) + "'");
+      Warn(parsed.status().message() + ": '" + base::Escaped(Head(line, kBadLineLogLimit)) + "'");
       return;
     }
     switch (parsed->verb) {
@@ -92,16 +92,10 @@ class ChannelReader {
         }
         return;
       case exec::ChannelLine::Verb::kResult:
-        // Job records that keep it come later; for now it is only shown.
-        if (Budget()) {
-          log_.Log(LogLevel::kDebug, "handler_result", "result: %s",
-                   Head(parsed->text, kResultLogLimit).c_str());
-        }
+        job_.SetResult(parsed->text);
         return;
       case exec::ChannelLine::Verb::kProgress:
-        if (Budget()) {
-          log_.Log(LogLevel::kDebug, "handler_progress", "progress: %g%%", parsed->percent);
-        }
+        job_.ReportProgress(parsed->percent, parsed->text);
         return;
       default:
         outcome_ = std::move(*parsed);  // the last one wins
@@ -137,6 +131,7 @@ class ChannelReader {
   }
 
   const base::Logger& log_;
+  const JobView& job_;
   std::optional<exec::ChannelLine> outcome_;
   int logged_ = 0;
   size_t dropped_ = 0;
@@ -296,7 +291,7 @@ void ExternalHandlers::Shared::RunCommandJob(const std::vector<std::string>& arg
   }
   request.job = job.raw();
   request.kill_grace = kill_grace;
-  ChannelReader channel(*log);
+  ChannelReader channel(*log, job);
   request.on_channel_line = [&channel](std::string_view line, bool too_long, size_t length) {
     channel.OnLine(line, too_long, length);
   };
@@ -344,11 +339,8 @@ void ExternalHandlers::Shared::PostJob(const HttpHandler& target, const JobView&
     case exec::HttpCallOutcome::End::kResponse: {
       exec::HttpStatusClass status = exec::ClassifyStatus(outcome.status);
       if (status == exec::HttpStatusClass::kSuccess) {
-        // The body is the job's result: only shown until job records keep it.
-        if (!outcome.body.empty()) {
-          log->Log(LogLevel::kDebug, "handler_result", "result: %s",
-                   Head(outcome.body, kResultLogLimit).c_str());
-        }
+        // The body is the job's result (as JSON when it is JSON).
+        if (!outcome.body.empty()) job.SetResult(outcome.body);
         return;
       }
       std::string body = Head(outcome.body, kErrorOutputLimit);

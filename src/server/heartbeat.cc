@@ -32,7 +32,8 @@ int64_t RssKilobytes() {
   return static_cast<int64_t>(pages_resident) * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-// Sidekiq's work entry for a running job: {"queue","payload","run_at"}.
+// Sidekiq's work entry for a running job: {"queue","payload","run_at"},
+// and reliableq's "progress" when its handler reported some.
 std::string WorkJson(const std::string& queue, const RunningJob& job) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -43,6 +44,11 @@ std::string WorkJson(const std::string& queue, const RunningJob& job) {
   WriteString(w, job.payload);
   w.Key("run_at");
   w.Int64(static_cast<int64_t>(job.started_at));
+  if (job.progress) {
+    std::string progress = codec::ProgressJson(*job.progress);
+    w.Key("progress");
+    w.RawValue(progress.data(), progress.size(), rapidjson::kObjectType);
+  }
   w.EndObject();
   return buf.GetString();
 }

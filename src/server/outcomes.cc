@@ -157,13 +157,24 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   ack.Add({"INCRBY", keys_.Processed(), count_text});
   ack.Add({"INCRBY", processed_day, count_text});
   ack.Add({"EXPIRE", processed_day, kStatsTtlSeconds});
+  // The final records of the jobs whose class keeps them: a SET each,
+  // after the LREMs, in the same pipeline (in a script, as finish.lua
+  // writes the others, a success would cost about ten times the Redis time
+  // of its LREM). A record is not a job: one Redis refuses (out of memory)
+  // is lost, and one whose LREM found the job given back already says how
+  // this run ended while the job waits to run again.
+  size_t records = 0;
+  for (const FinishedJob& job : acked) {
+    if (job.record.empty()) continue;
+    ack.Add({"SET", keys_.JobRecord(job.jid), job.record, "EX", std::to_string(job.record_ttl)});
+    ++records;
+  }
   uncounted_processed_ = 0;
   auto sent_at = clock_.Monotonic();
   bool sent = SendRound(std::move(acked), [&](Settle settle) {
-    return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, count, earlier,
+    return command_.Pipeline(ack, [this, settle = std::move(settle), jobs, records, count, earlier,
                                    maybe_applied = std::move(maybe_applied), sent_at](
-                                      std::vector<Status> statuses,
-                                      std::vector<int64_t> removed) {
+                                      std::vector<Status> statuses, std::vector<int64_t> removed) {
       if (metrics_ != nullptr && statuses[jobs].ok()) {
         metrics_->AckRoundTrip(
             std::chrono::duration<double>(clock_.Monotonic() - sent_at).count());
@@ -179,6 +190,14 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
         if (why.ok()) why = statuses[i];
         refused.push_back(i);
         if (!maybe_applied[i]) ++refused_new;
+      }
+      for (size_t i = jobs + 3; i < jobs + 3 + records; ++i) {
+        if (!statuses[i].ok()) {
+          if (metrics_ != nullptr) metrics_->RecordLost();
+          std::string error = statuses[i].ToString();
+          log_.Log(LogLevel::kDebug, base::LogEvent("record_lost").WithError(error),
+                   "a job's record was not written (%s)", error.c_str());
+        }
       }
       const Status& counted = statuses[jobs];
       if (!counted.ok()) {
@@ -209,6 +228,13 @@ void Outcomes::SendFinish(FinishedJob job, double now) {
   run.updated = job.updated_payload;
   run.score = job.score;
   run.resent_unconfirmed = job.maybe_applied;
+  std::string record_key;
+  if (!job.record.empty()) {
+    record_key = keys_.JobRecord(job.jid);
+    run.record_key = record_key;
+    run.record = job.record;
+    run.record_ttl_seconds = job.record_ttl;
+  }
   switch (job.outcome) {
     case Outcome::kSucceeded:
       // Counted with the plain acks' batched INCRBY instead (below): in the

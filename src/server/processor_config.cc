@@ -36,6 +36,7 @@ ProcessorConfig ProcessorConfig::For(const ServerOptions& options, HandlerRegist
   config.max_retries = options.max_retries;
   config.max_snoozes = options.max_snoozes;
   config.class_retries = options.class_retries;
+  config.records = options.records;
   config.random_below = options.random_below;
   config.middleware = options.middleware;
   config.death_handlers = options.death_handlers;

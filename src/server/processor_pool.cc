@@ -14,6 +14,7 @@
 #include "server/failure_planner.h"
 #include "server/handler_call.h"
 #include "server/job_expiry.h"
+#include "server/job_report.h"
 
 namespace reliableq::server {
 
@@ -75,6 +76,8 @@ struct ProcessorPool::State {
     bool overrun_reported = false;
     // Fence() stopped this slot's job: its outcome is dropped.
     bool fenced = false;
+    // Its job's result and progress (JobView::SetResult, ReportProgress).
+    std::unique_ptr<JobReport> report;
   };
 
   explicit State(ProcessorConfig c)
@@ -106,6 +109,8 @@ struct ProcessorPool::State {
   // The loop wants `wake` at the next posted outcome (ArmWake).
   bool wake_armed = true;                 // guarded by mu
   std::atomic<uint64_t> finished_total{0};  // written under mu
+  // A running job reported progress (TakeProgressChanged).
+  std::atomic<bool> progress_changed{false};
   bool stopping = false;                  // guarded by mu
   // StopRunning was called: outcomes are dropped from then on.
   bool hard_stopped = false;              // guarded by mu
@@ -132,11 +137,20 @@ struct ProcessorPool::State {
   // Publishes, under mu, the job's deadline (with a timeout) and whether
   // its handler is a program or a URL.
   void MarkSlot(Slot& slot, std::optional<std::chrono::milliseconds> timeout, bool external);
+  // Adds the final record of a job whose life ended as `state` to `done`,
+  // when its class keeps records and it has a jid. `ended` is the payload
+  // as it ended; `error` its last failure (null: none).
+  void Record(const Slot& slot, const rapidjson::Document& document, std::string_view job_class,
+              std::string_view queue, std::string_view state, std::string_view ended,
+              const JobError* error, double now, FinishedJob* done) const;
 };
 
 ProcessorPool::ProcessorPool(ProcessorConfig config, std::function<void()> wake)
     : state_(std::make_shared<State>(std::move(config))) {
   state_->slots.resize(static_cast<size_t>(state_->config.threads));
+  for (State::Slot& slot : state_->slots) {
+    slot.report = std::make_unique<JobReport>(*state_->config.clock, state_->progress_changed);
+  }
   state_->wake = std::move(wake);
 }
 
@@ -292,6 +306,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   std::string_view job_class(class_value.GetString(), class_value.GetStringLength());
   if (DiscardIfExpired(decoded->document, job_class, queue, started_at, *config.log,
                        config.metrics.get(), &done)) {
+    Record(slot, decoded->document, job_class, queue, "expired", job.payload, nullptr, started_at,
+           &done);
     return done;
   }
   bool external = false;
@@ -312,7 +328,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   }
   // Only this thread replaces slot.stop, between jobs; the loop thread
   // requests stop on it under the lock (CheckDeadlines, StopRunning).
-  JobView view(job.payload, queue, decoded->document, &slot.stop, deadline);
+  slot.report->Clear();
+  JobView view(job.payload, queue, decoded->document, &slot.stop, deadline, slot.report.get());
   base::JobLogContext context(view.job_class(), view.jid(), queue);
   HandlerEnding ending;
   if (!timeout.ok()) {
@@ -350,6 +367,10 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
     bool debug = config.log->Enabled(LogLevel::kDebug);
+    if (config.records.any()) {
+      Record(slot, decoded->document, job_class, queue, "done", job.payload, nullptr,
+             config.clock->Now(), &done);
+    }
     if (debug || config.metrics) {
       double now = config.clock->Now();
       if (debug) {
@@ -375,8 +396,17 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
                     base::LogEvent("job_fail").WithDuration(now - started_at).WithError(error_text),
                     "fail: %.6f sec: %s", now - started_at, error_text.c_str());
   }
+  // The record's copy of the error: Plan takes it.
+  std::optional<JobError> recorded_error;
+  if (config.records.any()) recorded_error = error;
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(ending.backtrace),
                std::move(ending.then), now, &done);
+  if (recorded_error && done.action != protocol::FailureAction::kRetry) {
+    bool dead = done.action == protocol::FailureAction::kDead;
+    Record(slot, decoded->document, job_class, queue, dead ? "dead" : "discarded",
+           done.updated_payload.empty() ? std::string_view(job.payload) : done.updated_payload,
+           &*recorded_error, now, &done);
+  }
   // Where the job goes next is logged here, with the job's context, not
   // when the loop sends the outcome.
   if (done.action == protocol::FailureAction::kRetry) {
@@ -393,6 +423,46 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
               PickupLatency(decoded->document, started_at), now);
   }
   return done;
+}
+
+void ProcessorPool::State::Record(const Slot& slot, const rapidjson::Document& document,
+                                  std::string_view job_class, std::string_view queue,
+                                  std::string_view state, std::string_view ended,
+                                  const JobError* error, double now, FinishedJob* done) const {
+  std::chrono::seconds retention = config.records.For(job_class);
+  if (retention.count() <= 0) return;
+  auto jid = document.FindMember("jid");
+  if (jid == document.MemberEnd() || !jid->value.IsString() || jid->value.GetStringLength() == 0) {
+    return;
+  }
+  auto retry_count = document.FindMember("retry_count");
+  codec::JobRecordFields fields;
+  fields.state = state;
+  fields.at = now;
+  fields.jid = {jid->value.GetString(), jid->value.GetStringLength()};
+  fields.job_class = job_class;
+  fields.queue = queue;
+  fields.process = config.identity;
+  // An expired job never ran.
+  if (state != "expired") fields.started_at = slot.started_at;
+  // Sidekiq's retry_count: absent before the first failure, then one less
+  // than the failures so far.
+  fields.attempts = retry_count != document.MemberEnd() && retry_count->value.IsInt64()
+                        ? retry_count->value.GetInt64() + 2
+                        : 1;
+  if (error != nullptr) {
+    fields.error_class = error->error_class;
+    fields.error_message = error->message;
+  }
+  // A failed job keeps no result.
+  std::string result = slot.report->TakeResult();
+  if (error == nullptr) fields.result = result;
+  std::optional<codec::JobProgress> progress = slot.report->progress();
+  if (progress) fields.progress = &*progress;
+  fields.payload = ended;
+  done->record = codec::JobRecordJson(fields, config.records.max_bytes);
+  done->jid.assign(fields.jid);
+  done->record_ttl = retention.count();
 }
 
 std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(
@@ -450,7 +520,8 @@ std::vector<RunningJob> ProcessorPool::Fence() {
     // Under the lock, as CheckDeadlines does: the slot's thread replaces
     // its stop source only between jobs.
     slot.stop.request_stop();
-    fenced.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
+    fenced.push_back(
+        {static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at, std::nullopt});
   }
   return fenced;
 }
@@ -530,7 +601,8 @@ std::vector<RunningJob> ProcessorPool::State::RunningLocked() const {
   for (size_t i = 0; i < slots.size(); ++i) {
     const Slot& slot = slots[i];
     if (!slot.busy) continue;
-    out.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at});
+    out.push_back({static_cast<int>(i), slot.job.queue, slot.job.payload, slot.started_at,
+                   slot.report->progress()});
   }
   return out;
 }
@@ -538,6 +610,10 @@ std::vector<RunningJob> ProcessorPool::State::RunningLocked() const {
 std::vector<RunningJob> ProcessorPool::Running() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->RunningLocked();
+}
+
+bool ProcessorPool::TakeProgressChanged() {
+  return state_->progress_changed.exchange(false, std::memory_order_acq_rel);
 }
 
 void ProcessorPool::HeldPayloads(bool include_ready,

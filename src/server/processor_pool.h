@@ -70,6 +70,10 @@ struct ProcessorConfig {
   // After its timeout, how long a C++ handler has to stop before it has
   // overrun (CheckDeadlines).
   std::chrono::milliseconds kill_grace{5000};
+  // Which finished jobs keep a final record (ServerOptions::records), and
+  // the process named in it.
+  JobRecords records;
+  std::string identity;
 
   // The server's: metrics when options.http_address is set, labelled with
   // the registry's and the external handlers' classes.
@@ -169,8 +173,10 @@ class ProcessorPool {
   size_t ready() const;
   size_t running() const;
 
-  // The jobs running now.
+  // The jobs running now, with their progress.
   std::vector<RunningJob> Running() const;
+  // Whether a running job reported progress since the last call.
+  bool TakeProgressChanged();
 
   // Appends, per queue index, the payloads the pool still holds: running,
   // finished but not taken, and (when `include_ready`) not started.

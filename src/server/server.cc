@@ -385,6 +385,7 @@ void ServerImpl::FinishStop(bool hard) {
   phase_ = Phase::kFinishing;
   hard_stop_ = hard;
   stop_timer_->Stop();
+  progress_timer_->Stop();
   janitor_->Stop();
   poller_->Stop();
   // A beat landing after forget.lua would register the stopped process
@@ -435,6 +436,7 @@ void ServerImpl::CloseAll() {
   finished_->Close();
   reconnect_timer_->Close();
   stop_timer_->Close();
+  progress_timer_->Close();
   close_timer_->Close();
   if (endpoint_) endpoint_->Close();
   notifier_.reset();  // its watchdog timer would keep the loop running
@@ -447,6 +449,7 @@ Status ServerImpl::Run() {
   if (!loop_) return Status::Shutdown("server was not opened");
   base::SetLogThreadName("loop");
   heartbeat_->Start();
+  progress_timer_->Start(kProgressLook, kProgressLook);
   deadline_watch_->Start();
   ConnectCommand();
   idle_fetch_->Start();

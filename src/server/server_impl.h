@@ -51,6 +51,8 @@ constexpr milliseconds kReconnectMax{2000};
 constexpr milliseconds kStopPoll{20};
 // How long a hard stop waits for killed command handlers to end.
 constexpr milliseconds kStopWait{1000};
+// How often the loop looks whether a running job reported progress.
+constexpr milliseconds kProgressLook{1000};
 
 class ServerImpl final : public Server {
  public:
@@ -133,6 +135,10 @@ class ServerImpl final : public Server {
   std::unique_ptr<uv::Wakeup> finished_;
   std::unique_ptr<uv::Timer> reconnect_timer_;
   std::unique_ptr<uv::Timer> stop_timer_;
+  // Once a second: a beat when a running job reported progress since the
+  // last look, so that progress shows within about a second and costs at
+  // most one beat a second however often handlers report it.
+  std::unique_ptr<uv::Timer> progress_timer_;
   std::unique_ptr<uv::Timer> close_timer_;
   std::unique_ptr<ProcessorPool> pool_;
   std::unique_ptr<redis::AsyncConnection> command_;

@@ -22,7 +22,9 @@ ServerImpl::ServerImpl(const ServerOptions& options, HandlerRegistry registry,
       queues_(options.queues, keys_, identity_),
       pool_config_(ProcessorConfig::For(options, std::move(registry), std::move(external),
                                         queues_.names(), log_, clock_)),
-      metrics_(pool_config_.metrics) {}
+      metrics_(pool_config_.metrics) {
+  pool_config_.identity = identity_;
+}
 
 ServerImpl::~ServerImpl() {
   // A signal handler calling Stop now must not touch what is being closed.
@@ -60,6 +62,9 @@ Status ServerImpl::Init() {
   finished_ = std::make_unique<uv::Wakeup>(loop_ref, [this] { OnFinished(); });
   reconnect_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { ConnectCommand(); });
   stop_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { OnStopPoll(); });
+  progress_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] {
+    if (pool_->TakeProgressChanged()) heartbeat_->Beat();
+  });
   close_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { CloseAll(); });
   // Processors hand finished jobs to the loop through finished_.
   pool_ = std::make_unique<ProcessorPool>(std::move(pool_config_), [this] { finished_->Send(); });

@@ -6,9 +6,11 @@
 #define RELIABLEQ_SERVER_WORKER_JOBS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codec/job_record.h"
 #include "protocol/retry.h"
 
 namespace reliableq::server {
@@ -50,6 +52,12 @@ struct FinishedJob {
   // The payload carries the marker of a feature that ends with the job (a
   // unique key today): its success too is finish.lua, not the plain LREM.
   bool feature_marked = false;
+  // The job's final record (reliableq-schema(7), "Job records") when its
+  // class keeps records and its life ended here; empty: none. Written
+  // under Keys::JobRecord(jid) for record_ttl seconds.
+  std::string record;
+  std::string jid;
+  int64_t record_ttl = 0;
 };
 
 struct RunningJob {
@@ -57,6 +65,8 @@ struct RunningJob {
   uint32_t queue = 0;
   std::string payload;
   double started_at = 0;  // epoch seconds
+  // The last progress its handler reported (JobView::ReportProgress).
+  std::optional<codec::JobProgress> progress;
 };
 
 // Payloads by queue index, as the requeue script takes them.

@@ -276,6 +276,45 @@ TEST_CASE_FIXTURE(ScriptFixture, "finish of a job a janitor gave back writes no 
   CHECK(Get("stat:failed:2023-11-14") == "2");
 }
 
+TEST_CASE_FIXTURE(ScriptFixture, "finish writes a record only where the job's life ends") {
+  // ARGV[10] the record, ARGV[11] its retention, KEYS[8] its key.
+  auto keys = [](std::string_view target) {
+    redis::Argv with = FailKeys(target);
+    with.push_back("rq:job:j");
+    return with;
+  };
+  // (Argv holds views: the strings they show must outlive the call.)
+  auto args = [](std::string_view payload, std::string_view mode, std::string_view flag) {
+    return redis::Argv{payload, "new", "1700000200.5",  mode, kNow, kDeadMax, kDeadTimeout,
+                       flag,    "",    "{\"state\":1}", "60"};
+  };
+  // A success counted by the worker (flag 0) takes the full path with it.
+  Push(kWorkA, {Job(1), Job(2), Job(3)});
+  CHECK(Eval(ScriptId::kFinish, keys("dead"), args(Job(1), "done", "0")) == Strings{"1"});
+  CHECK(Get("rq:job:j") == "{\"state\":1}");
+  CHECK(Ttl("rq:job:j") > 50);
+  CHECK_FALSE(Exists("stat:processed"));
+  Run({"DEL", "rq:job:j"});
+  // A retry's life goes on: no record.
+  CHECK(Eval(ScriptId::kFinish, keys("retry"), args(Job(2), "retry", "1")) == Strings{"1"});
+  CHECK_FALSE(Exists("rq:job:j"));
+  // Gone from the working list already (a janitor gave it back): no record.
+  CHECK(Eval(ScriptId::kFinish, keys("dead"), args(Job(9), "dead", "1")) == Strings{"0"});
+  CHECK_FALSE(Exists("rq:job:j"));
+  CHECK(Eval(ScriptId::kFinish, keys("dead"), args(Job(3), "dead", "1")) == Strings{"1"});
+  CHECK(Get("rq:job:j") == "{\"state\":1}");
+  // A record without its key or a retention is refused, before any write.
+  Push(kWorkA, {Job(4)});
+  auto before = Snapshot();
+  std::string fourth = Job(4);
+  redis::Argv no_ttl = args(fourth, "done", "1");
+  no_ttl.back() = "0";
+  CHECK(EvalError(ScriptId::kFinish, keys("dead"), no_ttl).IsInvalidArgument());
+  CHECK(EvalError(ScriptId::kFinish, FailKeys("dead"), args(fourth, "done", "1"))
+            .IsInvalidArgument());
+  CHECK(Snapshot() == before);
+}
+
 TEST_CASE_FIXTURE(ScriptFixture, "finish with the count flag 0 counts nothing") {
   Push(kWorkA, {"not json"});
   CHECK(Eval(ScriptId::kFinish, FailKeys("dead"),

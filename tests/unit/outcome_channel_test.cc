@@ -121,6 +121,10 @@ TEST_CASE("outcome line: result needs one JSON value; progress a percentage") {
   CHECK(Parsed("progress 0").percent == 0);
   CHECK(Parsed("progress 100").percent == 100);
   CHECK_FALSE(Parsed("progress 100").ends_job());
+  CHECK(Parsed("progress 100").text.empty());
+  ChannelLine described = Parsed("progress 40 copying 12 of 30 files");
+  CHECK(described.percent == 40);
+  CHECK(described.text == "copying 12 of 30 files");
   CHECK(Refused("progress 100.5").find("0 to 100") != std::string::npos);
   CHECK(Refused("progress -1").find("0 to 100") != std::string::npos);
   CHECK(Refused("progress half").find("0 to 100") != std::string::npos);

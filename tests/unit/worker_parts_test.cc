@@ -595,6 +595,22 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
     CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
                                "(unused)", "dead", kNowText, "500", "3600", "1", ""});
   }
+  SUBCASE("a record: its key last, its JSON and retention after the channel") {
+    run.mode = FinishMode::kDone;
+    run.counted = false;
+    run.record_key = "rq:job:j1";
+    run.record = R"({"state":"done"})";
+    run.record_ttl_seconds = 86400;
+    ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits);
+    // A worker-counted success with a record takes the full form.
+    Strings keys = keys_with("dead");
+    keys.push_back("rq:job:j1");
+    CHECK(call.keys == keys);
+    REQUIRE(call.args.size() == 11);
+    CHECK(call.args[7] == "0");
+    CHECK(call.args[9] == R"({"state":"done"})");
+    CHECK(call.args[10] == "86400");
+  }
   SUBCASE("done, discard and expire name the dead set only as a key of their slot") {
     for (auto [mode, name] :
          {std::pair{FinishMode::kDone, "done"}, std::pair{FinishMode::kDiscard, "discard"},
