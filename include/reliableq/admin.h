@@ -205,6 +205,9 @@ struct RunningJobInfo {
   std::string queue;
   double run_at = 0;    // epoch seconds
   std::string payload;  // the job as the worker took it
+  // The handler's last progress report, a JSON object as text
+  // ({"percent":40,"message":"...","at":...}); nullopt when none.
+  std::optional<std::string> progress;
 };
 
 // A process of Sidekiq's `processes` set (a reliableq worker or Sidekiq).
@@ -280,6 +283,119 @@ struct PeriodicInfo {
   // here (its zone is not in this machine's tzdata).
   int64_t next_tick = 0;
   int64_t ticks_recorded = 0;  // in reliableq:periodic:<name>:ticks
+};
+
+// --- A job found by its jid (Admin::FindJob) ---
+
+// Where FindJob found a job, in the order it looks: the live places first,
+// then the job's final record.
+enum class JobState {
+  kRunning,    // in the <identity>:work hash of a process of `processes`
+  kFetched,    // in the working list of a live process, not started yet
+  kOrphaned,   // in the working list of a dead process: the janitor gives it back
+  kQueued,     // in queue:<q>
+  kParked,     // in a limit's waiting list (limit:<name>:waiting)
+  kScheduled,  // in `schedule`
+  kRetry,      // in `retry`
+  kDead,       // in `dead`, or a final record "dead" (the set was trimmed)
+  kDone,       // final records: the handler succeeded
+  kDiscarded,  //   failed and was discarded (retry false, a discard)
+  kExpired,    //   expired before it ran
+  kCancelled,  //   cancelled
+  kUnknown,    // found nowhere (see JobLookup::not_searched)
+};
+
+// "running", "fetched", ..., "unknown": how the CLI and the API name it.
+std::string_view JobStateName(JobState state);
+
+// A job's final record (reliableq-schema(7), "Job records"): the STRING at
+// <prefix>job:<jid>, written where the job's life ended when its class
+// keeps records. Optional members are nullopt when the record lacks them or
+// holds another type; unknown members are ignored.
+struct JobRecord {
+  std::string json;     // as stored, byte for byte
+  bool valid = false;   // `json` is a JSON object; the members below are read from it
+  std::string state;    // "done", "dead", "discarded", "expired", "cancelled", ...
+  double at = 0;        // when the job ended, epoch seconds; 0 when absent
+  std::string process;  // the identity of the process that ran it
+  std::string job_class;
+  std::string queue;
+  std::optional<double> started_at;  // its last run's start
+  std::optional<int64_t> attempts;   // runs, this one included
+  std::optional<std::string> error_class;
+  std::optional<std::string> error_message;
+  std::optional<std::string> result;    // the handler's result, JSON text
+  std::optional<int64_t> result_bytes;  // the result's size when over the cap
+  std::optional<std::string> progress;  // the last progress object, JSON text
+  std::optional<std::string> job;       // the payload as it ended, JSON text
+  std::optional<int64_t> job_bytes;     // the payload's size when over the cap
+  // The key's remaining time to live in ms (PTTL); nullopt when it has none.
+  std::optional<int64_t> ttl_ms;
+};
+
+// The fields of a payload the lookup shows; empty or nullopt when the
+// payload lacks them (or is not a JSON object).
+struct JobBasics {
+  std::string job_class;
+  std::string queue;
+  std::optional<int64_t> retry_count;
+  std::optional<std::string> error_class;
+  std::optional<std::string> error_message;
+  std::optional<std::string> args;    // JSON text of `args`
+  std::optional<double> enqueued_at;  // epoch seconds
+};
+
+// A list FindJob did not read to its end: the job may be in it.
+struct NotSearched {
+  std::string kind;      // "queue" or "parked"
+  std::string name;      // the queue's or the limit's name
+  int64_t size = 0;      // LLEN when it was read
+  int64_t searched = 0;  // the entries read (JobLookupOptions::scan_limit)
+};
+
+struct JobLookupOptions {
+  // Read at most this many entries of each queue and each limit's waiting
+  // list, from the end taken next (at least 1).
+  int64_t scan_limit = 10000;
+};
+
+// Where a job is, and what it is.
+struct JobLookup {
+  std::string jid;
+  JobState state = JobState::kUnknown;
+  // running, fetched, orphaned: the process. running: its work hash field.
+  std::string process;
+  std::string thread;
+  // The queue of its place: running (the work entry's), fetched and
+  // orphaned (the working list's), queued; "" otherwise.
+  std::string queue;
+  std::string limit;  // parked: the limit's name
+  // queued and parked: 0 is the job taken next (for a queue, counted from
+  // its tail, LINDEX -1; for a waiting list, from its head, LINDEX 0), and
+  // the list's length.
+  std::optional<int64_t> position;
+  std::optional<int64_t> list_size;
+  // Times (epoch seconds). since: running (run_at), queued (enqueued_at),
+  // dead (the time of death). at: scheduled and retry (when it is due),
+  // the finished states (when it ended).
+  std::optional<double> since;
+  std::optional<double> at;
+  // running: the work entry's progress object (JSON text), if any; the
+  // finished states: the record's.
+  std::optional<std::string> progress;
+  // The payload where it was found, byte for byte; a finished state's is
+  // the record's `job` (as a JSON text), "" when the record has none.
+  std::string payload;
+  JobBasics basics;  // read from `payload`, else from the record
+  // The final record. With `ended` the state comes from it (the job's life
+  // is over); without, the state is a live place and the record is the end
+  // of a previous life of the job (retried from the dead set, or a finished
+  // job a janitor gave back): its "previous end".
+  std::optional<JobRecord> record;
+  bool ended = false;
+  // unknown: the lists not read to their end. Only filled when the job was
+  // not found (a job found needs no other list).
+  std::vector<NotSearched> not_searched;
 };
 
 struct AdminOptions {
@@ -452,6 +568,33 @@ class Admin {
   virtual Status AppendAudit(std::string_view entry_json) = 0;
   // The newest `limit` audit entries, newest first.
   virtual Result<std::vector<std::string>> ReadAudit(int64_t limit) = 0;
+
+  // --- Finding a job ---
+
+  // Where job `jid` is now, looking in this order and stopping at the first
+  // place that holds it: the work hashes of the processes in `processes`
+  // (running), the working lists of the processes in the registry (fetched,
+  // or orphaned when the process's heartbeat key is gone), every queue named
+  // in `queues` and every limit's waiting list (queued, parked), then
+  // `schedule`, `retry` and `dead`; and, whatever was found, the final
+  // record <prefix>job:<jid> (a finished state when the job is nowhere
+  // else; JobLookup::record otherwise). A job in no place and with no record
+  // is kUnknown: its class keeps no records, the record expired, the jid
+  // never existed, or it lies past the scan limit of a long list
+  // (not_searched). Writes nothing.
+  //
+  // Cost, in round trips: 1 (the directories and the record: SMEMBERS,
+  // HGETALL, HKEYS, GET, PTTL), 1 (every work hash, heartbeat and list
+  // length), then ceil(scan_limit / 1000) at most for the lists, each
+  // reading one page of 1000 entries of every list not finished yet
+  // (LRANGE; the working lists whole, up to the limit), then the three sets
+  // by ZSCAN MATCH as Find (one round trip per 1000 members; the match runs
+  // on the server). A job is matched on the client by its parsed jid.
+  //
+  // Not atomic: a job that moves between two reads (a queued job fetched
+  // meanwhile) may be reported in its last place or not at all; look again.
+  // kInvalidArgument for an empty jid or a scan_limit below 1; any Redis error.
+  virtual Result<JobLookup> FindJob(std::string_view jid, const JobLookupOptions& options = {}) = 0;
 
   // INFO of the server; fails when Redis does not answer.
   virtual Result<RedisServerInfo> ServerInfo() = 0;

@@ -11,6 +11,7 @@
 
 #include "admin/admin_context.h"
 #include "admin/audit_trail.h"
+#include "admin/job_lookup.h"
 #include "admin/job_sets.h"
 #include "admin/limiters.h"
 #include "admin/periodic_jobs.h"
@@ -96,11 +97,15 @@ class AdminImpl final : public Admin {
   Status AppendAudit(std::string_view entry_json) override { return audit_.Append(entry_json); }
   Result<std::vector<std::string>> ReadAudit(int64_t limit) override { return audit_.Read(limit); }
 
+  Result<JobLookup> FindJob(std::string_view jid, const JobLookupOptions& options) override {
+    return lookups_.Find(jid, options);
+  }
+
   Result<RedisServerInfo> ServerInfo() override { return stats_.ServerInfo(); }
 
  private:
-  // The parts hold references to context_, and stats_ to queues_ and
-  // limiters_: declared first, built first.
+  // The parts hold references to context_, stats_ to queues_ and
+  // limiters_, and lookups_ to job_sets_: declared first, built first.
   AdminContext context_;
   JobSets job_sets_{context_};
   Queues queues_{context_};
@@ -109,6 +114,7 @@ class AdminImpl final : public Admin {
   PeriodicJobs periodic_{context_};
   AuditTrail audit_{context_};
   StatsReader stats_{context_, queues_, limiters_};
+  JobLookups lookups_{context_, job_sets_};
 };
 
 }  // namespace

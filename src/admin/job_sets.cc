@@ -29,14 +29,6 @@ constexpr std::string_view kScanCount = "1000";
 // well under a millisecond, and the set is walked in few round trips.
 constexpr int64_t kBulkBatch = 100;
 
-// The text a JSON writer puts between the quotes of the string `text`, as
-// Ruby's JSON.generate writes it: how a jid appears inside a payload.
-std::string JsonEscaped(std::string_view text) {
-  rapidjson::Value value(rapidjson::StringRef(text.data(), text.size()));
-  std::string quoted = codec::ToJson(value);
-  return quoted.substr(1, quoted.size() - 2);
-}
-
 // `text` as a literal inside a Redis glob pattern.
 std::string GlobLiteral(std::string_view text) {
   std::string out;

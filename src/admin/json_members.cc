@@ -1,5 +1,7 @@
 #include "admin/json_members.h"
 
+#include "codec/json_writer.h"
+
 namespace reliableq::admin {
 
 std::string StringMember(const rapidjson::Value& object, const char* name) {
@@ -28,6 +30,12 @@ std::vector<std::string> StringsMember(const rapidjson::Value& object, const cha
     if (v.IsString()) out.emplace_back(v.GetString(), v.GetStringLength());
   }
   return out;
+}
+
+std::string JsonEscaped(std::string_view text) {
+  rapidjson::Value value(rapidjson::StringRef(text.data(), text.size()));
+  std::string quoted = codec::ToJson(value);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 }  // namespace reliableq::admin

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace reliableq::admin {
@@ -23,6 +24,10 @@ std::optional<std::string> OptionalString(const rapidjson::Value& object, const 
 double NumberMember(const rapidjson::Value& object, const char* name);
 // The strings of the array member `name` (its other elements skipped).
 std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name);
+
+// The text a JSON writer puts between the quotes of the string `text`, as
+// Ruby's JSON.generate writes it: how a jid appears inside a payload.
+std::string JsonEscaped(std::string_view text);
 
 }  // namespace reliableq::admin
 

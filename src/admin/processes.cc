@@ -24,8 +24,8 @@ double ToDouble(const std::string& text) {
   return std::strtod(text.c_str(), nullptr);
 }
 
-// Sidekiq's work entry: {"queue","payload","run_at"}; payload is the job as
-// a JSON string (Sidekiq 7, reliableq) or as an object (Sidekiq 6).
+}  // namespace
+
 RunningJobInfo ReadWork(std::string thread, std::string_view json) {
   RunningJobInfo job;
   job.thread = std::move(thread);
@@ -45,10 +45,12 @@ RunningJobInfo ReadWork(std::string thread, std::string_view json) {
       job.payload = codec::ToJson(payload->value);
     }
   }
+  auto progress = doc.FindMember("progress");
+  if (progress != doc.MemberEnd() && progress->value.IsObject()) {
+    job.progress = codec::ToJson(progress->value);
+  }
   return job;
 }
-
-}  // namespace
 
 Processes::Processes(AdminContext& context) : context_(context) {}
 

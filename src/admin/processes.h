@@ -9,6 +9,7 @@
 #define RELIABLEQ_ADMIN_PROCESSES_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,13 @@
 #include "reliableq/admin.h"
 
 namespace reliableq::admin {
+
+// Sidekiq's work entry (a value of <identity>:work) for hash field
+// `thread`: {"queue","payload","run_at"}, with payload the job as a JSON
+// string (Sidekiq 7, reliableq) or as an object (Sidekiq 6), and reliableq's
+// optional "progress" object. A value that is no JSON object is kept whole
+// as the payload.
+RunningJobInfo ReadWork(std::string thread, std::string_view json);
 
 class Processes {
  public:

@@ -67,6 +67,7 @@ const Command& WebCommand();
 const Command& PeriodicCommand();
 const Command& GroupsCommand();
 const Command& MigrateCommand();
+const Command& JobCommand();
 
 // The options that say how to reach one Redis: its URL and the files of
 // its password and TLS. The global ones (kRedisConnection) and migrate's
@@ -116,6 +117,13 @@ std::string Shown(std::string_view text);
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
 // "2.5 s".
 std::string SecondsText(std::chrono::milliseconds ms);
+// The UTC time of epoch seconds in strftime's `format` ("2026-01-01
+// 12:00:00" by default); "never" or "-" for an infinite or unusable time.
+std::string UtcTime(double seconds, const char* format = "%Y-%m-%d %H:%M:%S");
+// `text` on one line, escaped (base::Escaped): only its first `width`
+// characters are kept (a UTF-8 sequence is never cut), "..." then marking
+// the cut.
+std::string OneLine(std::string_view text, size_t width);
 // "CLASS=REST" split at the first '='; empty when there is none, or
 // nothing before it.
 std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text);

@@ -6,13 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
+#include "base/log.h"  // LogFormatNamed
+#include "base/text_escape.h"
 #include "cli/commands.h"
 #include "protocol/keys.h"
-#include "base/log.h"  // LogFormatNamed
 #include "server/options_check.h"  // kMaxDuration
-#include "base/text_escape.h"
 
 namespace reliableq::cli {
 
@@ -284,6 +285,27 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(ms.count()) / 1000);
   return buf;
+}
+
+std::string UtcTime(double seconds, const char* format) {
+  if (!std::isfinite(seconds)) return seconds > 0 ? "never" : "-";
+  time_t t = static_cast<time_t>(std::floor(seconds));
+  tm parts;
+  if (gmtime_r(&t, &parts) == nullptr) return "-";
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &parts);
+  return buf;
+}
+
+std::string OneLine(std::string_view text, size_t width) {
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool continuation = (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+    if (continuation) continue;
+    if (chars == width) return base::Escaped(text.substr(0, i)) + "...";
+    ++chars;
+  }
+  return base::Escaped(text);
 }
 
 std::optional<std::pair<std::string, std::string>> SplitAssignment(std::string_view text) {

@@ -131,36 +131,12 @@ const std::vector<OptionSpec>& SetOptions() {
   return options;
 }
 
-// "2026-01-01 12:00:00": the UTC time of epoch seconds.
-std::string UtcTime(double seconds) {
-  if (!std::isfinite(seconds)) return seconds > 0 ? "never" : "-";
-  time_t t = static_cast<time_t>(std::floor(seconds));
-  tm parts;
-  if (gmtime_r(&t, &parts) == nullptr) return "-";
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &parts);
-  return buf;
-}
-
 // A score as it reads back exactly (the shortest round-trip form).
 std::string ScoreText(double score) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   writer.Double(score);
   return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-// `text` on one line, escaped (Escaped): only its first `width` characters
-// are kept (a UTF-8 sequence is never cut), "..." then marking the cut.
-std::string OneLine(std::string_view text, size_t width) {
-  size_t chars = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    bool continuation = (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
-    if (continuation) continue;
-    if (chars == width) return base::Escaped(text.substr(0, i)) + "...";
-    ++chars;
-  }
-  return base::Escaped(text);
 }
 
 std::string ErrorText(const SetEntry& entry) {

@@ -1,7 +1,6 @@
 // The GET side of the API: session, overview, busy, queues, sets, a job,
-// recovery and the audit trail (reliableq(1), "web"). Every call reads a
+// a job found by jid, recovery and the audit trail (reliableq(1), "web"). Every call reads a
 // bounded page: never a whole set or list.
-
 
 #include <algorithm>
 
@@ -16,6 +15,8 @@ namespace {
 
 constexpr int64_t kMaxPerPage = 1000;
 constexpr int64_t kDefaultPerPage = 25;
+// The most entries of each list a job search reads (scan_limit).
+constexpr int64_t kMaxScanLimit = 1'000'000;
 // Jobs listed per orphaned process on the recovery page.
 constexpr int64_t kOrphanJobs = 100;
 
@@ -49,18 +50,6 @@ int64_t OrphanCount(const RecoveryReport& report) {
     for (const QueueRecovery& q : identity.queues) total += q.requeued + q.dead;
   }
   return total;
-}
-
-// A JSON text stored by the janitor or the audit trail, as a JSON value
-// (or as a string when it is not JSON).
-void WriteStoredJson(JsonWriter& w, const std::string& text) {
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
-  if (doc.HasParseError()) {
-    WriteString(w, text);
-  } else {
-    doc.Accept(w);
-  }
 }
 
 void Session(Call& call) {
@@ -345,6 +334,24 @@ void Job(Call& call) {
   SendJson(call.response, Done(buffer));
 }
 
+// Where a job is, by jid (Admin::FindJob): the JSON of `reliableq job --json`.
+// Found or not, 200: "unknown" is an answer.
+void FindJob(Call& call) {
+  std::string jid = call.request.Param("jid").value_or("");
+  if (jid.empty()) return SendError(call.response, 400, "jid is missing");
+  std::optional<int64_t> scan_limit = IntParam(call.request, call.response, "scan_limit",
+                                               JobLookupOptions().scan_limit, kMaxScanLimit);
+  if (!scan_limit) return;
+  auto admin = Borrow(call);
+  if (!admin) return;
+  Result<JobLookup> job = (*admin)->FindJob(jid, {.scan_limit = *scan_limit});
+  if (!job.ok()) return SendStatus(call.response, job.status());
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  WriteJobLookup(w, *job);
+  SendJson(call.response, Done(buffer));
+}
+
 void Recovery(Call& call) {
   auto admin = Borrow(call);
   if (!admin) return;
@@ -432,6 +439,7 @@ void AddReadRoutes(http::HttpRoutes& server, Context& context) {
   Get(server, context, "/api/queue", Queue);
   Get(server, context, "/api/sets/*", SetPage);
   Get(server, context, "/api/job", Job);
+  Get(server, context, "/api/find", FindJob);
   Get(server, context, "/api/recovery", Recovery);
   Get(server, context, "/api/audit", AuditTrail);
 }

@@ -73,6 +73,126 @@ void WriteJobBasics(JsonWriter& w, const ParsedPayload& payload) {
   }
 }
 
+void WriteStoredJson(JsonWriter& w, std::string_view text) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag>(text.data(),
+                                                                                 text.size());
+  if (doc.HasParseError()) {
+    WriteString(w, text);
+  } else {
+    doc.Accept(w);
+  }
+}
+
+namespace {
+
+void WriteOptionalNumber(JsonWriter& w, const std::optional<double>& value) {
+  if (value) {
+    WriteNumber(w, *value);
+  } else {
+    w.Null();
+  }
+}
+
+void WriteOptionalInteger(JsonWriter& w, const std::optional<int64_t>& value) {
+  if (value) {
+    w.Int64(*value);
+  } else {
+    w.Null();
+  }
+}
+
+// A string member, null when empty.
+void WriteNonEmpty(JsonWriter& w, const std::string& text) {
+  if (text.empty()) {
+    w.Null();
+  } else {
+    WriteString(w, text);
+  }
+}
+
+void WriteOptionalJson(JsonWriter& w, const std::optional<std::string>& json) {
+  if (json) {
+    WriteStoredJson(w, *json);
+  } else {
+    w.Null();
+  }
+}
+
+}  // namespace
+
+void WriteJobLookup(JsonWriter& w, const JobLookup& lookup) {
+  const JobBasics& basics = lookup.basics;
+  w.StartObject();
+  w.Key("jid");
+  WriteString(w, lookup.jid);
+  w.Key("state");
+  WriteString(w, JobStateName(lookup.state));
+  w.Key("process");
+  WriteNonEmpty(w, lookup.process);
+  w.Key("thread");
+  WriteNonEmpty(w, lookup.thread);
+  w.Key("queue");
+  WriteNonEmpty(w, lookup.queue);
+  w.Key("limit");
+  WriteNonEmpty(w, lookup.limit);
+  w.Key("position");
+  WriteOptionalInteger(w, lookup.position);
+  w.Key("list_size");
+  WriteOptionalInteger(w, lookup.list_size);
+  w.Key("since");
+  WriteOptionalNumber(w, lookup.since);
+  w.Key("at");
+  WriteOptionalNumber(w, lookup.at);
+  w.Key("progress");
+  WriteOptionalJson(w, lookup.progress);
+  w.Key("class");
+  WriteNonEmpty(w, basics.job_class);
+  w.Key("retry_count");
+  WriteOptionalInteger(w, basics.retry_count);
+  w.Key("error_class");
+  WriteOptionalString(w, basics.error_class);
+  w.Key("error_message");
+  WriteOptionalString(w, basics.error_message);
+  w.Key("args");
+  WriteOptionalJson(w, basics.args);
+  w.Key("job");
+  if (lookup.payload.empty()) {
+    w.Null();
+  } else {
+    WriteStoredJson(w, lookup.payload);
+  }
+  w.Key("payload");
+  WriteNonEmpty(w, lookup.payload);
+  // "record": the end the state comes from; "last_end": a previous one.
+  for (bool ended : {true, false}) {
+    w.Key(ended ? "record" : "last_end");
+    if (lookup.record && lookup.ended == ended) {
+      WriteStoredJson(w, lookup.record->json);
+    } else {
+      w.Null();
+    }
+  }
+  w.Key("record_ttl_ms");
+  WriteOptionalInteger(w, lookup.record ? lookup.record->ttl_ms : std::nullopt);
+  w.Key("not_searched");
+  w.StartArray();
+  for (const NotSearched& list : lookup.not_searched) {
+    w.StartObject();
+    w.Key("kind");
+    WriteString(w, list.kind);
+    w.Key("name");
+    WriteString(w, list.name);
+    w.Key("size");
+    w.Int64(list.size);
+    w.Key("searched");
+    w.Int64(list.searched);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WriteSetEntry(JsonWriter& w, const SetEntry& entry) {
   ParsedPayload parsed(entry.payload);
   w.StartObject();
@@ -94,11 +214,7 @@ void WriteSetEntry(JsonWriter& w, const SetEntry& entry) {
     w.Null();
   }
   w.Key("retry_count");
-  if (entry.retry_count) {
-    w.Int64(*entry.retry_count);
-  } else {
-    w.Null();
-  }
+  WriteOptionalInteger(w, entry.retry_count);
   w.Key("error_class");
   WriteOptionalString(w, entry.error_class);
   w.Key("error_message");

@@ -47,6 +47,18 @@ void WriteMember(JsonWriter& w, const ParsedPayload& payload, const char* name);
 // "error_class","error_message","valid","payload", ...}.
 void WriteSetEntry(JsonWriter& w, const SetEntry& entry);
 
+// A JSON text stored by someone else (the janitor, the audit trail, a
+// worker's job record) as the JSON value it holds, or as a string when it
+// is not JSON.
+void WriteStoredJson(JsonWriter& w, std::string_view text);
+
+// Where a job is (Admin::FindJob), as `GET /api/find` and `reliableq job
+// --json` print it: {"jid","state","process","thread","queue","limit",
+// "position","list_size","since","at","progress","class","retry_count",
+// "error_class","error_message","args","job","payload","record",
+// "last_end","record_ttl_ms","not_searched"}; reliableq(1) lists them.
+void WriteJobLookup(JsonWriter& w, const JobLookup& lookup);
+
 // The key of a job set in URLs and JSON ("retry", "scheduled", "dead").
 std::optional<JobSet> JobSetNamed(std::string_view name);
 std::string_view JobSetName(JobSet set);

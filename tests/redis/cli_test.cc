@@ -1463,5 +1463,71 @@ TEST_CASE("the job-set and queue verbs report an unreachable Redis with exit 1")
   }
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "job finds a job by jid, as text and JSON; unknown exits 1") {
+  const std::string jid = "feedfacefeedfacefeedface";
+  const std::string payload = R"({"class":"CaptureJob","args":["\u001b[31mred"],"queue":"media",)"
+                              R"("jid":")" +
+                              jid + R"(","enqueued_at":1700000001.5})";
+  Run({"SADD", "queues", "media"});
+  Run({"LPUSH", "queue:media", payload});
+  Run({"LPUSH", "queue:media", R"({"class":"Other","args":[],"jid":"x"})"});
+  Run({"SET", "reliableq:job:" + jid,
+       R"({"state":"dead","at":1700000000,"process":"host:1:ab","error_class":"E",)"
+       R"("error_message":"line1\nline2"})",
+       "EX", "600"});
+
+  Outcome text = RunCli(With({"job", jid}, server().Url()));
+  CHECK_MESSAGE(text.exit_code == 0, text.err);
+  CHECK(text.err.empty());
+  CHECK_MESSAGE(text.out.find("jid:            " + jid + "\n") != std::string::npos, text.out);
+  CHECK_MESSAGE(text.out.find("state:          queued in media at position 0 of 2 (0 = next), "
+                              "enqueued 2023-11-14T22:13:21Z (") != std::string::npos,
+                text.out);
+  CHECK(text.out.find("class:          CaptureJob\n") != std::string::npos);
+  // Untrusted text is escaped: no raw ESC reaches the terminal.
+  CHECK(text.out.find('\x1b') == std::string::npos);
+  CHECK(text.out.find(R"(args:           ["\u001b[31mred"])") != std::string::npos);
+  CHECK(text.out.find("previous end:   dead at 2023-11-14T22:13:20Z (") != std::string::npos);
+  CHECK(text.out.find("record expires: 20") != std::string::npos);
+
+  Outcome json = RunCli(With({"job", jid, "--json"}, server().Url()));
+  CHECK_MESSAGE(json.exit_code == 0, json.err);
+  rapidjson::Document doc = ParseJson(json.out);
+  CHECK(std::string(doc["state"].GetString()) == "queued");
+  CHECK(std::string(doc["queue"].GetString()) == "media");
+  CHECK(doc["position"].GetInt64() == 0);
+  CHECK(doc["list_size"].GetInt64() == 2);
+  CHECK(std::string(doc["payload"].GetString()) == payload);
+  CHECK(std::string(doc["job"]["class"].GetString()) == "CaptureJob");
+  CHECK(doc["record"].IsNull());
+  CHECK(std::string(doc["last_end"]["state"].GetString()) == "dead");
+  CHECK(doc["record_ttl_ms"].GetInt64() > 0);
+  CHECK(doc["not_searched"].GetArray().Size() == 0);
+
+  // Beyond --scan-limit: unknown, exit 1, naming the queue not searched.
+  Outcome bounded = RunCli(With({"job", jid, "--scan-limit", "1"}, server().Url()));
+  CHECK(bounded.exit_code == 0);  // the record still says how it ended before
+  Run({"DEL", "reliableq:job:" + jid});
+  Run({"RPUSH", "queue:media", R"({"class":"Next","args":[],"jid":"y"})"});  // taken first
+  bounded = RunCli(With({"job", jid, "--scan-limit", "1"}, server().Url()));
+  CHECK_MESSAGE(bounded.exit_code == 1, bounded.out);
+  CHECK(bounded.out.find("state:          unknown: ") != std::string::npos);
+  CHECK_MESSAGE(bounded.out.find("not searched:   queue media has 3 jobs, only the first 1 "
+                                 "searched") != std::string::npos,
+                bounded.out);
+  Outcome unknown = RunCli(With({"job", "nope", "--json"}, server().Url()));
+  CHECK(unknown.exit_code == 1);
+  CHECK(std::string(ParseJson(unknown.out)["state"].GetString()) == "unknown");
+
+  // Bad arguments: one line, exit 2, before any I/O (no Redis at this URL).
+  const std::string nowhere = "redis://127.0.0.1:1/0";
+  CheckUsageError(RunCli(With({"job"}, nowhere)), "job", "missing JID");
+  CheckUsageError(RunCli(With({"job", "a", "b"}, nowhere)), "job", "unexpected argument 'b'");
+  CheckUsageError(RunCli(With({"job", ""}, nowhere)), "job", "the jid is empty");
+  CheckUsageError(RunCli(With({"job", "a", "--scan-limit", "0"}, nowhere)), "job",
+                  "--scan-limit needs a positive integer");
+  CheckUsageError(RunCli(With({"job", "a", "--scan-limit", "x"}, nowhere)), "job");
+}
+
 }  // namespace
 }  // namespace reliableq

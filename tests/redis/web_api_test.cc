@@ -282,6 +282,25 @@ TEST_CASE_FIXTURE(WebFixture, "every GET endpoint returns the documented fields"
   GetJson("/api/job?set=retry&id=1700000200.25-nope", 404);
   GetJson("/api/job?set=retry&id=garbage", 400);
 
+  // A job by jid: the JSON of `reliableq job --json`; unknown is an answer.
+  rapidjson::Document where = GetJson("/api/find?jid=r2");
+  for (const char* field :
+       {"jid",         "state",       "process",       "thread",      "queue",    "limit",
+        "position",    "list_size",   "since",         "at",          "progress", "class",
+        "retry_count", "error_class", "error_message", "args",        "job",      "payload",
+        "record",      "last_end",    "record_ttl_ms", "not_searched"}) {
+    CHECK_MESSAGE(where.HasMember(field), field);
+  }
+  CHECK(std::string(where["state"].GetString()) == "retry");
+  CHECK(where["at"].GetDouble() == 1700000200.25);
+  rapidjson::Document orphaned = GetJson("/api/find?jid=o1");
+  CHECK(std::string(orphaned["state"].GetString()) == "orphaned");
+  CHECK(std::string(orphaned["process"].GetString()) == kDeadProcess);
+  CHECK(std::string(orphaned["queue"].GetString()) == "default");
+  CHECK(std::string(GetJson("/api/find?jid=nope")["state"].GetString()) == "unknown");
+  GetJson("/api/find", 400);
+  GetJson("/api/find?jid=r2&scan_limit=0", 400);
+
   rapidjson::Document recovery = GetJson("/api/recovery");
   REQUIRE(recovery["orphans"].Size() == 1);
   const auto& orphan = recovery["orphans"][0];

@@ -430,6 +430,28 @@ def run(reliableq, shots, workdir):
         page.no_markup_from_data('job page')
         page.screenshot('job')
 
+        # Where that job is now: its lookup page, from the job page's link;
+        # then the top bar's box finds the retry by its jid.
+        page.click('[data-testid=job-where]', 'job page')
+        hash_route = wait_until('the lookup page', lambda: driver.execute_script(
+            "return location.hash.startsWith('#/jid/') ? location.hash : null"))
+        page.wait_ready(hash_route)
+        check(page.attribute('[data-testid=lookup]', 'data-state') == 'dead',
+              'lookup page: state %r, not dead' % page.attribute('[data-testid=lookup]', 'data-state'))
+        check(page.text('[data-testid=lookup-sentence]', 'lookup page').startswith('Dead since '),
+              'lookup page: the sentence does not say dead')
+        check(XSS in page.one('[data-testid=lookup-payload]', 'lookup page').text,
+              'lookup page: the payload is not shown literally')
+        page.no_markup_from_data('lookup page')
+        page.screenshot('lookup')
+        box = page.one('[data-testid=find-jid]', 'top bar')
+        box.clear()
+        box.send_keys(RETRY_JID)
+        page.click('[data-testid=find-submit]', 'top bar')
+        page.wait_ready('#/jid/' + RETRY_JID)
+        check(page.attribute('[data-testid=lookup]', 'data-state') == 'retry',
+              'lookup page: the retry entry is not found by the top bar box')
+
         # Recovery: the dead process's job and the preview.
         page.open('#/recovery')
         orphan = page.one('[data-testid=orphan][data-identity="%s"]' % DEAD_IDENTITY, 'recovery')

@@ -188,6 +188,11 @@
   function queueLink(name) {
     return h('a', { href: '#/queues/' + encodeURIComponent(name), 'data-testid': 'queue-link' }, name);
   }
+  // A jid as a link to where that job is now (a payload without one: a dash).
+  function jidLink(jid) {
+    if (typeof jid !== 'string' || !jid) return '\u2013';
+    return h('a', { href: '#/jid/' + encodeURIComponent(jid), 'data-testid': 'jid-link' }, jid);
+  }
 
   // ---- overview ----------------------------------------------------------
 
@@ -295,7 +300,7 @@
       const ttl = p.heartbeat_ttl_left;
       const jobs = (p.jobs || []).map((j) => h('tr', { 'data-testid': 'busy-job', 'data-jid': j.jid },
         h('td', null, j.thread), h('td', null, queueLink(j.queue)), h('td', null, j.class),
-        h('td', { class: 'args' }, shorten(jsonText(j.args), 120)), h('td', { class: 'mono' }, j.jid), timeCell(j.run_at)));
+        h('td', { class: 'args' }, shorten(jsonText(j.args), 120)), h('td', { class: 'mono' }, jidLink(j.jid)), timeCell(j.run_at)));
       return h('section', { class: 'panel process', 'data-testid': 'process', 'data-identity': p.identity },
         h('div', { class: 'heading' },
           h('h2', { class: 'mono' }, p.identity,
@@ -337,7 +342,7 @@
     const data = await get('/api/queue?name=' + encodeURIComponent(name) + '&page=' + page + '&per_page=' + PER_PAGE);
     const rows = (data.jobs || []).map((j) => h('tr', { 'data-testid': 'queue-job', 'data-jid': j.jid },
       numCell(j.position), h('td', null, j.class), h('td', { class: 'args' }, shorten(jsonText(j.args), 160)),
-      h('td', { class: 'mono' }, j.jid), timeCell(j.enqueued_at)));
+      h('td', { class: 'mono' }, jidLink(j.jid)), timeCell(j.enqueued_at)));
     return [
       heading(['Queue ', h('span', { class: 'mono', 'data-testid': 'queue-name' }, data.name)],
         h('span', { class: 'muted' }, num(data.size) + ' job(s), latency ' + duration(data.latency)),
@@ -471,12 +476,82 @@
       act(label(verb) + ': this job?', '/api/sets/' + set + '/' + verb, { ids: [data.id] },
         (r) => label(verb) + ': ' + setSummary(r), back), verb === 'retry' ? 'primary' : 'danger'));
     return [
-      heading(['Job ', h('span', { class: 'mono' }, entry.jid || '(no jid)')], h('a', { href: back, class: 'btn' }, 'Back'), actions),
+      heading(['Job ', h('span', { class: 'mono' }, entry.jid || '(no jid)')], h('a', { href: back, class: 'btn' }, 'Back'),
+        entry.jid ? h('a', { href: '#/jid/' + encodeURIComponent(entry.jid), class: 'btn', 'data-testid': 'job-where' }, 'Where is it now') : null, actions),
       entry.error_class ? h('section', { class: 'panel error-box', 'data-testid': 'job-error' },
         h('h2', null, entry.error_class), h('p', { class: 'pre-wrap' }, entry.error_message || '')) : null,
       h('section', { class: 'panel', 'data-testid': 'job-detail' }, h('h2', null, 'Fields'), keyValues('job-fields', fields)),
       lines ? h('section', { class: 'panel' }, h('h2', null, 'Backtrace'), h('pre', { class: 'code', 'data-testid': 'job-backtrace' }, lines.join('\n'))) : null,
       h('section', { class: 'panel' }, h('h2', null, 'Payload'), h('pre', { class: 'code', 'data-testid': 'job-payload' }, pretty)),
+    ];
+  }
+
+  // ---- a job found by jid ------------------------------------------------
+
+  // What /api/find says of a job, in one sentence.
+  function lookupSentence(d) {
+    const at = (t) => dateText(t) + ' (' + relative(t) + ')';
+    const pos = () => num(d.position) + ' of ' + num(d.list_size) + ' (0 = next)';
+    const end = (r) => (r && typeof r === 'object')
+      ? String(r.state || 'ended') + ' at ' + at(r.at) + (r.process ? ' on process ' + r.process : '')
+      : 'a record that is not JSON';
+    switch (d.state) {
+      case 'running': return 'Running on process ' + d.process + (d.since ? ' since ' + at(d.since) : '');
+      case 'fetched': return 'Fetched by process ' + d.process + ' from queue ' + d.queue + ', not started yet';
+      case 'orphaned': return 'Orphaned: fetched from queue ' + d.queue + ' by process ' + d.process +
+        ', which is dead; the janitor gives it back to the queue';
+      case 'queued': return 'Queued in ' + d.queue + ' at position ' + pos() + (d.since ? ', enqueued ' + at(d.since) : '');
+      case 'parked': return 'Parked on limit ' + d.limit + ' at position ' + pos() + ', waiting for a slot';
+      case 'scheduled': return 'Scheduled for ' + at(d.at);
+      case 'retry': return 'Waiting for a retry at ' + at(d.at) + (d.retry_count !== null ? ' (retry_count ' + d.retry_count + ')' : '');
+      case 'dead': return d.record ? 'Dead at ' + at(d.at) + '; no longer in the dead set' : 'Dead since ' + at(d.since);
+      case 'unknown':
+        if (d.record) return 'Unknown: its record says ' + end(d.record);
+        return 'Unknown: in no process, queue, limit or set, and no record (records may be off for its class or expired, or the jid never existed)';
+      default: return end(d.record) + (d.state === 'expired' ? '; it never ran' : '');
+    }
+  }
+  function prettyJson(value) {
+    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+  }
+
+  async function lookupView(route) {
+    const jid = route.arg || '';
+    const d = await get('/api/find?jid=' + encodeURIComponent(jid));
+    const p = d.progress && typeof d.progress === 'object' ? d.progress : null;
+    const percent = p && Number.isFinite(Number(p.percent)) ? Math.max(0, Math.min(100, Number(p.percent))) : null;
+    const record = d.record || d.last_end;
+    const fields = [['State', badge(d.state, d.state === 'dead' || d.state === 'orphaned' ? 'warn' : null, 'lookup-state')]];
+    if (d.process) fields.push(['Process', h('span', { class: 'mono' }, d.process)]);
+    if (d.thread) fields.push(['Thread', d.thread]);
+    if (d.queue) fields.push(['Queue', queueLink(d.queue)]);
+    if (d.limit) fields.push(['Limit', d.limit]);
+    if (d.position !== null) fields.push(['Position', num(d.position) + ' of ' + num(d.list_size) + ' (0 = next)']);
+    if (d.since) fields.push(['Since', dateText(d.since) + ' (' + relative(d.since) + ')']);
+    if (d.at) fields.push(['At', dateText(d.at) + ' (' + relative(d.at) + ')']);
+    if (d.class) fields.push(['Class', d.class]);
+    if (d.retry_count !== null) fields.push(['Retry count', num(d.retry_count)]);
+    if (record && typeof record === 'object' && record.attempts !== undefined) fields.push(['Attempts', num(record.attempts)]);
+    if (d.args !== null) fields.push(['Arguments', shorten(jsonText(d.args), 400)]);
+    if (record && typeof record === 'object' && record.result !== undefined) fields.push(['Result', shorten(jsonText(record.result), 400)]);
+    if (d.last_end) fields.push(['Previous end', lookupSentence({ state: 'unknown', record: d.last_end }).replace(/^Unknown: its record says /, '')]);
+    if (record) fields.push(['Record expires', d.record_ttl_ms === null ? 'never' : relative(nowSeconds() + Number(d.record_ttl_ms) / 1000)]);
+    return [
+      heading(['Job ', h('span', { class: 'mono', 'data-testid': 'lookup-jid' }, d.jid)]),
+      h('section', { class: 'panel', 'data-testid': 'lookup', 'data-state': d.state },
+        h('p', { 'data-testid': 'lookup-sentence' }, lookupSentence(d)),
+        (d.not_searched || []).map((l) => h('p', { class: 'muted', 'data-testid': 'lookup-not-searched' },
+          'Not searched to its end: ' + l.kind + ' ' + l.name + ' has ' + num(l.size) + ' jobs, only the first ' + num(l.searched) + ' were read.')),
+        p ? h('div', { class: 'progress', 'data-testid': 'lookup-progress' },
+          percent !== null ? h('progress', { max: 100, value: percent }, num(percent) + '%') : null,
+          ' ', percent !== null ? num(percent) + '%' : '', p.message ? ' ' + String(p.message) : '',
+          p.at ? h('span', { class: 'muted' }, ' (' + relative(p.at) + ')') : null) : null,
+        keyValues('lookup-fields', fields)),
+      d.error_class || d.error_message ? h('section', { class: 'panel error-box', 'data-testid': 'lookup-error' },
+        h('h2', null, d.error_class || 'Error'), h('p', { class: 'pre-wrap' }, d.error_message || '')) : null,
+      d.job !== null ? h('section', { class: 'panel' }, h('h2', null, 'Payload'), h('pre', { class: 'code', 'data-testid': 'lookup-payload' }, prettyJson(d.job))) : null,
+      record ? h('section', { class: 'panel' }, h('h2', null, d.record ? 'Record' : 'Record of the previous end'),
+        h('pre', { class: 'code', 'data-testid': 'lookup-record' }, prettyJson(record))) : null,
     ];
   }
 
@@ -555,6 +630,7 @@
     if (name === 'queues') return Object.assign(route, { view: queuesView, live: true, nav: 'queues' });
     if (SETS[name]) return Object.assign(route, { view: setView, live: true, nav: name });
     if (name === 'job' && route.arg) return Object.assign(route, { view: jobView, live: false, nav: ROUTE_OF_SET[route.arg] });
+    if (name === 'jid' && route.arg) return Object.assign(route, { view: lookupView, live: true, nav: null });
     if (name === 'recovery') return Object.assign(route, { view: recoveryView, live: true, nav: 'recovery' });
     if (name === 'audit') return Object.assign(route, { view: auditView, live: true, nav: 'audit' });
     return Object.assign(route, { view: async () => h('p', null, 'No such page: ', path), live: false, nav: null });
@@ -616,6 +692,11 @@
 
   async function start() {
     $('pause').addEventListener('click', () => { setPaused(!state.paused); if (!state.paused) tick(); });
+    $('find-job').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const jid = $('find-jid').value.trim();
+      if (jid) location.hash = '#/jid/' + encodeURIComponent(jid);
+    });
     try {
       state.session = Object.assign(state.session, await get('/api/session'));
     } catch (err) {
