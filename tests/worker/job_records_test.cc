@@ -186,3 +186,86 @@ TEST_CASE_FIXTURE(RecordsFixture,
   REQUIRE(WaitUntil([&] { return Get("stat:processed") == "2"; }, 10s));
   CHECK_FALSE(Exists("reliableq:job:" + other_jid));
 }
+
+TEST_CASE_FIXTURE(RecordsFixture,
+                  "one job through schedule, queue, run, retry, dead, retry from dead and done: "
+                  "reliableq job tells each state") {
+  const std::string bin = BuildPath("RELIABLEQ_BIN");
+  // What `reliableq job` says of the job now: its --json state.
+  std::string jid;
+  auto state = [&] {
+    CommandResult found = RunCommand({bin, "--redis", server().Url(), "job", jid, "--json"});
+    rapidjson::Document doc = Parsed(found.out.empty() ? "{}" : found.out);
+    return Text(doc, "state");
+  };
+  auto cli = [&](std::vector<std::string> words) {
+    std::vector<std::string> argv = {bin, "--redis", server().Url()};
+    argv.insert(argv.end(), words.begin(), words.end());
+    CommandResult done = RunCommand(argv);
+    CHECK_MESSAGE(done.exit_code == 0, done.err);
+    return done.out;
+  };
+  // The handler: progress, then it waits for the test's word in `control`:
+  // "fail", "dead" or "ok" (with a result).
+  std::string control = dir_ + "/control";
+  std::string handler =
+      Script("flaky",
+             "echo 'progress 25 charging' >&3\n"
+             "for i in $(seq 1 100); do [ -s " +
+                 control +
+                 " ] && break; sleep 0.1; done\n"
+                 "word=$(cat " +
+                 control + "); : > " + control +
+                 "\n"
+                 "[ \"$word\" = dead ] && { echo 'dead the card was refused' >&3; exit 1; }\n"
+                 "[ \"$word\" = ok ] || { echo 'fail the gateway said no' >&3; exit 1; }\n"
+                 "echo 'result {\"charge\": \"ch_42\"}' >&3");
+
+  jid = cli({"push", "FlakyJob", "[7]", "--in", "3600", "--retry", "1"});
+  jid = jid.substr(0, jid.find('\n'));
+  CHECK(state() == "scheduled");
+  cli({"scheduled", "retry", jid});  // Sidekiq's "Add to queue"
+  CHECK(state() == "queued");
+
+  StartWorker({"--exec", "FlakyJob=" + handler, "--records", "3600"}, "0.25");
+  CHECK(WaitUntil([&] { return state() == "running"; }, 10s));
+  // Its progress, within about a second.
+  CHECK(WaitUntil(
+      [&] {
+        CommandResult running = RunCommand({bin, "--redis", server().Url(), "job", jid});
+        return running.out.find("charging") != std::string::npos;
+      },
+      5s));
+
+  std::ofstream(control) << "fail";
+  CHECK(WaitUntil([&] { return state() == "retry"; }, 10s));
+  cli({"retries", "retry", jid});  // runs again at once, and fails for good
+  CHECK(WaitUntil([&] { return state() == "running"; }, 10s));
+  std::ofstream(control) << "dead";
+  CHECK(WaitUntil([&] { return state() == "dead"; }, 10s));
+  // The record of its death, beside its place in the dead set.
+  std::string dead_json = RunCommand({bin, "--redis", server().Url(), "job", jid, "--json"}).out;
+  rapidjson::Document dead = Parsed(dead_json);
+  REQUIRE_MESSAGE(dead["last_end"].IsObject(), dead_json);
+  CHECK(Text(dead["last_end"], "state") == "dead");
+  CHECK(Text(dead["last_end"], "error_message") == "the card was refused");
+
+  cli({"dead", "retry", jid});
+  CHECK(WaitUntil([&] { return state() == "running"; }, 10s));
+  std::ofstream(control) << "ok";
+  CHECK(WaitUntil([&] { return state() == "done"; }, 10s));
+  CommandResult done = RunCommand({bin, "--redis", server().Url(), "job", jid, "--json"});
+  CHECK(done.exit_code == 0);
+  rapidjson::Document doc = Parsed(done.out);
+  REQUIRE(doc.HasMember("record"));
+  CHECK(Text(doc["record"]["result"], "charge") == "ch_42");
+  // Sidekiq's count: each retry by hand (retries retry, dead retry) gave
+  // one back, so retry_count is -1 in the payload that succeeded.
+  CHECK(doc["record"]["attempts"].GetInt() == 1);
+  CHECK(doc["record"]["job"]["retry_count"].GetInt() == -1);
+  // Gone with its record: unknown, exit 1.
+  Run({"DEL", "reliableq:job:" + jid});
+  CommandResult gone = RunCommand({bin, "--redis", server().Url(), "job", jid});
+  CHECK(gone.exit_code == 1);
+  CHECK(state() == "unknown");
+}

@@ -29,6 +29,10 @@ Scenarios (the names --only takes):
                    size of the jobs PushBulk stored, in the same run: each
                    reliableq rate also as a fraction of it
   drain_c25        N queued NoopJob, one `reliableq worker -c 25`
+  drain_records    drain_c25 with a final record kept for every job (`--records
+                   3600`), on the tree only: its rate against the tree's
+                   drain_c25 of the same round (vs_records_off), and the Redis
+                   memory of one record (MEMORY USAGE of 200 of them)
   drain_unique     drain_c25 with every job unique (its own key, held until it
                    succeeds: its ack is a script, not the plain LREM), pushed
                    one at a time from 8 threads

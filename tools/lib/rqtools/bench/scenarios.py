@@ -15,7 +15,7 @@ from .runner import start_redis, start_replica
 
 # recovery comes after queues_500, whose idle minutes make Redis old enough
 # for a janitor to trust its client list (see the docstring).
-SCENARIOS = ["enqueue", "drain_c25", "drain_unique", "drain_c10", "drain_c100", "latency",
+SCENARIOS = ["enqueue", "drain_c25", "drain_records", "drain_unique", "drain_c10", "drain_c100", "latency",
              "drain_10_queues", "drain_1m", "rss", "drain_c25_tcp", "drain_c25_tls",
              "queues_500", "recovery", "recovery_young_redis", "schedule_lateness", "handlers",
              "metrics", "web_pages", "web_idle", "cluster_drain", "push_wait"]
@@ -74,6 +74,7 @@ COMPARED = {
 # Figures of one build that --rounds also lists per round (its ratios
 # between producers, and the peers' figures).
 SUMMARIZED = {
+    "drain_records": ["vs_records_off", "record_bytes_mean"],
     "latency": ["max_ms", "plain_max_ms", "plain_p99_vs_client_p99", "sidekiq_p50_ms",
                 "sidekiq_p99_ms", "sidekiq_plain_p50_ms", "sidekiq_plain_p99_ms",
                 "sidekiq_plain_max_ms", "plain_p99_vs_sidekiq_plain_p99"],
@@ -211,7 +212,9 @@ class Bench:
         return median
 
     def drain(self, name, concurrency, jobs, queues=(("default", 0),), extra=None, redis=None,
-              unique=False):
+              unique=False, worker_options=(), after=None):
+        """`worker_options` go on the worker's command line; `after(result)`
+        runs once each drain is done, before the next flush."""
         r = self.runner
         names = [q for q, _ in queues]
 
@@ -226,8 +229,11 @@ class Bench:
                 r.push(jobs, queues=names)
             self.step("%s: `reliableq worker -c %d` drains them" % (name, concurrency))
             result = r.bench("drain", ["--queues", ",".join(names)],
-                             worker=r.reliableq_worker(concurrency, queues, redis), label=name)
+                             worker=r.reliableq_worker(concurrency, queues, redis) +
+                             list(worker_options), label=name)
             self.check_drain(name, result)
+            if after:
+                after(result)
             return result
 
         out = dict(scenario=name, system=self.system, concurrency=concurrency,
@@ -280,6 +286,38 @@ class Bench:
                 return
             raise BenchError("%s: %d jobs queued but stat:processed grew by %d (failed %d)" % (
                 name, result["jobs"], result["processed"], result["failed"]))
+
+    def drain_records(self):
+        """drain_c25 with a final record kept for every job (`--records
+        3600`), against drain_c25 of the same build in the same round (records
+        off), and what one record costs Redis: MEMORY USAGE of a sample of
+        them, and how many there are."""
+        if self.system != CURRENT:
+            self.step("drain_records: %s is the baseline; records are measured on the tree "
+                      "against its own drain_c25" % self.system)
+            return
+        r = self.runner
+
+        def measure(result):
+            keys, cursor = [], "0"
+            while len(keys) < 200:
+                cursor, batch = r.redis.call("SCAN", cursor, "MATCH", "reliableq:job:*",
+                                             "COUNT", "1000")
+                keys += batch
+                if cursor == "0":
+                    break
+            sizes = [int(r.redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")) for key in keys[:200]]
+            result["records_sampled"] = len(sizes)
+            result["record_bytes_mean"] = round(sum(sizes) / len(sizes)) if sizes else None
+            result["records_kept"] = int(r.redis.call("DBSIZE"))
+
+        out = self.drain("drain_records", 25, self.jobs, worker_options=["--records", "3600"],
+                         after=measure)
+        off = self.results.get("drain_c25")
+        if off:
+            out["records_off_jobs_per_sec"] = off["jobs_per_sec"]
+            out["vs_records_off"] = round(out["jobs_per_sec"] / off["jobs_per_sec"], 3)
+        self.emit(out)
 
     def drain_c(self, concurrency):
         name = "drain_c%d" % concurrency
@@ -673,6 +711,7 @@ class Bench:
         actions = {
             "enqueue": self.enqueue,
             "drain_c25": lambda: self.drain_c(25),
+            "drain_records": self.drain_records,
             "drain_unique": lambda: self.emit(self.drain("drain_unique", 25, self.jobs,
                                                          unique=True)),
             "drain_c10": lambda: self.drain_c(10),
