@@ -329,6 +329,9 @@ struct JobRecord {
   std::optional<std::string> progress;  // the last progress object, JSON text
   std::optional<std::string> job;       // the payload as it ended, JSON text
   std::optional<int64_t> job_bytes;     // the payload's size when over the cap
+  // A done job's record keeps its arguments alone (JSON text), not `job`.
+  std::optional<std::string> args;
+  std::optional<int64_t> args_bytes;  // the arguments' size when over the cap
   // The key's remaining time to live in ms (PTTL); nullopt when it has none.
   std::optional<int64_t> ttl_ms;
 };

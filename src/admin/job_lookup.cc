@@ -126,6 +126,8 @@ JobRecord ParseJobRecord(std::string json) {
   auto job = doc.FindMember("job");
   if (job != doc.MemberEnd() && job->value.IsObject()) record.job = codec::ToJson(job->value);
   record.job_bytes = OptionalInteger(doc, "job_bytes");
+  record.args = OptionalJson(doc, "args");
+  record.args_bytes = OptionalInteger(doc, "args_bytes");
   return record;
 }
 
@@ -170,6 +172,8 @@ JobLookup ChooseJobLookup(JobFindings findings) {
       if (record.job) {
         lookup.payload = *record.job;
         lookup.basics = ParseJobBasics(lookup.payload);
+      } else if (record.args) {
+        lookup.basics.args = record.args;
       }
       // The record's own fields stand in for a payload it left out (over
       // the cap) and name the job's last error.

@@ -6,6 +6,7 @@
 #include <rapidjson/error/en.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,10 +16,10 @@
 #include <string_view>
 #include <utility>
 
+#include "base/utf8.h"
 #include "codec/backtrace.h"
 #include "codec/payload_rewriter.h"
 #include "codec/ruby_json.h"
-#include "base/utf8.h"
 
 namespace reliableq::codec {
 
@@ -136,10 +137,12 @@ bool IsPrintableAscii(std::string_view text) {
 }  // namespace
 
 std::string FormatEpoch(double seconds) {
-  // The largest double has 309 digits before the point.
+  // As printf's "%.6f" (to_chars with a precision is specified so), several
+  // times faster: every record and failure writes a few of these. The
+  // largest double has 309 digits before the point.
   char buf[400];
-  int n = std::snprintf(buf, sizeof(buf), "%.6f", seconds);
-  return std::string(buf, n > 0 ? std::min(static_cast<size_t>(n), sizeof(buf) - 1) : 0);
+  auto [end, error] = std::to_chars(buf, buf + sizeof(buf), seconds, std::chars_format::fixed, 6);
+  return error == std::errc() ? std::string(buf, end) : std::string();
 }
 
 Result<std::string> EncodeJob(const Job& job, double created_at, std::optional<double> enqueued_at,

@@ -71,7 +71,9 @@ std::string JsonValueOf(std::string_view text) {
 }
 
 std::string JobRecordJson(const JobRecordFields& fields, size_t max_bytes) {
-  rapidjson::StringBuffer buf;
+  // One allocation for the common record.
+  rapidjson::StringBuffer buf(
+      nullptr, 256 + fields.result.size() + fields.payload.size() + fields.args.size());
   JsonWriter w(buf);
   w.StartObject();
   w.Key("state");
@@ -117,12 +119,14 @@ std::string JobRecordJson(const JobRecordFields& fields, size_t max_bytes) {
       w.Uint64(fields.result.size());
     }
   }
-  if (fits("job", fields.payload.size())) {
-    w.Key("job");
-    w.RawValue(fields.payload.data(), fields.payload.size(), rapidjson::kObjectType);
+  const bool whole = !fields.payload.empty();
+  std::string_view job = whole ? fields.payload : fields.args;
+  if (fits(whole ? "job" : "args", job.size())) {
+    w.Key(whole ? "job" : "args");
+    w.RawValue(job.data(), job.size(), whole ? rapidjson::kObjectType : rapidjson::kArrayType);
   } else {
-    w.Key("job_bytes");
-    w.Uint64(fields.payload.size());
+    w.Key(whole ? "job_bytes" : "args_bytes");
+    w.Uint64(job.size());
   }
   w.EndObject();
   return buf.GetString();

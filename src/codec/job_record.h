@@ -42,12 +42,16 @@ struct JobRecordFields {
   std::string_view error_message;
   std::string_view result;  // one JSON value (JsonValueOf); empty: none
   const JobProgress* progress = nullptr;
-  std::string_view payload;  // the job as it ended: a JSON object
+  // The job as it ended, a JSON object ("job"); or, when empty, its
+  // arguments alone, a JSON array ("args").
+  std::string_view payload;
+  std::string_view args;
 };
 
-// The record's JSON. The result, then the payload, is left out (its size
-// given as "result_bytes", "job_bytes") when the record would otherwise
-// pass `max_bytes`; the other fields are bounded by the payload's own.
+// The record's JSON. The result, then the payload (or the arguments), is
+// left out (its size given as "result_bytes", "job_bytes", "args_bytes")
+// when the record would otherwise pass `max_bytes`; the other fields are
+// bounded by the payload's own.
 std::string JobRecordJson(const JobRecordFields& fields, size_t max_bytes);
 
 }  // namespace reliableq::codec

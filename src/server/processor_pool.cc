@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "codec/job_codec.h"
+#include "codec/json_writer.h"
 #include "server/failure_planner.h"
 #include "server/handler_call.h"
 #include "server/job_expiry.h"
@@ -459,7 +460,16 @@ void ProcessorPool::State::Record(const Slot& slot, const rapidjson::Document& d
   if (error == nullptr) fields.result = result;
   std::optional<codec::JobProgress> progress = slot.report->progress();
   if (progress) fields.progress = &*progress;
-  fields.payload = ended;
+  // A done job keeps its arguments alone: the rest of its payload says
+  // nothing the record does not, and a record of every success must stay
+  // small. A job that failed or expired keeps it whole (its failure fields).
+  std::string args;
+  if (state == "done") {
+    args = codec::ToJson(document["args"]);
+    fields.args = args;
+  } else {
+    fields.payload = ended;
+  }
   done->record = codec::JobRecordJson(fields, config.records.max_bytes);
   done->jid.assign(fields.jid);
   done->record_ttl = retention.count();

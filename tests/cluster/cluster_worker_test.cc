@@ -178,8 +178,10 @@ TEST_CASE_FIXTURE(ClusterWorkers,
   for (int port : primaries) groups.push_back(WorkerGroupOn(cluster_, port, "jobs"));
 
   std::map<std::string, std::set<std::string>> pushed;
+  std::map<std::string, std::string> doomed_jids;
   for (const auto& group : groups) {
-    StartWorker(group, group + ".ran");
+    // Job records too, in the group's slot.
+    StartWorker(group, group + ".ran", "4", {"--records", "600"});
     auto client = OpenClient(group);
     for (int i = 0; i < 40; ++i) {
       pushed[group].insert(AcceptedJid(client->Push(Record(group + "-" + std::to_string(i)))));
@@ -188,7 +190,7 @@ TEST_CASE_FIXTURE(ClusterWorkers,
     Job doomed;
     doomed.job_class = "FailingJob";
     doomed.retry = Retry::Times(0);  // straight to dead
-    AcceptedJid(client->Push(doomed));
+    doomed_jids[group] = AcceptedJid(client->Push(doomed));
     Job retried;
     retried.job_class = "FailingJob";
     retried.retry = Retry::Times(3);
@@ -212,6 +214,19 @@ TEST_CASE_FIXTURE(ClusterWorkers,
     // Failures count as processed; the counts may land a beat after the jobs.
     CHECK(WaitUntil([&] { return count(keys.Processed()) >= 43; }, 5s));
     CHECK(WaitUntil([&] { return count(keys.Failed()) >= 2; }, 5s));
+    // Each end's record, found by `reliableq job` in its group.
+    for (const std::string& jid : {*pushed[group].begin(), doomed_jids[group]}) {
+      CHECK(WaitUntil(
+          [&] {
+            return IntegerReply(*redis, {"EXISTS", keys.JobRecord(jid)}) == 1;
+          },
+          5s));
+      CommandResult found = RunCommand(
+          {BuildPath("RELIABLEQ_BIN"), "--redis", cluster_.Url(group), "job", jid, "--json"});
+      CHECK_MESSAGE(found.exit_code == 0, found.err);
+      bool dead = jid == doomed_jids[group];
+      CHECK(found.out.find(dead ? R"("state":"dead")" : R"("state":"done")") != std::string::npos);
+    }
   }
   // A group's jobs ran only in its own worker.
   for (const auto& group : groups) {

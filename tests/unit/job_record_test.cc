@@ -96,3 +96,16 @@ TEST_CASE("a record over the cap leaves out its result first, then its job") {
   CHECK_FALSE(none.HasMember("job"));
   CHECK_FALSE(none.HasMember("result"));
 }
+
+TEST_CASE("a done job's record keeps its arguments alone") {
+  JobRecordFields fields = Fields("", "");
+  fields.args = R"(["order-1",1250])";
+  rapidjson::Document record = Parsed(JobRecordJson(fields, 8192));
+  CHECK(record["args"][1].GetInt() == 1250);
+  CHECK_FALSE(record.HasMember("job"));
+  std::string big = "[\"" + std::string(500, 'a') + "\"]";
+  fields.args = big;
+  rapidjson::Document cut = Parsed(JobRecordJson(fields, 256));
+  CHECK(cut["args_bytes"].GetUint64() == big.size());
+  CHECK_FALSE(cut.HasMember("args"));
+}
