@@ -20,6 +20,7 @@ void JobReport::Result(std::string_view json) {
   std::string value = codec::JsonValueOf(json);
   std::lock_guard<std::mutex> lock(mu_);
   result_ = std::move(value);
+  reported_.store(true, std::memory_order_relaxed);
 }
 
 void JobReport::Progress(double percent, std::string_view message) {
@@ -30,11 +31,14 @@ void JobReport::Progress(double percent, std::string_view message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     progress_ = std::move(progress);
+    reported_.store(true, std::memory_order_relaxed);
   }
   progress_changed_.store(true, std::memory_order_release);
 }
 
 void JobReport::Clear() {
+  // Only the processor thread that runs the jobs calls Clear, between them.
+  if (!reported_.exchange(false, std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(mu_);
   result_.clear();
   progress_.reset();

@@ -41,6 +41,9 @@ class JobReport final : public JobReporter {
  private:
   const Clock& clock_;
   std::atomic<bool>& progress_changed_;
+  // Something was reported since the last Clear: a job that reports
+  // nothing costs no lock.
+  std::atomic<bool> reported_{false};
   mutable std::mutex mu_;
   std::string result_;                          // guarded by mu_
   std::optional<codec::JobProgress> progress_;  // guarded by mu_

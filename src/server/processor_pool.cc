@@ -84,6 +84,7 @@ struct ProcessorPool::State {
   explicit State(ProcessorConfig c)
       : config(std::move(c)),
         class_timeouts(AnyClassTimeout(config.registry)),
+        records_on(config.records.any()),
         planner(config.registry, config.max_retries, config.max_snoozes, config.class_retries,
                 config.random_below, config.death_handlers, *config.log),
         queue_names(config.queue_names.begin(), config.queue_names.end()) {}
@@ -91,6 +92,8 @@ struct ProcessorPool::State {
   ProcessorConfig config;
   // Some registered class has a JobClassOptions::timeout.
   const bool class_timeouts;
+  // Some class keeps records (ProcessorConfig::records).
+  const bool records_on;
   FailurePlanner planner;  // refers into config
   std::function<void()> wake;
 
@@ -368,7 +371,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
     bool debug = config.log->Enabled(LogLevel::kDebug);
-    if (config.records.any()) {
+    if (records_on) {
       Record(slot, decoded->document, job_class, queue, "done", job.payload, nullptr,
              config.clock->Now(), &done);
     }
@@ -399,7 +402,7 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   }
   // The record's copy of the error: Plan takes it.
   std::optional<JobError> recorded_error;
-  if (config.records.any()) recorded_error = error;
+  if (records_on) recorded_error = error;
   planner.Plan(job.payload, queue, decoded->document, std::move(error), std::move(ending.backtrace),
                std::move(ending.then), now, &done);
   if (recorded_error && done.action != protocol::FailureAction::kRetry) {

@@ -28,6 +28,7 @@
 #include "support/running_server.h"
 #include "support/stall_proxy.h"
 #include "support/testutil.h"
+#include "worker/outcomes_fixture.h"
 
 using namespace reliableq;
 using namespace reliableq::protocol;
@@ -37,13 +38,6 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string Examples() { return BuildPath("RELIABLEQ_EXAMPLES_DIR"); }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -74,16 +68,6 @@ long PeakRssKb() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
   }
   return -1;
-}
-
-std::string Field(const std::string& payload, const char* name) {
-  rapidjson::Document doc;
-  doc.Parse(payload.c_str());
-  if (doc.HasParseError() || !doc.HasMember(name)) return "<absent>";
-  const rapidjson::Value& value = doc[name];
-  if (value.IsString()) return value.GetString();
-  if (value.IsInt()) return std::to_string(value.GetInt());
-  return "<other>";
 }
 
 class HandlersFixture : public RedisFixture {
