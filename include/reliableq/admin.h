@@ -321,7 +321,9 @@ struct JobRecord {
   std::string job_class;
   std::string queue;
   std::optional<double> started_at;  // its last run's start
-  std::optional<int64_t> attempts;   // runs, this one included
+  // Runs as Sidekiq's retry_count counts them: retry_count + 2, or 1
+  // without one (a retry by hand from retry or dead gives one back).
+  std::optional<int64_t> attempts;
   std::optional<std::string> error_class;
   std::optional<std::string> error_message;
   std::optional<std::string> result;    // the handler's result, JSON text
@@ -391,9 +393,10 @@ struct JobLookup {
   std::string payload;
   JobBasics basics;  // read from `payload`, else from the record
   // The final record. With `ended` the state comes from it (the job's life
-  // is over); without, the state is a live place and the record is the end
-  // of a previous life of the job (retried from the dead set, or a finished
-  // job a janitor gave back): its "previous end".
+  // is over); without, the state is a live place and the record is its last
+  // end: the death that put it in the dead set, or the end of a previous
+  // life (retried from the dead set, or a finished job a janitor gave
+  // back).
   std::optional<JobRecord> record;
   bool ended = false;
   // unknown: the lists not read to their end. Only filled when the job was

@@ -28,7 +28,7 @@ constexpr std::string_view kHelp =
     "Where job JID is and what became of it: running on a process, fetched by\n"
     "one (orphaned when that process is dead), queued, parked on a limit,\n"
     "scheduled, waiting for a retry or dead; or, when it is none of those, how it\n"
-    "ended (done, discarded, expired, dead, cancelled), from the final record\n"
+    "ended (done, discarded, expired, dead), from the final record\n"
     "that a worker keeps for the classes it is told to. Reads only; it writes\n"
     "nothing to Redis.\n"
     "\n"
@@ -203,7 +203,7 @@ std::string Text(const JobLookup& job, double now) {
   if (job.record && job.record->result_bytes) {
     line("result:", "not kept: " + std::to_string(*job.record->result_bytes) + " bytes");
   }
-  if (job.record && !job.ended) line("previous end:", EndText(*job.record, now));
+  if (job.record && !job.ended) line("last end:", EndText(*job.record, now));
   if (job.record) {
     line("record expires:", job.record->ttl_ms
                                 ? When(now + static_cast<double>(*job.record->ttl_ms) / 1000, now)

@@ -6,16 +6,15 @@
 #include <system_error>
 
 #include "cli/commands.h"
+#include "server/options_check.h"
 
 namespace reliableq::cli {
 
 namespace {
 
-// A record may be kept up to a year, as Sidekiq keeps its dead jobs for
-// six months.
-constexpr int64_t kLongestRetention = 365LL * 24 * 3600;
-constexpr int64_t kFewestRecordBytes = 256;
-constexpr int64_t kMostRecordBytes = 1024 * 1024;
+constexpr int64_t kLongestRetention = server::kMaxRecordRetention.count();
+constexpr int64_t kFewestRecordBytes = server::kMinRecordBytes;
+constexpr int64_t kMostRecordBytes = server::kMaxRecordBytes;
 
 // A whole number from `low` to `high`, or empty.
 std::optional<int64_t> WholeNumber(std::string_view text, int64_t low, int64_t high) {

@@ -10,6 +10,7 @@
 
 #include "base/utf8.h"
 #include "codec/job_codec.h"
+#include "codec/json_writer.h"
 
 namespace reliableq::codec {
 
@@ -27,15 +28,30 @@ void WriteEpoch(JsonWriter& w, double seconds) {
   w.RawValue(text.data(), text.size(), rapidjson::kNumberType);
 }
 
-// One JSON value, valid UTF-8, and nothing after it but white space.
+// Counts how deep a value nests, and stops the parse past the bound.
+struct DepthBound : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, DepthBound> {
+  int depth = 0;
+  bool Open() { return ++depth <= kMaxJsonDepth; }
+  bool Close() {
+    --depth;
+    return true;
+  }
+  bool StartObject() { return Open(); }
+  bool EndObject(rapidjson::SizeType) { return Close(); }
+  bool StartArray() { return Open(); }
+  bool EndArray(rapidjson::SizeType) { return Close(); }
+};
+
+// One JSON value, valid UTF-8, nesting at most kMaxJsonDepth deep (readers
+// of a record walk it recursively), and nothing after it but white space.
 bool IsJson(std::string_view text) {
   rapidjson::MemoryStream memory(text.data(), text.size());
   rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> stream(memory);
-  rapidjson::BaseReaderHandler<> ignore;
+  DepthBound bound;
   rapidjson::Reader reader;
   return !reader
               .Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(stream,
-                                                                                             ignore)
+                                                                                             bound)
               .IsError();
 }
 

@@ -26,7 +26,8 @@ struct JobProgress {
 std::string ProgressJson(const JobProgress& progress);
 
 // `text` as one JSON value: itself when it is one (surrounding white space
-// dropped), else a JSON string holding it.
+// dropped) nesting at most kMaxJsonDepth deep, else a JSON string holding
+// it (invalid UTF-8 replaced).
 std::string JsonValueOf(std::string_view text);
 
 struct JobRecordFields {
@@ -37,7 +38,9 @@ struct JobRecordFields {
   std::string_view queue;
   std::string_view process;          // the identity of the process that ran it
   std::optional<double> started_at;  // its last run's start; none: it never ran
-  int64_t attempts = 0;              // runs, this one included
+  // Runs as Sidekiq's retry_count counts them: retry_count + 2, or 1
+  // without one (a retry by hand from retry or dead gives one back).
+  int64_t attempts = 0;
   std::string_view error_class;      // empty: none
   std::string_view error_message;
   std::string_view result;  // one JSON value (JsonValueOf); empty: none

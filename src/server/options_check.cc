@@ -39,6 +39,29 @@ bool IsPrintableAscii(std::string_view text) {
   return true;
 }
 
+// A retention Redis's EX takes and a year at most, a size from 256 bytes
+// to 1 MiB: a record finish.lua refused would hold its job's outcome back.
+Status CheckRecords(const JobRecords& records) {
+  auto retention = [](std::string_view what, std::chrono::seconds seconds) {
+    if (seconds.count() >= 0 && seconds <= kMaxRecordRetention) return Status::OK();
+    return Status::InvalidArgument(std::string(what) + " must be from 0 to " +
+                                   std::to_string(kMaxRecordRetention.count()) + " s, not " +
+                                   std::to_string(seconds.count()));
+  };
+  if (Status s = retention("the record retention", records.retention); !s.ok()) return s;
+  for (const auto& [name, seconds] : records.class_retention) {
+    if (Status s = retention("the record retention of class '" + name + "'", seconds); !s.ok()) {
+      return s;
+    }
+  }
+  if (records.max_bytes < kMinRecordBytes || records.max_bytes > kMaxRecordBytes) {
+    return Status::InvalidArgument(
+        "the most bytes of a record must be from " + std::to_string(kMinRecordBytes) + " to " +
+        std::to_string(kMaxRecordBytes) + ", not " + std::to_string(records.max_bytes));
+  }
+  return Status::OK();
+}
+
 Status CheckQueues(const std::vector<QueueSpec>& queues) {
   if (queues.empty()) return Status::InvalidArgument("no queues to work");
   if (queues.size() > kMaxQueues) {
@@ -138,7 +161,7 @@ Status CheckServerOptions(const ServerOptions& options) {
       return where.status();
     }
   }
-  return Status::OK();
+  return CheckRecords(options.records);
 }
 
 }  // namespace reliableq::server

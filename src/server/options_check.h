@@ -37,6 +37,10 @@ inline constexpr size_t kMaxLabels = 100;
 inline constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours(24);
 // How long the dead set keeps a job (Sidekiq's default is 180 days).
 inline constexpr std::chrono::seconds kMaxDeadTimeout = std::chrono::hours(24 * 365 * 10);
+// A job record's retention (JobRecords), and the bounds of its size.
+inline constexpr std::chrono::seconds kMaxRecordRetention = std::chrono::hours(24 * 365);
+inline constexpr size_t kMinRecordBytes = 256;
+inline constexpr size_t kMaxRecordBytes = 1024 * 1024;
 
 // OK, or kInvalidArgument with a one-line message that names the option at
 // fault and its limit.

@@ -191,8 +191,11 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
         refused.push_back(i);
         if (!maybe_applied[i]) ++refused_new;
       }
+      // A record whose reply was lost is sent again with its job; one Redis
+      // answered with an error (out of memory) is lost.
       for (size_t i = jobs + 3; i < jobs + 3 + records; ++i) {
-        if (!statuses[i].ok()) {
+        const Status& s = statuses[i];
+        if (!s.ok() && !s.IsIoError() && !s.IsTimeout() && !s.IsShutdown()) {
           if (metrics_ != nullptr) metrics_->RecordLost();
           std::string error = statuses[i].ToString();
           log_.Log(LogLevel::kDebug, base::LogEvent("record_lost").WithError(error),

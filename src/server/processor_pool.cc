@@ -11,8 +11,8 @@
 #include <system_error>
 
 #include "codec/job_codec.h"
-#include "codec/json_writer.h"
 #include "server/failure_planner.h"
+#include "server/final_record.h"
 #include "server/handler_call.h"
 #include "server/job_expiry.h"
 #include "server/job_report.h"
@@ -296,6 +296,8 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   // slot keeps it while the job runs, for Running and HeldPayloads.
   FinishedJob done;
   done.queue = job.queue;
+  // The last job's result and progress are not this one's.
+  slot.report->Clear();
   Result<codec::DecodedJob> decoded = codec::DecodeJob(job.payload);
   if (!decoded.ok()) {
     done.outcome = Outcome::kInvalid;
@@ -332,7 +334,6 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
   }
   // Only this thread replaces slot.stop, between jobs; the loop thread
   // requests stop on it under the lock (CheckDeadlines, StopRunning).
-  slot.report->Clear();
   JobView view(job.payload, queue, decoded->document, &slot.stop, deadline, slot.report.get());
   base::JobLogContext context(view.job_class(), view.jid(), queue);
   HandlerEnding ending;
@@ -433,49 +434,8 @@ void ProcessorPool::State::Record(const Slot& slot, const rapidjson::Document& d
                                   std::string_view job_class, std::string_view queue,
                                   std::string_view state, std::string_view ended,
                                   const JobError* error, double now, FinishedJob* done) const {
-  std::chrono::seconds retention = config.records.For(job_class);
-  if (retention.count() <= 0) return;
-  auto jid = document.FindMember("jid");
-  if (jid == document.MemberEnd() || !jid->value.IsString() || jid->value.GetStringLength() == 0) {
-    return;
-  }
-  auto retry_count = document.FindMember("retry_count");
-  codec::JobRecordFields fields;
-  fields.state = state;
-  fields.at = now;
-  fields.jid = {jid->value.GetString(), jid->value.GetStringLength()};
-  fields.job_class = job_class;
-  fields.queue = queue;
-  fields.process = config.identity;
-  // An expired job never ran.
-  if (state != "expired") fields.started_at = slot.started_at;
-  // Sidekiq's retry_count: absent before the first failure, then one less
-  // than the failures so far.
-  fields.attempts = retry_count != document.MemberEnd() && retry_count->value.IsInt64()
-                        ? retry_count->value.GetInt64() + 2
-                        : 1;
-  if (error != nullptr) {
-    fields.error_class = error->error_class;
-    fields.error_message = error->message;
-  }
-  // A failed job keeps no result.
-  std::string result = slot.report->TakeResult();
-  if (error == nullptr) fields.result = result;
-  std::optional<codec::JobProgress> progress = slot.report->progress();
-  if (progress) fields.progress = &*progress;
-  // A done job keeps its arguments alone: the rest of its payload says
-  // nothing the record does not, and a record of every success must stay
-  // small. A job that failed or expired keeps it whole (its failure fields).
-  std::string args;
-  if (state == "done") {
-    args = codec::ToJson(document["args"]);
-    fields.args = args;
-  } else {
-    fields.payload = ended;
-  }
-  done->record = codec::JobRecordJson(fields, config.records.max_bytes);
-  done->jid.assign(fields.jid);
-  done->record_ttl = retention.count();
+  RecordedEnd end{state, job_class, queue, ended, error, slot.started_at, now};
+  AddFinalRecord(config.records, config.identity, *slot.report, document, end, done);
 }
 
 std::vector<DeadlineEvent> ProcessorPool::CheckDeadlines(

@@ -63,7 +63,9 @@ Status ServerImpl::Init() {
   reconnect_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { ConnectCommand(); });
   stop_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { OnStopPoll(); });
   progress_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] {
-    if (pool_->TakeProgressChanged()) heartbeat_->Beat();
+    // Taken only when a beat can go out, so that a report made while the
+    // connection is away is shown by the first beat after it.
+    if (command_->ready() && pool_->TakeProgressChanged()) heartbeat_->Beat();
   });
   close_timer_ = std::make_unique<uv::Timer>(loop_ref, [this] { CloseAll(); });
   // Processors hand finished jobs to the loop through finished_.

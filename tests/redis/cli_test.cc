@@ -1487,7 +1487,7 @@ TEST_CASE_FIXTURE(RedisFixture, "job finds a job by jid, as text and JSON; unkno
   // Untrusted text is escaped: no raw ESC reaches the terminal.
   CHECK(text.out.find('\x1b') == std::string::npos);
   CHECK(text.out.find(R"(args:           ["\u001b[31mred"])") != std::string::npos);
-  CHECK(text.out.find("previous end:   dead at 2023-11-14T22:13:20Z (") != std::string::npos);
+  CHECK(text.out.find("last end:       dead at 2023-11-14T22:13:20Z (") != std::string::npos);
   CHECK(text.out.find("record expires: 20") != std::string::npos);
 
   Outcome json = RunCli(With({"job", jid, "--json"}, server().Url()));

@@ -43,9 +43,14 @@ TEST_CASE("JsonValueOf keeps one JSON value, and makes any other text a JSON str
   CHECK(JsonValueOf("") == R"("")");
   // Invalid UTF-8 never reaches a record.
   CHECK(JsonValueOf("\xff\"") == "\"\xEF\xBF\xBD\\\"\"");
-  // Deep nesting is parsed without recursion.
+  // Deep nesting is parsed without recursion, and kept as text: readers of
+  // a record walk it recursively.
   std::string deep(100000, '[');
   CHECK(JsonValueOf(deep).front() == '"');
+  std::string nested = std::string(100, '[') + std::string(100, ']');
+  CHECK(JsonValueOf(nested) == nested);
+  std::string deeper = "[" + nested + "]";
+  CHECK(JsonValueOf(deeper).front() == '"');
 }
 
 TEST_CASE("a record holds its fields, its result and its job while they fit the cap") {

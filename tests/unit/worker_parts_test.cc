@@ -288,6 +288,17 @@ TEST_CASE("each bad option is rejected with a message naming it") {
     options.queues.clear();
     CheckRejected(options, "queues");
   }
+  SUBCASE("a record retention past a year, a negative one, a record size out of bounds") {
+    options.records.retention = std::chrono::hours(24 * 365) + std::chrono::seconds(1);
+    CheckRejected(options, "record retention");
+    options.records.retention = std::chrono::seconds(3600);
+    options.records.class_retention["PaymentJob"] = std::chrono::seconds(-1);
+    CheckRejected(options, "class 'PaymentJob'");
+    options.records.class_retention["PaymentJob"] = std::chrono::seconds(0);
+    CHECK(CheckServerOptions(options).ok());
+    options.records.max_bytes = 255;
+    CheckRejected(options, "bytes of a record");
+  }
   SUBCASE("an empty queue name") {
     options.queues = {{"default", 0}, {"", 0}};
     CheckRejected(options, "queue name");
