@@ -534,44 +534,24 @@
     if (record && typeof record === 'object' && record.attempts !== undefined) fields.push(['Attempts', num(record.attempts)]);
     if (d.args !== null) fields.push(['Arguments', shorten(jsonText(d.args), 400)]);
     if (record && typeof record === 'object' && record.result !== undefined) fields.push(['Result', shorten(jsonText(record.result), 400)]);
-    if (d.last_end)
-      fields.push([
-        'Last end',
-        lookupSentence({state: 'unknown', record: d.last_end})
-            .replace(/^Unknown: its record says /, '')
-      ]);
+    if (d.last_end) fields.push(['Last end', lookupSentence({ state: 'unknown', record: d.last_end }).replace(/^Unknown: its record says /, '')]);
     if (record) fields.push(['Record expires', d.record_ttl_ms === null ? 'never' : relative(nowSeconds() + Number(d.record_ttl_ms) / 1000)]);
     return [
-      heading(['Job ', h('span', {class: 'mono', 'data-testid': 'lookup-jid'}, d.jid)]),
-      h('section', {class: 'panel', 'data-testid': 'lookup', 'data-state': d.state},
-        h('p', {'data-testid': 'lookup-sentence'}, lookupSentence(d)),
-        (d.not_searched || [])
-            .map(
-                (l) =>
-                    h('p', {class: 'muted', 'data-testid': 'lookup-not-searched'},
-                      'Not searched to its end: ' + l.kind + ' ' + l.name + ' has ' + num(l.size) +
-                          ' jobs, only the first ' + num(l.searched) + ' were read.')),
-        p ? h('div', {class: 'progress', 'data-testid': 'lookup-progress'},
-              percent !== null ? h('progress', {max: 100, value: percent}, num(percent) + '%') :
-                                 null,
-              ' ', percent !== null ? num(percent) + '%' : '',
-              p.message ? ' ' + String(p.message) : '',
-              p.at ? h('span', {class: 'muted'}, ' (' + relative(p.at) + ')') : null) :
-            null,
+      heading(['Job ', h('span', { class: 'mono', 'data-testid': 'lookup-jid' }, d.jid)]),
+      h('section', { class: 'panel', 'data-testid': 'lookup', 'data-state': d.state },
+        h('p', { 'data-testid': 'lookup-sentence' }, lookupSentence(d)),
+        (d.not_searched || []).map((l) => h('p', { class: 'muted', 'data-testid': 'lookup-not-searched' },
+          'Not searched to its end: ' + l.kind + ' ' + l.name + ' has ' + num(l.size) + ' jobs, only the first ' + num(l.searched) + ' were read.')),
+        p ? h('div', { class: 'progress', 'data-testid': 'lookup-progress' },
+          percent !== null ? h('progress', { max: 100, value: percent }, num(percent) + '%') : null,
+          ' ', percent !== null ? num(percent) + '%' : '', p.message ? ' ' + String(p.message) : '',
+          p.at ? h('span', { class: 'muted' }, ' (' + relative(p.at) + ')') : null) : null,
         keyValues('lookup-fields', fields)),
-      d.error_class || d.error_message ?
-          h('section', {class: 'panel error-box', 'data-testid': 'lookup-error'},
-            h('h2', null, d.error_class || 'Error'),
-            h('p', {class: 'pre-wrap'}, d.error_message || '')) :
-          null,
-      d.job !== null ?
-          h('section', {class: 'panel'}, h('h2', null, 'Payload'),
-            h('pre', {class: 'code', 'data-testid': 'lookup-payload'}, prettyJson(d.job))) :
-          null,
-      record ? h('section', {class: 'panel'},
-                 h('h2', null, d.record ? 'Record' : 'Record of its last end'),
-                 h('pre', {class: 'code', 'data-testid': 'lookup-record'}, prettyJson(record))) :
-               null,
+      d.error_class || d.error_message ? h('section', { class: 'panel error-box', 'data-testid': 'lookup-error' },
+        h('h2', null, d.error_class || 'Error'), h('p', { class: 'pre-wrap' }, d.error_message || '')) : null,
+      d.job !== null ? h('section', { class: 'panel' }, h('h2', null, 'Payload'), h('pre', { class: 'code', 'data-testid': 'lookup-payload' }, prettyJson(d.job))) : null,
+      record ? h('section', { class: 'panel' }, h('h2', null, d.record ? 'Record' : 'Record of its last end'),
+        h('pre', { class: 'code', 'data-testid': 'lookup-record' }, prettyJson(record))) : null,
     ];
   }
 
@@ -651,8 +631,7 @@
     if (SETS[name]) return Object.assign(route, { view: setView, live: true, nav: name });
     if (name === 'job' && route.arg) return Object.assign(route, { view: jobView, live: false, nav: ROUTE_OF_SET[route.arg] });
     // Not refreshed: each look is a bounded scan of every queue and set.
-    if (name === 'jid' && route.arg)
-      return Object.assign(route, {view: lookupView, live: false, nav: null});
+    if (name === 'jid' && route.arg) return Object.assign(route, { view: lookupView, live: false, nav: null });
     if (name === 'recovery') return Object.assign(route, { view: recoveryView, live: true, nav: 'recovery' });
     if (name === 'audit') return Object.assign(route, { view: auditView, live: true, nav: 'audit' });
     return Object.assign(route, { view: async () => h('p', null, 'No such page: ', path), live: false, nav: null });
