@@ -30,8 +30,9 @@ it hit (faults in events.json, and the report).
 The check is the default mode's (every push the producer saw confirmed ran
 or sits in the dead set; no job ran that nobody pushed; periodic ticks),
 and every job run more than once must be explained by a recorded fault that
-hit the worker of its first run (or by a retry); the report lists the
-explanation of each. Duplicates after a partition past the ttl are counted
+hit the worker of its first run, by that worker's fence (its log's "no
+heartbeat confirmed" while the run was on), or by a retry; the report lists
+the explanation of each. Duplicates after a partition past the ttl are counted
 on their own: they are the window a worker that fences itself closes (its
 heartbeat unconfirmed for its ttl, it stops its handlers). Of those, the
 ones whose first run finished (outcome ok, not stopped) later than the
@@ -262,15 +263,23 @@ class NetworkChaos(Chaos):
     # -- the check ---------------------------------------------------------------
 
     def explain(self, lower, higher):
-        """A retry; else the fault recorded against the first run's worker
-        that began at most EXPLAIN_SLACK before that run and before the
-        second (a long partition first); else a kill, crash or TERM of the
-        default mode. A worker taken for dead with no fault recorded against
+        """A retry; else, for a job put back with no interruption counted,
+        the fence of its first run's worker; else the fault recorded against
+        the first run's worker that began at most EXPLAIN_SLACK before that
+        run and before the second (a long partition first); else a kill,
+        crash or TERM of the default mode. A worker taken for dead with no fault recorded against
         it explains nothing. Each explanation is kept for the report."""
         if higher['rc'] > lower['rc']:
             cause, fault = 'retry', None
         elif higher['ic'] <= lower['ic']:
-            return None
+            # Put back with no interruption counted: only its worker's fence
+            # explains it (the default mode's rule). A partition (or the TCP
+            # backoff after one) may leave a beat unconfirmed past the lease
+            # without the heartbeat key expiring: the worker stops its jobs,
+            # and its reconcile, not a janitor, puts them back.
+            cause, fault = super().explain(lower, higher), None
+            if cause != 'fenced':
+                return None
         else:
             since = min(lower['start'], higher['start']) - EXPLAIN_SLACK
             hits = [f for f in self.faults if f['role'] == 'worker' and
