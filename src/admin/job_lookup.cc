@@ -22,25 +22,6 @@ namespace {
 // in one pipeline, so a round trip carries a few MB at most.
 constexpr int64_t kPage = 1000;
 
-std::optional<double> OptionalNumber(const rapidjson::Value& object, const char* name) {
-  auto it = object.FindMember(name);
-  if (it == object.MemberEnd() || !it->value.IsNumber()) return std::nullopt;
-  return it->value.GetDouble();
-}
-
-std::optional<int64_t> OptionalInteger(const rapidjson::Value& object, const char* name) {
-  auto it = object.FindMember(name);
-  if (it == object.MemberEnd() || !it->value.IsInt64()) return std::nullopt;
-  return it->value.GetInt64();
-}
-
-// Member `name` as JSON text, whatever its type; nullopt when absent.
-std::optional<std::string> OptionalJson(const rapidjson::Value& object, const char* name) {
-  auto it = object.FindMember(name);
-  if (it == object.MemberEnd()) return std::nullopt;
-  return codec::ToJson(it->value);
-}
-
 JobBasics BasicsOf(const rapidjson::Value& doc) {
   JobBasics basics;
   if (!doc.IsObject()) return basics;

@@ -54,10 +54,7 @@ SetEntry MakeEntry(std::string payload, double score) {
     entry.jid = StringMember(doc, "jid");
     entry.job_class = StringMember(doc, "class");
     entry.queue = StringMember(doc, "queue");
-    auto count = doc.FindMember("retry_count");
-    if (count != doc.MemberEnd() && count->value.IsInt64()) {
-      entry.retry_count = count->value.GetInt64();
-    }
+    entry.retry_count = OptionalInteger(doc, "retry_count");
     entry.error_class = OptionalString(doc, "error_class");
     entry.error_message = OptionalString(doc, "error_message");
   }

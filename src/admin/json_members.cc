@@ -22,6 +22,24 @@ double NumberMember(const rapidjson::Value& object, const char* name) {
   return it->value.GetDouble();
 }
 
+std::optional<double> OptionalNumber(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsNumber()) return std::nullopt;
+  return it->value.GetDouble();
+}
+
+std::optional<int64_t> OptionalInteger(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsInt64()) return std::nullopt;
+  return it->value.GetInt64();
+}
+
+std::optional<std::string> OptionalJson(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd()) return std::nullopt;
+  return codec::ToJson(it->value);
+}
+
 std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name) {
   std::vector<std::string> out;
   auto it = object.FindMember(name);

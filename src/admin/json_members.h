@@ -9,6 +9,7 @@
 
 #include <rapidjson/document.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,12 @@ std::string StringMember(const rapidjson::Value& object, const char* name);
 std::optional<std::string> OptionalString(const rapidjson::Value& object, const char* name);
 // The number member `name`; 0 when absent or not a number.
 double NumberMember(const rapidjson::Value& object, const char* name);
+// The same; nullopt when absent or not a number.
+std::optional<double> OptionalNumber(const rapidjson::Value& object, const char* name);
+// The integer member `name` (within int64); nullopt when absent or not one.
+std::optional<int64_t> OptionalInteger(const rapidjson::Value& object, const char* name);
+// Member `name` as JSON text, whatever its type; nullopt when absent.
+std::optional<std::string> OptionalJson(const rapidjson::Value& object, const char* name);
 // The strings of the array member `name` (its other elements skipped).
 std::vector<std::string> StringsMember(const rapidjson::Value& object, const char* name);
 

@@ -197,7 +197,7 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
         const Status& s = statuses[i];
         if (!s.ok() && !s.IsIoError() && !s.IsTimeout() && !s.IsShutdown()) {
           if (metrics_ != nullptr) metrics_->RecordLost();
-          std::string error = statuses[i].ToString();
+          std::string error = s.ToString();
           log_.Log(LogLevel::kDebug, base::LogEvent("record_lost").WithError(error),
                    "a job's record was not written (%s)", error.c_str());
         }

@@ -368,16 +368,15 @@ FinishedJob ProcessorPool::State::Run(Slot& slot, const std::string& queue,
     }
     return done;
   }
-  // The clock is read only when the time is logged: a no-op job costs a
-  // few microseconds, and every read tens of nanoseconds.
+  // The clock is read only when the time is logged, counted or recorded: a
+  // no-op job costs a few microseconds, and every read tens of nanoseconds.
   if (error.error_class.empty()) {
     bool debug = config.log->Enabled(LogLevel::kDebug);
-    if (records_on) {
-      Record(slot, decoded->document, job_class, queue, "done", job.payload, nullptr,
-             config.clock->Now(), &done);
-    }
-    if (debug || config.metrics) {
+    if (records_on || debug || config.metrics) {
       double now = config.clock->Now();
+      if (records_on) {
+        Record(slot, decoded->document, job_class, queue, "done", job.payload, nullptr, now, &done);
+      }
       if (debug) {
         config.log->Log(LogLevel::kDebug, base::LogEvent("job_done").WithDuration(now - started_at),
                         "done: %.6f sec", now - started_at);
