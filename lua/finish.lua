@@ -49,6 +49,10 @@
 --          EX ARGV[11] when the job moved and its life ends here (modes
 --          done, dead, discard, expire); absent or "": no record
 -- ARGV[11] the record's retention in seconds (integer >= 1; with ARGV[10])
+-- ARGV[12] optional: the prefix of the sequence keys
+--          (Keys::SequencePrefix); absent or "": no sequence is released
+-- ARGV[13] the prefix of queue keys (Keys::Queue(""): "queue:")
+-- ARGV[14] the prefix of the queue wake-up channels (Keys::WakeQueue(""))
 --
 -- The target is written only when LREM working -1 original removed the job
 -- (from the tail, where the oldest fetched job sits): if a janitor already
@@ -56,10 +60,13 @@
 -- The counts are made in both cases (but see ARGV[8] "2"): the job did run.
 --
 -- The features, each a case of features_end below, keyed by a marker in
--- the payload: the unique key (lib/unique.lua) is released when the job's
--- life ends (done, dead, discard, expire) and kept while it waits to run
--- again (retry, snooze). A feature's key is not among KEYS: its name comes
--- from the payload, in the slot of KEYS[1] (layout 2's hash tag).
+-- the payload: the unique key (lib/unique.lua) and the sequence key
+-- (lib/sequence.lua, ARGV[12..14]: handed on to the oldest job waiting for
+-- it) are released when the job's life ends (done, dead, discard, expire)
+-- and kept while it waits to run again (retry, snooze), but for a sequence
+-- whose job says "sequence_release_on_retry": true, which a retry releases
+-- too. A feature's key is not among KEYS: its name comes from the payload,
+-- in the slot of KEYS[1] (layout 2's hash tag).
 --
 -- The record (ARGV[10]) is written only when the job moved: when a janitor
 -- gave it back, it runs again and its next end writes one.
@@ -72,21 +79,44 @@
 -- Errors: RQ_INVALID for a bad mode, count flag, score, now or dead limits;
 -- WRONGTYPE when a key it may write exists with another type (KEYS[1] not a
 -- LIST, KEYS[2] not a ZSET in the modes that write it, the counters the mode
--- counts not STRINGs); nothing is written then. A counter that holds a
+-- counts not STRINGs, a sequence key it releases not of its type, or the
+-- queue it hands the key on to not a LIST); nothing is written then.
+-- TRYAGAIN when a unique or sequence key is not on this node while the
+-- slot migrates; nothing is written then either. A counter that holds a
 -- string that is not an integer is left alone, and the job still moves.
 
 -- @include lib/args.lua
 -- @include lib/dead.lua
 -- @include lib/unique.lua
+-- @include lib/sequence.lua
+
+local sequences = sequence_context(12)
+
+-- Whether a retry lets the job's sequence key go (it holds it otherwise).
+local function releases_on_retry(payload)
+  if ARGV[4] ~= 'retry' or sequences == nil then return false end
+  local seq = sequence_of(payload)
+  return seq ~= nil and seq.release_on_retry
+end
 
 -- What each feature the payload carries does as the run ends; `ends`: the
 -- job's life ends here. A new feature adds its case here, behind a marker
 -- its payload carries (the rule: reliableq-schema(7)).
-local function features_reachable(payload)
-  return unique_reachable(payload)
+local function features_reachable(payload, ends)
+  if ends then
+    local away = unique_reachable(payload)
+    if away then return away end
+  end
+  if sequences and (ends or releases_on_retry(payload)) then
+    return sequence_reachable(sequences, payload, 'finish')
+  end
+  return nil
 end
 local function features_end(payload, ends)
   if ends then unique_release(payload) end
+  if sequences and (ends or releases_on_retry(payload)) then
+    sequence_release(sequences, payload)
+  end
 end
 
 -- A success the worker counts itself and keeps no record of (every unique
@@ -94,7 +124,7 @@ end
 if ARGV[4] == 'done' and ARGV[8] == '0' and #KEYS == 1 then
   local bad = check_types('finish', 'list', 1, 1)
   if bad then return bad end
-  local away = features_reachable(ARGV[1])
+  local away = features_reachable(ARGV[1], true)
   if away then return away end
   local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
   if moved > 0 then features_end(ARGV[1], true) end
@@ -164,10 +194,8 @@ for _, i in ipairs(counters) do
   if not value or string.find(value, '^%-?%d+$') then countable[#countable + 1] = i end
 end
 
-if life_ends then
-  local away = features_reachable(ARGV[1])
-  if away then return away end
-end
+local away = features_reachable(ARGV[1], life_ends)
+if away then return away end
 
 local wake = false
 local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])

@@ -16,6 +16,10 @@
 -- ARGV[8]  the queue name q (added to `queues` when a job is requeued)
 -- ARGV[9]  offset: the first index of the working list to look at (dry run
 --          only; integer >= 0)
+-- ARGV[10] optional: the prefix of the sequence keys
+--          (Keys::SequencePrefix); absent or "": none released
+-- ARGV[11] the prefix of queue keys (Keys::Queue(""))
+-- ARGV[12] the prefix of the queue wake-up channels (Keys::WakeQueue(""))
 --
 -- The heartbeat is checked here, inside the same atomic step as the moves,
 -- so a process that beat again since the caller looked keeps its jobs.
@@ -25,7 +29,9 @@
 -- one interrupted more than max_interruptions times goes to the dead set
 -- with error fields instead. A dry run looks at LRANGE offset ..
 -- offset+limit-1 only and writes nothing. A job that goes dead releases
--- its unique key (lib/unique.lua); one put back in its queue keeps it.
+-- its unique key (lib/unique.lua) and its sequence key (lib/sequence.lua:
+-- the key goes to the oldest job waiting for it); one put back in its
+-- queue keeps both, and so runs before any other job of its sequence.
 --
 -- Returns {"alive", 0, 0, LLEN working} when the heartbeat exists and force
 -- is not set; otherwise {"ok", requeued, dead, remaining}, remaining being
@@ -37,6 +43,7 @@
 
 -- @include lib/payload.lua
 -- @include lib/unique.lua
+-- @include lib/sequence.lua
 
 local max_interruptions = parse_int(ARGV[1])
 local now = ARGV[2]
@@ -101,8 +108,10 @@ if dry_run == '1' then
   return {'ok', #back, #dead, remaining}
 end
 
+local sequences = sequence_context(10)
 for _, payload in ipairs(dead) do
-  local away = unique_reachable(payload)
+  local away = unique_reachable(payload) or
+      (sequences and sequence_reachable(sequences, payload, 'recover'))
   if away then return away end
 end
 -- What stays is counted before the LTRIM, which may empty the list: a
@@ -116,7 +125,10 @@ give_back(KEYS[3], back, KEYS[4], dead, now, dead_max, dead_timeout)
 -- A job sent to dead frees its unique key; one put back in its queue keeps
 -- it: it has not run to success yet, and a second push while it waits
 -- there is still refused.
-for _, payload in ipairs(dead) do unique_release(payload) end
+for _, payload in ipairs(dead) do
+  unique_release(payload)
+  if sequences then sequence_release(sequences, payload) end
+end
 if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)
 end

@@ -10,7 +10,11 @@
 -- ARGV[4]  dead max jobs (mode "interrupt"; integer >= 1)
 -- ARGV[5]  dead timeout in seconds (mode "interrupt"; integer >= 0)
 -- ARGV[6]  the queue name q (added to `queues` when a job is requeued)
--- ARGV[7..]  payloads, byte for byte as fetched; a multiset: the same
+-- ARGV[7]  the prefix of the sequence keys (Keys::SequencePrefix); "":
+--          none released
+-- ARGV[8]  the prefix of queue keys (Keys::Queue(""))
+-- ARGV[9]  the prefix of the queue wake-up channels (Keys::WakeQueue(""))
+-- ARGV[10..] payloads, byte for byte as fetched; a multiset: the same
 --          string given twice stands for two copies
 --
 -- keep (quiet: hand back what has not started): every job of the working
@@ -24,8 +28,8 @@
 -- Jobs go back to the RIGHT end of the queue, the oldest rightmost, so they
 -- are taken next and in the order they were fetched.
 --
--- A job that goes dead releases its unique key (lib/unique.lua); one put
--- back in its queue keeps it.
+-- A job that goes dead releases its unique key (lib/unique.lua) and its
+-- sequence key (lib/sequence.lua); one put back in its queue keeps both.
 --
 -- Returns {requeued, dead, kept}.
 -- Errors: RQ_INVALID for bad arguments; WRONGTYPE when KEYS[1] exists and
@@ -35,6 +39,7 @@
 
 -- @include lib/payload.lua
 -- @include lib/unique.lua
+-- @include lib/sequence.lua
 
 local mode = ARGV[1]
 if mode ~= 'keep' and mode ~= 'interrupt' then
@@ -63,7 +68,7 @@ local bad = check_types('requeue', 'list', 1, 1)
 if bad then return bad end
 
 local listed = {}
-for j = 7, #ARGV do
+for j = 10, #ARGV do
   listed[ARGV[j]] = (listed[ARGV[j]] or 0) + 1
 end
 
@@ -96,14 +101,19 @@ bad = (#back > 0 and check_types('requeue', 'list', 2, 2)) or
     (#back > 0 and check_types('requeue', 'set', 4, 4)) or
     (#dead > 0 and check_types('requeue', 'zset', 3, 3))
 if bad then return bad end
+local sequences = sequence_context(7)
 for _, payload in ipairs(dead) do
-  local away = unique_reachable(payload)
+  local away = unique_reachable(payload) or
+      (sequences and sequence_reachable(sequences, payload, 'requeue'))
   if away then return away end
 end
 
 give_back(KEYS[2], back, KEYS[3], dead, now, dead_max, dead_timeout)
 -- As recover.lua: dead releases a unique key, back to the queue keeps it.
-for _, payload in ipairs(dead) do unique_release(payload) end
+for _, payload in ipairs(dead) do
+  unique_release(payload)
+  if sequences then sequence_release(sequences, payload) end
+end
 -- The leaving jobs come out of the working list one at a time, so that the
 -- kept ones stay where they are and the list is never emptied while
 -- something still follows on it (lib/payload.lua): one DEL when nothing

@@ -92,6 +92,14 @@ struct ClientOptions {
   // The prefix of reliableq's own keys, as in ServerOptions: the wake-up
   // signals go to the channels the workers of that prefix listen to.
   std::string prefix = "reliableq:";
+  // Sequences switched on by class or by queue (reliableq(1), SEQUENCES):
+  // a job pushed without Job::sequence whose class is in sequence_classes
+  // gets the key "class:<class>", one whose queue is in sequence_queues
+  // "queue:<queue>" (the class wins), so that every job of that class, or
+  // every job of that queue, runs one at a time in push order. Checked at
+  // Open (kInvalidArgument for an empty name).
+  std::vector<std::string> sequence_classes;
+  std::vector<std::string> sequence_queues;
   // Replica acknowledgement. 0 (the default): a push is kAccepted once the
   // master stored it, and asynchronous replication may lose it in a
   // failover. N > 0: every round trip of the client (one group of calls,

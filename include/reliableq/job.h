@@ -73,6 +73,31 @@ struct Uniqueness {
   std::chrono::milliseconds ttl{0};
 };
 
+// A sequence (reliableq(1), SEQUENCES): the jobs that name one key run one
+// at a time, in the order their queue gives them (push order), across
+// every worker; the next starts only once the one before it is done, dead
+// or discarded. A job waiting for its retry keeps the key, unless
+// release_on_retry. The job carries it in the fields "sequence" (the key)
+// and, when set, "sequence_release_on_retry": true, which a Ruby app may
+// write itself (Job.set(sequence: ...)). Push a sequence's jobs to one
+// queue: jobs of one key in two queues run one at a time, in the order
+// the workers fetch them.
+struct Sequence {
+  // The key: 1 to 512 bytes of UTF-8 without control characters.
+  std::string key;
+  // A retry lets the key go: the next job of the key starts, and the
+  // retried job joins the end of the sequence when it is due.
+  bool release_on_retry = false;
+};
+
+// The most bytes a sequence key may have.
+inline constexpr size_t kMaxSequenceKeyBytes = 512;
+
+// OK for a sequence key of 1 to kMaxSequenceKeyBytes bytes of UTF-8
+// without control characters; kInvalidArgument saying which rule it breaks
+// otherwise.
+Status CheckSequenceKey(std::string_view key);
+
 // The most bytes a queue name may have: it is part of every Redis key of
 // the queue, and workers serve no longer name.
 inline constexpr size_t kMaxQueueNameBytes = 1000;
@@ -111,6 +136,10 @@ struct Job {
   // Uniqueness: set to refuse a second push while this one's key is held.
   // Not for PushBulk (kInvalidArgument), and never spooled.
   std::optional<Uniqueness> unique;
+  // The job's sequence: set to run it after every job of the same key
+  // pushed before it (see Sequence). ClientOptions::sequence_classes and
+  // sequence_queues set one for a job pushed without it.
+  std::optional<Sequence> sequence;
 };
 
 // OK when Client::Push would take `job` (before any client middleware):

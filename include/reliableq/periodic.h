@@ -59,7 +59,9 @@ Status CheckPeriodicJob(const PeriodicJob& job);
 
 // The declaration of `name` from a JSON object with the keys cron (required),
 // class (required), queue, args (an array), retry (true, false or a count),
-// timezone, catch_up (true or false) and extra (an object). Checked as by
+// timezone, catch_up (true or false), extra (an object) and sequence (a
+// key, written into extra as the job field "sequence": each tick runs after
+// the one before it is done; job.h, Sequence). Checked as by
 // CheckPeriodicJob; an unknown key or a value of the wrong type is
 // kInvalidArgument naming it.
 Result<PeriodicJob> ParsePeriodicJob(std::string_view name, std::string_view json);

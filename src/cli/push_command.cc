@@ -29,6 +29,7 @@ constexpr std::string_view kHelp =
     "                      [--expires-in SEC | --expires-at EPOCH]\n"
     "                      [--unique [--unique-key K] [--unique-until start|success]\n"
     "                       [--unique-ttl SEC]]\n"
+    "                      [--sequence KEY [--sequence-release-on-retry]]\n"
     "\n"
     "Pushes one job of class CLASS and prints its jid. ARGS_JSON is the job's\n"
     "arguments as a JSON array (default: []). The job is Sidekiq's job JSON, so\n"
@@ -88,12 +89,17 @@ constexpr std::string_view kHelp =
     "                       succeeds (the default); dead and expired release it too\n"
     "      --unique-ttl SEC the key expires SEC seconds after the push whatever\n"
     "                       becomes of the job (default: never)\n"
+    "      --sequence KEY   run the job after every job of sequence KEY pushed\n"
+    "                       before it, one at a time (reliableq(1), SEQUENCES)\n"
+    "      --sequence-release-on-retry\n"
+    "                       a retry of the job lets the next one of KEY start\n"
     "\n"
     "Examples:\n"
     "  reliableq push HardJob '[1,\"bob\"]'\n"
     "  reliableq push Reminder '[42]' -q mail --in 3600\n"
     "  reliableq push Charge '[\"order-17\"]' --unique\n"
-    "  reliableq push SendOtp '[\"+15550100\"]' --expires-in 60\n";
+    "  reliableq push SendOtp '[\"+15550100\"]' --expires-in 60\n"
+    "  reliableq push StripeEvent '[\"evt_17\"]' --sequence cus_42\n";
 
 // Only the JSON syntax and the top-level type are checked here, so that a
 // mistyped argument is a usage error even when Redis is unreachable; the
@@ -118,7 +124,7 @@ std::optional<std::string> JsonProblem(std::string_view what, const std::string&
          (expected == rapidjson::kArrayType ? "array" : "object") + ", not " + kind;
 }
 
-// --expires-in/--expires-at and --unique*: into `job`. kExitOk, or the
+// --expires-in/--expires-at, --unique* and --sequence*: into `job`. kExitOk, or the
 // usage error's status.
 int ReadFlowOptions(const ParsedArgs& args, Job* job) {
   if (args.Has("expires-in") && args.Has("expires-at")) {
@@ -133,6 +139,13 @@ int ReadFlowOptions(const ParsedArgs& args, Job* job) {
                                    *text + "'");
     }
     (std::string_view(name) == "expires-in" ? job->expires_in : job->expires_at) = value;
+  }
+  if (args.Has("sequence-release-on-retry") && !args.Has("sequence")) {
+    return UsageError(kVerb, "--sequence-release-on-retry needs --sequence");
+  }
+  if (auto key = args.Value("sequence")) {
+    if (Status s = CheckSequenceKey(*key); !s.ok()) return UsageError(kVerb, s.message());
+    job->sequence = Sequence{*key, args.Has("sequence-release-on-retry")};
   }
   bool unique = args.Has("unique");
   for (const char* name : {"unique-key", "unique-until", "unique-ttl"}) {
@@ -308,6 +321,8 @@ const Command& PushCommand() {
               {.name = "unique-key", .takes_value = true},
               {.name = "unique-until", .takes_value = true},
               {.name = "unique-ttl", .takes_value = true},
+              {.name = "sequence", .takes_value = true},
+              {.name = "sequence-release-on-retry"},
           },
       .run = push_command::Run,
   };

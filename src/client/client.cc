@@ -325,7 +325,9 @@ class ClientImpl : public Client {
 
   // The job's JSON after the middleware chain, and the queue it names then.
   // A stopped job keeps the jid it had when it was stopped.
-  Result<Encoded> Encode(const Job& job, double now, std::optional<double> enqueued_at) {
+  Result<Encoded> Encode(const Job& given, double now, std::optional<double> enqueued_at) {
+    std::optional<Job> switched = SwitchedSequence(options_, given);
+    const Job& job = switched ? *switched : given;
     if (HasFlowFields(job)) {  // expiry or uniqueness: fields in a copy (job_flow.h)
       std::string key;
       Result<Job> copy = JobWithFlowFields(keys_, job, now, &key);

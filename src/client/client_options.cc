@@ -22,6 +22,14 @@ Result<RedisOptions> ClientConnectionOptions(const RedisOptions& options,
                                    std::to_string(client.spool_replay_window.count()) +
                                    " s: it must be at least 1 s");
   }
+  for (const auto* names : {&client.sequence_classes, &client.sequence_queues}) {
+    for (const std::string& name : *names) {
+      if (name.empty()) {
+        return Status::InvalidArgument(
+            "sequence_classes and sequence_queues name no empty class or queue");
+      }
+    }
+  }
   // The spool and the client build their keys from these two.
   if (Status s = protocol::CheckKeyLayout(client.prefix, options.group); !s.ok()) return s;
   RedisOptions out = options;

@@ -2,9 +2,13 @@
 
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "base/utf8.h"
 #include "codec/job_codec.h"
 
 namespace reliableq::client {
@@ -64,6 +68,14 @@ Result<std::string> UniqueRedisKey(const protocol::Keys& keys, const Job& job) {
 
 namespace {
 
+// `text` as a JSON string literal.
+std::string JsonString(std::string_view text) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 Status CheckNoUniqueFields(const rapidjson::Document& extra) {
   for (const char* name : {"unique_key", "unique_until"}) {
     if (extra.HasMember(name)) {
@@ -121,6 +133,13 @@ Result<std::string> ExtraWithFlowFields(const Job& job, double created_at,
       return Status::InvalidArgument("the unique key's ttl must be >= 0");
     }
   }
+  if (job.sequence) {
+    if (Status s = CheckSequenceKey(job.sequence->key); !s.ok()) return s;
+    if (Status s = add("sequence", JsonString(job.sequence->key)); !s.ok()) return s;
+    if (job.sequence->release_on_retry) {
+      if (Status s = add("sequence_release_on_retry", "true"); !s.ok()) return s;
+    }
+  }
   // Appended before the closing brace of extra's own text.
   std::string out = job.extra;
   size_t close = out.rfind('}');
@@ -143,6 +162,25 @@ Result<Job> JobWithFlowFields(const protocol::Keys& keys, const Job& job, double
   copy.expires_at.reset();
   copy.expires_in.reset();
   copy.unique.reset();
+  copy.sequence.reset();
+  return copy;
+}
+
+std::optional<Job> SwitchedSequence(const ClientOptions& options, const Job& job) {
+  if (job.sequence) return std::nullopt;
+  auto named = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::string key;
+  if (named(options.sequence_classes, job.job_class)) {
+    key = "class:" + job.job_class;
+  } else if (named(options.sequence_queues, job.queue)) {
+    key = "queue:" + job.queue;
+  } else {
+    return std::nullopt;
+  }
+  Job copy = job;
+  copy.sequence = Sequence{std::move(key)};
   return copy;
 }
 
@@ -167,6 +205,18 @@ std::optional<PushResult> UniquePushRefusal(const Result<protocol::PushUniqueRep
 
 // Public (reliableq/job.h): the client's own checks, without Redis.
 namespace reliableq {
+
+Status CheckSequenceKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxSequenceKeyBytes || !base::IsValidUtf8(key)) {
+    return Status::InvalidArgument("the sequence key must be 1 to 512 bytes of UTF-8");
+  }
+  for (unsigned char c : key) {
+    if (c < 0x20 || c == 0x7f) {
+      return Status::InvalidArgument("the sequence key must not hold control characters");
+    }
+  }
+  return Status::OK();
+}
 
 Status CheckJob(const Job& job) {
   // No rule depends on the time or on the key prefix.

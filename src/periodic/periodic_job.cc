@@ -6,6 +6,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <optional>
+#include <string>
+
 #include "codec/job_codec.h"
 #include "periodic/cron.h"
 #include "periodic/tick_plan.h"
@@ -69,6 +72,7 @@ Result<PeriodicJob> ParsePeriodicJob(std::string_view name, std::string_view jso
   if (!doc.IsObject()) return BadPeriodicJob(name, "must be a JSON object");
   bool has_cron = false;
   bool has_class = false;
+  std::optional<std::string> sequence;
   for (const auto& member : doc.GetObject()) {
     std::string key(member.name.GetString(), member.name.GetStringLength());
     const rapidjson::Value& v = member.value;
@@ -104,11 +108,28 @@ Result<PeriodicJob> ParsePeriodicJob(std::string_view name, std::string_view jso
     } else if (key == "catch_up") {
       if (!v.IsBool()) return want("true or false");
       job.catch_up = v.GetBool();
+    } else if (key == "sequence") {
+      // Every tick's job joins that sequence: a tick does not start before
+      // the one before it is done.
+      if (!v.IsString()) return want("a string");
+      sequence.emplace(v.GetString(), v.GetStringLength());
+      if (Status s = CheckSequenceKey(*sequence); !s.ok()) {
+        return BadPeriodicJob(name, "sequence: " + s.message());
+      }
     } else {
-      return BadPeriodicJob(name,
-                            "unknown key \"" + key +
-                                "\" (known: cron class queue args retry timezone catch_up extra)");
+      return BadPeriodicJob(
+          name, "unknown key \"" + key +
+                    "\" (known: cron class queue args retry timezone catch_up extra sequence)");
     }
+  }
+  if (sequence) {
+    // Written as the job field it is (the client's Job::sequence).
+    rapidjson::Document extra;
+    extra.Parse(job.extra.c_str());
+    if (extra.HasMember("sequence")) return BadPeriodicJob(name, "sequence: given twice");
+    extra.AddMember("sequence", rapidjson::Value(sequence->c_str(), extra.GetAllocator()),
+                    extra.GetAllocator());
+    job.extra = Compact(extra);
   }
   if (!has_cron) return BadPeriodicJob(name, "cron: missing");
   if (!has_class) return BadPeriodicJob(name, "class: missing");

@@ -100,6 +100,17 @@ class Keys {
   // of jobs discarded as expired.
   std::string Unique(std::string_view key) const { return prefix_ + "unique:" + std::string(key); }
   std::string StatExpired() const { return prefix_ + "stat:expired"; }
+  // Sequences (reliableq-schema(7), "Sequences"): the HASH of held keys
+  // (sequence key -> the holder's jid), the ZSET of when each was taken
+  // (sequence key -> epoch seconds), and per held key the LIST of the jobs
+  // that wait for it. The scripts build these names from SequencePrefix()
+  // (lib/sequence.lua), which this spells once for them.
+  std::string SequencePrefix() const { return prefix_; }
+  std::string Sequences() const { return prefix_ + "sequences"; }
+  std::string SequencesSince() const { return prefix_ + "sequences:since"; }
+  std::string SequenceWaiting(std::string_view key) const {
+    return prefix_ + "sequence:" + std::string(key);
+  }
   // The record that job `jid` was pushed by a client with a spool or by a
   // spool's drain (push_once.lua; reliableq-schema(7), "Client spool"): a
   // STRING that lives for the replay window, so that the same jid sent again

@@ -11,6 +11,15 @@ namespace reliableq::protocol {
 
 namespace {
 
+// The sequence context the scripts that end a job's life take
+// (lib/sequence.lua): the sequence keys' prefix, the queue keys' prefix and
+// the queues' wake-up channel prefix.
+void AddSequenceArgs(const Keys& keys, ScriptCall* call) {
+  call->args.push_back(keys.SequencePrefix());
+  call->args.push_back(keys.Queue(""));
+  call->args.push_back(keys.WakeQueue(""));
+}
+
 // Appends, for each member, the index in KEYS of its queue (adding the
 // queue's key the first time; 0 for a member that is not a job), the queue's
 // name and the member: the shape promote.lua and retry_now.lua share.
@@ -180,8 +189,12 @@ ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid) 
 }
 
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
-                     size_t max) {
+                     size_t max, const Keys* sequences) {
   ScriptCall call{ScriptId::kFetch, {}, {std::to_string(max)}};
+  if (sequences != nullptr) {
+    call.args.push_back(sequences->SequencePrefix());
+    call.args.push_back(sequences->Queue(""));
+  }
   call.keys.reserve(pairs.size() * 2);
   for (const auto& [queue, working] : pairs) {
     call.keys.emplace_back(queue);
@@ -191,7 +204,8 @@ ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_v
 }
 
 Result<FetchReply> ReadFetchReply(redis::ReplyRef reply) {
-  constexpr std::string_view kWant = "{i, payload, ...} with skipped pairs as {-i, reason}";
+  constexpr std::string_view kWant =
+      "{i, payload, ...} with skipped pairs as {-i, reason} and waiting jobs as {0, n}";
   const redisReply* r = ArrayOf(reply, 0, SIZE_MAX);
   if (r == nullptr || r->elements % 2 != 0) return Unexpected("fetch.lua", reply, kWant);
   FetchReply read;
@@ -199,8 +213,14 @@ Result<FetchReply> ReadFetchReply(redis::ReplyRef reply) {
   for (size_t i = 0; i < r->elements; i += 2) {
     // A 1-based index into the pairs; negative for a pair skipped.
     Result<int64_t> pair = redis::ToInteger(r->element[i]);
+    if (pair.ok() && *pair == 0) {
+      Result<int64_t> waiting = redis::ToInteger(r->element[i + 1]);
+      if (!waiting.ok() || *waiting < 0) return Unexpected("fetch.lua", reply, kWant);
+      read.waiting += static_cast<size_t>(*waiting);
+      continue;
+    }
     Result<std::string> text = redis::ToString(r->element[i + 1]);
-    if (!pair.ok() || *pair == 0 || !text.ok()) return Unexpected("fetch.lua", reply, kWant);
+    if (!pair.ok() || !text.ok()) return Unexpected("fetch.lua", reply, kWant);
     if (*pair < 0) {
       read.skipped.push_back({static_cast<size_t>(-*pair) - 1, std::move(*text)});
     } else {
@@ -299,9 +319,11 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
   // one.
   const bool recorded = !run.record.empty();
   if (run.mode == FinishMode::kDone && !run.counted && !recorded) {
-    return ScriptCall{ScriptId::kFinish,
-                      {std::string(run.working_key)},
-                      {std::string(run.original), "", "", mode, "", "", "", "0", ""}};
+    ScriptCall call{ScriptId::kFinish,
+                    {std::string(run.working_key)},
+                    {std::string(run.original), "", "", mode, "", "", "", "0", "", "", ""}};
+    AddSequenceArgs(keys, &call);
+    return call;
   }
   // Unused by the other modes, but named all the same: a key of the
   // script's slot.
@@ -322,7 +344,10 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
     call.keys.emplace_back(run.record_key);
     call.args.emplace_back(run.record);
     call.args.push_back(std::to_string(run.record_ttl_seconds));
+  } else {
+    call.args.insert(call.args.end(), {"", ""});
   }
+  AddSequenceArgs(keys, &call);
   return call;
 }
 
@@ -336,6 +361,7 @@ ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::stri
                   {mode == RequeueMode::kKeep ? "keep" : "interrupt",
                    std::to_string(max_interruptions), codec::FormatEpoch(now),
                    Count(limits.max_jobs), Count(limits.timeout.count()), std::string(queue)}};
+  AddSequenceArgs(keys, &call);
   call.args.reserve(call.args.size() + listed.size());
   for (std::string& payload : listed) call.args.push_back(std::move(payload));
   return call;
@@ -349,13 +375,15 @@ Result<RequeueReply> ReadRequeueReply(redis::ReplyRef reply) {
 
 ScriptCall RecoverCall(const Keys& keys, std::string_view identity, std::string_view queue,
                        const RecoverBatch& batch, double now, const DeadSetLimits& limits) {
-  return ScriptCall{
+  ScriptCall call{
       ScriptId::kRecover,
       {keys.Heartbeat(identity), keys.Working(identity, queue), keys.Queue(queue), keys.Dead(),
        keys.Queues()},
       {std::to_string(batch.max_interruptions), codec::FormatEpoch(now), Count(batch.limit),
        batch.force ? "1" : "0", batch.dry_run ? "1" : "0", Count(limits.max_jobs),
        Count(limits.timeout.count()), std::string(queue), Count(batch.offset)}};
+  AddSequenceArgs(keys, &call);
+  return call;
 }
 
 ScriptCall PromoteCall(const Keys& keys, std::string_view set, std::optional<double> now,

@@ -82,9 +82,11 @@ Result<PushUniqueReply> ReadPushUniqueReply(redis::ReplyRef reply);
 ScriptCall ReleaseUniqueCall(std::string_view unique_key, std::string_view jid);
 
 // fetch.lua: up to `max` jobs from the (queue key, working key) pairs, tried
-// in the order given.
+// in the order given. With `sequences` (the keys of the pairs' keyspace), a
+// job of a sequence held by another job waits for it instead
+// (reliableq-schema(7), "Sequences"); null: nothing is gated.
 ScriptCall FetchCall(const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
-                     size_t max);
+                     size_t max, const Keys* sequences = nullptr);
 // Its reply. `pair` is an index into the call's `pairs` (0 for the first).
 struct FetchedPayload {
   size_t pair = 0;
@@ -97,6 +99,9 @@ struct SkippedPair {
 struct FetchReply {
   std::vector<FetchedPayload> jobs;  // oldest first
   std::vector<SkippedPair> skipped;  // pairs not fetched from: a key of another type
+  // Jobs taken from the queues that wait for their sequence instead of
+  // running: they count against `max` as the jobs moved do.
+  size_t waiting = 0;
 };
 Result<FetchReply> ReadFetchReply(redis::ReplyRef reply);
 

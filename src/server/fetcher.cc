@@ -47,7 +47,7 @@ bool Fetcher::Fetch(const std::vector<uint32_t>* only) {
   in_flight_ = true;
   auto sent_at = clock_.Monotonic();
   Status sent = command_.Eval(
-      protocol::FetchCall(pairs, wanted),
+      protocol::FetchCall(pairs, wanted, &queues_.keys()),
       [this, order = std::move(order), wanted, sent_at](const Status& s, redis::ReplyRef r) {
         auto now = clock_.Monotonic();
         prefetch_.OnReply(sent_at, now, pool_.finished_total());
@@ -102,7 +102,9 @@ void Fetcher::OnReply(const Status& status, protocol::FetchReply fetched, const 
       if (!reported[q]) health_.Working(q);
     }
   }
-  bool drained = jobs.size() < wanted;
+  // Jobs that went to wait for their sequence were taken from the queues
+  // too: a fetch that parked some did not find the queues dry.
+  bool drained = jobs.size() + fetched.waiting < wanted;
   events_.on_jobs(std::move(jobs), drained);
 }
 

@@ -31,6 +31,8 @@ JobFlow ReadJobFlow(const rapidjson::Value& job) {
       if (Named(name, "created_at")) created_at = &it->value;
     } else if (first == 'u') {
       if (Named(name, "unique_key")) flow.unique = true;
+    } else if (first == 's') {
+      if (Named(name, "sequence")) flow.sequence = true;
     }
   }
   if (expires_at != nullptr) {
@@ -58,7 +60,7 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
                       std::string_view queue, double now, const base::Logger& log, metrics::WorkerMetrics* metrics,
                       FinishedJob* done) {
   JobFlow flow = ReadJobFlow(document);
-  done->feature_marked = flow.unique;
+  done->feature_marked = flow.unique || flow.sequence;
   if (!flow.expires_at && flow.ignored.empty()) return false;
   auto jid = document.FindMember("jid");
   std::string_view jid_text =

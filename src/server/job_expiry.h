@@ -1,7 +1,7 @@
 // Job flow fields as a processor reads them from the payload it already
 // parsed: when the job expires (expires_at, or expires_in after
-// created_at), and whether it holds a unique key. ReadJobFlow and Expired
-// are pure; DiscardIfExpired logs and counts what they found.
+// created_at), and whether it holds a unique or sequence key. ReadJobFlow
+// and Expired are pure; DiscardIfExpired logs and counts what they found.
 //
 // A malformed expiry field (not a number, expires_in without a numeric
 // created_at) is ignored with a warning: the job runs, as it would have
@@ -32,6 +32,9 @@ struct JobFlow {
   // The payload names a unique key ("unique_key"), a feature marker:
   // finish.lua ends the run and releases it.
   bool unique = false;
+  // The payload names a sequence key ("sequence"), a feature marker too:
+  // finish.lua ends the run and hands the key on.
+  bool sequence = false;
 };
 
 // One pass over the top-level members of `job` (a JSON object). expires_at

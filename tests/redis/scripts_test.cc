@@ -781,7 +781,10 @@ namespace {
 // returned views.
 redis::Argv RequeueArgs(Strings* storage, const char* mode, const Strings& payloads,
                         const char* max = "3") {
-  *storage = {mode, max, kNow, kDeadMax, kDeadTimeout, "a"};
+  // ARGV[7..9]: the sequence context (lib/sequence.lua).
+  *storage = {mode,         max,          kNow,
+              kDeadMax,     kDeadTimeout, "a",
+              "reliableq:", "queue:",     "reliableq:wake:queue:"};
   storage->insert(storage->end(), payloads.begin(), payloads.end());
   return redis::Argv(storage->begin(), storage->end());
 }

@@ -522,6 +522,10 @@ TEST_CASE("FetchCall: KEYS are (queue, working) pairs in order, ARGV[1] the max"
   CHECK(call.script == ScriptId::kFetch);
   CHECK(call.keys == Strings{"queue:a", "w:a", "queue:b", "w:b"});
   CHECK(call.args == Strings{"7"});
+  // With the keys of a keyspace, ARGV[2..3] gate sequences.
+  Keys keys("rq:", "g");
+  call = FetchCall({{"rq:{g}:queue:a", "w:a"}}, 7, &keys);
+  CHECK(call.args == Strings{"7", "rq:{g}:", "rq:{g}:queue:"});
 }
 
 TEST_CASE("HeartbeatCall follows heartbeat.lua") {
@@ -590,10 +594,10 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
       // ARGV[9]: the channel, not a key (PUBLISH only).
       CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
                                  "1700006415.750000", name, kNowText, "500", "3600", "1",
-                                 "rq:wake:scheduled"});
+                                 "rq:wake:scheduled", "", "", "rq:", "queue:", "rq:wake:queue:"});
       // No channel: ARGV[9] is "", and finish.lua publishes nothing.
       call = FinishCall(Keys("rq:"), run, kNow, kLimits);
-      REQUIRE(call.args.size() == 9);
+      REQUIRE(call.args.size() == 14);
       CHECK(call.args[8] == "");
     }
   }
@@ -601,10 +605,13 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
     run.mode = FinishMode::kDead;
     ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits);
     CHECK(call.keys == keys_with("dead"));
-    REQUIRE(call.args.size() == 9);
+    REQUIRE(call.args.size() == 14);
     call.args[2] = "(unused)";  // the score is read in modes retry and snooze only
-    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})",
-                               "(unused)", "dead", kNowText, "500", "3600", "1", ""});
+    // ARGV[12..14]: the sequence keys' prefix, the queues' and their
+    // wake-up channels'.
+    CHECK(call.args == Strings{R"({"class":"A"})", R"({"class":"A","retry_count":0})", "(unused)",
+                               "dead", kNowText, "500", "3600", "1", "", "", "",
+                               "rq:", "queue:", "rq:wake:queue:"});
   }
   SUBCASE("a record: its key last, its JSON and retention after the channel") {
     run.mode = FinishMode::kDone;
@@ -617,7 +624,7 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
     Strings keys = keys_with("dead");
     keys.push_back("rq:job:j1");
     CHECK(call.keys == keys);
-    REQUIRE(call.args.size() == 11);
+    REQUIRE(call.args.size() == 14);
     CHECK(call.args[7] == "0");
     CHECK(call.args[9] == R"({"state":"done"})");
     CHECK(call.args[10] == "86400");
@@ -629,7 +636,7 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
       run.mode = mode;
       ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits);
       CHECK(call.keys == keys_with("dead"));
-      REQUIRE(call.args.size() == 9);
+      REQUIRE(call.args.size() == 14);
       CHECK(call.args[3] == name);
     }
   }
@@ -638,7 +645,8 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
     run.counted = false;
     ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits, Keys("rq:").WakeScheduled());
     CHECK(call.keys == Strings{"rq:working:h:1:x:default"});
-    CHECK(call.args == Strings{R"({"class":"A"})", "", "", "done", "", "", "", "0", ""});
+    CHECK(call.args == Strings{R"({"class":"A"})", "", "", "done", "", "", "", "0", "", "", "",
+                               "rq:", "queue:", "rq:wake:queue:"});
   }
   SUBCASE("uncounted: a payload that is not a job; resent: counted only if it moves") {
     run.mode = FinishMode::kDead;
@@ -670,12 +678,14 @@ TEST_CASE("RequeueCall follows requeue.lua in keep and interrupt modes") {
                                 kLimits, {"p1", "p2", "p1"});
   CHECK(keep.script == ScriptId::kRequeue);
   CHECK(keep.keys == keys);
-  CHECK(keep.args == Strings{"keep", "3", kNowText, "500", "3600", "mail", "p1", "p2", "p1"});
+  CHECK(keep.args == Strings{"keep", "3", kNowText, "500", "3600", "mail",
+                             "rq:", "queue:", "rq:wake:queue:", "p1", "p2", "p1"});
 
   ScriptCall interrupt = RequeueCall(Keys("rq:"), "rq:working:h:1:x:mail", "mail", RequeueMode::kInterrupt,
                                      -1, kNow, kLimits, {});
   CHECK(interrupt.keys == keys);
-  CHECK(interrupt.args == Strings{"interrupt", "-1", kNowText, "500", "3600", "mail"});
+  CHECK(interrupt.args == Strings{"interrupt", "-1", kNowText, "500", "3600", "mail",
+                                  "rq:", "queue:", "rq:wake:queue:"});
 }
 
 TEST_CASE("RecoverCall follows recover.lua") {
@@ -690,11 +700,12 @@ TEST_CASE("RecoverCall follows recover.lua") {
   CHECK(call.script == ScriptId::kRecover);
   CHECK(call.keys == Strings{"rq:heartbeat:h:1:x", "rq:working:h:1:x:mail", "queue:mail", "dead",
                              "queues"});
-  CHECK(call.args ==
-        Strings{"2", kNowText, "100", "1", "1", "500", "3600", "mail", "300"});
+  CHECK(call.args == Strings{"2", kNowText, "100", "1", "1", "500", "3600", "mail", "300",
+                             "rq:", "queue:", "rq:wake:queue:"});
 
   call = RecoverCall(keys, "h:1:x", "mail", RecoverBatch(), kNow, kLimits);
-  CHECK(call.args == Strings{"3", kNowText, "1000", "0", "0", "500", "3600", "mail", "0"});
+  CHECK(call.args == Strings{"3", kNowText, "1000", "0", "0", "500", "3600", "mail", "0",
+                             "rq:", "queue:", "rq:wake:queue:"});
 }
 
 TEST_CASE("PromoteCall gives each distinct queue one KEYS index, and 0 to a non-job") {

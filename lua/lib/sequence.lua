@@ -1,0 +1,203 @@
+-- lib/sequence.lua: begin
+--
+-- Sequences (reliableq-schema(7), "Sequences"): the jobs of one sequence
+-- key run one at a time, in the order their queue gives them, across every
+-- worker. Self-contained: it needs nothing of the payload library.
+--
+-- A job names its key in the top-level field "sequence" (a non-empty
+-- string, or an integer, taken as its decimal text). Its keys, P being the
+-- caller's prefix (Keys::SequencePrefix: "reliableq:", or "P{G}:" in a
+-- queue group, so that every one lives in the slot of the script's KEYS):
+--   P sequences          HASH   key -> jid of the job that holds it
+--   P sequences:since    ZSET   key -> when its holder took it (seconds)
+--   P sequence:<key>     LIST   the jobs that wait for it, oldest LEFT
+-- A key that nobody holds has none of these: an idle sequence costs no
+-- memory. While a key's list has jobs, the key is held.
+--
+-- fetch.lua gates (sequence_gate_*): a fetched job of a key nobody holds
+-- takes it and runs; the holder's own job (back from a retry, or put back
+-- by a janitor) runs; any other waits in the key's list instead of the
+-- working list. The scripts that end a job's life release it
+-- (sequence_release): the key goes to the oldest waiting job, which goes
+-- to the RIGHT end of its queue (taken next), or is let go.
+--
+-- A plain string.find comes first: a payload without the field costs one
+-- substring search and no parse. A job whose top-level "queue" does not
+-- name the queue it was fetched from (Keys::Queue of it) is not gated: its
+-- release could not send it back where it came from.
+--
+-- Valid under Lua 5.1 (Redis) and Lua 5.4 (the unit test).
+
+-- The sequence of a payload: {key, jid, queue, release_on_retry} when it
+-- names one, else nil.
+local function sequence_of(payload)
+  if not string.find(payload, '"sequence"', 1, true) then return nil end
+  local ok, job = pcall(cjson.decode, payload)
+  if not ok or type(job) ~= 'table' then return nil end
+  local key = job.sequence
+  if type(key) == 'number' then
+    if key ~= math.floor(key) or key ~= key or math.abs(key) > 2 ^ 53 then return nil end
+    key = string.format('%d', key)
+  end
+  if type(key) ~= 'string' or key == '' or type(job.jid) ~= 'string' or job.jid == '' or
+      type(job.queue) ~= 'string' or job.queue == '' then
+    return nil
+  end
+  return {key = key, jid = job.jid, queue = job.queue,
+          release_on_retry = job.sequence_release_on_retry == true}
+end
+
+-- The names of the keys of the sequence context `ctx` ({prefix,
+-- queue_prefix, wake_prefix}, from the script's ARGV).
+local function sequence_holders(ctx) return ctx.prefix .. 'sequences' end
+local function sequence_since(ctx) return ctx.prefix .. 'sequences:since' end
+local function sequence_waiting(ctx, key) return ctx.prefix .. 'sequence:' .. key end
+
+-- Redis's clock, float seconds (scripts replicate their effects, so TIME
+-- may be read before a write).
+local function sequence_now()
+  local time = redis.call('TIME')
+  return string.format('%d.%06d', tonumber(time[1]), tonumber(time[2]))
+end
+
+-- The type of `key` as a string ('none' when it does not exist).
+local function sequence_type(key)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then t = t.ok end
+  return t
+end
+
+-- nil when the sequence keys of `seq` can be written (absent or of their
+-- types), else the error reply to return. Redis keeps a script's writes
+-- made before a failing command, so every script checks before it moves a
+-- job. On a Redis Cluster whose slot migrates, a key not on this node fails
+-- the TYPE, and the script stops before any write (TRYAGAIN for the
+-- caller).
+local function sequence_check(ctx, seq, script)
+  local want = {[sequence_holders(ctx)] = 'hash', [sequence_since(ctx)] = 'zset',
+                [sequence_waiting(ctx, seq.key)] = 'list'}
+  for key, kind in pairs(want) do
+    local reply = redis.pcall('TYPE', key)
+    if type(reply) == 'table' and reply.err then
+      return redis.error_reply('TRYAGAIN ' .. script .. ': a sequence key of this slot is not ' ..
+                               'on this node while the slot migrates; nothing was written')
+    end
+    local t = reply
+    if type(t) == 'table' then t = t.ok end
+    if t ~= kind and t ~= 'none' then
+      return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. key .. ' holds a ' ..
+                               tostring(t) .. ', not a ' .. kind .. '; nothing was written')
+    end
+  end
+  return nil
+end
+
+-- fetch.lua's gate, in two halves so that every read and check comes
+-- before the fetch's first write. sequence_gate_plan decides, for the job
+-- in `payload` fetched from queue key `queue_key`: 'run' (not gated, or
+-- its holder's own), 'take' (the key is free: it takes it and runs) or
+-- 'wait', with its sequence; `taken` (key -> jid) carries the keys taken
+-- earlier in the same fetch. Returns the decision, the sequence, and an
+-- error reply when a key is of another type.
+local function sequence_gate_plan(ctx, payload, queue_key, taken)
+  local seq = sequence_of(payload)
+  if seq == nil or ctx.queue_prefix .. seq.queue ~= queue_key then return 'run' end
+  local holder = taken[seq.key]
+  if holder == nil then
+    local bad = sequence_check(ctx, seq, 'fetch')
+    if bad then return nil, nil, bad end
+    holder = redis.call('HGET', sequence_holders(ctx), seq.key)
+  end
+  if not holder then
+    taken[seq.key] = seq.jid
+    return 'take', seq
+  end
+  taken[seq.key] = holder
+  if holder == seq.jid then return 'run', seq end
+  return 'wait', seq
+end
+
+-- The write half: a 'take' holds the key from `now`; a 'wait' joins the
+-- end of the key's list.
+local function sequence_gate_apply(ctx, decision, seq, payload, now)
+  if decision == 'take' then
+    redis.call('HSET', sequence_holders(ctx), seq.key, seq.jid)
+    redis.call('ZADD', sequence_since(ctx), now, seq.key)
+  elseif decision == 'wait' then
+    redis.call('RPUSH', sequence_waiting(ctx, seq.key), payload)
+  end
+end
+
+-- For a script about to release the key of the job in `payload`, before it
+-- writes anything: nil when it can, else the error reply to return (see
+-- sequence_check). The next job's queue is checked too.
+local function sequence_reachable(ctx, payload, script)
+  local seq = sequence_of(payload)
+  if seq == nil then return nil end
+  local bad = sequence_check(ctx, seq, script)
+  if bad then return bad end
+  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, seq.key), '0')
+  if not next_payload then return nil end
+  local next_seq = sequence_of(next_payload)
+  if next_seq == nil then return nil end
+  local reply = redis.pcall('TYPE', ctx.queue_prefix .. next_seq.queue)
+  if type(reply) == 'table' and reply.err then
+    return redis.error_reply('TRYAGAIN ' .. script .. ': a queue of this slot is not on this ' ..
+                             'node while the slot migrates; nothing was written')
+  end
+  if type(reply) == 'table' then reply = reply.ok end
+  if reply ~= 'list' and reply ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. ctx.queue_prefix ..
+                             next_seq.queue .. ' holds a ' .. tostring(reply) ..
+                             ', not a list; nothing was written')
+  end
+  return nil
+end
+
+-- Hands key `key` on: to the oldest job waiting for it, which goes to the
+-- RIGHT end of its queue (a PUBLISH on its wake-up channel when the queue
+-- was empty), or lets it go when none waits. A waiting entry that names no
+-- sequence (edited by hand) is left at the head, and the key is let go:
+-- `reliableq sequence skip` moves it away. Returns the jid it went to, or
+-- false.
+local function sequence_hand_on(ctx, key)
+  local waiting = sequence_waiting(ctx, key)
+  local next_payload = redis.call('LINDEX', waiting, '0')
+  local next_seq = next_payload and sequence_of(next_payload)
+  if not next_seq then
+    redis.call('HDEL', sequence_holders(ctx), key)
+    redis.call('ZREM', sequence_since(ctx), key)
+    return false
+  end
+  -- The LPOP is the list's last command: it may empty it (a script does
+  -- not name a key again once it may have emptied it: lib/payload.lua).
+  redis.call('LPOP', waiting)
+  redis.call('HSET', sequence_holders(ctx), key, next_seq.jid)
+  redis.call('ZADD', sequence_since(ctx), sequence_now(), key)
+  local queue_length = redis.call('RPUSH', ctx.queue_prefix .. next_seq.queue, next_payload)
+  if queue_length == 1 and ctx.wake_prefix ~= '' then
+    redis.call('PUBLISH', ctx.wake_prefix .. next_seq.queue, next_seq.queue)
+  end
+  return next_seq.jid
+end
+
+-- Releases the key the job in `payload` holds, if it holds one (another
+-- job holds it once an operator released it). Returns the jid the key went
+-- to, or false.
+local function sequence_release(ctx, payload)
+  local seq = sequence_of(payload)
+  if seq == nil then return false end
+  if redis.call('HGET', sequence_holders(ctx), seq.key) ~= seq.jid then return false end
+  return sequence_hand_on(ctx, seq.key)
+end
+
+-- The sequence context from ARGV[first..first+2] (prefix, queue prefix,
+-- wake prefix); nil when ARGV[first] is absent or empty (a caller without
+-- sequences: nothing is gated or released).
+local function sequence_context(first)
+  local prefix = ARGV[first]
+  if prefix == nil or prefix == '' then return nil end
+  return {prefix = prefix, queue_prefix = ARGV[first + 1] or '', wake_prefix = ARGV[first + 2] or ''}
+end
+
+-- lib/sequence.lua: end
