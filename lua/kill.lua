@@ -5,7 +5,11 @@
 -- ARGV[1]  now, float seconds with a fractional part: the dead-set score
 -- ARGV[2]  dead max jobs (integer >= 1)
 -- ARGV[3]  dead timeout in seconds (integer >= 0)
--- ARGV[4..] the entries, byte for byte as they are stored in KEYS[1]
+-- ARGV[4]  the prefix of the sequence keys (Keys::SequencePrefix); "":
+--          none released
+-- ARGV[5]  the prefix of queue keys (Keys::Queue(""))
+-- ARGV[6]  the prefix of the queue wake-up channels (Keys::WakeQueue(""))
+-- ARGV[7..] the entries, byte for byte as they are stored in KEYS[1]
 --
 -- Each entry moves only if ZREM still removes that exact string here (the
 -- caller found it by reading the set), and goes into dead unchanged, as
@@ -13,8 +17,9 @@
 -- ZADD, then the trims by age and by count. Removal and insert are one
 -- atomic step, so the job is in one of the two sets at every instant.
 --
--- A killed job's unique key, if it holds one, is released
--- (lib/unique.lua, compare-and-delete).
+-- A killed job's life ends: its unique key, if it holds one, is released
+-- (lib/unique.lua, compare-and-delete), and its sequence key, if it holds
+-- one, goes to the oldest job waiting for it (lib/sequence.lua).
 --
 -- Returns {killed, missing}: missing entries were no longer in KEYS[1].
 -- Errors: RQ_INVALID for a bad now or dead limits; WRONGTYPE when KEYS[1]
@@ -22,6 +27,7 @@
 
 -- @include lib/payload.lua
 -- @include lib/unique.lua
+-- @include lib/sequence.lua
 
 local now = ARGV[1]
 if not is_float_seconds(now) then
@@ -35,15 +41,20 @@ end
 local bad = check_types('kill', 'zset', 1, 2)
 if bad then return bad end
 
-for j = 4, #ARGV do
-  local away = unique_reachable(ARGV[j])
+local sequences = sequence_context(4)
+for j = 7, #ARGV do
+  local away = unique_reachable(ARGV[j]) or
+      (sequences and sequence_reachable(sequences, ARGV[j], 'kill'))
   if away then return away end
 end
 local take = zset_remover(KEYS[1])
 local killed = {}
-for j = 4, #ARGV do
+for j = 7, #ARGV do
   if take(ARGV[j]) then killed[#killed + 1] = ARGV[j] end
 end
 dead_add(KEYS[2], now, killed, dead_max, dead_timeout)
-for _, payload in ipairs(killed) do unique_release(payload) end
-return {#killed, #ARGV - 3 - #killed}
+for _, payload in ipairs(killed) do
+  unique_release(payload)
+  if sequences then sequence_release(sequences, payload) end
+end
+return {#killed, #ARGV - 6 - #killed}

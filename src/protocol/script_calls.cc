@@ -437,6 +437,7 @@ ScriptCall KillCall(const Keys& keys, double now, const DeadSetLimits& limits, s
   ScriptCall call{ScriptId::kKill,
                   {from ? std::string(*from) : keys.Retry(), keys.Dead()},
                   {codec::FormatEpoch(now), Count(limits.max_jobs), Count(limits.timeout.count())}};
+  AddSequenceArgs(keys, &call);
   for (std::string& entry : entries) call.args.push_back(std::move(entry));
   return call;
 }

@@ -594,12 +594,13 @@ TEST_CASE_FIXTURE(AdminFixture, "Kill moves a retry entry unchanged into dead wi
 
 TEST_CASE_FIXTURE(AdminFixture, "kill.lua moves only members still in retry") {
   Run({"ZADD", "retry", "10", "present"});
-  auto reply = Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, "10000", "15552000", "absent"});
+  auto reply =
+      Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, "10000", "15552000", "", "", "", "absent"});
   CHECK(reply->element[0]->integer == 0);
   CHECK(reply->element[1]->integer == 1);
   CHECK(!Exists("dead"));
-  reply =
-      Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, "10000", "15552000", "absent", "present"});
+  reply = Eval(ScriptId::kKill, {"retry", "dead"},
+               {kNow, "10000", "15552000", "", "", "", "absent", "present"});
   CHECK(reply->element[0]->integer == 1);
   CHECK(reply->element[1]->integer == 1);
   auto dead = ZRangeWithScores("dead");
@@ -610,11 +611,11 @@ TEST_CASE_FIXTURE(AdminFixture, "kill.lua moves only members still in retry") {
   // Bad limits: nothing written.
   Run({"ZADD", "retry", "10", "again"});
   CHECK(redis()
-            .Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, "0", "15552000", "again"})
+            .Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, "0", "15552000", "", "", "", "again"})
             .status()
             .IsInvalidArgument());
   CHECK(redis()
-            .Eval(ScriptId::kKill, {"retry", "dead"}, {"now", "1", "1", "again"})
+            .Eval(ScriptId::kKill, {"retry", "dead"}, {"now", "1", "1", "", "", "", "again"})
             .status()
             .IsInvalidArgument());
   CHECK(ZRange("retry") == std::vector<std::string>{"again"});

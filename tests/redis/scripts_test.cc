@@ -1095,15 +1095,15 @@ TEST_CASE_FIXTURE(ScriptFixture, "kill refuses a wrong-typed dead set and keeps 
   Run({"ZADD", "retry", "1700000200.5", Job(1)});
   Run({"LPUSH", "dead", "x"});
   auto before = Snapshot();
-  CheckWrongType(
-      EvalError(ScriptId::kKill, {"retry", "dead"}, {kNow, kDeadMax, kDeadTimeout, Job(1)}),
-      "kill", "dead", "list", "zset");
+  CheckWrongType(EvalError(ScriptId::kKill, {"retry", "dead"},
+                           {kNow, kDeadMax, kDeadTimeout, "", "", "", Job(1)}),
+                 "kill", "dead", "list", "zset");
   CHECK(Snapshot() == before);
   CHECK(ZRange("retry") == Strings{Job(1)});
   CHECK(LRange("dead") == Strings{"x"});
   Run({"DEL", "dead"});
-  CHECK(Eval(ScriptId::kKill, {"retry", "dead"}, {kNow, kDeadMax, kDeadTimeout, Job(1)}) ==
-        Strings{"1", "0"});
+  CHECK(Eval(ScriptId::kKill, {"retry", "dead"},
+             {kNow, kDeadMax, kDeadTimeout, "", "", "", Job(1)}) == Strings{"1", "0"});
   CHECK(ZRange("dead") == Strings{Job(1)});
 }
 

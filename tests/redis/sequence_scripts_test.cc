@@ -220,6 +220,19 @@ TEST_CASE_FIXTURE(SequenceFixture,
   CHECK(Holder("a") == "j2");
 }
 
+TEST_CASE_FIXTURE(SequenceFixture, "killing a retrying holder hands its key on") {
+  PushAll({Keyed(1, "a"), Keyed(2, "a")});
+  Fetch(10);
+  CHECK(Finish(Keyed(1, "a"), FinishMode::kRetry));
+  REQUIRE(Holder("a") == "j1");
+  Result<redis::ReplyPtr> reply =
+      redis().Eval(KillCall(keys, 1700000100.25, DeadSetLimits{}, {Keyed(1, "a")}));
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  CHECK(ZRange("dead") == Strings{Keyed(1, "a")});
+  CHECK(Holder("a") == "j2");
+  CHECK(LRange("queue:default") == Strings{Keyed(2, "a")});
+}
+
 TEST_CASE_FIXTURE(SequenceFixture,
                   "a finish that finds the job given back, or not the holder, releases nothing") {
   PushAll({Keyed(1, "a"), Keyed(2, "a")});

@@ -763,5 +763,6 @@ TEST_CASE("KillCall follows kill.lua") {
   ScriptCall call = KillCall(Keys("rq:"), kNow, kLimits, {"e1", "e2"});
   CHECK(call.script == ScriptId::kKill);
   CHECK(call.keys == Strings{"retry", "dead"});
-  CHECK(call.args == Strings{kNowText, "500", "3600", "e1", "e2"});
+  CHECK(call.args ==
+        Strings{kNowText, "500", "3600", "rq:", "queue:", "rq:wake:queue:", "e1", "e2"});
 }
