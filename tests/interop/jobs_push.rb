@@ -3,7 +3,7 @@
 # writes what it pushed, so that the test can check that a reliableq handler
 # saw exactly these jobs.
 #
-# usage: ruby jobs_push.rb REDIS_URL OUT.json [plain|bignum|fleet COUNT MILLIS]
+# usage: ruby jobs_push.rb REDIS_URL OUT.json [plain|bignum|fleet COUNT MILLIS|sequence COUNT]
 #
 #   plain   (the default) Sidekiq::Client.push, perform_async, perform_in,
 #           push_bulk and ActiveJob-style wrapped jobs (immediate and
@@ -13,6 +13,10 @@
 #           integer literals
 #   fleet   COUNT RecordJob jobs ["ruby-<i>", MILLIS] in queue "fleet", in
 #           one push_bulk
+#   sequence COUNT jobs [customer, i] for each of 10 customers in queue
+#           "sequenced", each in its customer's sequence, and COUNT jobs
+#           ["ledger", i] of a class whose sidekiq_options name sequence
+#           "ledger"
 #
 # OUT.json: {"sidekiq": VERSION, "jobs": [EXPECTED, ...]} where
 #   EXPECTED = {"how": "Client.push" | "perform_async" | ..., "jid": ...,
@@ -30,9 +34,9 @@ Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
 
 url, out_path, mode, fleet_count, fleet_millis = ARGV
 mode ||= "plain"
-abort("usage: jobs_push.rb REDIS_URL OUT.json [plain|bignum|fleet COUNT MILLIS]") unless
+abort("usage: jobs_push.rb REDIS_URL OUT.json [plain|bignum|fleet COUNT MILLIS|sequence COUNT]") unless
   url && out_path
-abort("jobs_push: unknown mode #{mode}") unless %w[plain bignum fleet].include?(mode)
+abort("jobs_push: unknown mode #{mode}") unless %w[plain bignum fleet sequence].include?(mode)
 
 Sidekiq.configure_client { |config| config.redis = {url: url} }
 
@@ -56,6 +60,18 @@ module ActiveJob
 end
 
 class GreetingJob
+end
+
+# Per-customer payment events, each push naming its customer's sequence.
+class PaymentEventJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "sequenced"
+end
+
+# Every job of this class in one sequence: the per-class switch.
+class LedgerJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "sequenced", sequence: "ledger"
 end
 
 # Every JSON-native kind of value a Ruby app may pass.
@@ -181,6 +197,28 @@ elsif mode == "fleet"
   raise "push_bulk returned #{jids.inspect}" unless jids.is_a?(Array) && jids.size == bulk.size
   jids.zip(bulk).each do |bulk_jid, args|
     expect("push_bulk", bulk_jid, klass: "RecordJob", args: args, queue: "fleet",
+           retry_value: true)
+  end
+elsif mode == "sequence"
+  # COUNT jobs for each of 10 customers, interleaved, pushed each of the
+  # three ways a Rails app sets a sequence: Job.set(sequence:), the push
+  # hash, and a class whose sidekiq_options name one key for all its jobs.
+  count = Integer(fleet_count)
+  (0...count).each do |i|
+    (0...10).each do |c|
+      args = ["cus_#{c}", i]
+      jid = if c.even?
+        PaymentEventJob.set(sequence: "cus_#{c}").perform_async(*args)
+      else
+        Sidekiq::Client.push("class" => "PaymentEventJob", "queue" => "sequenced",
+                             "args" => args, "sequence" => "cus_#{c}")
+      end
+      expect("sequence", jid, klass: "PaymentEventJob", args: args, queue: "sequenced",
+             retry_value: true)
+    end
+    args = ["ledger", i]
+    jid = LedgerJob.perform_async(*args)
+    expect("sidekiq_options sequence", jid, klass: "LedgerJob", args: args, queue: "sequenced",
            retry_value: true)
   end
 else

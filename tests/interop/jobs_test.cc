@@ -20,15 +20,15 @@
 // and $RELIABLEQ_DEMO_PLUGIN (tests/interop/meson.build). A missing ruby, sidekiq or
 // gem is a failure, never a skip: tools/setup installs them.
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -46,9 +46,9 @@
 
 #include "interop_util.h"
 #include "protocol/keys.h"
-#include "support/process.h"
 #include "reliableq/client.h"
 #include "reliableq/server.h"
+#include "support/process.h"
 #include "support/testutil.h"
 
 using namespace reliableq;
@@ -351,6 +351,65 @@ TEST_CASE_FIXTURE(RedisFixture,
                   "Ruby integers beyond 64 bits stay exact in the payload and reach a handler "
                   "as the nearest double") {
   RubyPushesReliableqRuns(*this, "bignum");
+}
+
+TEST_CASE_FIXTURE(RedisFixture,
+                  "Ruby's keyed pushes (set(sequence:), the push hash, sidekiq_options) run one "
+                  "at a time per key, in push order, across two reliableq workers") {
+  ScratchDir dir;
+  const std::string pushed_path = dir / "pushed.json";
+  constexpr int kPerKey = 6;
+  CommandResult pushed_run = RunRuby({InteropFile("jobs_push.rb"), server().Url(), pushed_path,
+                                      "sequence", std::to_string(kPerKey)});
+  MESSAGE(pushed_run.out);
+  const size_t count = ParseJson(ReadFile(pushed_path))["jobs"].Size();
+  REQUIRE(count == 11 * kPerKey);
+
+  struct KeyedRun {
+    std::string key;
+    int index;
+    double start, end;
+  };
+  std::mutex mu;
+  std::vector<KeyedRun> runs;
+  auto handler = [&](const JobView& job) {
+    KeyedRun run{String(job.args()[0]), job.args()[1].GetInt(), NowSeconds(), 0};
+    // Every job carries its key as Ruby wrote it.
+    if (!job.payload().HasMember("sequence")) run.key = "(no sequence field)";
+    std::this_thread::sleep_for(3ms);
+    run.end = NowSeconds();
+    std::lock_guard<std::mutex> lock(mu);
+    runs.push_back(run);
+  };
+  HandlerRegistry first, second;
+  first.Register("PaymentEventJob", handler);
+  first.Register("LedgerJob", handler);
+  second.Register("PaymentEventJob", handler);
+  second.Register("LedgerJob", handler);
+  ServerOptions options = InteropServerOptions(this->options(), {{"sequenced", 0}}, kConcurrency);
+  RunningServer a(options, std::move(first));
+  RunningServer b(options, std::move(second));
+  REQUIRE(WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return runs.size() >= count;
+      },
+      20s));
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(runs.size() == count);
+  std::map<std::string, std::vector<KeyedRun>> by_key;
+  for (const KeyedRun& run : runs) by_key[run.key].push_back(run);
+  CHECK(by_key.size() == 11);
+  for (auto& [key, mine] : by_key) {
+    CAPTURE(key);
+    std::sort(mine.begin(), mine.end(),
+              [](const KeyedRun& x, const KeyedRun& y) { return x.start < y.start; });
+    REQUIRE(mine.size() == static_cast<size_t>(kPerKey));
+    for (int i = 0; i < kPerKey; ++i) {
+      CHECK(mine[i].index == i);
+      if (i > 0) CHECK(mine[i].start >= mine[i - 1].end);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
