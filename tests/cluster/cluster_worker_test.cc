@@ -234,6 +234,54 @@ TEST_CASE_FIXTURE(ClusterWorkers,
   }
 }
 
+TEST_CASE_FIXTURE(ClusterWorkers,
+                  "sequences in groups on two primaries: each key's jobs run one at a time in "
+                  "push order across two workers, every key in the group's slot") {
+  std::vector<int> primaries = cluster_.PrimaryPorts();
+  REQUIRE(primaries.size() == 3);
+  constexpr int kKeys = 5;
+  constexpr int kPerKey = 6;
+  for (int p = 0; p < 2; ++p) {
+    std::string group = WorkerGroupOn(cluster_, primaries[p], "seq");
+    CAPTURE(group);
+    auto client = OpenClient(group);
+    std::map<std::string, std::vector<std::string>> pushed;  // key -> jids in push order
+    for (int i = 0; i < kPerKey; ++i) {
+      for (int k = 0; k < kKeys; ++k) {
+        std::string key = "cus_" + std::to_string(k);
+        Job job = Record(key + "-" + std::to_string(i), 20);
+        job.sequence = Sequence{key};
+        pushed[key].push_back(AcceptedJid(client->Push(job)));
+      }
+    }
+    // Both workers append to one record: a key's jobs never overlap, so
+    // its lines are in the order they ran.
+    StartWorker(group, group + ".ran");
+    StartWorker(group, group + ".ran");
+    std::set<std::string> all;
+    for (const auto& [key, jids] : pushed) all.insert(jids.begin(), jids.end());
+    REQUIRE_MESSAGE(AllRan(group + ".ran", all, 30s), Missing(group + ".ran", all));
+    std::vector<std::string> lines;
+    {
+      std::ifstream in(dir_ + "/" + group + ".ran");
+      std::string jid;
+      while (in >> jid) lines.push_back(jid);
+    }
+    CHECK(lines.size() == all.size());
+    for (const auto& [key, jids] : pushed) {
+      std::vector<std::string> order;
+      for (const std::string& line : lines) {
+        if (std::find(jids.begin(), jids.end(), line) != jids.end()) order.push_back(line);
+      }
+      CHECK_MESSAGE(order == jids, key);
+    }
+    Keys keys("reliableq:", group);
+    auto redis = Connect(group);
+    CHECK(WaitUntil([&] { return IntegerReply(*redis, {"EXISTS", keys.Sequences()}) == 0; }, 5s));
+    workers_.clear();
+  }
+}
+
 TEST_CASE_FIXTURE(ClusterWorkers, "the janitor of a group recovers a SIGKILLed worker's jobs") {
   std::string group = WorkerGroupOn(cluster_, cluster_.PrimaryPorts().back(), "recover");
   ChildProcess& doomed = StartWorker(group, "first.ran");
