@@ -59,8 +59,8 @@
 -- gave the job back, it lives in its queue and must not be in two places.
 -- The counts are made in both cases (but see ARGV[8] "2"): the job did run.
 --
--- The features, each a case of features_end below, keyed by a marker in
--- the payload: the unique key (lib/unique.lua) and the sequence key
+-- The features, each a case of lib/features.lua, keyed by a marker in the
+-- payload: the unique key (lib/unique.lua) and the sequence key
 -- (lib/sequence.lua, ARGV[12..14]: handed on to the oldest job waiting for
 -- it) are released when the job's life ends (done, dead, discard, expire)
 -- and kept while it waits to run again (retry, snooze), but for a sequence
@@ -87,47 +87,22 @@
 
 -- @include lib/args.lua
 -- @include lib/dead.lua
--- @include lib/unique.lua
--- @include lib/sequence.lua
+-- @include lib/features.lua
 
 local sequences = sequence_context(12)
-
--- Whether a retry lets the job's sequence key go (it holds it otherwise).
-local function releases_on_retry(payload)
-  if ARGV[4] ~= 'retry' or sequences == nil then return false end
-  local seq = sequence_of(payload)
-  return seq ~= nil and seq.release_on_retry
-end
-
--- What each feature the payload carries does as the run ends; `ends`: the
--- job's life ends here. A new feature adds its case here, behind a marker
--- its payload carries (the rule: reliableq-schema(7)).
-local function features_reachable(payload, ends)
-  if ends then
-    local away = unique_reachable(payload)
-    if away then return away end
-  end
-  if sequences and (ends or releases_on_retry(payload)) then
-    return sequence_reachable(sequences, payload, 'finish')
-  end
-  return nil
-end
-local function features_end(payload, ends)
-  if ends then unique_release(payload) end
-  if sequences and (ends or releases_on_retry(payload)) then
-    sequence_release(sequences, payload)
-  end
-end
+-- How the run ends, for the features the payload carries.
+local HOW = {done = 'ends', dead = 'ends', discard = 'ends', expire = 'ends', retry = 'retry',
+             snooze = 'waits'}
 
 -- A success the worker counts itself and keeps no record of (every unique
 -- job's ack): the short way, since it is the common case of this script.
 if ARGV[4] == 'done' and ARGV[8] == '0' and #KEYS == 1 then
   local bad = check_types('finish', 'list', 1, 1)
   if bad then return bad end
-  local away = features_reachable(ARGV[1], true)
+  local away = features_reachable(sequences, ARGV[1], 'ends', 'finish')
   if away then return away end
   local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
-  if moved > 0 then features_end(ARGV[1], true) end
+  if moved > 0 then features_end(sequences, ARGV[1], 'ends') end
   return moved
 end
 
@@ -194,7 +169,7 @@ for _, i in ipairs(counters) do
   if not value or string.find(value, '^%-?%d+$') then countable[#countable + 1] = i end
 end
 
-local away = features_reachable(ARGV[1], life_ends)
+local away = features_reachable(sequences, ARGV[1], HOW[ARGV[4]], 'finish')
 if away then return away end
 
 local wake = false
@@ -211,7 +186,7 @@ if moved > 0 then
       wake = true
     end
   end
-  features_end(ARGV[1], life_ends)
+  features_end(sequences, ARGV[1], HOW[ARGV[4]])
   if life_ends and record then redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11]) end
 end
 if flag == '1' or (flag == '2' and moved > 0) then

@@ -26,8 +26,7 @@
 -- or KEYS[2] exists and is not a ZSET; nothing is written then.
 
 -- @include lib/payload.lua
--- @include lib/unique.lua
--- @include lib/sequence.lua
+-- @include lib/features.lua
 
 local now = ARGV[1]
 if not is_float_seconds(now) then
@@ -43,8 +42,7 @@ if bad then return bad end
 
 local sequences = sequence_context(4)
 for j = 7, #ARGV do
-  local away = unique_reachable(ARGV[j]) or
-      (sequences and sequence_reachable(sequences, ARGV[j], 'kill'))
+  local away = features_reachable(sequences, ARGV[j], 'ends', 'kill')
   if away then return away end
 end
 local take = zset_remover(KEYS[1])
@@ -54,7 +52,6 @@ for j = 7, #ARGV do
 end
 dead_add(KEYS[2], now, killed, dead_max, dead_timeout)
 for _, payload in ipairs(killed) do
-  unique_release(payload)
-  if sequences then sequence_release(sequences, payload) end
+  features_end(sequences, payload, 'ends')
 end
 return {#killed, #ARGV - 6 - #killed}

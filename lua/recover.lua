@@ -42,8 +42,7 @@
 -- the heartbeat, for a dry run too); nothing is written then.
 
 -- @include lib/payload.lua
--- @include lib/unique.lua
--- @include lib/sequence.lua
+-- @include lib/features.lua
 
 local max_interruptions = parse_int(ARGV[1])
 local now = ARGV[2]
@@ -110,8 +109,7 @@ end
 
 local sequences = sequence_context(10)
 for _, payload in ipairs(dead) do
-  local away = unique_reachable(payload) or
-      (sequences and sequence_reachable(sequences, payload, 'recover'))
+  local away = features_reachable(sequences, payload, 'ends', 'recover')
   if away then return away end
 end
 -- What stays is counted before the LTRIM, which may empty the list: a
@@ -126,8 +124,7 @@ give_back(KEYS[3], back, KEYS[4], dead, now, dead_max, dead_timeout)
 -- it: it has not run to success yet, and a second push while it waits
 -- there is still refused.
 for _, payload in ipairs(dead) do
-  unique_release(payload)
-  if sequences then sequence_release(sequences, payload) end
+  features_end(sequences, payload, 'ends')
 end
 if #back > 0 then
   redis.call('SADD', KEYS[5], queue_name)

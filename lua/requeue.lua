@@ -38,8 +38,7 @@
 -- written then.
 
 -- @include lib/payload.lua
--- @include lib/unique.lua
--- @include lib/sequence.lua
+-- @include lib/features.lua
 
 local mode = ARGV[1]
 if mode ~= 'keep' and mode ~= 'interrupt' then
@@ -103,16 +102,14 @@ bad = (#back > 0 and check_types('requeue', 'list', 2, 2)) or
 if bad then return bad end
 local sequences = sequence_context(7)
 for _, payload in ipairs(dead) do
-  local away = unique_reachable(payload) or
-      (sequences and sequence_reachable(sequences, payload, 'requeue'))
+  local away = features_reachable(sequences, payload, 'ends', 'requeue')
   if away then return away end
 end
 
 give_back(KEYS[2], back, KEYS[3], dead, now, dead_max, dead_timeout)
 -- As recover.lua: dead releases a unique key, back to the queue keeps it.
 for _, payload in ipairs(dead) do
-  unique_release(payload)
-  if sequences then sequence_release(sequences, payload) end
+  features_end(sequences, payload, 'ends')
 end
 -- The leaving jobs come out of the working list one at a time, so that the
 -- kept ones stay where they are and the list is never emptied while

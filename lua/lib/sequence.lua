@@ -28,10 +28,13 @@
 --
 -- Valid under Lua 5.1 (Redis) and Lua 5.4 (the unit test).
 
+-- Payloads decoded in this call (payload -> sequence, or false): a script
+-- looks at one payload for its checks and again for its writes.
+local sequence_seen = {}
+
 -- The sequence of a payload: {key, jid, queue, release_on_retry} when it
 -- names one, else nil.
-local function sequence_of(payload)
-  if not string.find(payload, '"sequence"', 1, true) then return nil end
+local function sequence_decode(payload)
   local ok, job = pcall(cjson.decode, payload)
   if not ok or type(job) ~= 'table' then return nil end
   local key = job.sequence
@@ -45,6 +48,15 @@ local function sequence_of(payload)
   end
   return {key = key, jid = job.jid, queue = job.queue,
           release_on_retry = job.sequence_release_on_retry == true}
+end
+local function sequence_of(payload)
+  if not string.find(payload, '"sequence"', 1, true) then return nil end
+  local seq = sequence_seen[payload]
+  if seq == nil then
+    seq = sequence_decode(payload) or false
+    sequence_seen[payload] = seq
+  end
+  return seq or nil
 end
 
 -- The names of the keys of the sequence context `ctx` ({prefix,
@@ -73,9 +85,14 @@ end
 -- job. On a Redis Cluster whose slot migrates, a key not on this node fails
 -- the TYPE, and the script stops before any write (TRYAGAIN for the
 -- caller).
+-- The keys already checked in this call.
+local sequence_checked = {}
 local function sequence_check(ctx, seq, script)
   local want = {[sequence_holders(ctx)] = 'hash', [sequence_since(ctx)] = 'zset',
                 [sequence_waiting(ctx, seq.key)] = 'list'}
+  for key, kind in pairs(want) do
+    if sequence_checked[key] then want[key] = nil end
+  end
   for key, kind in pairs(want) do
     local reply = redis.pcall('TYPE', key)
     if type(reply) == 'table' and reply.err then
@@ -88,6 +105,7 @@ local function sequence_check(ctx, seq, script)
       return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. key .. ' holds a ' ..
                                tostring(t) .. ', not a ' .. kind .. '; nothing was written')
     end
+    sequence_checked[key] = true
   end
   return nil
 end
@@ -154,16 +172,25 @@ local function sequence_reachable(ctx, payload, script)
   return nil
 end
 
+-- The holder a key is given when the entry at the head of its list names
+-- no sequence (edited by hand): the key stays held, so the jobs behind the
+-- entry keep their place and the hold shows in `reliableq sequences` and
+-- its age, until `reliableq sequence skip` moves the entry away.
+local kSequenceStuck = '(not a job)'
+
 -- Hands key `key` on: to the oldest job waiting for it, which goes to the
 -- RIGHT end of its queue (a PUBLISH on its wake-up channel when the queue
--- was empty), or lets it go when none waits. A waiting entry that names no
--- sequence (edited by hand) is left at the head, and the key is let go:
--- `reliableq sequence skip` moves it away. Returns the jid it went to, or
--- false.
+-- was empty), or lets it go when none waits. Returns the jid it went to,
+-- or false.
 local function sequence_hand_on(ctx, key)
   local waiting = sequence_waiting(ctx, key)
   local next_payload = redis.call('LINDEX', waiting, '0')
   local next_seq = next_payload and sequence_of(next_payload)
+  if next_payload and not next_seq then
+    redis.call('HSET', sequence_holders(ctx), key, kSequenceStuck)
+    redis.call('ZADD', sequence_since(ctx), sequence_now(), key)
+    return false
+  end
   if not next_seq then
     redis.call('HDEL', sequence_holders(ctx), key)
     redis.call('ZREM', sequence_since(ctx), key)

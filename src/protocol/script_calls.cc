@@ -353,6 +353,30 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
 
 Result<bool> ReadFinishReply(redis::ReplyRef reply) { return RemovedAny("finish.lua", reply); }
 
+ScriptCall AckCall(const Keys& keys, std::string_view working_key,
+                   const std::vector<AckedRun>& runs) {
+  ScriptCall call{ScriptId::kAck, {std::string(working_key)}, {}};
+  AddSequenceArgs(keys, &call);
+  call.args.reserve(call.args.size() + 4 * runs.size());
+  for (const AckedRun& run : runs) {
+    call.args.emplace_back(run.original);
+    call.args.emplace_back(run.record_key);
+    call.args.emplace_back(run.record_key.empty() ? std::string_view() : run.record);
+    call.args.push_back(run.record_key.empty() ? std::string()
+                                               : std::to_string(run.record_ttl_seconds));
+  }
+  return call;
+}
+
+Result<std::vector<bool>> ReadAckReply(redis::ReplyRef reply, size_t runs) {
+  Result<std::vector<int64_t>> moved = Integers("ack.lua", reply, runs, "{0 or 1 per job}");
+  if (!moved.ok()) return moved.status();
+  std::vector<bool> out;
+  out.reserve(runs);
+  for (int64_t m : *moved) out.push_back(m > 0);
+  return out;
+}
+
 ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,
                        int max_interruptions, double now, const DeadSetLimits& limits,
                        std::vector<std::string> listed) {

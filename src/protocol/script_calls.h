@@ -172,6 +172,21 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
 // was still in the working list (and moved).
 Result<bool> ReadFinishReply(redis::ReplyRef reply);
 
+// ack.lua: the successes of jobs whose payloads carry a feature marker,
+// all from one working list, in one step; each with its final record
+// (record_key empty: none; FinishedRun's record fields).
+struct AckedRun {
+  std::string_view original;  // as fetched
+  std::string_view record_key;
+  std::string_view record;
+  int64_t record_ttl_seconds = 0;
+};
+ScriptCall AckCall(const Keys& keys, std::string_view working_key,
+                   const std::vector<AckedRun>& runs);
+// Its reply: for each run, in order, whether the job was still in the
+// working list (and moved).
+Result<std::vector<bool>> ReadAckReply(redis::ReplyRef reply, size_t runs);
+
 // requeue.lua: a live process gives back one working list.
 enum class RequeueMode { kKeep, kInterrupt };
 ScriptCall RequeueCall(const Keys& keys, std::string_view working_key, std::string_view queue, RequeueMode mode,

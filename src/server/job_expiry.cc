@@ -13,6 +13,24 @@ bool Named(const rapidjson::Value& name, std::string_view want) {
   return std::string_view(name.GetString(), name.GetStringLength()) == want;
 }
 
+// A sequence key as lib/sequence.lua reads it: a non-empty string as it
+// is, an integral number (within 2^53, as Lua's doubles hold it) as its
+// decimal text; "" for anything else.
+std::string SequenceKeyText(const rapidjson::Value& value) {
+  if (value.IsString()) return std::string(value.GetString(), value.GetStringLength());
+  if (value.IsInt64()) {
+    int64_t n = value.GetInt64();
+    return n >= -(int64_t{1} << 53) && n <= (int64_t{1} << 53) ? std::to_string(n) : "";
+  }
+  if (value.IsDouble()) {
+    double d = value.GetDouble();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= 9007199254740992.0) {
+      return std::to_string(static_cast<int64_t>(d));
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 JobFlow ReadJobFlow(const rapidjson::Value& job) {
@@ -32,7 +50,10 @@ JobFlow ReadJobFlow(const rapidjson::Value& job) {
     } else if (first == 'u') {
       if (Named(name, "unique_key")) flow.unique = true;
     } else if (first == 's') {
-      if (Named(name, "sequence")) flow.sequence = true;
+      if (Named(name, "sequence")) {
+        flow.sequence = true;
+        flow.sequence_key = SequenceKeyText(it->value);
+      }
     }
   }
   if (expires_at != nullptr) {
@@ -61,12 +82,16 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
                       FinishedJob* done) {
   JobFlow flow = ReadJobFlow(document);
   done->feature_marked = flow.unique || flow.sequence;
-  if (!flow.expires_at && flow.ignored.empty()) return false;
   auto jid = document.FindMember("jid");
   std::string_view jid_text =
       jid != document.MemberEnd() && jid->value.IsString()
           ? std::string_view(jid->value.GetString(), jid->value.GetStringLength())
           : std::string_view();
+  if (!flow.sequence_key.empty() && !jid_text.empty()) {
+    done->sequence_key = std::move(flow.sequence_key);
+    done->jid = std::string(jid_text);
+  }
+  if (!flow.expires_at && flow.ignored.empty()) return false;
   base::JobLogContext context(job_class, jid_text, queue);
   if (!flow.ignored.empty()) {
     log.Log(LogLevel::kWarn, base::LogEvent("job_expiry_ignored").WithError(flow.ignored),

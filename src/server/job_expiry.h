@@ -33,8 +33,11 @@ struct JobFlow {
   // finish.lua ends the run and releases it.
   bool unique = false;
   // The payload names a sequence key ("sequence"), a feature marker too:
-  // finish.lua ends the run and hands the key on.
+  // the step that ends the job hands the key on.
   bool sequence = false;
+  // That key as the scripts read it (lib/sequence.lua): the string, or an
+  // integer's decimal text; empty when it is neither (nothing is gated).
+  std::string sequence_key;
 };
 
 // One pass over the top-level members of `job` (a JSON object). expires_at

@@ -1,6 +1,7 @@
 #include "server/outcomes.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "protocol/keys.h"
@@ -58,14 +59,22 @@ void Outcomes::Send() {
   double now = clock_.Now();
   std::vector<uint64_t> freed;
   std::vector<FinishedJob> acked;
+  // Feature-marked successes by queue: one ack.lua call per working list.
+  std::map<uint32_t, std::vector<FinishedJob>> marked;
   for (FinishedJob& job : batch) {
     if (job.limit_slot != 0) freed.push_back(std::exchange(job.limit_slot, 0));
-    if (job.outcome == Outcome::kSucceeded && !job.feature_marked) acked.push_back(std::move(job));
+    if (job.outcome != Outcome::kSucceeded) continue;
+    if (job.feature_marked) {
+      marked[job.queue].push_back(std::move(job));
+    } else {
+      acked.push_back(std::move(job));
+    }
   }
   if (!acked.empty()) SendAcks(std::move(acked), now);
+  for (auto& [queue, jobs] : marked) SendFeatureAcks(std::move(jobs));
   for (FinishedJob& job : batch) {
-    // (The plain successes moved into the acks above.)
-    if (job.outcome == Outcome::kSucceeded && !job.feature_marked) continue;
+    // (The successes moved into the acks above.)
+    if (job.outcome == Outcome::kSucceeded) continue;
     SendFinish(std::move(job), now);
   }
   // After the outcomes, on the same connection.
@@ -219,6 +228,45 @@ void Outcomes::SendAcks(std::vector<FinishedJob> acked, double now) {
   });
   // Not sent: the jobs went back to unsent_ and are counted with it.
   if (!sent) uncounted_processed_ = earlier;
+}
+
+void Outcomes::SendFeatureAcks(std::vector<FinishedJob> jobs) {
+  // The record keys, kept alive while the call is built.
+  std::vector<std::string> record_keys;
+  record_keys.reserve(jobs.size());
+  std::vector<protocol::AckedRun> runs;
+  runs.reserve(jobs.size());
+  for (const FinishedJob& job : jobs) {
+    record_keys.push_back(job.record.empty() ? std::string() : keys_.JobRecord(job.jid));
+    runs.push_back({job.payload, record_keys.back(), job.record, job.record_ttl});
+  }
+  ScriptCall call = protocol::AckCall(keys_, queues_[jobs.front().queue].working_key, runs);
+  std::vector<bool> maybe_applied;
+  maybe_applied.reserve(jobs.size());
+  for (const FinishedJob& job : jobs) maybe_applied.push_back(job.maybe_applied);
+  const size_t count = jobs.size();
+  SendRound(std::move(jobs), [&](Settle settle) {
+    return command_.Eval(
+        call, [this, settle = std::move(settle), count, maybe_applied = std::move(maybe_applied)](
+                  const Status& s, redis::ReplyRef reply) {
+          std::vector<size_t> refused;
+          Status why = s;
+          Result<std::vector<bool>> moved =
+              s.ok() ? protocol::ReadAckReply(reply, count) : Result<std::vector<bool>>(s);
+          if (!moved.ok()) {
+            why = moved.status();
+            for (size_t i = 0; i < count; ++i) refused.push_back(i);
+          } else {
+            // Each success is counted once, as SendAcks counts: sent again after
+            // a lost reply, only if this time it still moved the job. One not
+            // moved had been given back by a janitor; it runs again.
+            for (size_t i = 0; i < count; ++i) {
+              if (!maybe_applied[i] || (*moved)[i]) ++uncounted_processed_;
+            }
+          }
+          settle(why, refused);
+        });
+  });
 }
 
 void Outcomes::SendFinish(FinishedJob job, double now) {

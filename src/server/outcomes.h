@@ -1,9 +1,10 @@
 // Outcomes: the end of each run, sent to Redis. A plain success is one LREM
 // of its exact payload from its working list (pipelined with the stats
-// counters); every other outcome, and the success of a job whose payload
-// carries a feature marker (a unique key), is one finish.lua call that
-// moves, counts and ends it in one step (reliableq-schema(7), "The end of a
-// job's life").
+// counters); the successes of jobs whose payloads carry a feature marker (a
+// unique key, a sequence key) are one ack.lua call per queue and round, and
+// every other outcome is one finish.lua call: each moves the job and ends
+// its features in one step (reliableq-schema(7), "The end of a job's
+// life").
 //
 // Invariants it keeps:
 // - an outcome is held (unsent, or carried by a round on its way) until
@@ -91,6 +92,8 @@ class Outcomes {
   // is given once, with why and the indexes of the outcomes not confirmed.
   bool SendRound(std::vector<FinishedJob> jobs, const std::function<Status(Settle)>& issue);
   void SendAcks(std::vector<FinishedJob> acked, double now);
+  // The successes of feature-marked jobs of one queue: one ack.lua call.
+  void SendFeatureAcks(std::vector<FinishedJob> jobs);
   void SendFinish(FinishedJob job, double now);
 
   redis::AsyncConnection& command_;

@@ -52,6 +52,9 @@ struct FinishedJob {
   // The payload carries the marker of a feature that ends with the job (a
   // unique key today): its success too is finish.lua, not the plain LREM.
   bool feature_marked = false;
+  // The sequence key the payload names, read as the scripts read it; empty:
+  // none. ack.lua hands it on without decoding the payload again.
+  std::string sequence_key;
   // The job's final record (reliableq-schema(7), "Job records") when its
   // class keeps records and its life ended here; empty: none. Written
   // under Keys::JobRecord(jid) for record_ttl seconds.
