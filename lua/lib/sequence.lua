@@ -128,15 +128,13 @@ local function sequence_gate_apply(ctx, decision, seq, payload, now)
   end
 end
 
--- For a script about to release the key of the job in `payload`, before it
--- writes anything: nil when it can, else the error reply to return (see
--- sequence_check). The next job's queue is checked too.
-local function sequence_reachable(ctx, payload, script)
-  local seq = sequence_of(payload)
-  if seq == nil then return nil end
-  local bad = sequence_check(ctx, seq, script)
+-- For a script about to hand key `key` on, before it writes anything: nil
+-- when it can, else the error reply to return (see sequence_check). The
+-- next job's queue is checked too.
+local function sequence_key_reachable(ctx, key, script)
+  local bad = sequence_check(ctx, {key = key}, script)
   if bad then return bad end
-  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, seq.key), '0')
+  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, key), '0')
   if not next_payload then return nil end
   local next_seq = sequence_of(next_payload)
   if next_seq == nil then return nil end
@@ -152,6 +150,14 @@ local function sequence_reachable(ctx, payload, script)
                              ', not a list; nothing was written')
   end
   return nil
+end
+
+-- For a script about to release the key of the job in `payload`, before it
+-- writes anything: nil when it can, else the error reply to return.
+local function sequence_reachable(ctx, payload, script)
+  local seq = sequence_of(payload)
+  if seq == nil then return nil end
+  return sequence_key_reachable(ctx, seq.key, script)
 end
 
 -- Hands key `key` on: to the oldest job waiting for it, which goes to the
