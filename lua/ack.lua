@@ -9,10 +9,12 @@
 --          no sequence key is handed on
 -- ARGV[2]  the prefix of queue keys (Keys::Queue(""): "queue:")
 -- ARGV[3]  the prefix of the queue wake-up channels (Keys::WakeQueue(""))
--- ARGV[4..] for each job, four arguments: its payload, byte for byte as
---          fetched; the key of its final record (Keys::JobRecord(jid)), or
---          "" for none; the record (JSON); its retention in seconds
---          (integer >= 1 with a record)
+-- ARGV[4..] for each job, six arguments: its payload, byte for byte as
+--          fetched; its jid and its sequence key as the worker read them
+--          from the payload (lib/sequence.lua's reading; "" for none), so
+--          that the payload is not decoded again here; the key of its final
+--          record (Keys::JobRecord(jid)), or "" for none; the record (JSON);
+--          its retention in seconds (integer >= 1 with a record)
 --
 -- Each job is removed with LREM KEYS[1] -1 payload (from the tail, where
 -- the oldest fetched job sits). Only a job that was still there ends its
@@ -26,7 +28,7 @@
 --
 -- Returns an array with one integer per job, in order: 1 when it was moved,
 -- 0 when it was not in the working list.
--- Errors: RQ_INVALID when the jobs are not given in fours or a record has
+-- Errors: RQ_INVALID when the jobs are not given in sixes or a record has
 -- no retention >= 1; WRONGTYPE when KEYS[1] is not a LIST or a feature's
 -- key is of another type; TRYAGAIN when a feature's key is not on this
 -- node while the slot migrates; nothing is written then.
@@ -34,27 +36,28 @@
 -- @include lib/args.lua
 -- @include lib/features.lua
 
-if #KEYS ~= 1 or #ARGV < 3 or (#ARGV - 3) % 4 ~= 0 then
-  return redis.error_reply('RQ_INVALID ack: want 1 key, 3 arguments and 4 per job')
+if #KEYS ~= 1 or #ARGV < 3 or (#ARGV - 3) % 6 ~= 0 then
+  return redis.error_reply('RQ_INVALID ack: want 1 key, 3 arguments and 6 per job')
 end
 local sequences = sequence_context(1)
 local bad = check_types('ack', 'list', 1, 1)
 if bad then return bad end
-for i = 4, #ARGV, 4 do
-  if ARGV[i + 1] ~= '' and parse_int(ARGV[i + 3], 1) == nil then
+for i = 4, #ARGV, 6 do
+  if ARGV[i + 3] ~= '' and parse_int(ARGV[i + 5], 1) == nil then
     return redis.error_reply('RQ_INVALID ack: a record needs a retention >= 1')
   end
-  local away = features_reachable(sequences, ARGV[i], 'ends', 'ack')
+  local known = {key = ARGV[i + 2], jid = ARGV[i + 1]}
+  local away = features_reachable(sequences, ARGV[i], 'ends', 'ack', known)
   if away then return away end
 end
 
 local moved = {}
-for i = 4, #ARGV, 4 do
+for i = 4, #ARGV, 6 do
   local removed = redis.call('LREM', KEYS[1], '-1', ARGV[i])
   if removed > 0 then
-    features_end(sequences, ARGV[i], 'ends')
-    if ARGV[i + 1] ~= '' then
-      redis.call('SET', ARGV[i + 1], ARGV[i + 2], 'EX', ARGV[i + 3])
+    features_end(sequences, ARGV[i], 'ends', {key = ARGV[i + 2], jid = ARGV[i + 1]})
+    if ARGV[i + 3] ~= '' then
+      redis.call('SET', ARGV[i + 3], ARGV[i + 4], 'EX', ARGV[i + 5])
     end
     moved[#moved + 1] = 1
   else

@@ -87,6 +87,35 @@ struct LimitInfo {
   int64_t window_starts = 0;
 };
 
+// One held sequence key (ListSequences; reliableq(1), "Operator
+// commands"; reliableq-schema(7), "Sequences").
+struct SequenceInfo {
+  std::string key;
+  // The jid of the job that holds it (empty when the hash lost it).
+  std::string holder;
+  double held_since = 0;  // epoch seconds when its holder took it
+  int64_t waiting = 0;    // jobs waiting for it (LLEN sequence:<key>)
+};
+
+// ListSequences: the held keys read, oldest hold first, and how many are
+// held in all.
+struct SequenceListing {
+  std::vector<SequenceInfo> sequences;
+  int64_t held = 0;  // ZCARD sequences:since
+};
+
+// What ReleaseSequence did.
+struct SequenceRelease {
+  std::string holder;  // the jid that held the key
+  std::string next;    // the jid it went to; empty: none waited, it is free
+};
+
+// What SkipSequenceHead did.
+struct SequenceSkip {
+  std::string jid;   // the job moved to dead (empty: the entry was not a job)
+  std::string next;  // the jid the key went to, when nobody held it before
+};
+
 struct Stats {
   int64_t processed = 0;
   int64_t failed = 0;
@@ -106,6 +135,11 @@ struct Stats {
   // Jobs parked on full concurrency limits (the limits' waiting lists; a
   // job parked on a rate limit counts in `scheduled`).
   int64_t parked = 0;
+  // Sequence keys held now (ZCARD sequences:since; reliableq-schema(7),
+  // "Sequences"), and the seconds the one held longest has been held (0:
+  // none is held).
+  int64_t sequences_held = 0;
+  double oldest_sequence_hold = 0;
 };
 
 // Sidekiq's sorted sets of jobs.
@@ -515,6 +549,34 @@ class Admin {
   // and its running, parked and window counts (one HGETALL, then three
   // commands per limiter in a pipeline).
   virtual Result<std::vector<LimitInfo>> ListLimits() = 0;
+
+  // --- Sequences ---
+
+  // The held sequence keys, oldest hold first, at most `limit` of them,
+  // each with its holder, since when it holds it and how many jobs wait
+  // for it, and the number held in all. Two round trips (ZRANGE WITHSCORES
+  // and ZCARD, then HMGET and one LLEN per key, pipelined). Not atomic: a
+  // key released between the two reads is listed with an empty holder.
+  // kInvalidArgument for a limit below 1.
+  virtual Result<SequenceListing> ListSequences(int64_t limit = 100) = 0;
+
+  // The operator lets sequence key `key` go, in one script
+  // (sequence_release.lua): it goes on to the oldest job waiting for it,
+  // which goes to the end of its queue that is taken next, exactly as when
+  // the holder's life ends; or it is free when none waits. The holder job is
+  // not touched: if it runs again later it waits at the end of the key's
+  // list. kNotFound, with nothing written, when nobody holds the key;
+  // kInvalidArgument for an empty key.
+  virtual Result<SequenceRelease> ReleaseSequence(std::string_view key) = 0;
+
+  // The oldest job waiting for sequence key `key` goes to the dead set
+  // unchanged, score now, followed by the dead-set trims of `limits`, in
+  // one script (sequence_skip.lua): a poison job that must not run. The
+  // holder keeps the key. kNotFound, with nothing written, when no job
+  // waits for the key; kInvalidArgument for an empty key, max_jobs below 1
+  // or a negative timeout.
+  virtual Result<SequenceSkip> SkipSequenceHead(std::string_view key,
+                                                const DeadSetLimits& limits) = 0;
 
   // --- Pages and score-addressed entries (the dashboard, scripts) ---
 

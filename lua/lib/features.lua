@@ -28,22 +28,29 @@ end
 
 -- Before any write: nil when every key the run's end touches can be
 -- written here, else the error reply to return (TRYAGAIN on a cluster
--- whose slot migrates, WRONGTYPE for a key of another type).
-local function features_reachable(sequences, payload, how, script)
+-- whose slot migrates, WRONGTYPE for a key of another type). `known`,
+-- when given, is the job's sequence as the caller read it ({key, jid}; key
+-- "" for none), so that the payload is not decoded for it again.
+local function features_reachable(sequences, payload, how, script, known)
   if how == 'ends' then
     local away = unique_reachable(payload)
     if away then return away end
   end
-  if features_hand_on(sequences, payload, how) then
-    return sequence_reachable(sequences, payload, script)
-  end
-  return nil
+  if not features_hand_on(sequences, payload, how) then return nil end
+  if known == nil then return sequence_reachable(sequences, payload, script) end
+  if known.key == '' then return nil end
+  return sequence_job_reachable(sequences, known.key, known.jid, script)
 end
 
 -- The features' writes, once the job moved.
-local function features_end(sequences, payload, how)
+local function features_end(sequences, payload, how, known)
   if how == 'ends' then unique_release(payload) end
-  if features_hand_on(sequences, payload, how) then sequence_release(sequences, payload) end
+  if not features_hand_on(sequences, payload, how) then return end
+  if known == nil then
+    sequence_release(sequences, payload)
+  elseif known.key ~= '' then
+    sequence_job_release(sequences, known.key, known.jid)
+  end
 end
 
 -- lib/features.lua: end

@@ -79,35 +79,40 @@ local function sequence_type(key)
   return t
 end
 
--- nil when the sequence keys of `seq` can be written (absent or of their
--- types), else the error reply to return. Redis keeps a script's writes
--- made before a failing command, so every script checks before it moves a
--- job. On a Redis Cluster whose slot migrates, a key not on this node fails
--- the TYPE, and the script stops before any write (TRYAGAIN for the
--- caller).
--- The keys already checked in this call.
+-- A script checks every key it may write before its first write: Redis
+-- keeps the writes made before a command that fails, so a WRONGTYPE after
+-- a job moved would lose it. On a Redis Cluster whose slot migrates, a key
+-- not on this node fails its read, and the script stops before any write
+-- (TRYAGAIN for the caller). Each check is made once per call.
 local sequence_checked = {}
-local function sequence_check(ctx, seq, script)
-  local want = {[sequence_holders(ctx)] = 'hash', [sequence_since(ctx)] = 'zset',
-                [sequence_waiting(ctx, seq.key)] = 'list'}
-  for key, kind in pairs(want) do
-    if sequence_checked[key] then want[key] = nil end
+
+-- nil when `key` is absent or a `kind`, else the error reply to return.
+local function sequence_check_key(key, kind, script)
+  if sequence_checked[key] then return nil end
+  local reply = redis.pcall('TYPE', key)
+  if type(reply) == 'table' and reply.err then
+    return redis.error_reply('TRYAGAIN ' .. script .. ': a key of this slot is not on this ' ..
+                             'node while the slot migrates; nothing was written')
   end
-  for key, kind in pairs(want) do
-    local reply = redis.pcall('TYPE', key)
-    if type(reply) == 'table' and reply.err then
-      return redis.error_reply('TRYAGAIN ' .. script .. ': a sequence key of this slot is not ' ..
-                               'on this node while the slot migrates; nothing was written')
-    end
-    local t = reply
-    if type(t) == 'table' then t = t.ok end
-    if t ~= kind and t ~= 'none' then
-      return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. key .. ' holds a ' ..
-                               tostring(t) .. ', not a ' .. kind .. '; nothing was written')
-    end
-    sequence_checked[key] = true
+  if type(reply) == 'table' then reply = reply.ok end
+  if reply ~= kind and reply ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. key .. ' holds a ' ..
+                             tostring(reply) .. ', not a ' .. kind .. '; nothing was written')
   end
+  sequence_checked[key] = true
   return nil
+end
+
+-- The holders' HASH and the since ZSET, which every hold touches.
+local function sequence_check_index(ctx, script)
+  return sequence_check_key(sequence_holders(ctx), 'hash', script) or
+      sequence_check_key(sequence_since(ctx), 'zset', script)
+end
+
+-- Those and key `seq.key`'s waiting list (the operator's scripts).
+local function sequence_check(ctx, seq, script)
+  return sequence_check_index(ctx, script) or
+      sequence_check_key(sequence_waiting(ctx, seq.key), 'list', script)
 end
 
 -- fetch.lua's gate, in two halves so that every read and check comes
@@ -115,14 +120,14 @@ end
 -- in `payload` fetched from queue key `queue_key`: 'run' (not gated, or
 -- its holder's own), 'take' (the key is free: it takes it and runs) or
 -- 'wait', with its sequence; `taken` (key -> jid) carries the keys taken
--- earlier in the same fetch. Returns the decision, the sequence, and an
--- error reply when a key is of another type.
+-- or found held earlier in the same fetch. Returns the decision, the
+-- sequence, and an error reply when a key cannot be written.
 local function sequence_gate_plan(ctx, payload, queue_key, taken)
   local seq = sequence_of(payload)
   if seq == nil or ctx.queue_prefix .. seq.queue ~= queue_key then return 'run' end
   local holder = taken[seq.key]
   if holder == nil then
-    local bad = sequence_check(ctx, seq, 'fetch')
+    local bad = sequence_check_index(ctx, 'fetch')
     if bad then return nil, nil, bad end
     holder = redis.call('HGET', sequence_holders(ctx), seq.key)
   end
@@ -132,6 +137,8 @@ local function sequence_gate_plan(ctx, payload, queue_key, taken)
   end
   taken[seq.key] = holder
   if holder == seq.jid then return 'run', seq end
+  local bad = sequence_check_key(sequence_waiting(ctx, seq.key), 'list', 'fetch')
+  if bad then return nil, nil, bad end
   return 'wait', seq
 end
 
@@ -146,30 +153,34 @@ local function sequence_gate_apply(ctx, decision, seq, payload, now)
   end
 end
 
--- For a script about to release the key of the job in `payload`, before it
--- writes anything: nil when it can, else the error reply to return (see
--- sequence_check). The next job's queue is checked too.
-local function sequence_reachable(ctx, payload, script)
-  local seq = sequence_of(payload)
-  if seq == nil then return nil end
-  local bad = sequence_check(ctx, seq, script)
+-- For a script about to hand key `key` on, before it writes anything: nil
+-- when it can, else the error reply to return. The next job's queue is
+-- checked too.
+local function sequence_key_reachable(ctx, key, script)
+  local bad = sequence_check(ctx, {key = key}, script)
   if bad then return bad end
-  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, seq.key), '0')
+  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, key), '0')
   if not next_payload then return nil end
   local next_seq = sequence_of(next_payload)
   if next_seq == nil then return nil end
-  local reply = redis.pcall('TYPE', ctx.queue_prefix .. next_seq.queue)
-  if type(reply) == 'table' and reply.err then
-    return redis.error_reply('TRYAGAIN ' .. script .. ': a queue of this slot is not on this ' ..
-                             'node while the slot migrates; nothing was written')
-  end
-  if type(reply) == 'table' then reply = reply.ok end
-  if reply ~= 'list' and reply ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. script .. ': key ' .. ctx.queue_prefix ..
-                             next_seq.queue .. ' holds a ' .. tostring(reply) ..
-                             ', not a list; nothing was written')
-  end
-  return nil
+  return sequence_check_key(ctx.queue_prefix .. next_seq.queue, 'list', script)
+end
+
+-- The same for the job `jid` of key `key`, which hands the key on only
+-- when it holds it: a job that does not hold it costs one read.
+local function sequence_job_reachable(ctx, key, jid, script)
+  local bad = sequence_check_index(ctx, script)
+  if bad then return bad end
+  if redis.call('HGET', sequence_holders(ctx), key) ~= jid then return nil end
+  return sequence_key_reachable(ctx, key, script)
+end
+
+-- For a script about to release the key of the job in `payload`, before it
+-- writes anything: nil when it can, else the error reply to return.
+local function sequence_reachable(ctx, payload, script)
+  local seq = sequence_of(payload)
+  if seq == nil then return nil end
+  return sequence_job_reachable(ctx, seq.key, seq.jid, script)
 end
 
 -- The holder a key is given when the entry at the head of its list names
@@ -208,14 +219,18 @@ local function sequence_hand_on(ctx, key)
   return next_seq.jid
 end
 
--- Releases the key the job in `payload` holds, if it holds one (another
--- job holds it once an operator released it). Returns the jid the key went
--- to, or false.
+-- Hands key `key` on when job `jid` holds it (another job holds it once an
+-- operator released it). Returns the jid the key went to, or false.
+local function sequence_job_release(ctx, key, jid)
+  if redis.call('HGET', sequence_holders(ctx), key) ~= jid then return false end
+  return sequence_hand_on(ctx, key)
+end
+
+-- The same for the job in `payload`.
 local function sequence_release(ctx, payload)
   local seq = sequence_of(payload)
   if seq == nil then return false end
-  if redis.call('HGET', sequence_holders(ctx), seq.key) ~= seq.jid then return false end
-  return sequence_hand_on(ctx, seq.key)
+  return sequence_job_release(ctx, seq.key, seq.jid)
 end
 
 -- The sequence context from ARGV[first..first+2] (prefix, queue prefix,

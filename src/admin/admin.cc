@@ -1,6 +1,6 @@
 // Admin: a facade over its parts, each of which owns its reads and writes
-// (job sets, queues, processes, limits, periodic jobs, the audit trail,
-// the stats), sharing one AdminContext.
+// (job sets, queues, processes, limits, sequences, periodic jobs, the
+// audit trail, the stats), sharing one AdminContext.
 
 #include "reliableq/admin.h"
 
@@ -17,6 +17,7 @@
 #include "admin/periodic_jobs.h"
 #include "admin/processes.h"
 #include "admin/queues.h"
+#include "admin/sequences.h"
 #include "admin/stats_reader.h"
 
 namespace reliableq {
@@ -83,6 +84,15 @@ class AdminImpl final : public Admin {
 
   Result<std::vector<LimitInfo>> ListLimits() override { return limiters_.List(); }
 
+  Result<SequenceListing> ListSequences(int64_t limit) override { return sequences_.List(limit); }
+  Result<SequenceRelease> ReleaseSequence(std::string_view key) override {
+    return sequences_.Release(key);
+  }
+  Result<SequenceSkip> SkipSequenceHead(std::string_view key,
+                                        const DeadSetLimits& limits) override {
+    return sequences_.SkipHead(key, limits);
+  }
+
   Result<std::vector<ProcessInfo>> ListProcesses() override { return processes_.ListProcesses(); }
   Status SignalProcess(std::string_view identity, ProcessSignal signal) override {
     return processes_.SignalProcess(identity, signal);
@@ -111,6 +121,7 @@ class AdminImpl final : public Admin {
   Queues queues_{context_};
   Processes processes_{context_};
   Limiters limiters_{context_};
+  Sequences sequences_{context_};
   PeriodicJobs periodic_{context_};
   AuditTrail audit_{context_};
   StatsReader stats_{context_, queues_, limiters_};

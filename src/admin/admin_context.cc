@@ -35,6 +35,14 @@ Result<protocol::ClearReply> AdminContext::Clear(std::string_view key, std::stri
   return protocol::ReadClearReply(*reply);
 }
 
+Status CheckDeadLimits(const DeadSetLimits& limits) {
+  if (limits.max_jobs < 1) return Status::InvalidArgument("dead max jobs must be at least 1");
+  if (limits.timeout.count() < 0) {
+    return Status::InvalidArgument("the dead timeout must not be negative");
+  }
+  return Status::OK();
+}
+
 std::string ScoreText(double score) {
   // Fixed notation, the shortest that reads back as the same double: Redis
   // parses it with strtod, so ZRANGEBYSCORE meets the member's exact score.

@@ -19,6 +19,7 @@
 #include "redis/connection.h"
 #include "redis/reply.h"
 #include "reliableq/clock.h"
+#include "reliableq/dead_set.h"
 #include "reliableq/status.h"
 
 namespace reliableq::admin {
@@ -44,6 +45,10 @@ struct AdminContext {
   // queue `queue` (key: its list) and its name in `queues`.
   Result<protocol::ClearReply> Clear(std::string_view key, std::string_view queue) const;
 };
+
+// kInvalidArgument for unusable dead-set limits (max_jobs below 1, a
+// negative timeout).
+Status CheckDeadLimits(const DeadSetLimits& limits);
 
 // `score` in fixed notation, the shortest text that reads back as the same
 // double (so ZRANGEBYSCORE with it meets the member's exact score).

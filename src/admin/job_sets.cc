@@ -81,15 +81,6 @@ std::string GoneMessage(JobSet set, std::string_view jid) {
          " meanwhile; nothing was done";
 }
 
-// kInvalidArgument for unusable dead-set limits.
-Status CheckLimits(const DeadSetLimits& limits) {
-  if (limits.max_jobs < 1) return Status::InvalidArgument("dead max jobs must be at least 1");
-  if (limits.timeout.count() < 0) {
-    return Status::InvalidArgument("the dead timeout must not be negative");
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 JobSets::JobSets(AdminContext& context)
@@ -248,7 +239,7 @@ Result<std::pair<int64_t, int64_t>> JobSets::MoveToDead(JobSet from,
 }
 
 Result<SetEntry> JobSets::Kill(std::string_view jid, const DeadSetLimits& limits) {
-  if (Status s = CheckLimits(limits); !s.ok()) return s;
+  if (Status s = CheckDeadLimits(limits); !s.ok()) return s;
   Result<SetEntry> entry = Find(JobSet::kRetry, jid);
   if (!entry.ok()) return entry.status();
   Result<std::pair<int64_t, int64_t>> moved = MoveToDead(JobSet::kRetry, {*entry}, limits);
@@ -258,7 +249,7 @@ Result<SetEntry> JobSets::Kill(std::string_view jid, const DeadSetLimits& limits
 }
 
 Result<BulkResult> JobSets::KillAll(const DeadSetLimits& limits) {
-  if (Status s = CheckLimits(limits); !s.ok()) return s;
+  if (Status s = CheckDeadLimits(limits); !s.ok()) return s;
   Result<redis::ReplyPtr> size = context_.redis->Command({"ZCARD", context_.keys.Retry()});
   if (!size.ok()) return size.status().WithContext("reading retry");
   BulkResult result;
@@ -343,7 +334,7 @@ Result<ActionResult> JobSets::ActOn(JobSet set, SetAction action, const std::vec
                                     const DeadSetLimits& limits) {
   if (action == SetAction::kKill) {
     if (set == JobSet::kDead) return Status::InvalidArgument("dead entries cannot be killed");
-    if (Status s = CheckLimits(limits); !s.ok()) return s;
+    if (Status s = CheckDeadLimits(limits); !s.ok()) return s;
   }
   ActionResult result;
   if (refs.empty()) return result;
@@ -399,7 +390,7 @@ Result<ActionResult> JobSets::ActOnAll(JobSet set, SetAction action, const DeadS
       break;
   }
   if (set == JobSet::kDead) return Status::InvalidArgument("dead entries cannot be killed");
-  if (Status s = CheckLimits(limits); !s.ok()) return s;
+  if (Status s = CheckDeadLimits(limits); !s.ok()) return s;
   Result<redis::ReplyPtr> size = context_.redis->Command({"ZCARD", SetKey(set)});
   if (!size.ok()) return size.status().WithContext("reading " + std::string(SetKey(set)));
   // As KillAll: every page starts at the front, which the last one emptied;

@@ -17,15 +17,18 @@ StatsReader::StatsReader(AdminContext& context, Queues& queues, Limiters& limite
 
 Result<Stats> StatsReader::Read() {
   // The key names outlive the commands, which only view them.
-  const std::string read_keys[] = {
-      context_.keys.Processed(), context_.keys.Failed(),   context_.keys.Queues(),
-      context_.keys.Schedule(),  context_.keys.Retry(),    context_.keys.Dead(),
-      context_.keys.Processes(), context_.keys.Registry(), context_.keys.StatExpired()};
+  const std::string read_keys[] = {context_.keys.Processed(),   context_.keys.Failed(),
+                                   context_.keys.Queues(),      context_.keys.Schedule(),
+                                   context_.keys.Retry(),       context_.keys.Dead(),
+                                   context_.keys.Processes(),   context_.keys.Registry(),
+                                   context_.keys.StatExpired(), context_.keys.SequencesSince()};
   static constexpr std::string_view kReads[] = {"GET",   "GET",      "SMEMBERS", "ZCARD", "ZCARD",
-                                                "ZCARD", "SMEMBERS", "HGETALL",  "GET"};
+                                                "ZCARD", "SMEMBERS", "HGETALL",  "GET",   "ZCARD"};
   static_assert(std::size(kReads) == sizeof read_keys / sizeof read_keys[0]);
   std::vector<redis::Argv> reads;
   for (size_t i = 0; i < std::size(kReads); ++i) reads.push_back({kReads[i], read_keys[i]});
+  // The oldest hold of a sequence key (its score: when it was taken).
+  reads.push_back({"ZRANGE", read_keys[9], "0", "0", "WITHSCORES"});
   Result<std::vector<redis::ReplyPtr>> first = context_.redis->Pipeline(reads);
   // Each error names the key read, as it is in this layout and group.
   if (Status s = context_.Failed(first, reads, "reading stats"); !s.ok()) return s;
@@ -35,6 +38,11 @@ Result<Stats> StatsReader::Read() {
   stats.processed = redis::CounterValue(r[0]);
   stats.failed = redis::CounterValue(r[1]);
   stats.expired = redis::CounterValue(r[8]);
+  stats.sequences_held = redis::CounterValue(r[9]);
+  const double now = context_.clock->Now();
+  for (const redis::ScoredMember& oldest : redis::ScoredMembers(r[10])) {
+    stats.oldest_sequence_hold = std::max(0.0, now - oldest.score);
+  }
   std::vector<std::string> queues = redis::StringArray(r[2]);
   std::sort(queues.begin(), queues.end());
   stats.scheduled = redis::CounterValue(r[3]);
@@ -64,7 +72,6 @@ Result<Stats> StatsReader::Read() {
   Result<std::vector<redis::ReplyPtr>> second = context_.redis->Pipeline(commands);
   if (Status s = context_.Failed(second, commands, "reading stats"); !s.ok()) return s;
 
-  const double now = context_.clock->Now();
   size_t next = 0;
   for (const std::string& queue : queues) {
     QueueStats q = ReadQueueStats(queue, (*second)[next], (*second)[next + 1], now);

@@ -62,6 +62,8 @@ const Command& ScheduledCommand();
 const Command& QueuesCommand();
 const Command& QueueCommand();
 const Command& LimitsCommand();
+const Command& SequencesCommand();
+const Command& SequenceCommand();
 const Command& SpoolCommand();
 const Command& WebCommand();
 const Command& PeriodicCommand();
@@ -117,6 +119,9 @@ std::string Shown(std::string_view text);
 std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view text, bool allow_zero);
 // "2.5 s".
 std::string SecondsText(std::chrono::milliseconds ms);
+// The length of a span of seconds, its sign ignored: "12 s", "3 min 4 s",
+// "2 h 5 min", "6 d 23 h".
+std::string SpanText(double seconds);
 // The UTC time of epoch seconds in strftime's `format` ("2026-01-01
 // 12:00:00" by default); "never" or "-" for an infinite or unusable time.
 std::string UtcTime(double seconds, const char* format = "%Y-%m-%d %H:%M:%S");

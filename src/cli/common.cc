@@ -287,6 +287,25 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   return buf;
 }
 
+std::string SpanText(double seconds) {
+  int64_t s = static_cast<int64_t>(std::llround(std::fabs(seconds)));
+  if (s < 60) return std::to_string(s) + " s";
+  const std::pair<const char*, int64_t> units[] = {
+      {"d", 86400}, {"h", 3600}, {"min", 60}, {"s", 1}};
+  std::string text;
+  int parts = 0;
+  for (const auto& [name, size] : units) {
+    if (s >= size && parts < 2) {
+      text += (parts > 0 ? " " : "") + std::to_string(s / size) + " " + name;
+      s %= size;
+      ++parts;
+    } else if (parts > 0) {
+      break;
+    }
+  }
+  return text;
+}
+
 std::string UtcTime(double seconds, const char* format) {
   if (!std::isfinite(seconds)) return seconds > 0 ? "never" : "-";
   time_t t = static_cast<time_t>(std::floor(seconds));

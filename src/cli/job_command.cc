@@ -60,31 +60,11 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// "12 s", "3 min 4 s", "2 h 5 min", "6 d 23 h".
-std::string Span(double seconds) {
-  int64_t s = static_cast<int64_t>(std::llround(std::fabs(seconds)));
-  if (s < 60) return std::to_string(s) + " s";
-  const std::pair<const char*, int64_t> units[] = {
-      {"d", 86400}, {"h", 3600}, {"min", 60}, {"s", 1}};
-  std::string text;
-  int parts = 0;
-  for (const auto& [name, size] : units) {
-    if (s >= size && parts < 2) {
-      text += (parts > 0 ? " " : "") + std::to_string(s / size) + " " + name;
-      s %= size;
-      ++parts;
-    } else if (parts > 0) {
-      break;
-    }
-  }
-  return text;
-}
-
 // "2026-11-29T13:00:00Z (12 s ago)" or "(in 5 min)".
 std::string When(double at, double now) {
   double diff = at - now;
   return UtcTime(at, "%Y-%m-%dT%H:%M:%SZ") + " (" +
-         (diff > 0 ? "in " + Span(diff) : Span(diff) + " ago") + ")";
+         (diff > 0 ? "in " + SpanText(diff) : SpanText(diff) + " ago") + ")";
 }
 
 // "40% parsing page 3 (at ...)" of a progress object's JSON text.

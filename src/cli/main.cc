@@ -18,10 +18,11 @@ namespace {
 
 const std::vector<const Command*>& Commands() {
   static const std::vector<const Command*> commands = {
-      &PushCommand(),   &StatsCommand(),    &RecoverCommand(),   &WorkerCommand(),
-      &JobCommand(),    &RetriesCommand(),  &ScheduledCommand(), &DeadCommand(),
-      &QueuesCommand(), &QueueCommand(),    &LimitsCommand(),    &SpoolCommand(),
-      &WebCommand(),    &PeriodicCommand(), &GroupsCommand(),    &MigrateCommand()};
+      &PushCommand(),     &StatsCommand(),   &RecoverCommand(),   &WorkerCommand(),
+      &JobCommand(),      &RetriesCommand(), &ScheduledCommand(), &DeadCommand(),
+      &QueuesCommand(),   &QueueCommand(),   &LimitsCommand(),    &SequencesCommand(),
+      &SequenceCommand(), &SpoolCommand(),   &WebCommand(),       &PeriodicCommand(),
+      &GroupsCommand(),   &MigrateCommand()};
   return commands;
 }
 

@@ -357,9 +357,11 @@ ScriptCall AckCall(const Keys& keys, std::string_view working_key,
                    const std::vector<AckedRun>& runs) {
   ScriptCall call{ScriptId::kAck, {std::string(working_key)}, {}};
   AddSequenceArgs(keys, &call);
-  call.args.reserve(call.args.size() + 4 * runs.size());
+  call.args.reserve(call.args.size() + 6 * runs.size());
   for (const AckedRun& run : runs) {
     call.args.emplace_back(run.original);
+    call.args.emplace_back(run.jid);
+    call.args.emplace_back(run.sequence_key);
     call.args.emplace_back(run.record_key);
     call.args.emplace_back(run.record_key.empty() ? std::string_view() : run.record);
     call.args.push_back(run.record_key.empty() ? std::string()
@@ -470,6 +472,61 @@ Result<KillReply> ReadKillReply(redis::ReplyRef reply) {
   Result<std::pair<int64_t, int64_t>> counts = TwoCounters(reply, "kill.lua");
   if (!counts.ok()) return counts.status();
   return KillReply{.killed = counts->first, .missing = counts->second};
+}
+
+namespace {
+
+// The reply {0} or {1, text, text} of the sequence scripts: false, or true
+// with the two texts.
+Result<bool> FlagAndTwoTexts(redis::ReplyRef reply, std::string_view script, std::string* first,
+                             std::string* second) {
+  constexpr std::string_view kWant = "{0} or {1, jid, jid}";
+  const redisReply* r = ArrayOf(reply, 1, 3);
+  if (r == nullptr) return Unexpected(script, reply, kWant);
+  Result<int64_t> flag = redis::ToInteger(r->element[0]);
+  if (!flag.ok() || (*flag != 0 && *flag != 1) || r->elements != (*flag == 1 ? 3u : 1u)) {
+    return Unexpected(script, reply, kWant);
+  }
+  if (*flag == 0) return false;
+  Result<std::string> a = redis::ToString(r->element[1]);
+  Result<std::string> b = redis::ToString(r->element[2]);
+  if (!a.ok() || !b.ok()) return Unexpected(script, reply, kWant);
+  *first = std::move(*a);
+  *second = std::move(*b);
+  return true;
+}
+
+}  // namespace
+
+ScriptCall SequenceReleaseCall(const Keys& keys, std::string_view key) {
+  return ScriptCall{ScriptId::kSequenceRelease,
+                    {keys.Sequences(), keys.SequencesSince(), keys.SequenceWaiting(key)},
+                    {std::string(key), keys.SequencePrefix(), keys.Queue(""), keys.WakeQueue("")}};
+}
+
+Result<SequenceReleaseReply> ReadSequenceReleaseReply(redis::ReplyRef reply) {
+  SequenceReleaseReply read;
+  Result<bool> held = FlagAndTwoTexts(reply, "sequence_release.lua", &read.holder, &read.next);
+  if (!held.ok()) return held.status();
+  read.held = *held;
+  return read;
+}
+
+ScriptCall SequenceSkipCall(const Keys& keys, std::string_view key, double now,
+                            const DeadSetLimits& limits) {
+  return ScriptCall{
+      ScriptId::kSequenceSkip,
+      {keys.Sequences(), keys.SequencesSince(), keys.SequenceWaiting(key), keys.Dead()},
+      {std::string(key), codec::FormatEpoch(now), Count(limits.max_jobs),
+       Count(limits.timeout.count()), keys.SequencePrefix(), keys.Queue(""), keys.WakeQueue("")}};
+}
+
+Result<SequenceSkipReply> ReadSequenceSkipReply(redis::ReplyRef reply) {
+  SequenceSkipReply read;
+  Result<bool> skipped = FlagAndTwoTexts(reply, "sequence_skip.lua", &read.jid, &read.next);
+  if (!skipped.ok()) return skipped.status();
+  read.skipped = *skipped;
+  return read;
 }
 
 ScriptCall LimitAcquireCall(const Keys& keys, const LimitTerms& limit,

@@ -177,6 +177,9 @@ Result<bool> ReadFinishReply(redis::ReplyRef reply);
 // (record_key empty: none; FinishedRun's record fields).
 struct AckedRun {
   std::string_view original;  // as fetched
+  // Its jid and sequence key as the worker read them (empty: none).
+  std::string_view jid;
+  std::string_view sequence_key;
   std::string_view record_key;
   std::string_view record;
   int64_t record_ttl_seconds = 0;
@@ -268,6 +271,32 @@ struct KillReply {
   int64_t missing = 0;
 };
 Result<KillReply> ReadKillReply(redis::ReplyRef reply);
+
+// sequence_release.lua: an operator lets sequence key `key` go; it goes on
+// to the oldest job waiting for it, as a finish hands it on.
+ScriptCall SequenceReleaseCall(const Keys& keys, std::string_view key);
+// Its reply: held false when nobody held the key (nothing was written);
+// else the jid that held it and the jid it went to (empty: none waited).
+struct SequenceReleaseReply {
+  bool held = false;
+  std::string holder;
+  std::string next;
+};
+Result<SequenceReleaseReply> ReadSequenceReleaseReply(redis::ReplyRef reply);
+
+// sequence_skip.lua: the oldest job waiting for sequence key `key` goes to
+// dead with score `now`, followed by the dead-set trims of `limits`.
+ScriptCall SequenceSkipCall(const Keys& keys, std::string_view key, double now,
+                            const DeadSetLimits& limits);
+// Its reply: skipped false when no job waited (nothing was written); else
+// the jid of the job moved (empty: the entry was not a job) and the jid the
+// key went to when it was held by nobody (empty otherwise).
+struct SequenceSkipReply {
+  bool skipped = false;
+  std::string jid;
+  std::string next;
+};
+Result<SequenceSkipReply> ReadSequenceSkipReply(redis::ReplyRef reply);
 
 // limit_acquire.lua: the job `payload`, fetched into `working_key`, takes
 // a slot of limiter `limit` as `holder` ("<n>@<identity>"), or is parked.

@@ -238,7 +238,8 @@ void Outcomes::SendFeatureAcks(std::vector<FinishedJob> jobs) {
   runs.reserve(jobs.size());
   for (const FinishedJob& job : jobs) {
     record_keys.push_back(job.record.empty() ? std::string() : keys_.JobRecord(job.jid));
-    runs.push_back({job.payload, record_keys.back(), job.record, job.record_ttl});
+    runs.push_back(
+        {job.payload, job.jid, job.sequence_key, record_keys.back(), job.record, job.record_ttl});
   }
   ScriptCall call = protocol::AckCall(keys_, queues_[jobs.front().queue].working_key, runs);
   std::vector<bool> maybe_applied;

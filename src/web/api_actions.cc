@@ -1,9 +1,9 @@
 // The POST side of the API: retry, delete and kill of set entries, quiet
-// and stop of processes, clearing, pausing and resuming a queue, recovering
-// dead processes. The checks (auth, read-only, origin, CSRF token, JSON
+// and stop of processes, clearing, pausing and resuming a queue, releasing
+// a sequence key or skipping its oldest waiting job, recovering dead
+// processes. The checks (auth, read-only, origin, CSRF token, JSON
 // body) ran before any of these (web_server.cc); each action leaves an
 // audit entry, whether it worked or not.
-
 
 #include "reliableq/job.h"  // CheckQueueName
 #include "web/json_out.h"
@@ -180,6 +180,41 @@ void SetQueuePaused(Call& call, bool pause) {
   SendJson(call.response, Done(buffer));
 }
 
+// Release a sequence key, {"key": s} -> {"holder": jid, "next": jid or
+// ""}; or skip its oldest waiting job, {"key": s} -> {"jid": jid, "next":
+// jid or ""}. A key not held, or with no job waiting, is a 404.
+void SequenceAct(Call& call, bool release) {
+  const char* action = release ? "sequence_release" : "sequence_skip";
+  std::optional<std::string> key = StringField(call.body, "key");
+  if (!key || key->empty()) return SendError(call.response, 400, "the body needs \"key\": s");
+  auto admin = BorrowAdmin(call);
+  if (!admin) return;
+  std::string first;
+  std::string next;
+  if (release) {
+    Result<SequenceRelease> done = (*admin)->ReleaseSequence(*key);
+    if (!done.ok()) return Failed(call, **admin, action, *key, done.status());
+    first = std::move(done->holder);
+    next = std::move(done->next);
+  } else {
+    Result<SequenceSkip> done = (*admin)->SkipSequenceHead(*key, DeadSetLimits());
+    if (!done.ok()) return Failed(call, **admin, action, *key, done.status());
+    first = std::move(done->jid);
+    next = std::move(done->next);
+  }
+  Audit(call, **admin, action, *key,
+        (release ? "holder=" : "skipped=") + first + (next.empty() ? "" : " next=" + next));
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key(release ? "holder" : "jid");
+  WriteString(w, first);
+  w.Key("next");
+  WriteString(w, next);
+  w.EndObject();
+  SendJson(call.response, Done(buffer));
+}
+
 void Recover(Call& call) {
   RecoverOptions options;
   if (call.body.HasMember("identity")) {
@@ -229,6 +264,8 @@ void AddActionRoutes(http::HttpRoutes& server, Context& context) {
   Post(server, context, "/api/queue/clear", ClearQueue);
   Post(server, context, "/api/queue/pause", [](Call& call) { SetQueuePaused(call, true); });
   Post(server, context, "/api/queue/resume", [](Call& call) { SetQueuePaused(call, false); });
+  Post(server, context, "/api/sequences/release", [](Call& call) { SequenceAct(call, true); });
+  Post(server, context, "/api/sequences/skip", [](Call& call) { SequenceAct(call, false); });
   Post(server, context, "/api/recovery/recover", Recover);
 }
 

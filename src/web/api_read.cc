@@ -1,6 +1,6 @@
 // The GET side of the API: session, overview, busy, queues, sets, a job,
-// a job found by jid, recovery and the audit trail (reliableq(1), "web"). Every call reads a
-// bounded page: never a whole set or list.
+// a job found by jid, the held sequence keys, recovery and the audit trail (reliableq(1), "web").
+// Every call reads a bounded page: never a whole set or list.
 
 #include <algorithm>
 
@@ -409,6 +409,38 @@ void Recovery(Call& call) {
   SendJson(call.response, Done(buffer));
 }
 
+// The held sequence keys, oldest hold first: ?limit (default 100).
+void Sequences(Call& call) {
+  std::optional<int64_t> limit = IntParam(call.request, call.response, "limit", 100, kMaxPerPage);
+  if (!limit) return;
+  auto admin = Borrow(call);
+  if (!admin) return;
+  Result<SequenceListing> listing = (*admin)->ListSequences(*limit);
+  if (!listing.ok()) return SendStatus(call.response, listing.status());
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("held");
+  w.Int64(listing->held);
+  w.Key("sequences");
+  w.StartArray();
+  for (const SequenceInfo& s : listing->sequences) {
+    w.StartObject();
+    w.Key("key");
+    WriteString(w, s.key);
+    w.Key("holder");
+    WriteString(w, s.holder);
+    w.Key("held_since");
+    WriteNumber(w, s.held_since);
+    w.Key("waiting");
+    w.Int64(s.waiting);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  SendJson(call.response, Done(buffer));
+}
+
 void AuditTrail(Call& call) {
   std::optional<int64_t> limit = IntParam(call.request, call.response, "limit", 1000, 1000);
   if (!limit) return;
@@ -440,6 +472,7 @@ void AddReadRoutes(http::HttpRoutes& server, Context& context) {
   Get(server, context, "/api/sets/*", SetPage);
   Get(server, context, "/api/job", Job);
   Get(server, context, "/api/find", FindJob);
+  Get(server, context, "/api/sequences", Sequences);
   Get(server, context, "/api/recovery", Recovery);
   Get(server, context, "/api/audit", AuditTrail);
 }

@@ -81,6 +81,12 @@ Result<std::vector<MetricFamily>> ClusterMetrics::Read() const {
   families.push_back(Gauge("reliableq_orphaned_jobs",
                            "Jobs in the working lists of dead processes, waiting for the janitor.",
                            static_cast<double>(orphaned)));
+  families.push_back(Gauge("reliableq_sequences_held",
+                           "Sequence keys held by a job now (the others of each wait for it).",
+                           static_cast<double>(stats->sequences_held)));
+  families.push_back(Gauge("reliableq_sequence_oldest_hold_seconds",
+                           "Seconds the sequence key held longest has been held; 0 when none is.",
+                           stats->oldest_sequence_hold));
   families.push_back(Counter("reliableq_stat_processed_total",
                              "Sidekiq's stat:processed: jobs finished.",
                              static_cast<double>(stats->processed)));

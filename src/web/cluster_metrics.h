@@ -1,8 +1,10 @@
 // ClusterMetrics: the cluster-wide gauges of `reliableq web`'s /metrics
 // (reliableq(1), "web"), read from Redis at scrape time: queue sizes and
 // latencies, the sizes of the job sets, processes, busy, in-progress and
-// orphaned jobs, and Sidekiq's processed/failed counters. A Collectable, so
-// that prometheus-cpp's serializer writes the text format.
+// orphaned jobs, the held sequence keys and the age of the oldest hold
+// (two reads in the stats' first round trip), and Sidekiq's
+// processed/failed counters. A Collectable, so that prometheus-cpp's
+// serializer writes the text format.
 //
 // Thread safety: Collect and Read from any thread (each borrows its own
 // connection from the pool).

@@ -1529,5 +1529,85 @@ TEST_CASE_FIXTURE(RedisFixture, "job finds a job by jid, as text and JSON; unkno
   CheckUsageError(RunCli(With({"job", "a", "--scan-limit", "x"}, nowhere)), "job");
 }
 
+TEST_CASE_FIXTURE(RedisFixture, "sequences lists held keys; sequence release and skip") {
+  auto keyed = [](const std::string& jid) {
+    return R"({"class":"Pay","args":[],"queue":"default","jid":")" + jid +
+           R"(","sequence":"acct"})";
+  };
+  Outcome none = RunCli(With({"sequences"}, server().Url()));
+  REQUIRE(none.exit_code == 0);
+  CHECK(none.out == "no sequence keys held\n");
+
+  const double now = NowSeconds();
+  Run({"HSET", "reliableq:sequences", "acct", "j1", "evil\x1b[2J\nk", "k\n1"});
+  Run({"ZADD", "reliableq:sequences:since", std::to_string(now - 400), "acct",
+       std::to_string(now - 5), "evil\x1b[2J\nk"});
+  Run({"RPUSH", "reliableq:sequence:acct", keyed("j2"), keyed("j3")});
+
+  Outcome text = RunCli(With({"sequences"}, server().Url()));
+  REQUIRE(text.exit_code == 0);
+  CHECK_MESSAGE(InertLines(text.out), text.out);
+  CHECK_MESSAGE(text.out.rfind("KEY ", 0) == 0, text.out);
+  // Oldest hold first, untrusted text escaped.
+  size_t acct = text.out.find("\nacct ");
+  size_t evil = text.out.find("\nevil\\x1b[2J\\nk ");
+  CHECK_MESSAGE(acct != std::string::npos, text.out);
+  CHECK_MESSAGE(evil > acct, text.out);
+  CHECK_MESSAGE(text.out.find(" 6 min 4") != std::string::npos, text.out);
+  CHECK_MESSAGE(text.out.find("k\\n1") != std::string::npos, text.out);
+
+  Outcome json = RunCli(With({"sequences", "--json", "--limit", "1"}, server().Url()));
+  REQUIRE(json.exit_code == 0);
+  rapidjson::Document doc = ParseJson(json.out);
+  CHECK(doc["held"].GetInt64() == 2);
+  REQUIRE(doc["sequences"].Size() == 1);
+  CHECK(std::string(doc["sequences"][0]["key"].GetString()) == "acct");
+  CHECK(std::string(doc["sequences"][0]["holder"].GetString()) == "j1");
+  CHECK(doc["sequences"][0]["waiting"].GetInt64() == 2);
+  Outcome limited = RunCli(With({"sequences", "--limit", "1"}, server().Url()));
+  CHECK(limited.out.find("(1 of 2 held keys shown)\n") != std::string::npos);
+
+  Outcome skipped = RunCli(With({"sequence", "skip", "acct"}, server().Url()));
+  REQUIRE(skipped.exit_code == 0);
+  CHECK(skipped.out == "sequence acct: job j2 moved to the dead set\n");
+  CHECK(ZRange("dead") == std::vector<std::string>{keyed("j2")});
+  Outcome released = RunCli(With({"sequence", "release", "acct"}, server().Url()));
+  REQUIRE(released.exit_code == 0);
+  CHECK(released.out == "sequence acct released from j1: handed on to j3\n");
+  CHECK(HGet("reliableq:sequences", "acct") == "j3");
+  CHECK(LRange("queue:default") == std::vector<std::string>{keyed("j3")});
+
+  // A key nobody holds, a key no job waits for: exit 1, one line.
+  Outcome free_key = RunCli(With({"sequence", "release", "no\x1b[2Jkey"}, server().Url()));
+  CHECK(free_key.exit_code == 1);
+  CHECK(free_key.out.empty());
+  CHECK(free_key.err ==
+        "reliableq: Not found: sequence key 'no\\x1b[2Jkey' is not held; nothing was done\n");
+  Outcome nothing = RunCli(With({"sequence", "skip", "acct"}, server().Url()));
+  CHECK(nothing.exit_code == 1);
+  CHECK(nothing.err ==
+        "reliableq: Not found: no job waits for sequence key 'acct'; nothing "
+        "was done\n");
+}
+
+TEST_CASE("sequence and sequences refuse bad command lines before any I/O") {
+  // Nothing listens there: a verb that connected first would exit 1.
+  const std::string url = "unix:///nonexistent.sock";
+  CheckUsageError(RunCli(With({"sequence"}, url)), "sequence", "missing subcommand");
+  CheckUsageError(RunCli(With({"sequence", "free", "k"}, url)), "sequence",
+                  "unknown subcommand 'free'");
+  CheckUsageError(RunCli(With({"sequence", "release"}, url)), "sequence",
+                  "release needs a sequence KEY");
+  CheckUsageError(RunCli(With({"sequence", "skip", ""}, url)), "sequence",
+                  "skip needs a sequence KEY");
+  CheckUsageError(RunCli(With({"sequence", "skip", "k", "more"}, url)), "sequence",
+                  "unexpected argument 'more'");
+  CheckUsageError(RunCli(With({"sequences", "--limit", "0"}, url)), "sequences",
+                  "--limit needs a positive integer, not '0'");
+  CheckUsageError(RunCli(With({"sequences", "--limit", "x"}, url)), "sequences");
+  CheckUsageError(RunCli(With({"sequences", "extra"}, url)), "sequences",
+                  "unexpected argument 'extra'");
+}
+
 }  // namespace
 }  // namespace reliableq

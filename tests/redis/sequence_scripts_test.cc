@@ -164,6 +164,32 @@ TEST_CASE_FIXTURE(SequenceFixture,
   CHECK(Waiting("b") == Strings{Keyed(5, "b", loose)});
 }
 
+TEST_CASE_FIXTURE(SequenceFixture,
+                  "ack.lua ends a batch of successes: each holder hands its key on, with the "
+                  "key the worker read; a job given back moves nothing") {
+  PushAll({Keyed(1, "a"), Keyed(2, "b"), Keyed(3, "a"), Keyed(4, "b"), Keyed(5, "c")});
+  Fetch(10);
+  Run({"LREM", kWork, "0", Keyed(5, "c")});  // given back by a janitor
+  const std::string one = Keyed(1, "a"), two = Keyed(2, "b"), five = Keyed(5, "c");
+  const std::string record_key = keys.JobRecord("j1");
+  std::vector<AckedRun> runs = {{one, "j1", "a", record_key, R"({"state":"done"})", 60},
+                                {two, "j2", "b", "", "", 0},
+                                {five, "j5", "c", "", "", 0}};
+  Result<redis::ReplyPtr> reply = redis().Eval(AckCall(keys, kWork, runs));
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  Result<std::vector<bool>> moved = ReadAckReply(reply->get(), runs.size());
+  REQUIRE(moved.ok());
+  CHECK(*moved == std::vector<bool>{true, true, false});
+  CHECK(Holder("a") == "j3");
+  CHECK(Holder("b") == "j4");
+  // Job 5 still holds its key: it runs again from its queue.
+  CHECK(Holder("c") == "j5");
+  CHECK(LRange("queue:default") == Strings{Keyed(3, "a"), Keyed(4, "b")});
+  CHECK(Get(record_key) == R"({"state":"done"})");
+  CHECK(Integer({"TTL", record_key}) > 0);
+  CHECK_FALSE(Exists(kWork));
+}
+
 TEST_CASE_FIXTURE(SequenceFixture, "dead, discard and expire end the life and hand the key on") {
   for (FinishMode mode : {FinishMode::kDead, FinishMode::kDiscard, FinishMode::kExpire}) {
     CAPTURE(static_cast<int>(mode));
@@ -267,15 +293,24 @@ TEST_CASE_FIXTURE(SequenceFixture,
 
 TEST_CASE_FIXTURE(SequenceFixture,
                   "a sequence key of another type stops the fetch before anything moves") {
+  // Job 2 would wait in a list that is not one.
   Run({"SET", keys.SequenceWaiting("a"), "x"});
-  PushAll({Keyed(1, "a"), Keyed(2, "")});
+  PushAll({Keyed(1, "a"), Keyed(2, "a"), Keyed(3, "")});
   std::string queue = keys.Queue("default");
   Result<redis::ReplyPtr> reply = redis().Eval(FetchCall({{queue, kWork}}, 10, &keys));
   REQUIRE_FALSE(reply.ok());
   CHECK(reply.status().message().find("WRONGTYPE fetch: key " + keys.SequenceWaiting("a")) == 0);
-  CHECK(Integer({"LLEN", "queue:default"}) == 2);
+  CHECK(Integer({"LLEN", "queue:default"}) == 3);
   CHECK_FALSE(Exists(kWork));
   CHECK_FALSE(Exists(keys.Sequences()));
+  // The holders' hash of another type stops it too.
+  Run({"FLUSHALL"});
+  Run({"SET", keys.Sequences(), "x"});
+  PushAll({Keyed(1, "a"), Keyed(2, "")});
+  reply = redis().Eval(FetchCall({{queue, kWork}}, 10, &keys));
+  REQUIRE_FALSE(reply.ok());
+  CHECK(reply.status().message().find("WRONGTYPE fetch: key " + keys.Sequences()) == 0);
+  CHECK(Integer({"LLEN", "queue:default"}) == 2);
 
   // The same for a finish that would hand the key on: the job stays.
   Run({"FLUSHALL"});

@@ -702,3 +702,61 @@ TEST_CASE("reliableq web serves until SIGTERM") {
   CHECK(WEXITSTATUS(*status) == 0);
   std::remove(log.c_str());
 }
+
+TEST_CASE_FIXTURE(WebFixture, "sequences: listed oldest first, released and skipped, audited") {
+  Keys keys;
+  auto keyed = [](const std::string& jid) { return Job(jid, "default", R"(,"sequence":"acct")"); };
+  // "acct" held by j1 (oldest) with j2, j3 waiting; "x\u001b" by k1.
+  Run({"HSET", keys.Sequences(), "acct", "j1", "x\x1b", "k1"});
+  Run({"ZADD", keys.SequencesSince(), "1700000000.5", "acct", "1700000100", "x\x1b"});
+  Run({"RPUSH", keys.SequenceWaiting("acct"), keyed("j2"), keyed("j3")});
+  Start();
+
+  rapidjson::Document listed = GetJson("/api/sequences");
+  CHECK(listed["held"].GetInt64() == 2);
+  REQUIRE(listed["sequences"].Size() == 2);
+  const rapidjson::Value& first = listed["sequences"][0];
+  CHECK(std::string(first["key"].GetString()) == "acct");
+  CHECK(std::string(first["holder"].GetString()) == "j1");
+  CHECK(first["held_since"].GetDouble() == 1700000000.5);
+  CHECK(first["waiting"].GetInt64() == 2);
+  CHECK(std::string(listed["sequences"][1]["key"].GetString()) == "x\x1b");
+  CHECK(GetJson("/api/sequences?limit=1")["sequences"].Size() == 1);
+  GetJson("/api/sequences?limit=0", 400);
+
+  httplib::Result metrics = client().Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("reliableq_sequences_held 2\n") != std::string::npos);
+  CHECK(metrics->body.find("reliableq_sequence_oldest_hold_seconds ") != std::string::npos);
+  CHECK(metrics->body.find("reliableq_sequence_oldest_hold_seconds 0\n") == std::string::npos);
+
+  rapidjson::Document skipped = Act("/api/sequences/skip", R"({"key":"acct"})");
+  CHECK(std::string(skipped["jid"].GetString()) == "j2");
+  CHECK(ZRange("dead") == std::vector<std::string>{keyed("j2")});
+  rapidjson::Document released = Act("/api/sequences/release", R"({"key":"acct"})");
+  CHECK(std::string(released["holder"].GetString()) == "j1");
+  CHECK(std::string(released["next"].GetString()) == "j3");
+  CHECK(HGet(keys.Sequences(), "acct") == "j3");
+  CHECK(LRange("queue:default") == std::vector<std::string>{keyed("j3")});
+  Act("/api/sequences/release", R"({"key":"free"})", 404);
+  Act("/api/sequences/skip", R"({"key":"acct"})", 404);  // nothing waits now
+  Act("/api/sequences/skip", R"({"key":""})", 400);
+  // Without the CSRF token: refused, nothing done.
+  httplib::Result forged = PostJson("/api/sequences/release", R"({"key":"acct"})", {});
+  REQUIRE(forged);
+  CHECK(forged->status == 403);
+  CHECK(HGet(keys.Sequences(), "acct") == "j3");
+
+  rapidjson::Document audit = GetJson("/api/audit");
+  std::vector<std::string> actions;
+  for (const auto& entry : audit["entries"].GetArray()) {
+    actions.push_back(std::string(entry["action"].GetString()) + " " + entry["target"].GetString() +
+                      " " + entry["result"].GetString());
+  }
+  REQUIRE(actions.size() == 4);
+  CHECK(actions[3] == "sequence_skip acct skipped=j2");
+  CHECK(actions[2] == "sequence_release acct holder=j1 next=j3");
+  CHECK(actions[1].rfind("sequence_release free error: ", 0) == 0);
+  CHECK(actions[0].rfind("sequence_skip acct error: ", 0) == 0);
+  CHECK(Contains(Log(), R"("action":"sequence_release","target":"acct")"));
+}

@@ -53,6 +53,8 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
   calls.push_back(ClearCall(keys, queue, "q"));
   calls.push_back(KillCall(keys, 1.0, limits, {"{}"}));
   calls.push_back(KillCall(keys, 1.0, limits, {"{}"}, keys.Schedule()));
+  calls.push_back(SequenceReleaseCall(keys, "acct"));
+  calls.push_back(SequenceSkipCall(keys, "acct", 1.0, limits));
   calls.push_back(LimitAcquireCall(keys, limit, working, "{}", "1@h:1:x", std::nullopt, 0));
   calls.push_back(LimitReleaseCall(keys, limit, {"1@h:1:x"}, 1.0));
   calls.push_back(LimitReapCall(keys, limit, {"h:1:x", "h:2:y"}, 1.0));
@@ -67,7 +69,7 @@ std::vector<ScriptCall> EveryCall(const Keys& keys) {
 TEST_CASE("layout 2: every KEYS entry of every script call carries the group's hash tag") {
   const Keys keys("rq:", "eu-1");
   std::vector<ScriptCall> calls = EveryCall(keys);
-  CHECK(calls.size() == 29);  // every builder, some in two to six modes
+  CHECK(calls.size() == 31);  // every builder, some in two to six modes
   for (const ScriptCall& call : calls) {
     CAPTURE(static_cast<int>(call.script));
     REQUIRE_FALSE(call.keys.empty());
