@@ -606,49 +606,25 @@
 
   async function sequencesView() {
     const data = await get('/api/sequences');
-    const rows =
-        (data.sequences || [])
-            .map(
-                (s) => h(
-                    'tr', {'data-testid': 'sequence-row', 'data-key': s.key},
-                    h('td', {class: 'mono'}, s.key), h('td', {class: 'mono'}, jidLink(s.holder)),
-                    h('td', {class: 'num'},
-                      duration(Math.max(0, nowSeconds() - Number(s.held_since)))),
-                    numCell(s.waiting),
-                    h('td', null,
-                      button(
-                          'Release', 'release-sequence',
-                          () => act(
-                              'Release sequence ' + s.key +
-                                  '? The oldest waiting job runs next; if the holder runs again it waits at the end.',
-                              '/api/sequences/release', {key: s.key},
-                              (r) => 'Released ' + s.key +
-                                  (r.next ? ': handed on to ' + r.next :
-                                            ': no job waited, the key is free'))),
-                      s.waiting > 0 ?
-                          button(
-                              'Skip next', 'skip-sequence',
-                              () =>
-                                  act('Move the oldest job waiting for ' + s.key +
-                                          ' to the dead set? It will not run.',
-                                      '/api/sequences/skip', {key: s.key},
-                                      (r) => 'Moved ' + (r.jid || 'an entry that is not a job') +
-                                          ' to the dead set'),
-                              'danger') :
-                          null)));
+    const rows = (data.sequences || []).map((s) => h('tr', { 'data-testid': 'sequence-row', 'data-key': s.key },
+      h('td', { class: 'mono' }, s.key), h('td', { class: 'mono' }, jidLink(s.holder)),
+      h('td', { class: 'num' }, duration(Math.max(0, nowSeconds() - Number(s.held_since)))), numCell(s.waiting),
+      h('td', null,
+        button('Release', 'release-sequence', () => act(
+          'Release sequence ' + s.key + '? The oldest waiting job runs next; if the holder runs again it waits at the end.',
+          '/api/sequences/release', { key: s.key },
+          (r) => 'Released ' + s.key + (r.next ? ': handed on to ' + r.next : ': no job waited, the key is free'))),
+        s.waiting > 0 ? button('Skip next', 'skip-sequence', () => act(
+          'Move the oldest job waiting for ' + s.key + ' to the dead set? It will not run.',
+          '/api/sequences/skip', { key: s.key },
+          (r) => 'Moved ' + (r.jid || 'an entry that is not a job') + ' to the dead set'), 'danger') : null)));
     const shown = (data.sequences || []).length;
     return [
-      heading(
-          'Sequences',
-          h('span', {class: 'muted', 'data-testid': 'sequences-held'},
-            num(data.held) + ' key(s) held' +
-                (data.held > shown ? ', the ' + num(shown) + ' held longest shown' : ''))),
-      h('p', {class: 'muted'},
-        'Each key runs one job at a time; the others wait in push order. Oldest hold first.'),
-      h('section', {class: 'panel'},
-        table(
-            'sequence-table', ['Key', 'Holder', ['Held for', 'num'], ['Waiting', 'num'], ''], rows,
-            'No sequence key is held.')),
+      heading('Sequences', h('span', { class: 'muted', 'data-testid': 'sequences-held' },
+        num(data.held) + ' key(s) held' + (data.held > shown ? ', the ' + num(shown) + ' held longest shown' : ''))),
+      h('p', { class: 'muted' }, 'Each key runs one job at a time; the others wait in push order. Oldest hold first.'),
+      h('section', { class: 'panel' },
+        table('sequence-table', ['Key', 'Holder', ['Held for', 'num'], ['Waiting', 'num'], ''], rows, 'No sequence key is held.')),
     ];
   }
 
@@ -683,8 +659,7 @@
     // Not refreshed: each look is a bounded scan of every queue and set.
     if (name === 'jid' && route.arg) return Object.assign(route, { view: lookupView, live: false, nav: null });
     if (name === 'recovery') return Object.assign(route, { view: recoveryView, live: true, nav: 'recovery' });
-    if (name === 'sequences')
-      return Object.assign(route, {view: sequencesView, live: true, nav: 'sequences'});
+    if (name === 'sequences') return Object.assign(route, { view: sequencesView, live: true, nav: 'sequences' });
     if (name === 'audit') return Object.assign(route, { view: auditView, live: true, nav: 'audit' });
     return Object.assign(route, { view: async () => h('p', null, 'No such page: ', path), live: false, nav: null });
   }
