@@ -167,6 +167,10 @@ class NetworkChaos(Chaos):
         it now (the plan tries again a second later)."""
         a = self.args
         rng = self.rng
+        if kind in ('kill', 'zombie', 'term', 'redis'):
+            # The default mode's faults, when asked for (--kills, --zombies,
+            # --terms, --redis-restarts; 0 by default in this mode).
+            return super().fault(kind)
         if kind == 'clock':
             # --clock-skew: a worker's wall clock stepped (an event of the
             # default mode's, not a network fault: it explains nothing).
@@ -243,7 +247,9 @@ class NetworkChaos(Chaos):
             ('partition', a.partitions), ('long_partition', a.long_partitions),
             ('proxy', a.latency_episodes if a.proxied_workers else 0),
             ('producer_partition', a.producer_partitions),
-            ('clock', a.clock_steps if a.clock_skew else 0)))
+            ('clock', a.clock_steps if a.clock_skew else 0),
+            ('kill', a.kills), ('zombie', a.zombies), ('term', a.terms),
+            ('redis', a.redis_restarts)))
 
     def cleanup(self):
         for _, fault, heal in self.active:
@@ -295,7 +301,10 @@ class NetworkChaos(Chaos):
                 hits.sort(key=lambda f: (f['kind'] != 'long_partition', -f['start']))
                 fault = hits[0] if hits else None
             cause = CAUSES[fault['kind']] if fault else super().explain(lower, higher)
-            if cause in ('declared dead', 'redis restart'):
+            # A Redis restart explains a run given back while Redis was
+            # away only when the run asked for restarts (--redis-restarts).
+            if cause == 'declared dead' or (cause == 'redis restart' and
+                                            not self.args.redis_restarts):
                 return None
         if cause is not None:
             fenced_at = fault['start'] + self.args.heartbeat_ttl if fault and \
