@@ -27,6 +27,7 @@ check explains each duplicate run.
 """
 
 import json
+import os
 
 from ..resp import pairs
 from . import FENCED, PREFIX, RECORD_PREFIX
@@ -83,21 +84,23 @@ class SequenceCheck:
         return out
 
     def window_causes(self):
-        """{pid: [(time, cause)]}: the events and log lines after which a
-        process's run may go on while its job is given back."""
+        """{pid: [(time, cause, rank)]}: the events and log lines after which
+        a process's run may go on while its job is given back; rank 0 for a
+        fault the run made, 1 for what a worker's log says followed (a
+        fence, a janitor that took it for dead)."""
         out = {}
         for e in self.events:
             cause = WINDOW_EVENTS.get(e['kind'])
             if cause is not None and e['pid'] is not None:
-                out.setdefault(e['pid'], []).append((e['at'], cause))
+                out.setdefault(e['pid'], []).append((e['at'], cause, 0))
         for f in getattr(self, 'faults', []):
             cause = WINDOW_EVENTS.get(f['kind'])
             if cause is not None and f['role'] == 'worker':
-                out.setdefault(f['pid'], []).append((f['start'], cause))
+                out.setdefault(f['pid'], []).append((f['start'], cause, 0))
         for pid, times in self.log_times(FENCED).items():
-            out.setdefault(pid, []).extend((t, 'fenced') for t in times)
+            out.setdefault(pid, []).extend((t, 'fenced', 1) for t in times)
         for pid, times in self.log_times().items():
-            out.setdefault(pid, []).extend((t, 'declared dead') for t in times)
+            out.setdefault(pid, []).extend((t, 'declared dead', 1) for t in times)
         return out
 
     def check_sequences(self, r, mono_to_real):
@@ -108,6 +111,7 @@ class SequenceCheck:
         causes = self.window_causes()
 
         runs_by_key = {}
+        unrecorded = 0
         for token, at in starts.items():
             end = ends.get(token)
             if end is None:
@@ -116,8 +120,12 @@ class SequenceCheck:
                 end = min(later) if later else None
             runs_by_key.setdefault(at['key'], []).append(dict(at, token=token, until=end))
 
-        order_violations, overlaps, unexplained, by_cause = [], 0, [], {}
-        reruns = unrecorded = open_runs = jobs = 0
+        attempts_of = {}
+        for runs in runs_by_key.values():
+            for run in runs:
+                attempts_of.setdefault(run['id'], []).append(run)
+        order_violations, overlaps, unexplained, by_cause, explained = [], 0, [], {}, []
+        reruns = open_runs = jobs = 0
         for key, runs in runs_by_key.items():
             runs.sort(key=lambda run: run['start'])
             first = {}
@@ -135,16 +143,18 @@ class SequenceCheck:
                     order_violations.append({'key': key, 'earlier': lower, 'later': higher})
             for i, one in enumerate(runs):
                 for other in runs[i + 1:]:
+                    # By start: every later one starts later still.
                     if one['until'] is not None and other['start'] >= one['until']:
-                        continue
+                        break
                     if other['id'] == one['id']:
                         continue
                     overlaps += 1
-                    cause = self.overlap_cause(one, other, causes)
+                    cause = self.overlap_cause(one, other, causes, attempts_of)
                     if cause is None:
                         unexplained.append({'key': key, 'runs': [one, other]})
                     else:
                         by_cause[cause] = by_cause.get(cause, 0) + 1
+                        explained.append({'key': key, 'cause': cause, 'runs': [one, other]})
 
         held = pairs(r.call('HGETALL', PREFIX + 'sequences'))
         waiting = {key: r.call('LLEN', key) for key in waiting_lists(r)}
@@ -160,6 +170,9 @@ class SequenceCheck:
         if waiting:
             self.problems.append('%d sequence keys still have jobs waiting: %s' % (
                 len(waiting), sorted(waiting.items())[:10]))
+        with open(os.path.join(self.work, 'sequences.json'), 'w') as f:
+            json.dump({'overlaps_explained': explained, 'overlaps_unexplained': unexplained,
+                       'order_violations': order_violations}, f, indent=1)
         self.details['sequence_order_violations'] = order_violations
         self.details['sequence_unexplained_overlaps'] = unexplained
         return {
@@ -179,20 +192,36 @@ class SequenceCheck:
         }
 
     @staticmethod
-    def overlap_cause(one, other, causes):
+    def overlap_cause(one, other, causes, attempts_of):
         """Why attempts `one` and `other` (of two jobs of one key, `one`
-        started first) ran at once: a window event of either's process from
-        SLACK before `one` began until `other` began; None when there is
-        none."""
+        started first) ran at once, when it is the stated window: one of
+        them is a stale run, whose job was given back while it ran and ran
+        again (`one`, and another attempt of its job began after it and
+        before `other`: that attempt's end handed the key on), or whose
+        process started it after the job had run elsewhere (`other`, a
+        prefetch a zombie kept; another attempt of its job began before
+        it), and the stale run's process had a window event from SLACK
+        before `one` began until `other` began. None when there is none. A
+        fault of the run (a zombie, a partition) names the cause before what
+        the logs say followed it (a fence, taken for dead)."""
+        def again(stale, after, before):
+            return any(at['token'] != stale['token'] and after < at['start'] < before
+                       for at in attempts_of.get(stale['id'], []))
+        stale = []
+        if again(one, one['start'], other['start']):
+            stale.append(one)
+        if again(other, float('-inf'), other['start']):
+            stale.append(other)
         found = []
-        for run in (one, other):
-            for at, cause in causes.get(run['pid'], []):
+        for run in stale:
+            for at, cause, rank in causes.get(run['pid'], []):
                 if one['start'] - SLACK <= at <= other['start']:
-                    found.append((at, cause))
+                    found.append((-rank, at, cause))
         if not found:
             return None
-        # The latest before the later start: the one that opened the window.
-        return max(found)[1]
+        # The latest fault before the later start: the one that opened the
+        # window.
+        return max(found)[2]
 
 
 def print_sequences(report, details):
