@@ -5,7 +5,7 @@
 //                  --queues Q1,Q2 --accepted FILE --unknown FILE
 //                  [--deadline SECONDS] [--backlog JOBS]
 //                  [--wait-replicas N] [--wait-timeout MS] [--spool DIR]
-//                  [--sequence-keys K]
+//                  [--sequence-keys K [--sequence-window W]]
 //
 // Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
 // new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
@@ -21,11 +21,15 @@
 // `count` pushes were stored, paced at `rate` stored pushes per second.
 //
 // With --sequence-keys K, every job names a sequence key (Job::sequence):
-// the n-th push (n = id - first-id) gets the key "<first-id>.<n mod K>" and
-// the args [id, key, n div K], its index within its key, so that each key's
-// jobs are pushed in the order of their index; all of a key's jobs go to one
-// queue (Q[(n mod K) % number of queues]). A push whose reply was lost still
-// used its index: its key's order is that of the pushes Redis stored.
+// the n-th push (n = id - first-id) gets the key "<first-id>.<slot>", slot
+// n mod K, and the args [id, key, index], index n div K, its place within its
+// key, so that each key's jobs are pushed in the order of their index; all of
+// a key's jobs go to one queue (Q[slot % number of queues]). With
+// --sequence-window W, the keys take turns W at a time: the first W keys get
+// all their jobs (count / K, rounded up, each), interleaved, then the next W,
+// so that jobs of one key sit close together in the queue and meet each
+// other at the fetch. A push whose reply was lost still used its index: its
+// key's order is that of the pushes Redis stored.
 //
 // --wait-replicas and --wait-timeout set ClientOptions::wait_replicas and
 // wait_timeout (a push is stored only when replicated); --spool sets
@@ -82,7 +86,8 @@ struct Options {
   long long wait_replicas = 0;
   long long wait_timeout_ms = 1000;
   std::string spool;
-  long long sequence_keys = 0;  // 0: plain jobs
+  long long sequence_keys = 0;    // 0: plain jobs
+  long long sequence_window = 0;  // 0: every key at once
 };
 
 volatile std::sig_atomic_t stop_requested = 0;
@@ -94,7 +99,7 @@ int Usage(const std::string& problem) {
                "                      --queues Q1,Q2 --accepted FILE --unknown FILE\n"
                "                      [--deadline SECONDS] [--backlog JOBS]\n"
                "                      [--wait-replicas N] [--wait-timeout MS] [--spool DIR]\n"
-               "                      [--sequence-keys K]\n",
+               "                      [--sequence-keys K [--sequence-window W]]\n",
                problem.c_str());
   return 2;
 }
@@ -139,7 +144,8 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       options->spool = value;
     } else if (name == "--first-id" || name == "--count" || name == "--rate" ||
                name == "--deadline" || name == "--backlog" || name == "--wait-replicas" ||
-               name == "--wait-timeout" || name == "--sequence-keys") {
+               name == "--wait-timeout" || name == "--sequence-keys" ||
+               name == "--sequence-window") {
       if (!ParseNumber(value, &number) || number < 0) {
         return name + " needs a non-negative number, not '" + value + "'";
       }
@@ -151,6 +157,7 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       if (name == "--wait-replicas") options->wait_replicas = static_cast<long long>(number);
       if (name == "--wait-timeout") options->wait_timeout_ms = static_cast<long long>(number);
       if (name == "--sequence-keys") options->sequence_keys = static_cast<long long>(number);
+      if (name == "--sequence-window") options->sequence_window = static_cast<long long>(number);
     } else {
       return "unknown option " + name;
     }
@@ -220,6 +227,28 @@ bool WaitForEmptySpool(const std::string& dir, Clock::time_point deadline) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// The key slot and the index within it of the n-th push (see the top).
+void SequencePlace(const Options& options, long long n, long long* slot, long long* index) {
+  const long long keys = options.sequence_keys;
+  const long long window = options.sequence_window;
+  if (window <= 0 || window >= keys) {
+    *slot = n % keys;
+    *index = n / keys;
+    return;
+  }
+  // Jobs per key, and the pushes of one turn of `window` keys; a turn of
+  // fewer keys (the last) gives each more. Pushes past `count` (those whose
+  // reply was lost used ids too) start the keys over, at higher indices.
+  const long long per_key = (options.count + keys - 1) / keys;
+  const long long turns = (keys + window - 1) / window;
+  const long long turn = n / (window * per_key);
+  const long long within = n % (window * per_key);
+  const long long first = turn % turns * window;
+  const long long width = std::min(window, keys - first);
+  *slot = first + within % width;
+  *index = turn / turns * window * per_key + within / width;
 }
 
 }  // namespace
@@ -302,11 +331,11 @@ int main(int argc, char** argv) {
     reliableq::Job job;
     job.job_class = "ChaosJob";
     if (options.sequence_keys > 0) {
-      const long long n = id - options.first_id;
-      const long long slot = n % options.sequence_keys;
+      long long slot = 0;
+      long long index = 0;
+      SequencePlace(options, id - options.first_id, &slot, &index);
       const std::string key = std::to_string(options.first_id) + "." + std::to_string(slot);
-      job.args = "[" + std::to_string(id) + ",\"" + key + "\"," +
-                 std::to_string(n / options.sequence_keys) + "]";
+      job.args = "[" + std::to_string(id) + ",\"" + key + "\"," + std::to_string(index) + "]";
       job.queue = options.queues[static_cast<size_t>(slot) % options.queues.size()];
       job.sequence = reliableq::Sequence{key, false};
     } else {

@@ -306,6 +306,11 @@ def parse_args(argv):
                         'at once outside the stated window of reliableq(1), SEQUENCES, or a '
                         'key held or waited for at the end (default and network modes; 0: '
                         'plain jobs)')
+    p.add_argument('--sequence-window', type=int, default=0, metavar='W',
+                   help='with --sequences: each producer pushes its keys W at a time (all '
+                        'the jobs of W keys, interleaved, then the next W), so that jobs of '
+                        'one key meet at the fetch and wait for each other (0: all its keys '
+                        'interleaved)')
     p.add_argument('--limit', type=int, default=0,
                    help='a concurrency limit across the workers on ChaosJob (--limit '
                         'chaos=concurrency=N); the report counts the moments above it inside '
@@ -425,6 +430,8 @@ def parse_args(argv):
         p.error('--clock-skew applies to the default and network modes only')
     if a.sequences < 0 or (a.sequences and a.mode not in ('default', 'network')):
         p.error('--sequences takes a number of keys >= 0, in the default and network modes')
+    if a.sequence_window < 0:
+        p.error('--sequence-window must be at least 0')
     if a.clock_steps < 0:
         p.error('--clock-steps must be at least 0')
     if a.clock_skew and faketime_library() is None:

@@ -719,7 +719,8 @@ class Chaos(Oracle):
             if getattr(a, 'sequences', 0):
                 # Each producer its own keys, so that each key's push order
                 # is one producer's.
-                argv += ['--sequence-keys', str(max(1, key_share + (1 if p < key_extra else 0)))]
+                argv += ['--sequence-keys', str(max(1, key_share + (1 if p < key_extra else 0))),
+                         '--sequence-window', str(a.sequence_window)]
             self.producers.append((spawn(self.in_place('producer', argv), base + '.log'), base))
 
     def in_place(self, role, argv):
