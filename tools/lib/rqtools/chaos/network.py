@@ -89,7 +89,11 @@ class NetworkChaos(Chaos):
         place = self.network.place('%s%d' % (role[0], self.roles[role]))
         address = (self.network.anchor, self.redis.port)
         proxy = None
-        if role == 'worker' and len(self.proxy_of) < a.proxied_workers:
+        # A worker killed on request (--kills) leaves its place behind a
+        # proxy to the one started in its stead.
+        proxied = sum(1 for w in self.workers if w.pid in self.proxy_of and
+                      w.state not in ('killed', 'exited'))
+        if role == 'worker' and proxied < a.proxied_workers:
             proxy = FaultProxy((self.network.anchor, 0), self.redis.sock,
                                seed=self.rng.getrandbits(32)).start()
             address = proxy.address
@@ -286,6 +290,13 @@ class NetworkChaos(Chaos):
             cause, fault = super().explain(lower, higher), None
             if cause != 'fenced':
                 return None
+        elif self.args.redis_restarts and any(
+                killed <= lower['end'] + ACK_SLACK and ready >= lower['start']
+                for killed, ready in self.redis.outages):
+            # Redis was SIGKILLed (--redis-restarts) while the first run
+            # went on or its ack was on the way: that, not a fault of the
+            # network that began earlier, sent the job back.
+            cause, fault = 'redis restart', None
         else:
             since = min(lower['start'], higher['start']) - EXPLAIN_SLACK
             hits = [f for f in self.faults if f['role'] == 'worker' and
