@@ -11,7 +11,9 @@ report lost jobs. With --mode network (tools/chaos --mode network
 fault to explain it, or run on past a partition past the ttl. With --mode
 sequences (the saturated run with --sequences, its keys given by a
 --chaos-arg), it must report two jobs of one sequence key run at once
-outside the stated window, or first started out of push order. Each
+outside the stated window, first started out of push order, or an attempt
+of a job started after the next job of its key (a retry that let the key
+go). Each
 --chaos-arg is passed to every tools/chaos run (e.g. --duration); the
 plugin and the producer come from the environment, as tools/chaos reads
 them. With --mode test, the doctest case CASE of TEST_PROGRAM, run with
@@ -73,11 +75,14 @@ def main(argv):
             print('mutant %s: tools/chaos printed no report (exit %d)' % (name, run.returncode))
         elif mode == 'sequences':
             print('mutant %s: lost %d of %d jobs; sequence overlaps %d (%d unexplained), first '
-                  'starts out of order %d; problems: %s' % (
+                  'starts out of order %d, attempts after the next job started %d (%d '
+                  'unexplained); problems: %s' % (
                       name, report['lost'], report['accepted'], report['sequence_overlaps'],
                       report['sequence_overlaps_unexplained'],
-                      report['sequence_order_violations'], report['problems'] or 'none'),
-                  flush=True)
+                      report['sequence_order_violations'],
+                      report['sequence_attempts_after_next'],
+                      report['sequence_attempts_after_next_unexplained'],
+                      report['problems'] or 'none'), flush=True)
         elif mode == 'network':
             print('mutant %s: lost %d of %d jobs; run twice unexplained %d; finished past the '
                   'fence %d; faults %s; problems: %s' % (
@@ -94,7 +99,8 @@ def main(argv):
             caught = False
         elif mode == 'sequences':
             caught = (report['sequence_overlaps_unexplained'] +
-                      report['sequence_order_violations']) > 0
+                      report['sequence_order_violations'] +
+                      report['sequence_attempts_after_next_unexplained']) > 0
         elif mode == 'network':
             caught = (report['lost'] + report['unexplained_duplicates'] +
                       report['finished_past_the_fence']) > 0

@@ -72,6 +72,13 @@ MUTANTS = {
          "  local seq = sequence_of(payload)\n"
          "  if seq == nil or ctx.queue_prefix .. seq.queue ~= queue_key then return 'run' end\n"),
     ],
+    # A retry lets the sequence key go whatever the job says, as if every
+    # job were "sequence_release_on_retry": true: the next job of the key
+    # starts while the failed one waits for its retry, which then runs after
+    # it. Needs jobs that fail (--throw-fraction).
+    'finish_releases_on_retry': [
+        ('finish', '  return seq ~= nil and seq.release_on_retry\n', '  return seq ~= nil\n'),
+    ],
 }
 
 # The run that must report each mutant: the saturated run (lost jobs) unless
@@ -82,7 +89,8 @@ MUTANTS = {
 # at once or out of order (chaos-sequences-mutants). The network mode's
 # partitions heal at random: the window of one round trip is hit too rarely
 # to catch a defect every time.
-CAUGHT_BY = {'recover_ignores_heartbeat': 'test', 'fetch_ignores_sequence': 'sequences'}
+CAUGHT_BY = {'recover_ignores_heartbeat': 'test', 'fetch_ignores_sequence': 'sequences',
+             'finish_releases_on_retry': 'sequences'}
 
 # Mutants of a C++ source of the worker, by the same rule (each text once):
 # NAME: (the source under src/, [(text, replacement)]). The program links

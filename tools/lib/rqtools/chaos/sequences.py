@@ -125,6 +125,7 @@ class SequenceCheck:
             for run in runs:
                 attempts_of.setdefault(run['id'], []).append(run)
         order_violations, overlaps, unexplained, by_cause, explained = [], 0, [], {}, []
+        late, late_explained = [], 0
         reruns = open_runs = jobs = 0
         for key, runs in runs_by_key.items():
             runs.sort(key=lambda run: run['start'])
@@ -141,6 +142,17 @@ class SequenceCheck:
             for lower, higher in zip(by_index, by_index[1:]):
                 if higher['start'] <= lower['start']:
                     order_violations.append({'key': key, 'earlier': lower, 'later': higher})
+                # A job holds its key through its retries, snoozes and the
+                # reruns of an interrupted run: none of its attempts starts
+                # after the next job's first, but a stale one (a zombie's
+                # prefetch started once the job had run elsewhere).
+                for at in attempts_of.get(lower['id'], []):
+                    if at['start'] > higher['start']:
+                        cause = self.stale_cause(at, causes, higher['start'])
+                        if cause is None:
+                            late.append({'key': key, 'attempt': at, 'next': higher})
+                        else:
+                            late_explained += 1
             for i, one in enumerate(runs):
                 for other in runs[i + 1:]:
                     # By start: every later one starts later still.
@@ -161,6 +173,9 @@ class SequenceCheck:
         if order_violations:
             self.problems.append('%d jobs of a sequence first started before a job of a lower '
                                  'index of their key' % len(order_violations))
+        if late:
+            self.problems.append('%d attempts of a sequence job started after the next job of '
+                                 'its key had started, outside the stated window' % len(late))
         if unexplained:
             self.problems.append('%d times two jobs of one sequence key ran at once outside the '
                                  'stated window' % len(unexplained))
@@ -172,8 +187,10 @@ class SequenceCheck:
                 len(waiting), sorted(waiting.items())[:10]))
         with open(os.path.join(self.work, 'sequences.json'), 'w') as f:
             json.dump({'overlaps_explained': explained, 'overlaps_unexplained': unexplained,
-                       'order_violations': order_violations}, f, indent=1)
+                       'order_violations': order_violations, 'late_attempts': late},
+                      f, indent=1)
         self.details['sequence_order_violations'] = order_violations
+        self.details['sequence_late_attempts'] = late
         self.details['sequence_unexplained_overlaps'] = unexplained
         return {
             'sequence_keys': len(runs_by_key),
@@ -183,6 +200,8 @@ class SequenceCheck:
             'sequence_attempts_without_record': unrecorded,
             'sequence_attempts_without_end': open_runs,
             'sequence_order_violations': len(order_violations),
+            'sequence_attempts_after_next': late_explained + len(late),
+            'sequence_attempts_after_next_unexplained': len(late),
             'sequence_overlaps': overlaps,
             'sequence_overlaps_explained': overlaps - len(unexplained),
             'sequence_overlaps_by_cause': by_cause,
@@ -190,6 +209,15 @@ class SequenceCheck:
             'sequence_keys_held_at_end': len(held),
             'sequence_keys_with_waiting_jobs_at_end': len(waiting),
         }
+
+    @staticmethod
+    def stale_cause(attempt, causes, since):
+        """Why `attempt` of a job started after the next job of its key had
+        started (at `since`): a window event of its process from SLACK
+        before that until it started; None when there is none."""
+        found = [(-rank, at, cause) for at, cause, rank in causes.get(attempt['pid'], [])
+                 if since - SLACK <= at <= attempt['start']]
+        return max(found)[2] if found else None
 
     @staticmethod
     def overlap_cause(one, other, causes, attempts_of):
@@ -235,8 +263,11 @@ def print_sequences(report, details):
                               r['sequence_attempts'], r['sequence_reruns'],
                               r['sequence_attempts_without_record'],
                               r['sequence_attempts_without_end']))
-    print('sequence order:           %d first starts out of push order (must be 0)'
-          % r['sequence_order_violations'])
+    print('sequence order:           %d first starts out of push order (must be 0); %d '
+          'attempts started after the next job of their key had (a zombie\'s stale start), '
+          '%d of them unexplained (must be 0)'
+          % (r['sequence_order_violations'], r['sequence_attempts_after_next'],
+             r['sequence_attempts_after_next_unexplained']))
     print('sequence overlaps:        %d (two jobs of one key at once); explained %d %s; '
           'unexplained %d (must be 0)' % (r['sequence_overlaps'], r['sequence_overlaps_explained'],
                                           r['sequence_overlaps_by_cause'] or '{}',
@@ -248,6 +279,11 @@ def print_sequences(report, details):
               '(index %d) at %.6f' % (v['key'], v['later']['id'], v['later']['ix'],
                                       v['later']['start'], v['earlier']['id'],
                                       v['earlier']['ix'], v['earlier']['start']))
+    for v in details.get('sequence_late_attempts', [])[:10]:
+        print('LATE: key %s: an attempt of job %d (index %d, pid %d) started at %.6f, after job '
+              '%d (index %d) first started at %.6f' % (
+                  v['key'], v['attempt']['id'], v['attempt']['ix'], v['attempt']['pid'],
+                  v['attempt']['start'], v['next']['id'], v['next']['ix'], v['next']['start']))
     for o in details.get('sequence_unexplained_overlaps', [])[:10]:
         a, b = o['runs']
         print('AT ONCE: key %s: job %d (pid %d, %.6f..%s) and job %d (pid %d, %.6f..%s)' % (
