@@ -5,8 +5,9 @@
 //
 //   reliableq-bench push     --redis URL --jobs N [--queues a,b] [--class C]
 //                            [--single --threads T [--shared-client] [--unique]]
-//                            [--wait-replicas N [--wait-timeout MS]]
-//   reliableq-bench drain    --redis URL [--queues a,b] [--done-key K] [--log FILE]
+//                            [--wait-replicas N [--wait-timeout MS]] [--sequence-keys K]
+//   reliableq-bench drain    --redis URL [--queues a,b] [--done-key K] [--until-gone K]
+//                            [--log FILE]
 //                            -- WORKER...
 //   reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]
 //                            [--producer client|sidekiq] [--idle-seconds S]
@@ -64,9 +65,10 @@ namespace {
 constexpr const char kUsage[] =
     "usage: reliableq-bench push     --redis URL --jobs N [--queues Q1,Q2...] [--class CLASS]\n"
     "                                [--single --threads T [--shared-client] [--unique]]\n"
-    "                                [--wait-replicas N [--wait-timeout MS]]\n"
+    "                                [--wait-replicas N [--wait-timeout MS]] [--sequence-keys K]\n"
     "       reliableq-bench drain    --redis URL [--queues Q1,Q2...] [--poll-us US]\n"
-    "                                [--done-key KEY] [--timeout SEC] [--log FILE]\n"
+    "                                [--done-key KEY] [--until-gone KEY] [--timeout SEC]\n"
+    "                                [--log FILE]\n"
     "                                -- WORKER COMMAND...\n"
     "       reliableq-bench latency  --redis URL [--jobs N] [--interval-ms MS] [--queue Q]\n"
     "                                [--producer client|sidekiq] [--idle-seconds S]\n"
@@ -116,6 +118,19 @@ bool SetWaitReplicas(Options* options, int replicas, milliseconds timeout) {
   }
 }
 
+// Gives `job` the sequence key `key`; false when this build's Job has no
+// sequences (Job::sequence came with 8cdb7c6; see SetWaitReplicas).
+template <typename AnyJob>
+bool SetSequence(AnyJob* job, const std::string& key) {
+  if constexpr (requires { job->sequence; }) {
+    job->sequence.emplace();
+    job->sequence->key = key;
+    return true;
+  } else {
+    return false;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -141,6 +156,16 @@ int RunPush(const Flags& flags) {
     return Fail(Status::InvalidArgument("--unique needs --single"), "--unique");
   }
   std::atomic<int64_t> unique_keys{0};
+  // Job i names the sequence key "bench-<i mod K>" (0: none): keys
+  // interleaved, each key's jobs in push order.
+  int64_t sequence_keys = flags.Int("sequence-keys", 0, 0);
+  if (sequence_keys > 0) {
+    Job probe;
+    if (!SetSequence(&probe, "bench-0")) {
+      return Fail(Status::InvalidArgument("this build's client has no sequences"),
+                  "--sequence-keys");
+    }
+  }
   // With --wait-replicas every round trip ends with a WAIT, and every push
   // must come back replicated (a push that is not fails the run).
   int wait_replicas = static_cast<int>(flags.Int("wait-replicas", 0, 0));
@@ -164,6 +189,7 @@ int RunPush(const Flags& flags) {
       job.unique = Uniqueness{};
       job.unique->key = "bench-" + std::to_string(unique_keys.fetch_add(1));
     }
+    if (sequence_keys > 0) SetSequence(&job, "bench-" + std::to_string(i % sequence_keys));
     return job;
   };
 
@@ -286,6 +312,11 @@ int RunDrain(const Flags& flags) {
   // A worker that takes jobs out of Redis into its memory (Sidekiq's basic
   // fetch) is done only when it says so: it sets this key after its last job.
   std::string done_key = flags.Get("done-key", "");
+  // Done also only once this key is gone: with sequences, the holders'
+  // hash (reliableq:sequences), since a job waiting for its key is in
+  // neither a queue nor a working list, and the holder that hands the key
+  // on moves it to the queue between two reads of the lengths.
+  std::string until_gone = flags.Get("until-gone", "");
   if (flags.command().empty()) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -356,6 +387,11 @@ int RunDrain(const Flags& flags) {
         Result<redis::ReplyPtr> exists = (*redis)->Command({"EXISTS", done_key});
         if (!exists.ok()) return Fail(exists.status(), "EXISTS");
         done = (*exists)->type == REDIS_REPLY_INTEGER && (*exists)->integer == 1;
+      }
+      if (done && !until_gone.empty()) {
+        Result<redis::ReplyPtr> exists = (*redis)->Command({"EXISTS", until_gone});
+        if (!exists.ok()) return Fail(exists.status(), "EXISTS");
+        done = (*exists)->type == REDIS_REPLY_INTEGER && (*exists)->integer == 0;
       }
       if (done) {
         emptied = Clock::now();

@@ -5,6 +5,9 @@
 //
 //   ChaosJob [id]   records that it ran, sleeps a random short time, and on
 //                   its first attempt may throw or abort() its process
+//   ChaosJob [id, key, index]
+//                   the same, for a job of sequence `key` (tools/chaos
+//                   --sequences): it also records its start, see below
 //
 // Every attempt writes one record to Redis, inside the job, before the
 // handler returns, throws or aborts, through the plugin's own connection
@@ -27,6 +30,16 @@
 // Both are written by one script that adds to `runs` only when the token was
 // new, so an attempt whose reply was lost (Redis killed under it) and that
 // is therefore written again still counts once.
+//
+// A job of a sequence also writes, before anything else it does, the start
+// of its attempt under the same token:
+//   HASH <prefix>starts field = the token, value = JSON
+//                      {"id":7,"key":"10000000.3","ix":4,"pid":123,"ic":0,
+//                       "rc":-1,"start":...,"ms":...}
+// so that an attempt cut short by a SIGKILL, which writes no record, is seen
+// to have started, and tools/chaos can tell which attempts of one key ran at
+// once (from start to record; an attempt without a record ran until its
+// process ended).
 //
 // A record that cannot be written (Redis down) is tried again, reconnecting,
 // until it succeeds or RELIABLEQ_CHAOS_RECORD_PATIENCE_MS passes; then the
@@ -86,12 +99,16 @@ constexpr const char* kRecordScript =
     "end "
     "return 1";
 
+// Records the start of an attempt of a sequence's job.
+constexpr const char* kStartScript = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1";
+
 struct Settings {
   std::string unix_path;
   std::string host;
   int port = 0;
   std::string runs_key;
   std::string log_key;
+  std::string starts_key;
   int sleep_max_ms = 20;
   int long_ms = 3000;
   double throw_fraction = 0;
@@ -138,6 +155,7 @@ void LoadSettings() {
   std::string p = prefix != nullptr && *prefix != '\0' ? prefix : "chaos:";
   g_settings.runs_key = p + "runs";
   g_settings.log_key = p + "log";
+  g_settings.starts_key = p + "starts";
   g_settings.sleep_max_ms = static_cast<int>(EnvNumber("RELIABLEQ_CHAOS_SLEEP_MS", 20, 1, 60000));
   g_settings.long_ms = static_cast<int>(EnvNumber("RELIABLEQ_CHAOS_LONG_MS", 3000, 1, 600000));
   g_settings.throw_fraction = EnvNumber("RELIABLEQ_CHAOS_THROW_FRACTION", 0, 0, 1);
@@ -196,7 +214,6 @@ class RecordConnection {
   // Runs the record script once. True when Redis answered it without error.
   bool TryRecord(const std::string& id, const std::string& token, const std::string& details,
                  bool counts) {
-    if (context_ == nullptr && !Connect()) return false;
     const char* argv[] = {"EVAL",
                           kRecordScript,
                           "2",
@@ -206,12 +223,23 @@ class RecordConnection {
                           token.c_str(),
                           details.c_str(),
                           counts ? "1" : "0"};
-    size_t lengths[std::extent_v<decltype(argv)>];
-    for (size_t i = 0; i < std::extent_v<decltype(argv)>; ++i) {
-      lengths[i] = std::char_traits<char>::length(argv[i]);
-    }
+    return TryCommand(argv, std::extent_v<decltype(argv)>);
+  }
+
+  // Runs the start script once; true when Redis answered it without error.
+  bool TryStart(const std::string& token, const std::string& details) {
+    const char* argv[] = {"EVAL", kStartScript, "1", g_settings.starts_key.c_str(),
+                          token.c_str(), details.c_str()};
+    return TryCommand(argv, std::extent_v<decltype(argv)>);
+  }
+
+ private:
+  bool TryCommand(const char** argv, size_t count) {
+    if (context_ == nullptr && !Connect()) return false;
+    size_t lengths[16];
+    for (size_t i = 0; i < count; ++i) lengths[i] = std::char_traits<char>::length(argv[i]);
     auto* reply = static_cast<redisReply*>(
-        redisCommandArgv(context_, static_cast<int>(std::extent_v<decltype(argv)>), argv, lengths));
+        redisCommandArgv(context_, static_cast<int>(count), argv, lengths));
     if (reply == nullptr) {
       Drop();
       return false;
@@ -223,7 +251,6 @@ class RecordConnection {
     return ok;
   }
 
- private:
   bool Connect() {
     timeval connect_timeout = {1, 0};
     context_ =
@@ -247,13 +274,50 @@ class RecordConnection {
   redisContext* context_ = nullptr;
 };
 
-// Writes the record of one attempt, retrying within the patience. Throws
-// when it cannot.
-void Record(int64_t id, int64_t interrupted, int64_t retried, double start, double start_mono,
-            const char* outcome) {
+RecordConnection& ThreadConnection() {
   thread_local RecordConnection connection;
+  return connection;
+}
+
+// A new token for one attempt's records.
+std::string NewToken() {
   char token[17];
   std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(Random()()));
+  return token;
+}
+
+// Runs `attempt` until it succeeds or the patience passes; throws then,
+// naming `what`.
+template <typename Attempt>
+void Patiently(const std::string& what, Attempt attempt) {
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(g_settings.record_patience_ms);
+  while (!attempt()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("chaos: cannot record " + what + " in Redis");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Writes the start record of an attempt of a sequence's job (see the top).
+void RecordStart(const std::string& token, int64_t id, const std::string& key, int64_t index,
+                 int64_t interrupted, int64_t retried, double start, double start_mono) {
+  char details[1024];
+  std::snprintf(details, sizeof details,
+                "{\"id\":%lld,\"key\":\"%s\",\"ix\":%lld,\"pid\":%d,\"ic\":%lld,\"rc\":%lld,"
+                "\"start\":%.6f,\"ms\":%.6f}",
+                static_cast<long long>(id), key.c_str(), static_cast<long long>(index),
+                static_cast<int>(getpid()), static_cast<long long>(interrupted),
+                static_cast<long long>(retried), start, start_mono);
+  Patiently("the start of job " + std::to_string(id),
+            [&] { return ThreadConnection().TryStart(token, details); });
+}
+
+// Writes the record of one attempt, retrying within the patience. Throws
+// when it cannot.
+void Record(const std::string& token, int64_t id, int64_t interrupted, int64_t retried,
+            double start, double start_mono, const char* outcome) {
   char details[256];
   std::snprintf(details, sizeof details,
                 "{\"id\":%lld,\"pid\":%d,\"ic\":%lld,\"rc\":%lld,\"start\":%.6f,\"end\":%.6f,"
@@ -263,14 +327,8 @@ void Record(int64_t id, int64_t interrupted, int64_t retried, double start, doub
                 NowSeconds(), start_mono, MonotonicSeconds(), outcome);
   const std::string id_text = std::to_string(id);
   const bool counts = std::string_view(outcome) == "ok";
-  auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(g_settings.record_patience_ms);
-  while (!connection.TryRecord(id_text, token, details, counts)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw std::runtime_error("chaos: cannot record job " + id_text + " in Redis");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  Patiently("job " + id_text,
+            [&] { return ThreadConnection().TryRecord(id_text, token, details, counts); });
 }
 
 int64_t IntegerField(const JobView& job, const char* name, int64_t absent) {
@@ -309,9 +367,18 @@ void ChaosJob(const JobView& job) {
   const int64_t interrupted = IntegerField(job, "interrupted_count", 0);
   const int64_t retried = job.retry_count().value_or(-1);
   const bool first_attempt = interrupted == 0 && retried < 0;
+  const std::string token = NewToken();
+  if (args.Size() >= 3 && args[1].IsString() && args[2].IsInt64()) {
+    RecordStart(token, id, std::string(args[1].GetString(), args[1].GetStringLength()),
+                args[2].GetInt64(), interrupted, retried, start, start_mono);
+  }
+  // Every record of this attempt carries its token.
+  auto record = [&](const char* outcome) {
+    Record(token, id, interrupted, retried, start, start_mono, outcome);
+  };
 
   if (first_attempt && Chosen(id, kAbortSalt, g_settings.abort_fraction)) {
-    Record(id, interrupted, retried, start, start_mono, "abort");
+    record("abort");
     std::abort();
   }
   std::uniform_int_distribution<int> sleep_us(1000, g_settings.sleep_max_ms * 1000);
@@ -321,25 +388,25 @@ void ChaosJob(const JobView& job) {
   }
   if (!slept) {
     // Its outcome is dropped and the job handed back: not a run.
-    Record(id, interrupted, retried, start, start_mono, "stopped");
+    record("stopped");
     return;
   }
   // Snoozes twice, 0.1 to 0.6 s each, then runs; spends no retry.
   if (IntegerField(job, "snooze_count", 0) < 2 && Chosen(id, kSnoozeSalt, g_settings.snooze_fraction)) {
-    Record(id, interrupted, retried, start, start_mono, "snooze");
+    record("snooze");
     std::uniform_int_distribution<int> snooze_ms(100, 600);
     throw reliableq::JobSnooze(std::chrono::milliseconds(snooze_ms(Random())));
   }
   // Its first attempt ends its life: dropped, never run again.
   if (first_attempt && Chosen(id, kDiscardSalt, g_settings.discard_fraction)) {
-    Record(id, interrupted, retried, start, start_mono, "discard");
+    record("discard");
     throw reliableq::JobDiscard("chaos: planned discard of job " + std::to_string(id));
   }
   if (retried < 0 && Chosen(id, kThrowSalt, g_settings.throw_fraction)) {
-    Record(id, interrupted, retried, start, start_mono, "throw");
+    record("throw");
     throw std::runtime_error("chaos: planned failure of job " + std::to_string(id));
   }
-  Record(id, interrupted, retried, start, start_mono, "ok");
+  record("ok");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 //                  --queues Q1,Q2 --accepted FILE --unknown FILE
 //                  [--deadline SECONDS] [--backlog JOBS]
 //                  [--wait-replicas N] [--wait-timeout MS] [--spool DIR]
+//                  [--sequence-keys K [--sequence-window W]]
 //
 // Each attempt pushes one job {"class":"ChaosJob","args":[id],...} with a
 // new id (first-id, first-id + 1, ...) through reliableq::Client, to queue
@@ -18,6 +19,17 @@
 // phantom execution if it ever runs. `time` is when the push returned, epoch
 // seconds. Either way the next attempt uses the next id. Attempts go on until
 // `count` pushes were stored, paced at `rate` stored pushes per second.
+//
+// With --sequence-keys K, every job names a sequence key (Job::sequence):
+// the n-th push (n = id - first-id) gets the key "<first-id>.<slot>", slot
+// n mod K, and the args [id, key, index], index n div K, its place within its
+// key, so that each key's jobs are pushed in the order of their index; all of
+// a key's jobs go to one queue (Q[slot % number of queues]). With
+// --sequence-window W, the keys take turns W at a time: the first W keys get
+// all their jobs (count / K, rounded up, each), interleaved, then the next W,
+// so that jobs of one key sit close together in the queue and meet each
+// other at the fetch. A push whose reply was lost still used its index: its
+// key's order is that of the pushes Redis stored.
 //
 // --wait-replicas and --wait-timeout set ClientOptions::wait_replicas and
 // wait_timeout (a push is stored only when replicated); --spool sets
@@ -74,6 +86,8 @@ struct Options {
   long long wait_replicas = 0;
   long long wait_timeout_ms = 1000;
   std::string spool;
+  long long sequence_keys = 0;    // 0: plain jobs
+  long long sequence_window = 0;  // 0: every key at once
 };
 
 volatile std::sig_atomic_t stop_requested = 0;
@@ -84,7 +98,8 @@ int Usage(const std::string& problem) {
                "usage: chaos_producer --redis URL --first-id N --count N --rate JOBS_PER_S\n"
                "                      --queues Q1,Q2 --accepted FILE --unknown FILE\n"
                "                      [--deadline SECONDS] [--backlog JOBS]\n"
-               "                      [--wait-replicas N] [--wait-timeout MS] [--spool DIR]\n",
+               "                      [--wait-replicas N] [--wait-timeout MS] [--spool DIR]\n"
+               "                      [--sequence-keys K [--sequence-window W]]\n",
                problem.c_str());
   return 2;
 }
@@ -129,7 +144,8 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       options->spool = value;
     } else if (name == "--first-id" || name == "--count" || name == "--rate" ||
                name == "--deadline" || name == "--backlog" || name == "--wait-replicas" ||
-               name == "--wait-timeout") {
+               name == "--wait-timeout" || name == "--sequence-keys" ||
+               name == "--sequence-window") {
       if (!ParseNumber(value, &number) || number < 0) {
         return name + " needs a non-negative number, not '" + value + "'";
       }
@@ -140,6 +156,8 @@ std::string ParseOptions(int argc, char** argv, Options* options) {
       if (name == "--backlog") options->backlog = static_cast<long long>(number);
       if (name == "--wait-replicas") options->wait_replicas = static_cast<long long>(number);
       if (name == "--wait-timeout") options->wait_timeout_ms = static_cast<long long>(number);
+      if (name == "--sequence-keys") options->sequence_keys = static_cast<long long>(number);
+      if (name == "--sequence-window") options->sequence_window = static_cast<long long>(number);
     } else {
       return "unknown option " + name;
     }
@@ -209,6 +227,28 @@ bool WaitForEmptySpool(const std::string& dir, Clock::time_point deadline) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// The key slot and the index within it of the n-th push (see the top).
+void SequencePlace(const Options& options, long long n, long long* slot, long long* index) {
+  const long long keys = options.sequence_keys;
+  const long long window = options.sequence_window;
+  if (window <= 0 || window >= keys) {
+    *slot = n % keys;
+    *index = n / keys;
+    return;
+  }
+  // Jobs per key, and the pushes of one turn of `window` keys; a turn of
+  // fewer keys (the last) gives each more. Pushes past `count` (those whose
+  // reply was lost used ids too) start the keys over, at higher indices.
+  const long long per_key = (options.count + keys - 1) / keys;
+  const long long turns = (keys + window - 1) / window;
+  const long long turn = n / (window * per_key);
+  const long long within = n % (window * per_key);
+  const long long first = turn % turns * window;
+  const long long width = std::min(window, keys - first);
+  *slot = first + within % width;
+  *index = turn / turns * window * per_key + within / width;
 }
 
 }  // namespace
@@ -290,8 +330,18 @@ int main(int argc, char** argv) {
     const long long id = next_id++;
     reliableq::Job job;
     job.job_class = "ChaosJob";
-    job.args = "[" + std::to_string(id) + "]";
-    job.queue = options.queues[static_cast<size_t>(id) % options.queues.size()];
+    if (options.sequence_keys > 0) {
+      long long slot = 0;
+      long long index = 0;
+      SequencePlace(options, id - options.first_id, &slot, &index);
+      const std::string key = std::to_string(options.first_id) + "." + std::to_string(slot);
+      job.args = "[" + std::to_string(id) + ",\"" + key + "\"," + std::to_string(index) + "]";
+      job.queue = options.queues[static_cast<size_t>(slot) % options.queues.size()];
+      job.sequence = reliableq::Sequence{key, false};
+    } else {
+      job.args = "[" + std::to_string(id) + "]";
+      job.queue = options.queues[static_cast<size_t>(id) % options.queues.size()];
+    }
     reliableq::Result<reliableq::PushResult> pushed = client->Push(job);
     if (!pushed.ok()) {
       // The job is built above and is always valid: a bug, not a fault.

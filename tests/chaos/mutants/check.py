@@ -2,13 +2,18 @@
 and never_fences) and checks that it reports the defect: the run must catch
 each deliberate defect, every time, not by luck.
 
-  check.py [--mode network] [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
+  check.py [--mode network|sequences] [--chaos-arg ARG | --chaos-arg=ARG]... NAME=PROGRAM...
   check.py --mode test --test TEST_PROGRAM CASE MESSAGE NAME=PROGRAM...
 
 Without --mode, the saturated run (tools/chaos --profile saturated) must
 report lost jobs. With --mode network (tools/chaos --mode network
 --expect-fencing, as root), it must report jobs lost, run twice with no
-fault to explain it, or run on past a partition past the ttl. Each
+fault to explain it, or run on past a partition past the ttl. With --mode
+sequences (the saturated run with --sequences, its keys given by a
+--chaos-arg), it must report two jobs of one sequence key run at once
+outside the stated window, first started out of push order, or an attempt
+of a job started after the next job of its key (a retry that let the key
+go). Each
 --chaos-arg is passed to every tools/chaos run (e.g. --duration); the
 plugin and the producer come from the environment, as tools/chaos reads
 them. With --mode test, the doctest case CASE of TEST_PROGRAM, run with
@@ -36,7 +41,7 @@ def main(argv):
     for arg in args:
         if arg == '--mode':
             mode = next(args, '')
-            if mode not in ('saturated', 'network', 'test'):
+            if mode not in ('saturated', 'network', 'sequences', 'test'):
                 sys.exit(__doc__)
         elif arg == '--test':
             test = [next(args, '') for _ in range(3)]
@@ -68,6 +73,16 @@ def main(argv):
                 break
         if report is None:
             print('mutant %s: tools/chaos printed no report (exit %d)' % (name, run.returncode))
+        elif mode == 'sequences':
+            print('mutant %s: lost %d of %d jobs; sequence overlaps %d (%d unexplained), first '
+                  'starts out of order %d, attempts after the next job started %d (%d '
+                  'unexplained); problems: %s' % (
+                      name, report['lost'], report['accepted'], report['sequence_overlaps'],
+                      report['sequence_overlaps_unexplained'],
+                      report['sequence_order_violations'],
+                      report['sequence_attempts_after_next'],
+                      report['sequence_attempts_after_next_unexplained'],
+                      report['problems'] or 'none'), flush=True)
         elif mode == 'network':
             print('mutant %s: lost %d of %d jobs; run twice unexplained %d; finished past the '
                   'fence %d; faults %s; problems: %s' % (
@@ -82,6 +97,10 @@ def main(argv):
                       report['redis_restarts'], report['problems'] or 'none'), flush=True)
         if report is None:
             caught = False
+        elif mode == 'sequences':
+            caught = (report['sequence_overlaps_unexplained'] +
+                      report['sequence_order_violations'] +
+                      report['sequence_attempts_after_next_unexplained']) > 0
         elif mode == 'network':
             caught = (report['lost'] + report['unexplained_duplicates'] +
                       report['finished_past_the_fence']) > 0

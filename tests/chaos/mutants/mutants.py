@@ -7,7 +7,8 @@ built by tests/chaos/mutants/meson.build, each `reliableq` with one script
 changed.
 
   mutants.py --list [MODE]               the mutants' names, one a line; with
-                                         MODE (saturated, network, test),
+                                         MODE (saturated, network, sequences,
+                                         test),
                                          those whose defect that run reports
   mutants.py NAME OUT.cc LUA_DIR SCRIPT...
       writes lua_scripts.cc (tools/embed_lua.py) for the scripts with the
@@ -60,15 +61,36 @@ MUTANTS = {
         ('recover', "if force ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then\n",
          'if false then\n'),
     ],
+    # The fetch does not gate jobs of a sequence: every fetched job runs,
+    # whoever holds its key (lib/sequence.lua's sequence_gate_plan always
+    # says 'run'). No job is lost; the jobs of one key run at once and out
+    # of order.
+    'fetch_ignores_sequence': [
+        ('fetch', "  local seq = sequence_of(payload)\n"
+                  "  if seq == nil or ctx.queue_prefix .. seq.queue ~= queue_key then return 'run' end\n",
+         "  if payload then return 'run' end\n"
+         "  local seq = sequence_of(payload)\n"
+         "  if seq == nil or ctx.queue_prefix .. seq.queue ~= queue_key then return 'run' end\n"),
+    ],
+    # A retry lets the sequence key go whatever the job says, as if every
+    # job were "sequence_release_on_retry": true: the next job of the key
+    # starts while the failed one waits for its retry, which then runs after
+    # it. Needs jobs that fail (--throw-fraction).
+    'finish_releases_on_retry': [
+        ('finish', '  return seq ~= nil and seq.release_on_retry\n', '  return seq ~= nil\n'),
+    ],
 }
 
 # The run that must report each mutant: the saturated run (lost jobs) unless
 # listed here; 'test' is the worker test case that holds a janitor pass
 # between its read of a heartbeat and its move while the worker heals
-# (tests/chaos/meson.build, janitor-race-mutant). The network mode's
+# (tests/chaos/meson.build, janitor-race-mutant); 'sequences' is the
+# saturated run with --sequences, whose check reports jobs of one key run
+# at once or out of order (chaos-sequences-mutants). The network mode's
 # partitions heal at random: the window of one round trip is hit too rarely
 # to catch a defect every time.
-CAUGHT_BY = {'recover_ignores_heartbeat': 'test'}
+CAUGHT_BY = {'recover_ignores_heartbeat': 'test', 'fetch_ignores_sequence': 'sequences',
+             'finish_releases_on_retry': 'sequences'}
 
 # Mutants of a C++ source of the worker, by the same rule (each text once):
 # NAME: (the source under src/, [(text, replacement)]). The program links

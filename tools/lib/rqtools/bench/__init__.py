@@ -36,6 +36,12 @@ Scenarios (the names --only takes):
   drain_unique     drain_c25 with every job unique (its own key, held until it
                    succeeds: its ack is a script, not the plain LREM), pushed
                    one at a time from 8 threads
+  drain_keyed      drain_c25 with every job naming a sequence key (reliableq(1),
+                   SEQUENCES), 1,000 keys, job i the key i mod 1000 (a key's
+                   jobs spread over the queue), on the tree only (builds before
+                   8cdb7c6 have no sequences): its rate against the tree's
+                   drain_c25 of the same round (vs_plain); the drain ends once
+                   the queue, the working list and the holders' hash are empty
   drain_c10        the same with -c 10
   drain_c100       the same with -c 100
   latency          idle worker, 1,000 LatencyJob pushed 5 ms apart: the time
@@ -90,6 +96,15 @@ Scenarios (the names --only takes):
                    after that Redis started: a fresh deployment, a Redis
                    restart. Builds that trust the client list only on a
                    Redis up longer than the TTL take about the TTL here
+  sequence_release  how long a SIGKILLed holder keeps its sequence key, on the
+                   tree only: per round (5, 2 with --quick), SleepJob A (1 s)
+                   and B (0.2 s) of one key, a worker (--heartbeat-ttl 1
+                   --janitor-interval 0.5) SIGKILLed while A runs, then another
+                   started; from the SIGKILL, a_back_seconds until A is in the
+                   new worker's working list (given back at the head, key kept)
+                   and b_start_seconds until B is; b_after_a_seconds from A
+                   leaving it to B's fetch (the hand-on). Medians over the
+                   rounds, polled every 5 ms
   schedule_lateness  an idle worker; 1,000 DueJob scheduled with
                    Client::PushAt at times drawn uniformly over 5 s (2 s with
                    --quick) starting 1 s ahead, each pushed 50 ms to 1 s

@@ -59,8 +59,8 @@ def fmt(value, digits=0, scale=1.0):
 
 # Scenarios whose figures do not fit the table's columns; the issue 15
 # section shows them.
-OFF_TABLE = ("rss", "queues_500", "recovery", "recovery_young_redis", "schedule_lateness",
-             "push_wait")
+OFF_TABLE = ("rss", "queues_500", "recovery", "recovery_young_redis", "sequence_release",
+             "schedule_lateness", "push_wait")
 
 
 def table(bench, redis_version):

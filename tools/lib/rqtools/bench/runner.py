@@ -131,8 +131,10 @@ class Runner:
         self.redis.call("FLUSHALL")
 
     def push(self, jobs, queues=("default",), single_threads=0, wait_replicas=0,
-             shared_client=False, unique=False):
+             shared_client=False, unique=False, sequence_keys=0):
         options = ["--jobs", str(jobs), "--queues", ",".join(queues)]
+        if sequence_keys:
+            options += ["--sequence-keys", str(sequence_keys)]
         if single_threads:
             options += ["--single", "--threads", str(single_threads)]
             if shared_client:

@@ -7,17 +7,20 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 from . import cluster_drain, web
+from ..processes import spawn, stop_process
 from .common import CURRENT, BenchError, log
 from .runner import start_redis, start_replica
 
 
 # recovery comes after queues_500, whose idle minutes make Redis old enough
 # for a janitor to trust its client list (see the docstring).
-SCENARIOS = ["enqueue", "drain_c25", "drain_records", "drain_unique", "drain_c10", "drain_c100", "latency",
-             "drain_10_queues", "drain_1m", "rss", "drain_c25_tcp", "drain_c25_tls",
-             "queues_500", "recovery", "recovery_young_redis", "schedule_lateness", "handlers",
+SCENARIOS = ["enqueue", "drain_c25", "drain_records", "drain_unique", "drain_keyed", "drain_c10",
+             "drain_c100", "latency", "drain_10_queues", "drain_1m", "rss", "drain_c25_tcp",
+             "drain_c25_tls", "queues_500", "recovery", "recovery_young_redis",
+             "sequence_release", "schedule_lateness", "handlers",
              "metrics", "web_pages", "web_idle", "cluster_drain", "push_wait"]
 # What reliableq-bench latency's --producer pushes, for the progress lines.
 PRODUCERS = {"client": "reliableq's client",
@@ -27,6 +30,7 @@ PICKUP_FIELDS = ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "notify_keys
 
 # Scenarios whose figures another one needs.
 NEEDS = {"drain_1m": ["drain_c25"], "rss": ["drain_c25", "latency"],
+         "drain_keyed": ["drain_c25"],
          "drain_c25_tcp": ["drain_c25"], "drain_c25_tls": ["drain_c25", "drain_c25_tcp"]}
 # The scenarios whose worker reaches Redis over TCP on loopback, plain or TLS.
 NETWORK_SCENARIOS = ("drain_c25_tcp", "drain_c25_tls")
@@ -43,6 +47,17 @@ MANY_QUEUES = ["q%03d" % i for i in range(1, 501)]
 RECOVERY_MIN_REDIS_UPTIME = 31
 # How long the Redis of recovery_young_redis has been up at the kill.
 YOUNG_REDIS_UPTIME = 5
+# drain_keyed: the sequence keys its jobs name, interleaved (job i: key i
+# mod this), and the hash that holds a key while its jobs wait.
+KEYED_KEYS = 1000
+SEQUENCE_HOLDERS = "reliableq:sequences"
+# sequence_release: the worker's liveness settings (a SIGKILLed holder's key
+# comes back within about ttl + janitor interval), how long job A sleeps,
+# and the most seconds one round may take.
+SEQUENCE_TTL_S = 1
+SEQUENCE_JANITOR_S = 0.5
+SEQUENCE_A_MS = 1000
+SEQUENCE_ROUND_CAP_S = 30
 # Plain pushes a second to a queue the idle worker of queues_500 does not
 # serve, while its idle cost is measured again (Ruby traffic elsewhere).
 IDLE_TRAFFIC_PER_SEC = 200
@@ -66,6 +81,7 @@ COMPARED = {
                    "plain_p99_ms", "traffic_idle_redis_cpu_ms"],
     "recovery": ["seconds"],
     "recovery_young_redis": ["seconds"],
+    "sequence_release": ["a_back_seconds", "b_start_seconds"],
     "schedule_lateness": ["p50_ms", "p99_ms", "ruby_p50_ms", "ruby_p99_ms"],
     "metrics": ["jobs_per_sec", "idle_rss_kb"],
 }
@@ -75,6 +91,8 @@ COMPARED = {
 # between producers, and the peers' figures).
 SUMMARIZED = {
     "drain_records": ["vs_records_off", "record_bytes_mean"],
+    "drain_keyed": ["vs_plain"],
+    "sequence_release": ["b_after_a_seconds"],
     "latency": ["max_ms", "plain_max_ms", "plain_p99_vs_client_p99", "sidekiq_p50_ms",
                 "sidekiq_p99_ms", "sidekiq_plain_p50_ms", "sidekiq_plain_p99_ms",
                 "sidekiq_plain_max_ms", "plain_p99_vs_sidekiq_plain_p99"],
@@ -212,23 +230,28 @@ class Bench:
         return median
 
     def drain(self, name, concurrency, jobs, queues=(("default", 0),), extra=None, redis=None,
-              unique=False, worker_options=(), after=None):
+              unique=False, worker_options=(), after=None, sequence_keys=0):
         """`worker_options` go on the worker's command line; `after(result)`
-        runs once each drain is done, before the next flush."""
+        runs once each drain is done, before the next flush. With
+        `sequence_keys`, job i names the sequence key i mod that."""
         r = self.runner
         names = [q for q, _ in queues]
 
         def once():
             r.flush()
             self.step("%s: pushing %d %sNoopJob into %d queue(s)" % (
-                name, jobs, "unique " if unique else "", len(names)))
+                name, jobs, "unique " if unique else "keyed (%d sequence keys) " % sequence_keys
+                if sequence_keys else "", len(names)))
             if unique:
                 # One push each (PushBulk refuses unique jobs), from 8 threads.
                 r.push(jobs, queues=names, single_threads=8, unique=True)
             else:
-                r.push(jobs, queues=names)
+                r.push(jobs, queues=names, sequence_keys=sequence_keys)
             self.step("%s: `reliableq worker -c %d` drains them" % (name, concurrency))
-            result = r.bench("drain", ["--queues", ",".join(names)],
+            # A job that waits for its key is in no queue and no working
+            # list: done once no key is held either.
+            until = ["--until-gone", SEQUENCE_HOLDERS] if sequence_keys else []
+            result = r.bench("drain", ["--queues", ",".join(names)] + until,
                              worker=r.reliableq_worker(concurrency, queues, redis) +
                              list(worker_options), label=name)
             self.check_drain(name, result)
@@ -317,6 +340,24 @@ class Bench:
         if off:
             out["records_off_jobs_per_sec"] = off["jobs_per_sec"]
             out["vs_records_off"] = round(out["jobs_per_sec"] / off["jobs_per_sec"], 3)
+        self.emit(out)
+
+    def drain_keyed(self):
+        """drain_c25 with every job naming a sequence key (KEYED_KEYS keys,
+        job i the key i mod KEYED_KEYS, so a key's jobs are far apart in the
+        queue), against drain_c25 of the same build in the same round: what
+        the fetch's gate and the hand-on at each job's end cost. Tree only:
+        builds before 8cdb7c6 have no sequences."""
+        if self.system != CURRENT:
+            self.step("drain_keyed: %s is the baseline; keyed jobs are measured on the tree "
+                      "against its own drain_c25" % self.system)
+            return
+        out = self.drain("drain_keyed", 25, self.jobs, sequence_keys=KEYED_KEYS,
+                         extra={"sequence_keys": KEYED_KEYS})
+        plain = self.results.get("drain_c25")
+        if plain:
+            out["plain_jobs_per_sec"] = plain["jobs_per_sec"]
+            out["vs_plain"] = round(out["jobs_per_sec"] / plain["jobs_per_sec"], 3)
         self.emit(out)
 
     def drain_c(self, concurrency):
@@ -619,6 +660,100 @@ class Bench:
             young.stop()
             shutil.rmtree(workdir, ignore_errors=True)
 
+    def sequence_release(self):
+        """How long a SIGKILLed holder keeps its sequence key from the next
+        job. Each round pushes two SleepJob of one key, A (SEQUENCE_A_MS)
+        then B (a millisecond), to a worker that takes A; SIGKILLs it while
+        A runs and starts another worker. From the SIGKILL: a_back_seconds
+        until A is in the new worker's working list (the janitor gave it
+        back at the head of its queue, key kept, and it was taken), and
+        b_start_seconds until B is (A ran again, ended, and handed the key
+        on); b_after_a_seconds from A leaving that list (its end) to B's
+        fetch. Workers run with --heartbeat-ttl SEQUENCE_TTL_S and
+        --janitor-interval SEQUENCE_JANITOR_S: the key comes back within
+        about their sum. Medians over the rounds. Tree only."""
+        if self.system != CURRENT:
+            self.step("sequence_release: %s is the baseline; sequences are measured on the "
+                      "tree only" % self.system)
+            return
+        rounds = 2 if self.quick else 5
+        self.step("sequence_release: %d rounds: SleepJob A (%d ms) and B of one key, the "
+                  "worker SIGKILLed while A runs (ttl %g s, janitor %g s)" % (
+                      rounds, SEQUENCE_A_MS, SEQUENCE_TTL_S, SEQUENCE_JANITOR_S))
+        runs = [self.sequence_release_round(i) for i in range(rounds)]
+        out = dict(scenario="sequence_release", system=self.system, rounds=rounds,
+                   heartbeat_ttl_s=SEQUENCE_TTL_S, janitor_interval_s=SEQUENCE_JANITOR_S,
+                   a_sleep_ms=SEQUENCE_A_MS)
+        for field in ("a_back_seconds", "b_start_seconds", "b_after_a_seconds"):
+            out[field] = median([run[field] for run in runs])
+            out["runs_" + field] = [run[field] for run in runs]
+        self.emit(out)
+
+    def sequence_release_round(self, number):
+        r = self.runner
+        r.flush()
+        queue, key = "sequence_release", "release-%d" % number
+        logs = os.path.join(r.workdir, "sequence-release-%d" % number)
+
+        def worker(which):
+            return spawn(r.reliableq_worker(5, [(queue, 0)]) + [
+                "--heartbeat-ttl", str(SEQUENCE_TTL_S),
+                "--heartbeat-interval", str(SEQUENCE_TTL_S / 5),
+                "--janitor-interval", str(SEQUENCE_JANITOR_S)], "%s-%s.log" % (logs, which))
+
+        def push(ms):
+            done = subprocess.run([r.paths["worker"], "push", "SleepJob", "[%d]" % ms, "-q", queue,
+                                   "--sequence", key, "--redis", r.redis.url],
+                                  capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                raise BenchError("sequence_release: reliableq push failed: " + done.stderr)
+            return done.stdout.strip()
+
+        def holder_of(jid):
+            """The pid whose working list holds `jid`, or None."""
+            cursor = "0"
+            while True:
+                cursor, keys = r.redis.call("SCAN", cursor, "MATCH", "reliableq:working:*",
+                                            "COUNT", "1000")
+                for working in keys:
+                    for payload in r.redis.call("LRANGE", working, "0", "-1") or []:
+                        if jid in payload:
+                            return int(working.split(":")[-3])
+                if cursor == "0":
+                    return None
+
+        def wait_for(what, test):
+            deadline = time.monotonic() + SEQUENCE_ROUND_CAP_S
+            while time.monotonic() < deadline:
+                found = test()
+                if found:
+                    return found, time.monotonic()
+                time.sleep(0.005)
+            raise BenchError("sequence_release: %s did not happen within %d s (logs %s-*.log)"
+                             % (what, SEQUENCE_ROUND_CAP_S, logs))
+
+        first = second = None
+        try:
+            a = push(SEQUENCE_A_MS)
+            first = worker("killed")
+            wait_for("A's fetch", lambda: holder_of(a) == first.pid)
+            # B sleeps long enough to be seen in a working list.
+            b = push(200)
+            time.sleep(0.2)  # A's handler has started, and runs on
+            first.kill()
+            killed = time.monotonic()
+            first.wait(timeout=10)
+            second = worker("next")
+            _, a_back = wait_for("A's return", lambda: holder_of(a) == second.pid)
+            _, a_end = wait_for("A's end", lambda: holder_of(a) is None)
+            _, b_start = wait_for("B's fetch", lambda: holder_of(b) == second.pid)
+        finally:
+            for proc in (first, second):
+                stop_process(proc, grace=5.0)
+        return {"a_back_seconds": round(a_back - killed, 3),
+                "b_start_seconds": round(b_start - killed, 3),
+                "b_after_a_seconds": round(b_start - a_end, 3)}
+
     def schedule_lateness(self):
         r = self.runner
         out = dict(scenario="schedule_lateness", system=self.system, concurrency=25)
@@ -714,6 +849,7 @@ class Bench:
             "drain_records": self.drain_records,
             "drain_unique": lambda: self.emit(self.drain("drain_unique", 25, self.jobs,
                                                          unique=True)),
+            "drain_keyed": self.drain_keyed,
             "drain_c10": lambda: self.drain_c(10),
             "drain_c100": lambda: self.drain_c(100),
             "latency": self.latency,
@@ -725,6 +861,7 @@ class Bench:
             "queues_500": self.queues_500,
             "recovery": self.recovery,
             "recovery_young_redis": self.recovery_young_redis,
+            "sequence_release": self.sequence_release,
             "schedule_lateness": self.schedule_lateness,
             "handlers": self.handlers,
             "push_wait": self.push_wait,

@@ -96,6 +96,21 @@ the network mode short (its defaults: under 2 minutes in all).
             once, and the moments above 3 inside and outside the crash
             window of reliableq(1), LIMITS; any outside fails the run)
 
+With --sequences K (the default and network modes), every job names one of K
+sequence keys (reliableq(1), SEQUENCES): each producer pushes its own share
+of the keys, interleaved, each key's jobs in index order, and every attempt
+of such a job records its start as well as its end. Beside the usual
+checks, per key the first starts must come in push order (a job whose run
+was cut short may run again before the next starts), two jobs of one key may
+run at once only inside the stated window (one of the two processes was
+stopped as a zombie, fenced, partitioned, stopped past its timeout or taken
+for dead while that run went on), and no key may be held, nor any job wait
+for one, at the end; the report counts overlaps (explained by cause,
+unexplained) and reruns (sequences.py). A flag rather than a mode: the check
+rides on the faults of either mode. tools/test runs it short; the long form:
+  tools/chaos --mode network --sequences 1000 --jobs 50000 --duration 120
+            --kills 12 --zombies 3 --redis-restarts 2 --drain-timeout 240
+
 With --clock-skew (the default mode and its profiles, and the network mode), every worker runs
 under Debian's libfaketime with its wall clock off by a random whole number
 of seconds in [-60, 60], read from a file of its own on every call
@@ -284,6 +299,18 @@ def parse_args(argv):
     p.add_argument('--clock-steps', type=int, default=4,
                    help='with --clock-skew: clock steps of running workers during the chaos')
     p.add_argument('--concurrency', type=int, default=5, help='threads per worker')
+    p.add_argument('--sequences', type=int, default=0, metavar='K',
+                   help='every job names one of K sequence keys (each producer its own '
+                        'keys, pushed in order) and records its start; fails on a first '
+                        'start out of push order within a key, two jobs of one key running '
+                        'at once outside the stated window of reliableq(1), SEQUENCES, or a '
+                        'key held or waited for at the end (default and network modes; 0: '
+                        'plain jobs)')
+    p.add_argument('--sequence-window', type=int, default=0, metavar='W',
+                   help='with --sequences: each producer pushes its keys W at a time (all '
+                        'the jobs of W keys, interleaved, then the next W), so that jobs of '
+                        'one key meet at the fetch and wait for each other (0: all its keys '
+                        'interleaved)')
     p.add_argument('--limit', type=int, default=0,
                    help='a concurrency limit across the workers on ChaosJob (--limit '
                         'chaos=concurrency=N); the report counts the moments above it inside '
@@ -401,6 +428,10 @@ def parse_args(argv):
         p.error('--backlog must be at least 0')
     if a.clock_skew and a.mode not in ('default', 'network'):
         p.error('--clock-skew applies to the default and network modes only')
+    if a.sequences < 0 or (a.sequences and a.mode not in ('default', 'network')):
+        p.error('--sequences takes a number of keys >= 0, in the default and network modes')
+    if a.sequence_window < 0:
+        p.error('--sequence-window must be at least 0')
     if a.clock_steps < 0:
         p.error('--clock-steps must be at least 0')
     if a.clock_skew and faketime_library() is None:

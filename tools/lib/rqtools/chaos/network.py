@@ -89,7 +89,11 @@ class NetworkChaos(Chaos):
         place = self.network.place('%s%d' % (role[0], self.roles[role]))
         address = (self.network.anchor, self.redis.port)
         proxy = None
-        if role == 'worker' and len(self.proxy_of) < a.proxied_workers:
+        # A worker killed on request (--kills) leaves its place behind a
+        # proxy to the one started in its stead.
+        proxied = sum(1 for w in self.workers if w.pid in self.proxy_of and
+                      w.state not in ('killed', 'exited'))
+        if role == 'worker' and proxied < a.proxied_workers:
             proxy = FaultProxy((self.network.anchor, 0), self.redis.sock,
                                seed=self.rng.getrandbits(32)).start()
             address = proxy.address
@@ -167,6 +171,10 @@ class NetworkChaos(Chaos):
         it now (the plan tries again a second later)."""
         a = self.args
         rng = self.rng
+        if kind in ('kill', 'zombie', 'term', 'redis'):
+            # The default mode's faults, when asked for (--kills, --zombies,
+            # --terms, --redis-restarts; 0 by default in this mode).
+            return super().fault(kind)
         if kind == 'clock':
             # --clock-skew: a worker's wall clock stepped (an event of the
             # default mode's, not a network fault: it explains nothing).
@@ -243,7 +251,9 @@ class NetworkChaos(Chaos):
             ('partition', a.partitions), ('long_partition', a.long_partitions),
             ('proxy', a.latency_episodes if a.proxied_workers else 0),
             ('producer_partition', a.producer_partitions),
-            ('clock', a.clock_steps if a.clock_skew else 0)))
+            ('clock', a.clock_steps if a.clock_skew else 0),
+            ('kill', a.kills), ('zombie', a.zombies), ('term', a.terms),
+            ('redis', a.redis_restarts)))
 
     def cleanup(self):
         for _, fault, heal in self.active:
@@ -280,6 +290,13 @@ class NetworkChaos(Chaos):
             cause, fault = super().explain(lower, higher), None
             if cause != 'fenced':
                 return None
+        elif self.args.redis_restarts and any(
+                killed <= lower['end'] + ACK_SLACK and ready >= lower['start']
+                for killed, ready in self.redis.outages):
+            # Redis was SIGKILLed (--redis-restarts) while the first run
+            # went on or its ack was on the way: that, not a fault of the
+            # network that began earlier, sent the job back.
+            cause, fault = 'redis restart', None
         else:
             since = min(lower['start'], higher['start']) - EXPLAIN_SLACK
             hits = [f for f in self.faults if f['role'] == 'worker' and
@@ -295,7 +312,10 @@ class NetworkChaos(Chaos):
                 hits.sort(key=lambda f: (f['kind'] != 'long_partition', -f['start']))
                 fault = hits[0] if hits else None
             cause = CAUSES[fault['kind']] if fault else super().explain(lower, higher)
-            if cause in ('declared dead', 'redis restart'):
+            # A Redis restart explains a run given back while Redis was
+            # away only when the run asked for restarts (--redis-restarts).
+            if cause == 'declared dead' or (cause == 'redis restart' and
+                                            not self.args.redis_restarts):
                 return None
         if cause is not None:
             fenced_at = fault['start'] + self.args.heartbeat_ttl if fault and \

@@ -15,6 +15,7 @@ import time
 
 from ..resp import pairs
 from . import FENCED, HEARTBEAT_GONE, PREFIX, RECORD_PREFIX, TICK_QUEUE
+from .sequences import SequenceCheck, print_sequences, waiting_lists
 
 
 def pending_job_ids(left):
@@ -51,7 +52,7 @@ def limit_waiting_lists(r):
             return found
 
 
-class Oracle:
+class Oracle(SequenceCheck):
     """The check's half of a Chaos run (worker_faults.Chaos): it reads what
     the run recorded (self.events, self.workers, self.producers, self.redis's
     outages, self.sampler's watches) and appends to self.problems."""
@@ -390,8 +391,9 @@ class Oracle:
         for key in ('schedule', 'retry'):
             for payload in r.call('ZRANGE', key, '0', '-1') or []:
                 left[payload] = key
-        # Jobs a concurrency limit holds back (--limit) wait in its list.
-        for key in limit_waiting_lists(r):
+        # Jobs a concurrency limit holds back (--limit) wait in its list,
+        # and jobs of a sequence whose key another job holds in the key's.
+        for key in limit_waiting_lists(r) + waiting_lists(r):
             for payload in r.call('LRANGE', key, '0', '-1') or []:
                 left[payload] = key
         registered = set(pairs(r.call('HGETALL', PREFIX + 'registry')))
@@ -565,6 +567,8 @@ class Oracle:
              report['limit_overlaps_outside']) = self.limit_overlaps(attempts)
         if a.periodic:
             report.update(self.check_ticks(r))
+        if getattr(a, 'sequences', 0):
+            report.update(self.check_sequences(r, mono_to_real))
         report['connection_kills'] = kinds.count('conn_kill')
         if getattr(self, 'clocks', None) is not None:
             offsets = [o for history in self.clocks.offsets.values() for _, o in history]
@@ -577,10 +581,10 @@ class Oracle:
         with open(os.path.join(self.work, 'events.json'), 'w') as f:
             json.dump({'events': self.events, 'redis_outages': self.redis.outages,
                        'watches': [vars(w) for w in watches], 'report': report}, f, indent=1)
-        self.details = {'lost': lost, 'unexplained': unexplained, 'phantom': phantom,
+        self.details = dict(self.details, **{'lost': lost, 'unexplained': unexplained, 'phantom': phantom,
                         'late_zombie_runs': late_zombie_runs, 'watches': watches,
                         'still_pending': still_pending, 'dead': dead,
-                        'not_recovered': not_recovered, 'pending_ids': pending_ids}
+                        'not_recovered': not_recovered, 'pending_ids': pending_ids})
         return report
 
 
@@ -635,6 +639,7 @@ def print_report(report, details, work):
                  r['periodic_ticks_missing_in_outages'], r['periodic_ticks_twice'],
                  r['periodic_ticks_early']))
     print_stall(r)
+    print_sequences(r, details)
     print('orphaned working lists:   %d; longest wait until recovered: %s s (%s s without a '
           'Redis outage; %s s since the last heartbeat); bound ttl + janitor interval = %g s'
           % (r['orphan_events'], r['max_orphan_wait_s'],

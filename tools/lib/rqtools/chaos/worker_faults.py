@@ -19,6 +19,7 @@ from ..resp import Redis, RedisReplyError, pairs
 from ..servers import RedisServer
 from . import PREFIX, QUEUES, RECORD_PREFIX, TICK_DECLARATION, TICK_QUEUE, TICK_RECORD
 from .oracle import Oracle, limit_waiting_lists
+from .sequences import waiting_lists
 
 
 # Watching Redis while the run goes on: who is registered, and how long the
@@ -702,6 +703,7 @@ class Chaos(Oracle):
         a = self.args
         window = max(1.0, a.duration * a.push_window)
         share, extra = divmod(a.jobs, a.producers)
+        key_share, key_extra = divmod(getattr(a, 'sequences', 0), a.producers)
         for p in range(a.producers):
             count = share + (1 if p < extra else 0)
             if count == 0:
@@ -714,6 +716,11 @@ class Chaos(Oracle):
                     '--deadline', str(a.duration + a.drain_timeout)]
             if a.backlog:
                 argv += ['--backlog', str(max(1, a.backlog // a.producers))]
+            if getattr(a, 'sequences', 0):
+                # Each producer its own keys, so that each key's push order
+                # is one producer's.
+                argv += ['--sequence-keys', str(max(1, key_share + (1 if p < key_extra else 0))),
+                         '--sequence-window', str(a.sequence_window)]
             self.producers.append((spawn(self.in_place('producer', argv), base + '.log'), base))
 
     def in_place(self, role, argv):
@@ -769,7 +776,7 @@ class Chaos(Oracle):
             n = r.call('ZCARD', key)
             if n:
                 out[key] = n
-        for key in limit_waiting_lists(r):
+        for key in limit_waiting_lists(r) + waiting_lists(r):
             n = r.call('LLEN', key)
             if n:
                 out[key] = n
