@@ -153,13 +153,25 @@ local function sequence_gate_apply(ctx, decision, seq, payload, now)
   end
 end
 
+-- What a release of each key will find, read before the script's first
+-- write (key -> {next = the payload at the head of its list, or false}),
+-- so that the release does not read it again; dropped when the key is
+-- written.
+local sequence_planned = {}
+
 -- For a script about to hand key `key` on, before it writes anything: nil
--- when it can, else the error reply to return. The next job's queue is
--- checked too.
+-- when it can, else the error reply to return. The head of its list is
+-- read (a list of another type fails here, before any write) and the next
+-- job's queue is checked.
 local function sequence_key_reachable(ctx, key, script)
-  local bad = sequence_check(ctx, {key = key}, script)
+  local bad = sequence_check_index(ctx, script)
   if bad then return bad end
-  local next_payload = redis.call('LINDEX', sequence_waiting(ctx, key), '0')
+  local next_payload = redis.pcall('LINDEX', sequence_waiting(ctx, key), '0')
+  if type(next_payload) == 'table' and next_payload.err then
+    return sequence_check_key(sequence_waiting(ctx, key), 'list', script) or
+        redis.error_reply(next_payload.err)
+  end
+  sequence_planned[key] = {next = next_payload}
   if not next_payload then return nil end
   local next_seq = sequence_of(next_payload)
   if next_seq == nil then return nil end
@@ -172,7 +184,9 @@ local function sequence_job_reachable(ctx, key, jid, script)
   local bad = sequence_check_index(ctx, script)
   if bad then return bad end
   if redis.call('HGET', sequence_holders(ctx), key) ~= jid then return nil end
-  return sequence_key_reachable(ctx, key, script)
+  local away = sequence_key_reachable(ctx, key, script)
+  if away == nil then sequence_planned[key].holder = jid end
+  return away
 end
 
 -- For a script about to release the key of the job in `payload`, before it
@@ -195,7 +209,14 @@ local kSequenceStuck = '(not a job)'
 -- or false.
 local function sequence_hand_on(ctx, key)
   local waiting = sequence_waiting(ctx, key)
-  local next_payload = redis.call('LINDEX', waiting, '0')
+  local planned = sequence_planned[key]
+  sequence_planned[key] = nil
+  local next_payload
+  if planned then
+    next_payload = planned.next
+  else
+    next_payload = redis.call('LINDEX', waiting, '0')
+  end
   local next_seq = next_payload and sequence_of(next_payload)
   if next_payload and not next_seq then
     redis.call('HSET', sequence_holders(ctx), key, kSequenceStuck)
@@ -222,7 +243,10 @@ end
 -- Hands key `key` on when job `jid` holds it (another job holds it once an
 -- operator released it). Returns the jid the key went to, or false.
 local function sequence_job_release(ctx, key, jid)
-  if redis.call('HGET', sequence_holders(ctx), key) ~= jid then return false end
+  local planned = sequence_planned[key]
+  local holder = planned and planned.holder
+  if holder == nil then holder = redis.call('HGET', sequence_holders(ctx), key) end
+  if holder ~= jid then return false end
   return sequence_hand_on(ctx, key)
 end
 
