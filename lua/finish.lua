@@ -1,12 +1,11 @@
 -- finish.lua: the end of one run of a job, in one step: the job leaves its
 -- working list for where its outcome sends it, is counted, and the
 -- features its payload carries end or wait with it (reliableq-schema(7),
--- "The end of a job's life"). The success of a job that carries no feature
--- is not sent here: it is the worker's pipelined LREM.
+-- "The end of a job's life"). The worker sends every outcome here but a
+-- success: that is its pipelined LREM, or ack.lua for a job whose payload
+-- carries a feature marker. Mode "done" serves other callers.
 --
--- KEYS[1]  the working list the job was fetched into (mode "done" with
---          the count flag "0": the only key; the worker counts successes
---          with its batched acks)
+-- KEYS[1]  the working list the job was fetched into
 -- KEYS[2]  the target ZSET: retry (mode "retry"), schedule ("snooze") or
 --          dead ("dead"); unused by the other modes
 -- KEYS[3]  stat:processed
@@ -93,18 +92,6 @@ local sequences = sequence_context(12)
 -- How the run ends, for the features the payload carries.
 local HOW = {done = 'ends', dead = 'ends', discard = 'ends', expire = 'ends', retry = 'retry',
              snooze = 'waits'}
-
--- A success the worker counts itself and keeps no record of (every unique
--- job's ack): the short way, since it is the common case of this script.
-if ARGV[4] == 'done' and ARGV[8] == '0' and #KEYS == 1 then
-  local bad = check_types('finish', 'list', 1, 1)
-  if bad then return bad end
-  local away = features_reachable(sequences, ARGV[1], 'ends', 'finish')
-  if away then return away end
-  local moved = redis.call('LREM', KEYS[1], '-1', ARGV[1])
-  if moved > 0 then features_end(sequences, ARGV[1], 'ends') end
-  return moved
-end
 
 -- mode -> {target ZSET written, counts processed, counts failed, life ends}
 local MODES = {

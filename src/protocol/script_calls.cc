@@ -314,17 +314,7 @@ ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
       mode = "expire";
       break;
   }
-  // A success is counted by the caller (its flag is "0"): it names the
-  // working list alone, the cheapest call, since every unique job's ack is
-  // one.
   const bool recorded = !run.record.empty();
-  if (run.mode == FinishMode::kDone && !run.counted && !recorded) {
-    ScriptCall call{ScriptId::kFinish,
-                    {std::string(run.working_key)},
-                    {std::string(run.original), "", "", mode, "", "", "", "0", "", "", ""}};
-    AddSequenceArgs(keys, &call);
-    return call;
-  }
   // Unused by the other modes, but named all the same: a key of the
   // script's slot.
   if (target.empty()) target = keys.Dead();

@@ -167,9 +167,7 @@ struct FinishedRun {
 // fallback reads still find it).
 ScriptCall FinishCall(const Keys& keys, const FinishedRun& run, double now,
                       const DeadSetLimits& limits, std::string_view wake_channel = {});
-// A kDone run that is not counted (the worker counts successes with its
-// batched acks) and has no record names the working list alone. Its reply: whether the job
-// was still in the working list (and moved).
+// Its reply: whether the job was still in the working list (and moved).
 Result<bool> ReadFinishReply(redis::ReplyRef reply);
 
 // ack.lua: the successes of jobs whose payloads carry a feature marker,

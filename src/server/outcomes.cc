@@ -96,7 +96,7 @@ bool Outcomes::SendRound(std::vector<FinishedJob> jobs,
         refusal_.clear();
         retry_pause_ = kFirstRetryPause;
       }
-      // Counts owed by finish.lua successes go out once the processors hold
+      // Counts owed by ack.lua successes go out once the processors hold
       // no job and no round is left, not at the next beat: a worker that
       // stops after an all-unique drain would otherwise exit owing them. (A
       // busy worker's next beat or ack round carries them.)
@@ -271,7 +271,7 @@ void Outcomes::SendFeatureAcks(std::vector<FinishedJob> jobs) {
 }
 
 void Outcomes::SendFinish(FinishedJob job, double now) {
-  // Every outcome but a plain success: one finish.lua call, which moves the
+  // Every outcome but a success: one finish.lua call, which moves the
   // job, counts it and ends or keeps the features its payload carries. Rare
   // next to plain acks, so one call each.
   protocol::FinishedRun run;

@@ -50,7 +50,7 @@ struct FinishedJob {
   bool maybe_applied = false;
   uint64_t limit_slot = 0;  // given back when the outcome is taken (LimitGate)
   // The payload carries the marker of a feature that ends with the job (a
-  // unique key today): its success too is finish.lua, not the plain LREM.
+  // unique key, a sequence key): its success is ack.lua, not the plain LREM.
   bool feature_marked = false;
   // The sequence key the payload names, read as the scripts read it; empty:
   // none. ack.lua hands it on without decoding the payload again.

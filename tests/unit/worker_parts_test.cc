@@ -640,14 +640,6 @@ TEST_CASE("FinishCall follows finish.lua for every mode, with dated stat keys") 
       CHECK(call.args[3] == name);
     }
   }
-  SUBCASE("an uncounted success names the working list alone") {
-    run.mode = FinishMode::kDone;
-    run.counted = false;
-    ScriptCall call = FinishCall(Keys("rq:"), run, kNow, kLimits, Keys("rq:").WakeScheduled());
-    CHECK(call.keys == Strings{"rq:working:h:1:x:default"});
-    CHECK(call.args == Strings{R"({"class":"A"})", "", "", "done", "", "", "", "0", "", "", "",
-                               "rq:", "queue:", "rq:wake:queue:"});
-  }
   SUBCASE("uncounted: a payload that is not a job; resent: counted only if it moves") {
     run.mode = FinishMode::kDead;
     run.counted = false;
