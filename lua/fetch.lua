@@ -81,7 +81,12 @@ for pair = 1, #KEYS / 2 do
     local plans = {}
     if sequences then
       for i = count, 1, -1 do
-        local decision, seq, bad = sequence_gate_plan(sequences, jobs[i], queue, taken)
+        -- The marker's tail, not '"sequence"': its first byte is rarer in
+        -- a payload, which halves this search, the cost every job pays.
+        local decision, seq, bad = 'run', nil, nil
+        if string.find(jobs[i], 'sequence"', 1, true) then
+          decision, seq, bad = sequence_gate_plan(sequences, jobs[i], queue, taken)
+        end
         -- A sequence key of another type (or, on a cluster, on another
         -- node) stops the fetch before this round's first write.
         if bad then stop = bad; break end
