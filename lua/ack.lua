@@ -42,20 +42,42 @@ end
 local sequences = sequence_context(1)
 local bad = check_types('ack', 'list', 1, 1)
 if bad then return bad end
+-- The job's sequence as the worker read it; nil (read here) when the
+-- worker found no key but the payload names the field, so that a reading
+-- the two disagree on never leaves a key held.
+local function known_sequence(i)
+  if ARGV[i + 2] == '' and string.find(ARGV[i], '"sequence"', 1, true) then return nil end
+  return {key = ARGV[i + 2], jid = ARGV[i + 1]}
+end
+
 for i = 4, #ARGV, 6 do
-  if ARGV[i + 3] ~= '' and parse_int(ARGV[i + 5], 1) == nil then
-    return redis.error_reply('RQ_INVALID ack: a record needs a retention >= 1')
+  if ARGV[i + 3] ~= '' then
+    if parse_int(ARGV[i + 5], 1) == nil then
+      return redis.error_reply('RQ_INVALID ack: a record needs a retention >= 1')
+    end
+    -- The record's key is not among KEYS: read with KEYS[1], it fails
+    -- here, before any write, when it is not on this node while the slot
+    -- migrates.
+    local reply = redis.pcall('EXISTS', ARGV[i + 3], KEYS[1])
+    if type(reply) == 'table' and reply.err then
+      return redis.error_reply('TRYAGAIN a record key of this slot is not on this node while ' ..
+                               'the slot migrates; nothing was written')
+    end
   end
-  local known = {key = ARGV[i + 2], jid = ARGV[i + 1]}
-  local away = features_reachable(sequences, ARGV[i], 'ends', 'ack', known)
+  local away = features_reachable(sequences, ARGV[i], 'ends', 'ack', known_sequence(i))
   if away then return away end
 end
 
+-- No LREM once the list may be empty: a script does not name a key again
+-- once it may have emptied it (lib/payload.lua).
+local left = redis.call('LLEN', KEYS[1])
 local moved = {}
 for i = 4, #ARGV, 6 do
-  local removed = redis.call('LREM', KEYS[1], '-1', ARGV[i])
+  local removed = 0
+  if left > 0 then removed = redis.call('LREM', KEYS[1], '-1', ARGV[i]) end
+  left = left - removed
   if removed > 0 then
-    features_end(sequences, ARGV[i], 'ends', {key = ARGV[i + 2], jid = ARGV[i + 1]})
+    features_end(sequences, ARGV[i], 'ends', known_sequence(i))
     if ARGV[i + 3] ~= '' then
       redis.call('SET', ARGV[i + 3], ARGV[i + 4], 'EX', ARGV[i + 5])
     end

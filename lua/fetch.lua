@@ -91,6 +91,9 @@ for pair = 1, #KEYS / 2 do
         -- node) stops the fetch before this round's first write.
         if bad then stop = bad; break end
         if decision ~= 'run' then plans[i] = {decision, seq} end
+        -- Redis's time before the first write (a script that replicates
+        -- its commands may not read it after one).
+        if decision == 'take' and now == nil then now = sequence_now() end
       end
     end
     if stop then break end
@@ -106,10 +109,7 @@ for pair = 1, #KEYS / 2 do
     local moved = {}
     for i = count, 1, -1 do
       local plan = plans[i]
-      if plan then
-        if now == nil then now = sequence_now() end
-        sequence_gate_apply(sequences, plan[1], plan[2], jobs[i], now)
-      end
+      if plan then sequence_gate_apply(sequences, plan[1], plan[2], jobs[i], now) end
       if plan and plan[1] == 'wait' then
         parked = parked + 1
       else

@@ -66,8 +66,10 @@ local held = holder and holder ~= kSequenceStuck
 local count = redis.call('LLEN', waiting)
 if not held then
   -- The key goes on after the LPOP: the job that would take it must reach
-  -- its queue.
+  -- its queue. It is read now, with the time, so that the hand-on reads
+  -- nothing after the LPOP, which may empty the list.
   local second = redis.call('LINDEX', waiting, '1')
+  sequence_planned[key] = {next = second, now = sequence_now()}
   local second_seq = second and sequence_of(second)
   if second_seq then
     local t = sequence_type(ctx.queue_prefix .. second_seq.queue)

@@ -39,7 +39,8 @@ local function sequence_decode(payload)
   if not ok or type(job) ~= 'table' then return nil end
   local key = job.sequence
   if type(key) == 'number' then
-    if key ~= math.floor(key) or key ~= key or math.abs(key) > 2 ^ 53 then return nil end
+    -- Beyond 2^53 cjson has rounded it already: such a key is not read.
+    if key ~= math.floor(key) or key ~= key or math.abs(key) >= 2 ^ 53 then return nil end
     key = string.format('%d', key)
   end
   if type(key) ~= 'string' or key == '' or type(job.jid) ~= 'string' or job.jid == '' or
@@ -154,10 +155,24 @@ local function sequence_gate_apply(ctx, decision, seq, payload, now)
 end
 
 -- What a release of each key will find, read before the script's first
--- write (key -> {next = the payload at the head of its list, or false}),
--- so that the release does not read it again; dropped when the key is
--- written.
+-- write, so that the writes read nothing (a key the script emptied cannot
+-- be named again on a cluster whose slot migrates, and a script that
+-- replicates its commands may not read TIME after a write): key ->
+-- {holder = its holder's jid or false, next = the payload at the head of
+-- its list or false, now = Redis's time when a job waits}; {handed = true}
+-- once this script handed the key on, so that no other job of the script
+-- hands it on again before the new holder ran.
 local sequence_planned = {}
+
+-- The plan of `key`, made when first needed.
+local function sequence_plan(key)
+  local plan = sequence_planned[key]
+  if plan == nil then
+    plan = {}
+    sequence_planned[key] = plan
+  end
+  return plan
+end
 
 -- For a script about to hand key `key` on, before it writes anything: nil
 -- when it can, else the error reply to return. The head of its list is
@@ -166,12 +181,15 @@ local sequence_planned = {}
 local function sequence_key_reachable(ctx, key, script)
   local bad = sequence_check_index(ctx, script)
   if bad then return bad end
+  local plan = sequence_plan(key)
+  if plan.next ~= nil then return nil end
   local next_payload = redis.pcall('LINDEX', sequence_waiting(ctx, key), '0')
   if type(next_payload) == 'table' and next_payload.err then
     return sequence_check_key(sequence_waiting(ctx, key), 'list', script) or
         redis.error_reply(next_payload.err)
   end
-  sequence_planned[key] = {next = next_payload}
+  plan.next = next_payload
+  plan.now = sequence_now()
   if not next_payload then return nil end
   local next_seq = sequence_of(next_payload)
   if next_seq == nil then return nil end
@@ -183,10 +201,10 @@ end
 local function sequence_job_reachable(ctx, key, jid, script)
   local bad = sequence_check_index(ctx, script)
   if bad then return bad end
-  if redis.call('HGET', sequence_holders(ctx), key) ~= jid then return nil end
-  local away = sequence_key_reachable(ctx, key, script)
-  if away == nil then sequence_planned[key].holder = jid end
-  return away
+  local plan = sequence_plan(key)
+  if plan.holder == nil then plan.holder = redis.call('HGET', sequence_holders(ctx), key) end
+  if plan.holder ~= jid then return nil end
+  return sequence_key_reachable(ctx, key, script)
 end
 
 -- For a script about to release the key of the job in `payload`, before it
@@ -209,18 +227,15 @@ local kSequenceStuck = '(not a job)'
 -- or false.
 local function sequence_hand_on(ctx, key)
   local waiting = sequence_waiting(ctx, key)
-  local planned = sequence_planned[key]
-  sequence_planned[key] = nil
-  local next_payload
-  if planned then
-    next_payload = planned.next
-  else
-    next_payload = redis.call('LINDEX', waiting, '0')
-  end
+  local plan = sequence_planned[key] or {}
+  sequence_planned[key] = {handed = true}
+  local next_payload = plan.next
+  if next_payload == nil then next_payload = redis.call('LINDEX', waiting, '0') end
+  local now = plan.now or sequence_now()
   local next_seq = next_payload and sequence_of(next_payload)
   if next_payload and not next_seq then
     redis.call('HSET', sequence_holders(ctx), key, kSequenceStuck)
-    redis.call('ZADD', sequence_since(ctx), sequence_now(), key)
+    redis.call('ZADD', sequence_since(ctx), now, key)
     return false
   end
   if not next_seq then
@@ -232,7 +247,7 @@ local function sequence_hand_on(ctx, key)
   -- not name a key again once it may have emptied it: lib/payload.lua).
   redis.call('LPOP', waiting)
   redis.call('HSET', sequence_holders(ctx), key, next_seq.jid)
-  redis.call('ZADD', sequence_since(ctx), sequence_now(), key)
+  redis.call('ZADD', sequence_since(ctx), now, key)
   local queue_length = redis.call('RPUSH', ctx.queue_prefix .. next_seq.queue, next_payload)
   if queue_length == 1 and ctx.wake_prefix ~= '' then
     redis.call('PUBLISH', ctx.wake_prefix .. next_seq.queue, next_seq.queue)
@@ -241,10 +256,12 @@ local function sequence_hand_on(ctx, key)
 end
 
 -- Hands key `key` on when job `jid` holds it (another job holds it once an
--- operator released it). Returns the jid the key went to, or false.
+-- operator released it, or once this script handed it on). Returns the
+-- jid the key went to, or false.
 local function sequence_job_release(ctx, key, jid)
-  local planned = sequence_planned[key]
-  local holder = planned and planned.holder
+  local plan = sequence_planned[key]
+  if plan and plan.handed then return false end
+  local holder = plan and plan.holder
   if holder == nil then holder = redis.call('HGET', sequence_holders(ctx), key) end
   if holder ~= jid then return false end
   return sequence_hand_on(ctx, key)

@@ -14,17 +14,17 @@ bool Named(const rapidjson::Value& name, std::string_view want) {
 }
 
 // A sequence key as lib/sequence.lua reads it: a non-empty string as it
-// is, an integral number (within 2^53, as Lua's doubles hold it) as its
-// decimal text; "" for anything else.
+// is, an integral number below 2^53 in size (what Lua's doubles hold
+// exactly) as its decimal text; "" for anything else.
 std::string SequenceKeyText(const rapidjson::Value& value) {
   if (value.IsString()) return std::string(value.GetString(), value.GetStringLength());
   if (value.IsInt64()) {
     int64_t n = value.GetInt64();
-    return n >= -(int64_t{1} << 53) && n <= (int64_t{1} << 53) ? std::to_string(n) : "";
+    return n > -(int64_t{1} << 53) && n < (int64_t{1} << 53) ? std::to_string(n) : "";
   }
   if (value.IsDouble()) {
     double d = value.GetDouble();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= 9007199254740992.0) {
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9007199254740992.0) {
       return std::to_string(static_cast<int64_t>(d));
     }
   }
@@ -47,6 +47,11 @@ JobFlow ReadJobFlow(const rapidjson::Value& job) {
       if (Named(name, "expires_in")) expires_in = &it->value;
     } else if (first == 'c') {
       if (Named(name, "created_at")) created_at = &it->value;
+    } else if (first == 'j') {
+      // The last of duplicate members, as the scripts' cjson reads it.
+      if (Named(name, "jid") && it->value.IsString()) {
+        flow.jid.assign(it->value.GetString(), it->value.GetStringLength());
+      }
     } else if (first == 'u') {
       if (Named(name, "unique_key")) flow.unique = true;
     } else if (first == 's') {
@@ -87,9 +92,9 @@ bool DiscardIfExpired(const rapidjson::Value& document, std::string_view job_cla
       jid != document.MemberEnd() && jid->value.IsString()
           ? std::string_view(jid->value.GetString(), jid->value.GetStringLength())
           : std::string_view();
-  if (!flow.sequence_key.empty() && !jid_text.empty()) {
+  if (!flow.sequence_key.empty() && !flow.jid.empty()) {
     done->sequence_key = std::move(flow.sequence_key);
-    done->jid = std::string(jid_text);
+    done->jid = flow.jid;
   }
   if (!flow.expires_at && flow.ignored.empty()) return false;
   base::JobLogContext context(job_class, jid_text, queue);

@@ -38,6 +38,8 @@ struct JobFlow {
   // That key as the scripts read it (lib/sequence.lua): the string, or an
   // integer's decimal text; empty when it is neither (nothing is gated).
   std::string sequence_key;
+  // The last "jid" member when it is a string (the scripts' reading).
+  std::string jid;
 };
 
 // One pass over the top-level members of `job` (a JSON object). expires_at

@@ -242,14 +242,10 @@ void Outcomes::SendFeatureAcks(std::vector<FinishedJob> jobs) {
         {job.payload, job.jid, job.sequence_key, record_keys.back(), job.record, job.record_ttl});
   }
   ScriptCall call = protocol::AckCall(keys_, queues_[jobs.front().queue].working_key, runs);
-  std::vector<bool> maybe_applied;
-  maybe_applied.reserve(jobs.size());
-  for (const FinishedJob& job : jobs) maybe_applied.push_back(job.maybe_applied);
   const size_t count = jobs.size();
   SendRound(std::move(jobs), [&](Settle settle) {
     return command_.Eval(
-        call, [this, settle = std::move(settle), count, maybe_applied = std::move(maybe_applied)](
-                  const Status& s, redis::ReplyRef reply) {
+        call, [this, settle = std::move(settle), count](const Status& s, redis::ReplyRef reply) {
           std::vector<size_t> refused;
           Status why = s;
           Result<std::vector<bool>> moved =
@@ -258,12 +254,12 @@ void Outcomes::SendFeatureAcks(std::vector<FinishedJob> jobs) {
             why = moved.status();
             for (size_t i = 0; i < count; ++i) refused.push_back(i);
           } else {
-            // Each success is counted once, as SendAcks counts: sent again after
-            // a lost reply, only if this time it still moved the job. One not
-            // moved had been given back by a janitor; it runs again.
-            for (size_t i = 0; i < count; ++i) {
-              if (!maybe_applied[i] || (*moved)[i]) ++uncounted_processed_;
-            }
+            // ack.lua counts nothing: each success is counted here, once
+            // its reply came, whether it moved the job or not (sent again
+            // after a lost reply, the first call may have moved it). One not
+            // moved otherwise had been given back by a janitor; its run here
+            // was a run all the same, as SendAcks counts it.
+            uncounted_processed_ += static_cast<int64_t>(count);
           }
           settle(why, refused);
         });

@@ -190,6 +190,42 @@ TEST_CASE_FIXTURE(SequenceFixture,
   CHECK_FALSE(Exists(kWork));
 }
 
+TEST_CASE_FIXTURE(SequenceFixture,
+                  "a key handed on in one ack.lua call is not handed on again by a second copy "
+                  "of its new holder in the same call") {
+  PushAll({Keyed(1, "a"), Keyed(2, "a"), Keyed(3, "a")});
+  Fetch(10);
+  // A copy of job 2 (pushed twice under one jid) ran and ends beside job 1.
+  const std::string one = Keyed(1, "a"), two = Keyed(2, "a");
+  Run({"LPUSH", kWork, two});
+  std::vector<AckedRun> runs = {{one, "j1", "a", "", "", 0}, {two, "j2", "a", "", "", 0}};
+  Result<redis::ReplyPtr> reply = redis().Eval(AckCall(keys, kWork, runs));
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  // Job 2 holds the key and waits in its queue to run; job 3 still waits.
+  CHECK(Holder("a") == "j2");
+  CHECK(LRange("queue:default") == Strings{Keyed(2, "a")});
+  CHECK(Waiting("a") == Strings{Keyed(3, "a")});
+}
+
+TEST_CASE_FIXTURE(SequenceFixture,
+                  "ack.lua reads the key itself when the worker found none in a payload that "
+                  "names one; keys beyond 2^53 are not read") {
+  const std::string number =
+      R"({"class":"Pay","args":[],"queue":"default","jid":"x1","sequence":42})";
+  const std::string next =
+      R"({"class":"Pay","args":[],"queue":"default","jid":"x2","sequence":42})";
+  const std::string huge =
+      R"({"class":"Pay","args":[],"queue":"default","jid":"x3","sequence":9007199254740993})";
+  PushAll({number, next, huge});
+  size_t waiting = 0;
+  CHECK(Fetch(10, &waiting) == Strings{number, huge});
+  CHECK(waiting == 1);
+  CHECK_FALSE(Exists(keys.SequenceWaiting("9007199254740992")));
+  std::vector<AckedRun> runs = {{number, "x1", "", "", "", 0}};
+  REQUIRE(redis().Eval(AckCall(keys, kWork, runs)).ok());
+  CHECK(Holder("42") == "x2");
+}
+
 TEST_CASE_FIXTURE(SequenceFixture, "dead, discard and expire end the life and hand the key on") {
   for (FinishMode mode : {FinishMode::kDead, FinishMode::kDiscard, FinishMode::kExpire}) {
     CAPTURE(static_cast<int>(mode));

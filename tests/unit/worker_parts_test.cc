@@ -18,6 +18,7 @@
 
 #include "protocol/keys.h"
 #include "protocol/script_calls.h"
+#include "server/job_expiry.h"
 #include "server/options_check.h"
 #include "server/poller.h"
 #include "server/prefetch.h"
@@ -757,4 +758,33 @@ TEST_CASE("KillCall follows kill.lua") {
   CHECK(call.keys == Strings{"retry", "dead"});
   CHECK(call.args ==
         Strings{kNowText, "500", "3600", "rq:", "queue:", "rq:wake:queue:", "e1", "e2"});
+}
+
+TEST_CASE("ReadJobFlow reads a sequence key and the jid as the scripts do") {
+  auto flow = [](const char* json) {
+    rapidjson::Document doc;
+    doc.Parse(json);
+    REQUIRE(doc.IsObject());
+    return reliableq::server::ReadJobFlow(doc);
+  };
+  auto plain = flow(R"({"class":"A","jid":"j1"})");
+  CHECK_FALSE(plain.sequence);
+  CHECK(plain.sequence_key.empty());
+  auto keyed = flow(R"({"class":"A","jid":"j1","sequence":"cus_42"})");
+  CHECK(keyed.sequence);
+  CHECK(keyed.sequence_key == "cus_42");
+  CHECK(keyed.jid == "j1");
+  CHECK(flow(R"({"jid":"j","sequence":42})").sequence_key == "42");
+  CHECK(flow(R"({"jid":"j","sequence":42.0})").sequence_key == "42");
+  CHECK(flow(R"({"jid":"j","sequence":-7})").sequence_key == "-7");
+  // Beyond 2^53 Lua's doubles round: such a key is read by neither side.
+  CHECK(flow(R"({"jid":"j","sequence":9007199254740993})").sequence_key.empty());
+  CHECK(flow(R"({"jid":"j","sequence":9007199254740992})").sequence_key.empty());
+  CHECK(flow(R"({"jid":"j","sequence":9007199254740991})").sequence_key == "9007199254740991");
+  CHECK(flow(R"({"jid":"j","sequence":1.5})").sequence_key.empty());
+  CHECK(flow(R"({"jid":"j","sequence":true})").sequence_key.empty());
+  // Duplicate members: the last one, as cjson keeps it.
+  auto twice = flow(R"({"jid":"first","sequence":"a","jid":"last","sequence":"b"})");
+  CHECK(twice.jid == "last");
+  CHECK(twice.sequence_key == "b");
 }
