@@ -72,12 +72,8 @@ if not held then
   sequence_planned[key] = {next = second, now = sequence_now()}
   local second_seq = second and sequence_of(second)
   if second_seq then
-    local t = sequence_type(ctx.queue_prefix .. second_seq.queue)
-    if t ~= 'list' and t ~= 'none' then
-      return redis.error_reply('WRONGTYPE sequence_skip: key ' .. ctx.queue_prefix ..
-                               second_seq.queue .. ' holds a ' .. tostring(t) ..
-                               ', not a list; nothing was written')
-    end
+    bad = sequence_check_key(ctx.queue_prefix .. second_seq.queue, 'list', 'sequence_skip')
+    if bad then return bad end
   end
 end
 local skipped = sequence_of(head)

@@ -73,13 +73,6 @@ local function sequence_now()
   return string.format('%d.%06d', tonumber(time[1]), tonumber(time[2]))
 end
 
--- The type of `key` as a string ('none' when it does not exist).
-local function sequence_type(key)
-  local t = redis.call('TYPE', key)
-  if type(t) == 'table' then t = t.ok end
-  return t
-end
-
 -- A script checks every key it may write before its first write: Redis
 -- keeps the writes made before a command that fails, so a WRONGTYPE after
 -- a job moved would lose it. On a Redis Cluster whose slot migrates, a key

@@ -285,11 +285,9 @@ void Outcomes::SendFinish(FinishedJob job, double now) {
   }
   switch (job.outcome) {
     case Outcome::kSucceeded:
-      // Counted with the plain acks' batched INCRBY instead (below): in the
-      // script, the counters cost a unique job's ack about as much Redis
-      // time again.
+      // Not sent here (Send acks every success); were one, the script
+      // would count it.
       run.mode = protocol::FinishMode::kDone;
-      run.counted = false;
       break;
     case Outcome::kSnoozed:
       run.mode = protocol::FinishMode::kSnooze;
@@ -313,18 +311,13 @@ void Outcomes::SendFinish(FinishedJob job, double now) {
       break;
   }
   ScriptCall call = protocol::FinishCall(keys_, run, now, dead_limits_, wake_channel_);
-  const bool count_here = job.outcome == Outcome::kSucceeded;
-  const bool maybe_applied = job.maybe_applied;
   std::vector<FinishedJob> carried;
   carried.push_back(std::move(job));
   SendRound(std::move(carried), [&](Settle settle) {
-    return command_.Eval(call, [this, settle = std::move(settle), count_here, maybe_applied](
-                                   const Status& s, redis::ReplyRef reply) {
+    return command_.Eval(call, [this, settle = std::move(settle)](const Status& s,
+                                                                  redis::ReplyRef reply) {
       if (s.ok()) {
         Result<bool> moved = protocol::ReadFinishReply(reply);
-        // A success is counted once, as SendAcks counts: sent again after a
-        // lost reply, only if this time it still moved the job.
-        if (count_here && (!maybe_applied || (moved.ok() && *moved))) ++uncounted_processed_;
         // Not moved: a janitor had given the job back already; it runs
         // again from its queue.
         if (moved.ok() && !*moved) {
